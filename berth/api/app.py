@@ -1,0 +1,129 @@
+"""The WSGI application: request ids, authentication, microversions, routing and error rendering.
+
+Kept as one small function over Werkzeug's request and routing objects so that the order of checks is
+visible in one place and matches the reference's middleware order: request id, then authentication
+(``GET /`` is exempt), then microversion negotiation, then routing, policy and the handler.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from werkzeug.exceptions import NotFound as RouteNotFound, RequestEntityTooLarge
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from berth.api import auth, errors, microversion
+from berth.api.responses import JSON
+from berth.api.routes import ROUTES
+from berth.api.validation import parse_json_body
+from berth.domain.errors import BerthError
+from berth.store.database import Database
+
+LOG = logging.getLogger(__name__)
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass
+class Call:
+    """Everything a handler needs to know about the request it serves."""
+    request: Request
+    version: microversion.Version
+    request_id: str
+    caller: auth.Caller | None
+    db: Database
+    policy: auth.LegacyPolicy
+    params: dict
+
+    @property
+    def args(self):
+        return self.request.args
+
+    def authorize(self, rule: str) -> None:
+        self.policy.authorize(self.caller, rule)
+
+    def json_body(self, schema=None):
+        return parse_json_body(self, schema)
+
+
+class PlacementApp:
+    def __init__(self, db: Database, policy: auth.LegacyPolicy | None = None):
+        self.db = db
+        self.policy = policy or auth.LegacyPolicy()
+        self.url_map = Map(
+            [Rule(path, endpoint=path) for path in ROUTES],
+            strict_slashes=False, merge_slashes=False,
+        )
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        request.max_content_length = MAX_BODY_BYTES
+        request_id = f"req-{uuid.uuid4()}"
+        version = microversion.MIN
+        version_known = False
+        try:
+            adapter = self.url_map.bind_to_environ(environ)
+            caller = None
+            if request.path != "/":
+                caller = auth.caller_from_noauth_headers(request.headers)
+            version = microversion.parse(request.headers.get(microversion.HEADER))
+            version_known = True
+            response = self._dispatch(request, adapter, version, request_id, caller)
+        except BerthError as error:
+            response = self._error(error.status, error.detail, error.code, request_id, version,
+                                   version_known, error.headers)
+        except RequestEntityTooLarge:
+            response = self._error(413, "The request body is too large.", None, request_id, version,
+                                   version_known)
+        except Exception:  # noqa: BLE001 - the last line of defence must catch everything
+            LOG.exception("unexpected error serving %s %s", request.method, request.path)
+            response = self._error(500, "An unexpected error occurred.", None, request_id, version,
+                                   version_known)
+        response.headers["x-openstack-request-id"] = request_id
+        if version_known:
+            response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
+            response.headers["vary"] = microversion.HEADER
+        return response(environ, start_response)
+
+    def _dispatch(self, request, adapter, version, request_id, caller):
+        try:
+            path, params = adapter.match(return_rule=False)
+        except RouteNotFound:
+            raise BerthError("The resource could not be found.", status=404) from None
+        methods = ROUTES[path]
+        route = methods.get(request.method)
+        if route is None:
+            raise BerthError(
+                f"The method specified is not allowed for this resource.",
+                status=405, headers={"Allow": ", ".join(methods)},
+            )
+        if version < route.min_version:
+            raise BerthError("The resource could not be found.", status=404)
+        call = Call(request=request, version=version, request_id=request_id, caller=caller,
+                    db=self.db, policy=self.policy, params=params)
+        if route.policy:
+            call.authorize(route.policy)
+        if request.method == "GET":
+            _check_accept(request)
+        return route.handler(call, **params)
+
+    def _error(self, status, detail, code, request_id, version, version_known, headers=None):
+        extra = None
+        if status == 406 and not version_known:
+            extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
+        body = errors.error_body(
+            status, detail, code=code, request_id=request_id,
+            include_code=version_known and version.at_least(23), extra=extra,
+        )
+        response = Response(body, status=status, content_type=JSON)
+        for name, value in (headers or {}).items():
+            response.headers[name] = value
+        return response
+
+
+def _check_accept(request: Request) -> None:
+    accept = request.headers.get("Accept")
+    if accept and accept.strip() and not request.accept_mimetypes.accept_json \
+            and request.accept_mimetypes.best_match([JSON]) is None:
+        raise BerthError("Only application/json is provided", status=406)

@@ -1,0 +1,94 @@
+"""/allocations, /allocations/{consumer_uuid} and /resource_providers/{uuid}/allocations."""
+from __future__ import annotations
+
+from berth.api import schemas
+from berth.api.responses import empty_response, json_response
+from berth.api.validation import is_uuid, normalize_uuid
+from berth.domain.errors import BadRequest, NotFound
+from berth.store import allocations, consumers, providers
+from berth.store.allocations import UNSET, ConsumerAllocations
+from berth.store.util import latest
+
+# Consumers written before microversion 1.8 carry no owner; the reference records this one.
+INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def show_consumer_allocations(call, consumer_uuid):
+    def work(conn):
+        return (allocations.allocations_of_consumer(conn, consumer_uuid),
+                consumers.get_consumer(conn, consumer_uuid))
+
+    rows, consumer = call.db.read(work)
+    by_provider = {}
+    for row in rows:
+        entry = by_provider.setdefault(row["provider_uuid"], {"generation": row["provider_generation"],
+                                                              "resources": {}})
+        entry["resources"][row["resource_class"]] = row["used"]
+    body = {"allocations": by_provider}
+    if by_provider and consumer is not None and call.version.at_least(12):
+        body["project_id"] = consumer["project_id"]
+        body["user_id"] = consumer["user_id"]
+        if call.version.at_least(28):
+            body["consumer_generation"] = consumer["generation"]
+        if call.version.at_least(38):
+            body["consumer_type"] = consumer["consumer_type"] or "unknown"
+    return json_response(call, body, last_modified=latest(*(r["updated_at"] for r in rows)))
+
+
+def _request_from_body(call, consumer_uuid, body) -> ConsumerAllocations:
+    if isinstance(body["allocations"], list):
+        wanted = {}
+        for item in body["allocations"]:
+            provider = normalize_uuid(item["resource_provider"]["uuid"])
+            wanted.setdefault(provider, {}).update(item["resources"])
+    else:
+        wanted = {normalize_uuid(rp): dict(entry["resources"]) for rp, entry in body["allocations"].items()}
+    return ConsumerAllocations(
+        consumer_uuid=consumer_uuid,
+        allocations=wanted,
+        project_id=body.get("project_id", INCOMPLETE_CONSUMER_ID),
+        user_id=body.get("user_id", INCOMPLETE_CONSUMER_ID),
+        consumer_generation=body["consumer_generation"] if call.version.at_least(28) else UNSET,
+        consumer_type=body.get("consumer_type"),
+    )
+
+
+def _consumer_path_uuid(value):
+    if not is_uuid(value):
+        raise BadRequest(f"Malformed consumer_uuid: {value}")
+    return normalize_uuid(value)
+
+
+def put_consumer_allocations(call, consumer_uuid):
+    consumer_uuid = _consumer_path_uuid(consumer_uuid)
+    body = call.json_body(schemas.allocations_put_schema(call.version))
+    request = _request_from_body(call, consumer_uuid, body)
+    call.db.write(lambda conn: allocations.replace_allocations(conn, [request]))
+    return empty_response()
+
+
+def post_allocations(call):
+    body = call.json_body(schemas.allocations_post_schema(call.version))
+    requests = [_request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body.items()]
+    call.db.write(lambda conn: allocations.replace_allocations(conn, requests))
+    return empty_response()
+
+
+def delete_consumer_allocations(call, consumer_uuid):
+    if not call.db.write(lambda conn: allocations.delete_consumer_allocations(conn, consumer_uuid)):
+        raise NotFound(f"No allocations for consumer '{consumer_uuid}'")
+    return empty_response()
+
+
+def list_provider_allocations(call, uuid):
+    def work(conn):
+        provider = providers.require_provider(conn, uuid)
+        return provider, allocations.allocations_on_provider(conn, provider["id"])
+
+    provider, rows = call.db.read(work)
+    by_consumer = {}
+    for row in rows:
+        by_consumer.setdefault(row["consumer_id"], {"resources": {}})["resources"][row["resource_class"]] = row["used"]
+    return json_response(call, {"resource_provider_generation": provider["generation"],
+                                "allocations": by_consumer},
+                         last_modified=latest(*(r["updated_at"] for r in rows)))

@@ -1,0 +1,64 @@
+"""/resource_classes and /resource_classes/{name}."""
+from __future__ import annotations
+
+import re
+
+from berth.api import schemas
+from berth.api.responses import empty_response, json_response
+from berth.domain.errors import BadRequest, NotFound
+from berth.store import names
+from berth.store.util import latest
+
+_CUSTOM = re.compile(schemas.CUSTOM_NAME_PATTERN)
+
+
+def _view(name):
+    return {"name": name, "links": [{"rel": "self", "href": f"/resource_classes/{name}"}]}
+
+
+def list_resource_classes(call):
+    rows = call.db.read(names.list_resource_classes)
+    return json_response(call, {"resource_classes": [_view(r["name"]) for r in rows]},
+                         last_modified=latest(*(r["updated_at"] for r in rows)))
+
+
+def create_resource_class(call):
+    body = call.json_body(schemas.RESOURCE_CLASS_BODY)
+    call.db.write(lambda conn: names.create_resource_class(conn, body["name"]))
+    return empty_response(201, {"Location": f"/resource_classes/{body['name']}"})
+
+
+def show_resource_class(call, name):
+    row = call.db.read(lambda conn: names.get_resource_class(conn, name))
+    if row is None:
+        raise NotFound(f"No such resource class {name}.")
+    return json_response(call, _view(name), last_modified=row["updated_at"])
+
+
+def update_resource_class(call, name):
+    if call.version.at_least(7):
+        return _ensure_resource_class(call, name)
+    body = call.json_body(schemas.RESOURCE_CLASS_BODY)
+    call.db.write(lambda conn: names.update_resource_class(conn, name, body["name"]))
+    return json_response(call, _view(body["name"]))
+
+
+def _ensure_resource_class(call, name):
+    """1.7: PUT creates a custom class, or confirms it exists."""
+    if not _CUSTOM.match(name) or len(name) > 255:
+        raise BadRequest(f"JSON does not validate: '{name}' does not match '{schemas.CUSTOM_NAME_PATTERN}'")
+
+    def work(conn):
+        if names.get_resource_class(conn, name) is not None:
+            return False
+        names.create_resource_class(conn, name)
+        return True
+
+    if call.db.write(work):
+        return empty_response(201, {"Location": f"/resource_classes/{name}"})
+    return empty_response(204)
+
+
+def delete_resource_class(call, name):
+    call.db.write(lambda conn: names.delete_resource_class(conn, name))
+    return empty_response()

@@ -1,0 +1,102 @@
+"""/traits, /traits/{name} and /resource_providers/{uuid}/traits."""
+from __future__ import annotations
+
+import re
+
+from berth.api import schemas
+from berth.api.responses import empty_response, http_date, json_response
+from berth.api.validation import query_schema_check
+from berth.domain.errors import BadRequest, ConcurrentUpdate, NotFound
+from berth.store import names, provider_traits, providers
+from berth.store.util import latest
+
+_CUSTOM = re.compile(schemas.CUSTOM_NAME_PATTERN)
+
+
+def list_traits(call):
+    query_schema_check(call.args, schemas.TRAITS_LIST_QUERY)
+    filters = {}
+    if "name" in call.args:
+        value = call.args["name"]
+        if value.startswith("in:"):
+            filters["names"] = value[3:].split(",")
+        elif value.startswith("startswith:"):
+            filters["prefix"] = value[len("startswith:"):]
+        else:
+            raise BadRequest(
+                "Badly formatted name parameter. Expected name query string parameter in form: "
+                f"?name=[in|startswith]:[name1,name2|prefix]. Got: \"{value}\""
+            )
+    if "associated" in call.args:
+        value = call.args["associated"].lower()
+        if value not in ("true", "false"):
+            raise BadRequest('The query parameter "associated" only accepts "true" or "false"')
+        filters["associated"] = value == "true"
+    rows = call.db.read(lambda conn: names.list_traits(conn, **filters))
+    return json_response(call, {"traits": [r["name"] for r in rows]},
+                         last_modified=latest(*(r["updated_at"] for r in rows)))
+
+
+def show_trait(call, name):
+    row = call.db.read(lambda conn: names.get_trait(conn, name))
+    if row is None:
+        raise NotFound(f"No such trait(s): {name}")
+    response = empty_response(204)
+    if call.version.at_least(15):
+        response.headers["cache-control"] = "no-cache"
+        response.headers["last-modified"] = http_date(row["updated_at"])
+    return response
+
+
+def put_trait(call, name):
+    if not _CUSTOM.match(name) or len(name) > 255:
+        raise BadRequest(
+            'The trait is invalid. A valid trait must be no longer than 255 characters, start with the '
+            'prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
+        )
+    created = call.db.write(lambda conn: names.ensure_trait(conn, name))
+    headers = {"Location": f"/traits/{name}"}
+    if call.version.at_least(15):
+        headers.update({"cache-control": "no-cache", "last-modified": http_date()})
+    return empty_response(201 if created else 204, headers)
+
+
+def delete_trait(call, name):
+    call.db.write(lambda conn: names.delete_trait(conn, name))
+    return empty_response()
+
+
+def list_provider_traits(call, uuid):
+    def work(conn):
+        provider = providers.require_provider(conn, uuid)
+        return provider, provider_traits.provider_traits(conn, provider["id"])
+
+    provider, traits = call.db.read(work)
+    return json_response(call, {"traits": traits, "resource_provider_generation": provider["generation"]},
+                         last_modified=provider["updated_at"])
+
+
+def update_provider_traits(call, uuid):
+    body = call.json_body(schemas.PROVIDER_TRAITS_PUT)
+
+    def work(conn):
+        provider = providers.require_provider(conn, uuid)
+        if body["resource_provider_generation"] != provider["generation"]:
+            raise ConcurrentUpdate(providers.GENERATION_CHANGED)
+        ids = names.require_trait_ids(conn, body["traits"])
+        generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
+        provider_traits.set_provider_traits(conn, provider["id"], ids)
+        return generation, provider_traits.provider_traits(conn, provider["id"])
+
+    generation, traits = call.db.write(work)
+    return json_response(call, {"traits": traits, "resource_provider_generation": generation})
+
+
+def delete_provider_traits(call, uuid):
+    def work(conn):
+        provider = providers.require_provider(conn, uuid)
+        providers.bump_generation(conn, provider)
+        provider_traits.set_provider_traits(conn, provider["id"], {})
+
+    call.db.write(work)
+    return empty_response()

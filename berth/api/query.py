@@ -1,0 +1,112 @@
+"""Parsers of the query-string mini-languages: resources, member_of and required."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from berth.api.validation import is_uuid, normalize_uuid
+from berth.domain.errors import BadRequest
+
+
+def parse_resources(value: str) -> dict[str, int]:
+    """``VCPU:2,MEMORY_MB:1024`` as a mapping of class to amount."""
+    result = {}
+    for item in value.split(","):
+        try:
+            name, amount = item.split(":")
+        except ValueError:
+            raise BadRequest(
+                "Badly formed resources parameter. Expected resources query string parameter in form: "
+                f"?resources=VCPU:2,MEMORY_MB:1024. Got: {value}."
+            ) from None
+        try:
+            number = int(amount)
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise BadRequest(
+                f"Requested resource {name} expected positive integer amount. Got: {amount}."
+            )
+        result[name] = number
+    return result
+
+
+@dataclass
+class AggregateFilter:
+    """``member_of`` values: each group must be matched by one of its aggregates; none of
+    ``forbidden`` may be matched."""
+    groups: list[list[str]] = field(default_factory=list)
+    forbidden: list[str] = field(default_factory=list)
+
+
+def parse_member_of(values: list[str], *, allow_forbidden: bool) -> AggregateFilter:
+    result = AggregateFilter()
+    for value in values:
+        forbidden = allow_forbidden and value.startswith("!")
+        body = value[1:] if forbidden else value
+        any_of = body.startswith("in:")
+        if any_of:
+            body = body[3:]
+        uuids = body.split(",")
+        if not all(is_uuid(u) for u in uuids) or (not any_of and len(uuids) > 1):
+            raise BadRequest(
+                f"Invalid query string parameters: Expected 'member_of' parameter to contain valid "
+                f"UUID(s). Got: {value}"
+            )
+        uuids = [normalize_uuid(u) for u in uuids]
+        if forbidden:
+            if any_of or len(uuids) == 1:
+                result.forbidden.extend(uuids)
+        else:
+            result.groups.append(uuids)
+    if allow_forbidden:
+        for value in values:
+            if "!" in value[1:]:
+                raise BadRequest(
+                    "Invalid query string parameters: Expected 'member_of' parameter to contain valid "
+                    f"UUID(s). Got: {value}"
+                )
+    return result
+
+
+@dataclass
+class TraitFilter:
+    """``required`` values: every group needs one of its traits (plain names are groups of one);
+    ``forbidden`` traits must be absent."""
+    groups: list[list[str]] = field(default_factory=list)
+    forbidden: list[str] = field(default_factory=list)
+
+    def names(self) -> set[str]:
+        return {name for group in self.groups for name in group} | set(self.forbidden)
+
+
+def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bool,
+                   param: str = "required") -> TraitFilter:
+    result = TraitFilter()
+    for value in values:
+        if allow_any_of and value.startswith("in:"):
+            names = value[3:].split(",")
+            if not all(names) or any(n.startswith("!") for n in names):
+                raise _bad_traits(param, value)
+            result.groups.append(names)
+            continue
+        names = value.split(",")
+        if not all(names):
+            raise _bad_traits(param, value)
+        for name in names:
+            if name.startswith("!"):
+                if not allow_forbidden:
+                    raise _bad_traits(param, value, allow_forbidden)
+                if not name[1:]:
+                    raise _bad_traits(param, value)
+                result.forbidden.append(name[1:])
+            else:
+                result.groups.append([name])
+    return result
+
+
+def _bad_traits(param, value, allow_forbidden=True):
+    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+    return BadRequest(
+        f"Invalid query string parameters: Expected '{param}' parameter value of the form: "
+        f"{example}. Got: {value}"
+    )

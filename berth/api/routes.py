@@ -1,0 +1,95 @@
+"""The URL map: every path, its methods, the microversion each appeared in and its policy rule."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from berth.api.handlers import (
+    aggregates, allocations, inventories, resource_classes, resource_providers as rps, root, traits, usages,
+)
+from berth.api.microversion import Version
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Callable
+    min_version: Version
+    policy: str | None
+
+
+def _r(handler, policy=None, since=0):
+    return Route(handler, Version(1, since), policy)
+
+
+def _build():
+    P = "placement:"
+    RP = "placement:resource_providers:"
+    return {
+        "/": {"GET": _r(root.versions)},
+        "/resource_providers": {
+            "GET": _r(rps.list_providers, RP + "list"),
+            "POST": _r(rps.create_provider, RP + "create"),
+        },
+        "/resource_providers/<uuid>": {
+            "GET": _r(rps.show_provider, RP + "show"),
+            "PUT": _r(rps.update_provider, RP + "update"),
+            "DELETE": _r(rps.delete_provider, RP + "delete"),
+        },
+        "/resource_providers/<uuid>/inventories": {
+            "GET": _r(inventories.list_inventories, RP + "inventories:list"),
+            "POST": _r(inventories.create_inventory, RP + "inventories:create"),
+            "PUT": _r(inventories.replace_inventories, RP + "inventories:update"),
+            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5),
+        },
+        "/resource_providers/<uuid>/inventories/<resource_class>": {
+            "GET": _r(inventories.show_inventory, RP + "inventories:show"),
+            "PUT": _r(inventories.update_inventory, RP + "inventories:update"),
+            "DELETE": _r(inventories.delete_inventory, RP + "inventories:delete"),
+        },
+        "/resource_providers/<uuid>/usages": {
+            "GET": _r(usages.provider_usages, RP + "usages"),
+        },
+        "/resource_providers/<uuid>/aggregates": {
+            "GET": _r(aggregates.list_aggregates, RP + "aggregates:list", since=1),
+            "PUT": _r(aggregates.update_aggregates, RP + "aggregates:update", since=1),
+        },
+        "/resource_providers/<uuid>/allocations": {
+            "GET": _r(allocations.list_provider_allocations, RP + "allocations:list"),
+        },
+        "/resource_providers/<uuid>/traits": {
+            "GET": _r(traits.list_provider_traits, RP + "traits:list", since=6),
+            "PUT": _r(traits.update_provider_traits, RP + "traits:update", since=6),
+            "DELETE": _r(traits.delete_provider_traits, RP + "traits:delete", since=6),
+        },
+        "/resource_classes": {
+            "GET": _r(resource_classes.list_resource_classes, P + "resource_classes:list", since=2),
+            "POST": _r(resource_classes.create_resource_class, P + "resource_classes:create", since=2),
+        },
+        "/resource_classes/<name>": {
+            "GET": _r(resource_classes.show_resource_class, P + "resource_classes:show", since=2),
+            "PUT": _r(resource_classes.update_resource_class, P + "resource_classes:update", since=2),
+            "DELETE": _r(resource_classes.delete_resource_class, P + "resource_classes:delete", since=2),
+        },
+        "/traits": {
+            "GET": _r(traits.list_traits, P + "traits:list", since=6),
+        },
+        "/traits/<name>": {
+            "GET": _r(traits.show_trait, P + "traits:show", since=6),
+            "PUT": _r(traits.put_trait, P + "traits:update", since=6),
+            "DELETE": _r(traits.delete_trait, P + "traits:delete", since=6),
+        },
+        "/allocations": {
+            "POST": _r(allocations.post_allocations, P + "allocations:manage", since=13),
+        },
+        "/allocations/<consumer_uuid>": {
+            "GET": _r(allocations.show_consumer_allocations, P + "allocations:list"),
+            "PUT": _r(allocations.put_consumer_allocations, P + "allocations:update"),
+            "DELETE": _r(allocations.delete_consumer_allocations, P + "allocations:delete"),
+        },
+        "/usages": {
+            "GET": _r(usages.project_usages, P + "usages", since=9),
+        },
+    }
+
+
+ROUTES = _build()

@@ -1,0 +1,49 @@
+"""Running the API under gunicorn with several worker processes.
+
+Each worker builds its own application and connection pool after the fork; the schema is upgraded
+once, in the master, before any worker starts.
+"""
+from __future__ import annotations
+
+from gunicorn.app.base import BaseApplication
+
+from berth.store.database import Database
+from berth.store.migrate import upgrade
+
+
+class _Server(BaseApplication):
+    def __init__(self, options, database_url):
+        self._options = options
+        self._database_url = database_url
+        super().__init__()
+
+    def load_config(self):
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        from berth.api.wsgi import create_app
+
+        return create_app(self._database_url)
+
+
+def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False) -> int:
+    db = Database(database_url)
+    upgrade(db)
+    db.dispose()
+    options = {
+        "bind": bind,
+        "workers": workers,
+        "threads": threads,
+        "worker_class": "gthread" if threads > 1 else "sync",
+        "timeout": 60,
+        "graceful_timeout": 10,
+        "keepalive": 5,
+        "preload_app": False,
+        # A control socket in the home folder would clash between several servers on one host.
+        "control_socket_disable": True,
+    }
+    if access_log:
+        options["accesslog"] = "-"
+    _Server(options, database_url).run()
+    return 0

@@ -1,0 +1,75 @@
+"""Request bodies and query strings: parsing and validation with the reference's messages."""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import jsonschema
+import orjson
+
+from berth.domain.errors import BadRequest, BerthError
+
+_FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@_FORMAT_CHECKER.checks("uuid")
+def _is_uuid(value) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        uuidlib.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+_validators: dict[int, jsonschema.Draft4Validator] = {}
+
+
+def validate(data, schema) -> None:
+    validator = _validators.get(id(schema))
+    if validator is None:
+        validator = _validators[id(schema)] = jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER)
+    try:
+        validator.validate(data)
+    except jsonschema.ValidationError as error:
+        raise BadRequest(f"JSON does not validate: {error.message}") from None
+
+
+def parse_json_body(call, schema=None):
+    request = call.request
+    content_type = request.mimetype
+    if content_type != "application/json":
+        raise BerthError(
+            f"The media type {content_type or 'None'} is not supported, use application/json",
+            status=415,
+        )
+    raw = request.get_data(cache=False)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise BadRequest(f"Malformed JSON: {error}") from None
+    if schema is not None:
+        validate(data, schema)
+    return data
+
+
+def normalize_uuid(value: str) -> str:
+    """Canonical dashed lower-case form; the reference accepts undashed UUIDs too."""
+    return str(uuidlib.UUID(value))
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuidlib.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def query_schema_check(args, schema) -> None:
+    """Validate the query string (last value of each key) against a JSON schema."""
+    data = {key: args.getlist(key)[-1] for key in args.keys()}
+    try:
+        jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER).validate(data)
+    except jsonschema.ValidationError as error:
+        raise BadRequest(f"Invalid query string parameters: {error.message}") from None

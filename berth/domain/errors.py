@@ -1,0 +1,55 @@
+"""Errors raised by the domain and the store.
+
+Each carries the HTTP status and the Placement error code it maps to, so that the API layer can render
+it without a lookup table that could drift from the place the error is raised.  The ``code`` values are
+Placement's (``placement.*``) because clients and its test suites match on them.
+"""
+from __future__ import annotations
+
+
+class BerthError(Exception):
+    status = 400
+    code = "placement.undefined_code"
+
+    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None,
+                 headers: dict | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        self.headers = headers or {}
+
+
+class BadRequest(BerthError):
+    status = 400
+
+
+class NotFound(BerthError):
+    status = 404
+
+
+class Conflict(BerthError):
+    status = 409
+
+
+class ConcurrentUpdate(Conflict):
+    code = "placement.concurrent_update"
+
+
+class InventoryInUse(Conflict):
+    code = "placement.inventory.inuse"
+
+
+class DuplicateName(Conflict):
+    code = "placement.duplicate_name"
+
+
+class Unavailable(BerthError):
+    """The database stayed busy or unreachable through every retry."""
+    status = 503
+
+
+class Forbidden(BerthError):
+    status = 403

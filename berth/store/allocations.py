@@ -1,0 +1,258 @@
+"""Allocations: what consumers hold, written atomically across providers.
+
+A write replaces every allocation of the named consumers in one transaction:
+
+1. the consumers' generations are compared and swapped (row lock on each consumer);
+2. their old allocations are removed and the inventories' ``used`` counters lowered;
+3. each new allocation raises its inventory's ``used`` with a conditional UPDATE that only matches
+   while the result stays within capacity.  On PostgreSQL the UPDATE locks the inventory row and
+   re-reads it after any concurrent writer commits, so two writers can never both take the last units;
+   on SQLite writers are serialised by ``BEGIN IMMEDIATE``;
+4. the generation of every provider that receives allocations is bumped.
+
+Rows are touched in a fixed order (consumers by uuid, inventories by id) so that concurrent writers
+on PostgreSQL queue behind each other instead of deadlocking.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
+from berth.store import consumers as consumer_store
+from berth.store import names
+from berth.store.providers import bump_generation, get_provider
+from berth.store.schema import (
+    allocations, consumers, inventories, resource_classes, resource_providers as rp,
+)
+from berth.store.util import utcnow
+
+UNSET = object()
+
+
+@dataclass
+class ConsumerAllocations:
+    consumer_uuid: str
+    # provider uuid -> resource class name -> amount
+    allocations: dict[str, dict[str, int]]
+    project_id: str | None = None
+    user_id: str | None = None
+    # The generation the client believes the consumer has: None for "new consumer", UNSET when the
+    # microversion predates consumer generations and no check is made.
+    consumer_generation: object = UNSET
+    consumer_type: str | None = None
+
+
+def allocations_of_consumer(conn, consumer_uuid):
+    return conn.execute(
+        sa.select(rp.c.uuid.label("provider_uuid"), rp.c.generation.label("provider_generation"),
+                  resource_classes.c.name.label("resource_class"), allocations.c.used,
+                  allocations.c.created_at, allocations.c.updated_at)
+        .select_from(allocations.join(rp, rp.c.id == allocations.c.resource_provider_id)
+                     .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id))
+        .where(allocations.c.consumer_id == consumer_uuid)
+        .order_by(rp.c.id, resource_classes.c.id)
+    ).mappings().all()
+
+
+def allocations_on_provider(conn, provider_id):
+    return conn.execute(
+        sa.select(allocations.c.consumer_id, resource_classes.c.name.label("resource_class"),
+                  allocations.c.used, allocations.c.updated_at)
+        .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
+        .where(allocations.c.resource_provider_id == provider_id)
+        .order_by(allocations.c.consumer_id, resource_classes.c.id)
+    ).mappings().all()
+
+
+def _check_consumer_generation(existing, request: ConsumerAllocations):
+    if request.consumer_generation is UNSET:
+        return
+    expected = request.consumer_generation
+    if existing is None:
+        if expected is not None:
+            raise ConcurrentUpdate(
+                f"consumer generation conflict - expected null but got {expected}"
+            )
+    elif expected is None:
+        raise ConcurrentUpdate(
+            f"consumer generation conflict - expected {existing['generation']} but got null"
+        )
+    elif expected != existing["generation"]:
+        raise ConcurrentUpdate(
+            f"consumer generation conflict - expected {existing['generation']} but got {expected}"
+        )
+
+
+def _remove_allocations(conn, consumer_uuid):
+    rows = conn.execute(
+        sa.select(allocations.c.resource_provider_id, allocations.c.resource_class_id, allocations.c.used)
+        .where(allocations.c.consumer_id == consumer_uuid)
+    ).all()
+    if not rows:
+        return set()
+    conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
+    freed = defaultdict(int)
+    for provider_id, rc_id, used in rows:
+        freed[(provider_id, rc_id)] += used
+    for (provider_id, rc_id), amount in sorted(freed.items()):
+        conn.execute(
+            inventories.update()
+            .where(inventories.c.resource_provider_id == provider_id,
+                   inventories.c.resource_class_id == rc_id)
+            .values(used=inventories.c.used - amount)
+        )
+    return {provider_id for provider_id, _, _ in rows}
+
+
+def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
+    """Replace the allocations of every consumer in ``requests`` at once, or of none."""
+    requests = sorted(requests, key=lambda r: r.consumer_uuid)
+    provider_uuids = {uuid for r in requests for uuid in r.allocations}
+    providers = {}
+    for uuid in sorted(provider_uuids):
+        row = get_provider(conn, uuid)
+        if row is None:
+            raise BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
+        providers[uuid] = row
+    class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
+    class_ids = names.resource_class_ids(conn, class_names)
+    unknown = sorted(class_names - set(class_ids))
+    if unknown:
+        raise BadRequest(f"Unable to allocate inventory: No such resource class {unknown[0]}")
+
+    now = utcnow()
+    for request in requests:
+        existing = consumer_store.get_consumer(conn, request.consumer_uuid)
+        _check_consumer_generation(existing, request)
+        # The consumer row is written first: its lock keeps a concurrent writer of the same consumer
+        # from reading allocations this transaction is about to remove.
+        has_new = any(request.allocations.values())
+        if existing is not None:
+            _update_consumer(conn, existing, request, now, delete=not has_new)
+        elif has_new:
+            _create_consumer(conn, request, now)
+        _remove_allocations(conn, request.consumer_uuid)
+
+    # Add the new allocations, one inventory row at a time, in a fixed order.
+    wanted = defaultdict(int)
+    rows_to_insert = []
+    for request in requests:
+        for provider_uuid, by_rc in request.allocations.items():
+            provider = providers[provider_uuid]
+            for rc_name, amount in by_rc.items():
+                wanted[(provider["id"], class_ids[rc_name])] += amount
+                rows_to_insert.append({
+                    "resource_provider_id": provider["id"], "consumer_id": request.consumer_uuid,
+                    "resource_class_id": class_ids[rc_name], "used": amount,
+                    "created_at": now, "updated_at": now,
+                })
+    if not wanted:
+        return
+    inventory_rows = {
+        (row.resource_provider_id, row.resource_class_id): row
+        for row in conn.execute(
+            sa.select(inventories).where(
+                inventories.c.resource_provider_id.in_({pid for pid, _ in wanted})
+            )
+        )
+    }
+    by_id = {p["id"]: p for p in providers.values()}
+    rc_names = {v: k for k, v in class_ids.items()}
+    for row in rows_to_insert:
+        inventory = inventory_rows.get((row["resource_provider_id"], row["resource_class_id"]))
+        provider, rc_name = by_id[row["resource_provider_id"]], rc_names[row["resource_class_id"]]
+        if inventory is None:
+            raise Conflict(
+                f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider "
+                f"'{provider['uuid']}' invalid."
+            )
+        amount = row["used"]
+        if not (inventory.min_unit <= amount <= inventory.max_unit and amount % inventory.step_size == 0):
+            raise Conflict(
+                f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
+                f"provider '{provider['uuid']}'. The requested amount would violate inventory constraints."
+            )
+    for key in sorted(wanted, key=lambda k: inventory_rows[k].id):
+        inventory = inventory_rows[key]
+        amount = wanted[key]
+        result = conn.execute(
+            inventories.update()
+            .where(
+                inventories.c.id == inventory.id,
+                (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
+                >= inventories.c.used + amount,
+            )
+            .values(used=inventories.c.used + amount)
+        )
+        if result.rowcount != 1:
+            provider = by_id[key[0]]
+            raise Conflict(
+                f"Unable to allocate inventory: Unable to create allocation for '{rc_names[key[1]]}' on "
+                f"resource provider '{provider['uuid']}'. The requested amount would exceed the capacity."
+            )
+    conn.execute(allocations.insert(), rows_to_insert)
+    for provider_id in sorted({pid for pid, _ in wanted}):
+        bump_generation(conn, _current_generation(conn, by_id[provider_id]))
+
+
+def _current_generation(conn, provider):
+    """The provider as it is now, so its generation is bumped from the committed value.
+
+    Allocation writes do not take a provider generation from the client (the reference ignores it),
+    so the bump only serves to tell other writers of the provider that something changed.
+    """
+    generation = conn.execute(sa.select(rp.c.generation).where(rp.c.id == provider["id"])).scalar_one()
+    return {**provider, "generation": generation}
+
+
+def _create_consumer(conn, request, now):
+    values = dict(
+        uuid=request.consumer_uuid, generation=1, created_at=now, updated_at=now,
+        project_id=consumer_store.project_pk(conn, request.project_id),
+        user_id=consumer_store.user_pk(conn, request.user_id),
+        consumer_type_id=consumer_store.consumer_type_pk(conn, request.consumer_type)
+        if request.consumer_type else None,
+    )
+    try:
+        with conn.begin_nested():
+            conn.execute(consumers.insert().values(**values))
+    except sa.exc.IntegrityError:
+        raise ConcurrentUpdate(
+            "consumer generation conflict - another request created this consumer meanwhile"
+        ) from None
+
+
+def _update_consumer(conn, existing, request, now, *, delete):
+    if delete:
+        result = conn.execute(consumers.delete().where(
+            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]))
+    else:
+        values = {"generation": consumers.c.generation + 1, "updated_at": now}
+        if request.project_id is not None and request.project_id != existing["project_id"]:
+            values["project_id"] = consumer_store.project_pk(conn, request.project_id)
+        if request.user_id is not None and request.user_id != existing["user_id"]:
+            values["user_id"] = consumer_store.user_pk(conn, request.user_id)
+        if request.consumer_type is not None and request.consumer_type != existing["consumer_type"]:
+            values["consumer_type_id"] = consumer_store.consumer_type_pk(conn, request.consumer_type)
+        result = conn.execute(consumers.update().where(
+            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]
+        ).values(**values))
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(
+            f"consumer generation conflict - the consumer {request.consumer_uuid} changed meanwhile"
+        )
+
+
+def delete_consumer_allocations(conn, consumer_uuid) -> bool:
+    """Remove every allocation of the consumer and the consumer itself; False when it had none."""
+    existing = consumer_store.get_consumer(conn, consumer_uuid)
+    if existing is not None:
+        result = conn.execute(consumers.delete().where(
+            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]))
+        if result.rowcount != 1:
+            raise ConcurrentUpdate(
+                f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
+    return bool(_remove_allocations(conn, consumer_uuid))

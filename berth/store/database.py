@@ -1,0 +1,126 @@
+"""Engines and transactions.
+
+Every API request runs in exactly one transaction.  Writers on SQLite take the write lock up front
+(``BEGIN IMMEDIATE``) and wait for it with a busy timeout, because a deferred transaction that reads
+and then writes can fail at once with "database is locked" when another writer got there first.  On
+PostgreSQL writers rely on row locks taken by conditional UPDATEs (provider generations, inventory
+usage), so concurrent writers serialise on exactly the rows they share.
+
+Transient failures (deadlock, serialisation failure, lock timeout, lost connection) are retried by
+running the whole unit of work again in a fresh transaction, never by continuing a failed one: a retry
+inside the same transaction would see its own earlier writes and count them twice.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from contextlib import contextmanager
+from typing import Callable, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+
+from berth.domain.errors import Unavailable
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_SQLITE_FILE = "berth.sqlite"
+SQLITE_BUSY_TIMEOUT_S = 30
+MAX_ATTEMPTS = 8
+
+# PostgreSQL SQLSTATEs after which the whole transaction may safely run again.
+_RETRYABLE_PG_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"}
+
+
+def default_url() -> str:
+    return os.environ.get("BERTH_DATABASE_URL") or f"sqlite:///{DEFAULT_SQLITE_FILE}"
+
+
+def normalise_url(url: str) -> str:
+    """Accept the plain ``postgresql://`` form and route it to psycopg 3."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+class Database:
+    def __init__(self, url: str | None = None, *, pool_size: int = 5):
+        self.url = normalise_url(url or default_url())
+        self.is_sqlite = self.url.startswith("sqlite")
+        if self.is_sqlite:
+            self.engine = sa.create_engine(
+                self.url,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+            )
+            _configure_sqlite(self.engine)
+        else:
+            self.engine = sa.create_engine(
+                self.url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True,
+            )
+
+    def dispose(self):
+        self.engine.dispose()
+
+    @contextmanager
+    def _transaction(self, write: bool):
+        with self.engine.connect() as conn:
+            if write and self.is_sqlite:
+                conn = conn.execution_options(berth_write=True)
+            with conn.begin():
+                yield conn
+
+    def read(self, work: Callable[[sa.Connection], T]) -> T:
+        return self._run(work, write=False)
+
+    def write(self, work: Callable[[sa.Connection], T]) -> T:
+        return self._run(work, write=True)
+
+    def _run(self, work, *, write: bool):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                with self._transaction(write) as conn:
+                    return work(conn)
+            except exc.DBAPIError as error:
+                if not _is_transient(error) or attempt == MAX_ATTEMPTS:
+                    if _is_transient(error):
+                        LOG.warning("giving up after %d attempts: %s", attempt, error)
+                        raise Unavailable(
+                            "The database is busy or unreachable; try the request again."
+                        ) from error
+                    raise
+                LOG.info("retrying transaction after transient error (attempt %d): %s", attempt, error.orig)
+                time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+
+def _is_transient(error: exc.DBAPIError) -> bool:
+    if error.connection_invalidated:
+        return True
+    state = getattr(error.orig, "sqlstate", None)
+    if state in _RETRYABLE_PG_STATES:
+        return True
+    message = str(error.orig).lower()
+    return "database is locked" in message or "database is busy" in message
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Let SQLAlchemy's "begin" event below issue BEGIN itself, so writers can ask for IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        if conn.get_execution_options().get("berth_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")

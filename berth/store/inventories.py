@@ -1,0 +1,134 @@
+"""Inventories of a provider: what it has of each resource class, and how it may be allocated."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from berth.domain.capacity import INVENTORY_FIELDS, Inventory
+from berth.domain.errors import BadRequest, Conflict, InventoryInUse, NotFound
+from berth.store import names
+from berth.store.providers import bump_generation
+from berth.store.schema import inventories, resource_classes
+from berth.store.util import utcnow
+
+
+def list_inventories(conn, provider_id):
+    """Inventory rows of a provider keyed by resource class name, in class order."""
+    rows = conn.execute(
+        sa.select(inventories, resource_classes.c.name.label("resource_class"))
+        .join(resource_classes, resource_classes.c.id == inventories.c.resource_class_id)
+        .where(inventories.c.resource_provider_id == provider_id)
+        .order_by(resource_classes.c.id)
+    ).mappings().all()
+    return {row["resource_class"]: row for row in rows}
+
+
+def _class_ids(conn, provider, class_names):
+    ids = names.resource_class_ids(conn, class_names)
+    unknown = sorted(set(class_names) - set(ids))
+    if unknown:
+        raise BadRequest(
+            f"Unknown resource class in inventory for resource provider {provider['uuid']}: {unknown[0]}"
+        )
+    return ids
+
+
+def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total):
+    reason = inventory.invalid_reason(reserved_can_be_total)
+    if reason:
+        raise BadRequest(
+            f"Unable to update inventory for resource provider {provider['uuid']}: "
+            f"Invalid inventory for '{rc_name}' on resource provider '{provider['uuid']}'. {reason}"
+        )
+
+
+def _check_not_over_used(provider, rc_name, inventory: Inventory, used: int):
+    if used > inventory.capacity:
+        raise InventoryInUse(
+            f"Unable to update inventory for resource provider {provider['uuid']}: "
+            f"Inventory for '{rc_name}' on resource provider '{provider['uuid']}' in use: "
+            f"{used} allocated, which would exceed the new capacity of {inventory.capacity}."
+        )
+
+
+def _in_use_error(provider, rc_name):
+    return InventoryInUse(
+        f"Inventory for '{rc_name}' on resource provider '{provider['uuid']}' in use."
+    )
+
+
+def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total):
+    """Make the provider's inventories exactly ``new`` (PUT .../inventories)."""
+    ids = _class_ids(conn, provider, new)
+    for rc_name, inventory in new.items():
+        _validate(provider, rc_name, inventory, reserved_can_be_total)
+    new_generation = bump_generation(conn, provider, generation)
+    current = list_inventories(conn, provider["id"])
+    for rc_name, row in current.items():
+        if rc_name not in new:
+            if row["used"]:
+                raise _in_use_error(provider, rc_name)
+            conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
+    now = utcnow()
+    for rc_name, inventory in new.items():
+        row = current.get(rc_name)
+        values = {f: getattr(inventory, f) for f in INVENTORY_FIELDS}
+        if row is None:
+            conn.execute(inventories.insert().values(
+                resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
+                created_at=now, updated_at=now, **values))
+        else:
+            _check_not_over_used(provider, rc_name, inventory, row["used"])
+            if any(row[f] != values[f] for f in INVENTORY_FIELDS):
+                conn.execute(inventories.update().where(inventories.c.id == row["id"])
+                             .values(updated_at=now, **values))
+    return new_generation
+
+
+def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
+    ids = _class_ids(conn, provider, [rc_name])
+    _validate(provider, rc_name, inventory, reserved_can_be_total)
+    new_generation = bump_generation(conn, provider, generation)
+    if rc_name in list_inventories(conn, provider["id"]):
+        raise Conflict(
+            f"Update conflict: Inventory for '{rc_name}' on resource provider "
+            f"'{provider['uuid']}' already exists."
+        )
+    now = utcnow()
+    conn.execute(inventories.insert().values(
+        resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
+        created_at=now, updated_at=now, **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}))
+    return new_generation
+
+
+def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
+    _class_ids(conn, provider, [rc_name])
+    _validate(provider, rc_name, inventory, reserved_can_be_total)
+    new_generation = bump_generation(conn, provider, generation)
+    row = list_inventories(conn, provider["id"]).get(rc_name)
+    if row is None:
+        raise BadRequest(
+            f"No inventory record with resource class for resource provider {provider['uuid']}"
+        )
+    _check_not_over_used(provider, rc_name, inventory, row["used"])
+    conn.execute(inventories.update().where(inventories.c.id == row["id"])
+                 .values(updated_at=utcnow(), **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}))
+    return new_generation
+
+
+def delete_inventory(conn, provider, rc_name):
+    row = list_inventories(conn, provider["id"]).get(rc_name)
+    if row is None:
+        raise NotFound(f"No inventory of class {rc_name} found for delete")
+    if row["used"]:
+        raise _in_use_error(provider, rc_name)
+    bump_generation(conn, provider)
+    conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
+
+
+def delete_all_inventories(conn, provider, generation=None):
+    current = list_inventories(conn, provider["id"])
+    for rc_name, row in current.items():
+        if row["used"]:
+            raise _in_use_error(provider, rc_name)
+    bump_generation(conn, provider, generation)
+    conn.execute(inventories.delete().where(inventories.c.resource_provider_id == provider["id"]))

@@ -1,0 +1,143 @@
+"""Resource classes and traits: the names providers and requests speak in."""
+from __future__ import annotations
+
+import os_resource_classes
+import os_traits
+import sqlalchemy as sa
+
+from berth.domain.errors import BadRequest, Conflict, DuplicateName, NotFound
+from berth.store.schema import (
+    allocations, inventories, resource_classes, resource_provider_traits, traits,
+)
+from berth.store.util import utcnow
+
+STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
+STANDARD_TRAITS = frozenset(os_traits.get_traits())
+
+
+# --- resource classes -------------------------------------------------------------------------
+
+def list_resource_classes(conn):
+    return conn.execute(
+        sa.select(resource_classes.c.name, resource_classes.c.created_at, resource_classes.c.updated_at)
+        .order_by(resource_classes.c.id)
+    ).mappings().all()
+
+
+def get_resource_class(conn, name):
+    return conn.execute(
+        sa.select(resource_classes).where(resource_classes.c.name == name)
+    ).mappings().first()
+
+
+def resource_class_ids(conn, names) -> dict[str, int]:
+    """Ids of the named classes; unknown names are absent from the answer."""
+    names = list(names)
+    if not names:
+        return {}
+    rows = conn.execute(
+        sa.select(resource_classes.c.name, resource_classes.c.id).where(resource_classes.c.name.in_(names))
+    )
+    return {name: rc_id for name, rc_id in rows}
+
+
+def resource_class_names(conn) -> dict[int, str]:
+    return {rc_id: name for rc_id, name in conn.execute(sa.select(resource_classes.c.id, resource_classes.c.name))}
+
+
+def create_resource_class(conn, name):
+    if get_resource_class(conn, name) is not None:
+        raise DuplicateName(f"Conflicting resource class already exists: {name}")
+    now = utcnow()
+    conn.execute(resource_classes.insert().values(name=name, created_at=now, updated_at=now))
+
+
+def update_resource_class(conn, old_name, new_name):
+    row = get_resource_class(conn, old_name)
+    if row is None:
+        raise NotFound(f"No such resource class {old_name}.")
+    if old_name in STANDARD_CLASSES:
+        raise BadRequest(f"Cannot update standard resource class {old_name}")
+    if get_resource_class(conn, new_name) is not None:
+        raise DuplicateName(f"Resource class already exists: {new_name}")
+    conn.execute(resource_classes.update().where(resource_classes.c.id == row["id"])
+                 .values(name=new_name, updated_at=utcnow()))
+
+
+def delete_resource_class(conn, name):
+    row = get_resource_class(conn, name)
+    if row is None:
+        raise NotFound(f"No such resource class {name}.")
+    if name in STANDARD_CLASSES:
+        raise BadRequest(f"Cannot delete standard resource class {name}")
+    in_use = conn.execute(
+        sa.select(sa.literal(1)).where(
+            sa.or_(
+                sa.exists().where(inventories.c.resource_class_id == row["id"]),
+                sa.exists().where(allocations.c.resource_class_id == row["id"]),
+            )
+        )
+    ).first()
+    if in_use:
+        raise Conflict(f"Unable to delete resource class {name}. Class is in use in inventory.")
+    conn.execute(resource_classes.delete().where(resource_classes.c.id == row["id"]))
+
+
+# --- traits -----------------------------------------------------------------------------------
+
+def list_traits(conn, *, names=None, prefix=None, associated=None):
+    query = sa.select(traits.c.name, traits.c.created_at, traits.c.updated_at)
+    if names is not None:
+        query = query.where(traits.c.name.in_(names))
+    if prefix is not None:
+        query = query.where(traits.c.name.startswith(prefix, autoescape=True))
+    linked = sa.exists().where(resource_provider_traits.c.trait_id == traits.c.id)
+    if associated is True:
+        query = query.where(linked)
+    elif associated is False:
+        query = query.where(~linked)
+    return conn.execute(query.order_by(traits.c.name)).mappings().all()
+
+
+def get_trait(conn, name):
+    return conn.execute(sa.select(traits).where(traits.c.name == name)).mappings().first()
+
+
+def trait_ids(conn, names) -> dict[str, int]:
+    names = list(names)
+    if not names:
+        return {}
+    rows = conn.execute(sa.select(traits.c.name, traits.c.id).where(traits.c.name.in_(names)))
+    return {name: trait_id for name, trait_id in rows}
+
+
+def require_trait_ids(conn, names) -> dict[str, int]:
+    """Ids of the named traits, or a 400 naming those that do not exist."""
+    found = trait_ids(conn, names)
+    missing = sorted(set(names) - set(found))
+    if missing:
+        raise BadRequest(f"No such trait(s): {', '.join(missing)}")
+    return found
+
+
+def ensure_trait(conn, name) -> bool:
+    """Create the trait if missing; True when it was created."""
+    if get_trait(conn, name) is not None:
+        return False
+    now = utcnow()
+    conn.execute(traits.insert().values(name=name, created_at=now, updated_at=now))
+    return True
+
+
+def delete_trait(conn, name):
+    row = get_trait(conn, name)
+    if row is None:
+        raise NotFound(f"No such trait(s): {name}")
+    if name in STANDARD_TRAITS:
+        raise BadRequest(f"Cannot delete standard trait {name}.")
+    in_use = conn.execute(
+        sa.select(sa.literal(1)).where(resource_provider_traits.c.trait_id == row["id"]).limit(1)
+    ).first()
+    if in_use:
+        raise Conflict(f"The trait {name} is in use by a resource provider.")
+    conn.execute(traits.delete().where(traits.c.id == row["id"]))

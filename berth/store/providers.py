@@ -1,0 +1,240 @@
+"""Resource providers: creation, trees, generations, and the filters that select them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
+from berth.store.schema import (
+    allocations, inventories, placement_aggregates, resource_provider_aggregates,
+    resource_provider_traits, resource_providers as rp,
+)
+from berth.store.util import utcnow
+
+_parent = rp.alias("parent")
+_root = rp.alias("root")
+
+PROVIDER_COLUMNS = (
+    rp.c.id, rp.c.uuid, rp.c.name, rp.c.generation, rp.c.created_at, rp.c.updated_at,
+    rp.c.parent_provider_id, rp.c.root_provider_id,
+    _parent.c.uuid.label("parent_provider_uuid"), _root.c.uuid.label("root_provider_uuid"),
+)
+
+
+def _provider_select():
+    return sa.select(*PROVIDER_COLUMNS).select_from(
+        rp.outerjoin(_parent, rp.c.parent_provider_id == _parent.c.id)
+        .outerjoin(_root, rp.c.root_provider_id == _root.c.id)
+    )
+
+
+def get_provider(conn, uuid):
+    return conn.execute(_provider_select().where(rp.c.uuid == uuid)).mappings().first()
+
+
+def require_provider(conn, uuid, detail=None):
+    row = get_provider(conn, uuid)
+    if row is None:
+        raise NotFound(detail or f"No resource provider with uuid {uuid} found")
+    return row
+
+
+GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the generation "
+                      "and try again.")
+
+
+def bump_generation(conn, provider, expected_generation=None, conflict_detail=None) -> int:
+    """Compare-and-swap the provider's generation; the row stays locked until commit.
+
+    Every change to a provider (inventory, traits, aggregates, allocations) passes through here, so
+    two writers that saw the same generation cannot both succeed.
+    """
+    expected = provider["generation"] if expected_generation is None else expected_generation
+    result = conn.execute(
+        rp.update()
+        .where(rp.c.id == provider["id"], rp.c.generation == expected)
+        .values(generation=rp.c.generation + 1, updated_at=utcnow())
+    )
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(conflict_detail or (
+            "resource provider generation conflict: Another thread concurrently updated the data. "
+            "Please retry your update"))
+    return expected + 1
+
+
+def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
+    query = sa.select(rp.c.uuid, rp.c.name).where(sa.or_(rp.c.uuid == uuid, rp.c.name == name))
+    if exclude_id is not None:
+        query = query.where(rp.c.id != exclude_id)
+    clashes = []
+    for row in conn.execute(query):
+        if uuid is not None and row.uuid == uuid:
+            clashes.append(f"uuid: {uuid}")
+        if row.name == name:
+            clashes.append(f"name: {name}")
+    if clashes:
+        raise DuplicateName(f"Conflicting resource provider {', '.join(sorted(set(clashes), reverse=True))} already exists.")
+
+
+def create_provider(conn, *, uuid, name, parent_uuid=None):
+    _name_or_uuid_taken(conn, uuid, name)
+    parent = None
+    if parent_uuid is not None:
+        parent = get_provider(conn, parent_uuid)
+        if parent is None:
+            raise BadRequest(
+                f"Unable to create resource provider \"{name}\", {uuid}: "
+                f"parent provider UUID does not exist."
+            )
+    now = utcnow()
+    new_id = conn.execute(
+        rp.insert().values(
+            uuid=uuid, name=name, generation=0, created_at=now, updated_at=now,
+            parent_provider_id=parent["id"] if parent else None,
+            root_provider_id=parent["root_provider_id"] if parent else None,
+        )
+    ).inserted_primary_key[0]
+    if parent is None:
+        conn.execute(rp.update().where(rp.c.id == new_id).values(root_provider_id=new_id))
+    return get_provider(conn, uuid)
+
+
+def descendant_ids(conn, provider_id) -> set[int]:
+    found = set()
+    frontier = [provider_id]
+    while frontier:
+        children = conn.execute(
+            sa.select(rp.c.id).where(rp.c.parent_provider_id.in_(frontier))
+        ).scalars().all()
+        frontier = [c for c in children if c not in found]
+        found.update(frontier)
+    return found
+
+
+def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_reparent):
+    _name_or_uuid_taken(conn, None, name, exclude_id=provider["id"])
+    values = {"name": name, "updated_at": utcnow()}
+    if parent_given and parent_uuid != provider["parent_provider_uuid"]:
+        _reparent(conn, provider, parent_uuid, allow_reparent)
+    conn.execute(rp.update().where(rp.c.id == provider["id"]).values(**values))
+    return get_provider(conn, provider["uuid"])
+
+
+def _reparent(conn, provider, parent_uuid, allow_reparent):
+    if provider["parent_provider_uuid"] is not None and not allow_reparent:
+        if parent_uuid is None:
+            raise BadRequest("Unable to unset parent provider. Updating the parent provider is not currently allowed.")
+        raise BadRequest("Unable to save resource provider "
+                         f"{provider['uuid']}: Object action update failed because: "
+                         "re-parenting a provider is not currently allowed.")
+    subtree = descendant_ids(conn, provider["id"])
+    if parent_uuid is None:
+        new_root, new_parent = provider["id"], None
+    else:
+        parent = get_provider(conn, parent_uuid)
+        if parent is None:
+            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: "
+                             "parent provider UUID does not exist.")
+        if parent["id"] == provider["id"] or parent["id"] in subtree:
+            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: "
+                             "creating loop in the provider tree is not allowed.")
+        new_root, new_parent = parent["root_provider_id"], parent["id"]
+    conn.execute(rp.update().where(rp.c.id == provider["id"]).values(parent_provider_id=new_parent))
+    conn.execute(rp.update().where(rp.c.id.in_(subtree | {provider["id"]})).values(root_provider_id=new_root))
+
+
+def delete_provider(conn, provider):
+    has_children = conn.execute(
+        sa.select(rp.c.id).where(rp.c.parent_provider_id == provider["id"]).limit(1)
+    ).first()
+    if has_children:
+        raise Conflict(
+            f"Unable to delete parent resource provider {provider['uuid']}: It has child resource providers.",
+            code="placement.resource_provider.cannot_delete_parent",
+        )
+    has_allocations = conn.execute(
+        sa.select(allocations.c.id).where(allocations.c.resource_provider_id == provider["id"]).limit(1)
+    ).first()
+    if has_allocations:
+        raise Conflict(
+            f"Unable to delete resource provider {provider['uuid']}: Resource provider has allocations.",
+            code="placement.resource_provider.inuse",
+        )
+    for table in (inventories, resource_provider_traits, resource_provider_aggregates):
+        conn.execute(table.delete().where(table.c.resource_provider_id == provider["id"]))
+    result = conn.execute(rp.delete().where(rp.c.id == provider["id"], rp.c.generation == provider["generation"]))
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(f"resource provider generation conflict: {provider['uuid']} changed while deleting it")
+
+
+# --- filtering --------------------------------------------------------------------------------
+
+@dataclass
+class ProviderFilter:
+    """Conditions one provider must meet by itself (not through its tree or sharing providers)."""
+    uuid: str | None = None
+    name: str | None = None
+    in_tree: str | None = None
+    # Each inner list is one member_of group: the provider must be in at least one of them.
+    member_of: list[list[str]] = field(default_factory=list)
+    forbidden_aggregates: list[str] = field(default_factory=list)
+    # Each inner list of trait ids is an any-of group; all groups must hold.
+    required_traits: list[list[int]] = field(default_factory=list)
+    forbidden_traits: list[int] = field(default_factory=list)
+    resources: dict[int, int] = field(default_factory=dict)
+
+
+def capacity_condition(rc_id, amount):
+    """The inventory row can take ``amount`` more units of its class, within its unit constraints."""
+    inv = inventories
+    return sa.and_(
+        inv.c.resource_class_id == rc_id,
+        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount,
+        inv.c.min_unit <= amount,
+        inv.c.max_unit >= amount,
+        sa.literal(amount) % inv.c.step_size == 0,
+    )
+
+
+def aggregate_member_condition(provider_id_col, aggregate_uuids):
+    return sa.exists().where(
+        resource_provider_aggregates.c.resource_provider_id == provider_id_col,
+        resource_provider_aggregates.c.aggregate_id == placement_aggregates.c.id,
+        placement_aggregates.c.uuid.in_(aggregate_uuids),
+    )
+
+
+def filter_conditions(conn, flt: ProviderFilter, id_col=rp.c.id):
+    conditions = []
+    if flt.uuid is not None:
+        conditions.append(rp.c.uuid == flt.uuid)
+    if flt.name is not None:
+        conditions.append(rp.c.name == flt.name)
+    if flt.in_tree is not None:
+        tree = sa.select(rp.c.root_provider_id).where(rp.c.uuid == flt.in_tree).scalar_subquery()
+        conditions.append(rp.c.root_provider_id == tree)
+    for group in flt.member_of:
+        conditions.append(aggregate_member_condition(id_col, group))
+    if flt.forbidden_aggregates:
+        conditions.append(~aggregate_member_condition(id_col, flt.forbidden_aggregates))
+    for group in flt.required_traits:
+        conditions.append(sa.exists().where(
+            resource_provider_traits.c.resource_provider_id == id_col,
+            resource_provider_traits.c.trait_id.in_(group),
+        ))
+    if flt.forbidden_traits:
+        conditions.append(~sa.exists().where(
+            resource_provider_traits.c.resource_provider_id == id_col,
+            resource_provider_traits.c.trait_id.in_(flt.forbidden_traits),
+        ))
+    for rc_id, amount in flt.resources.items():
+        conditions.append(sa.exists().where(
+            inventories.c.resource_provider_id == id_col, capacity_condition(rc_id, amount)
+        ))
+    return conditions
+
+
+def list_providers(conn, flt: ProviderFilter):
+    query = _provider_select().where(*filter_conditions(conn, flt)).order_by(rp.c.id)
+    return conn.execute(query).mappings().all()

@@ -1,0 +1,153 @@
+"""The relational schema of Berth's books.
+
+The tables follow Placement's data model (providers, inventories, allocations, consumers, traits,
+aggregates) with one deliberate addition: ``inventories.used`` keeps the sum of the allocations
+against that inventory.  It is maintained in the same transaction as every allocation write, with a
+conditional UPDATE that refuses to go over capacity, so that capacity checks and candidate searches
+never have to sum the allocations table.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _timestamps():
+    return (
+        sa.Column("created_at", sa.DateTime, nullable=False),
+        sa.Column("updated_at", sa.DateTime, nullable=False),
+    )
+
+
+resource_classes = sa.Table(
+    "resource_classes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+traits = sa.Table(
+    "traits",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+resource_providers = sa.Table(
+    "resource_providers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(200), nullable=False, unique=True),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("root_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=True),
+    sa.Column("parent_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=True),
+    *_timestamps(),
+    sa.Index("ix_resource_providers_root_provider_id", "root_provider_id"),
+    sa.Index("ix_resource_providers_parent_provider_id", "parent_provider_id"),
+)
+
+inventories = sa.Table(
+    "inventories",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=False),
+    sa.Column("resource_class_id", sa.Integer, sa.ForeignKey("resource_classes.id"), nullable=False),
+    sa.Column("total", sa.BigInteger, nullable=False),
+    sa.Column("reserved", sa.BigInteger, nullable=False),
+    sa.Column("min_unit", sa.BigInteger, nullable=False),
+    sa.Column("max_unit", sa.BigInteger, nullable=False),
+    sa.Column("step_size", sa.BigInteger, nullable=False),
+    sa.Column("allocation_ratio", sa.Float, nullable=False),
+    # Sum of allocations against this inventory; see the module docstring.
+    sa.Column("used", sa.BigInteger, nullable=False, default=0),
+    *_timestamps(),
+    sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
+    sa.Index("ix_inventories_resource_class_id_used", "resource_class_id", "used"),
+)
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("external_id", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+consumer_types = sa.Table(
+    "consumer_types",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+consumers = sa.Table(
+    "consumers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("project_id", sa.Integer, sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False, default=0),
+    sa.Column("consumer_type_id", sa.Integer, sa.ForeignKey("consumer_types.id"), nullable=True),
+    *_timestamps(),
+    sa.Index("ix_consumers_project_id_user_id", "project_id", "user_id"),
+)
+
+allocations = sa.Table(
+    "allocations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=False),
+    sa.Column("consumer_id", sa.String(36), nullable=False),
+    sa.Column("resource_class_id", sa.Integer, sa.ForeignKey("resource_classes.id"), nullable=False),
+    sa.Column("used", sa.BigInteger, nullable=False),
+    *_timestamps(),
+    sa.Index("ix_allocations_consumer_id", "consumer_id"),
+    sa.Index("ix_allocations_resource_provider_id_resource_class_id", "resource_provider_id", "resource_class_id"),
+)
+
+placement_aggregates = sa.Table(
+    "placement_aggregates",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+resource_provider_aggregates = sa.Table(
+    "resource_provider_aggregates",
+    metadata,
+    sa.Column("resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), primary_key=True),
+    sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("placement_aggregates.id"), primary_key=True),
+    *_timestamps(),
+    sa.Index("ix_resource_provider_aggregates_aggregate_id", "aggregate_id"),
+)
+
+resource_provider_traits = sa.Table(
+    "resource_provider_traits",
+    metadata,
+    sa.Column("resource_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), primary_key=True),
+    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"), primary_key=True),
+    *_timestamps(),
+    sa.Index("ix_resource_provider_traits_trait_id", "trait_id"),
+)

@@ -1,0 +1,194 @@
+"""Start and stop a throwaway PostgreSQL server for the test suite.
+
+Usage::
+
+    server = start_postgres()
+    server.url                                     # SQLAlchemy URL of an empty database
+    url = server.create_database("t_something")   # another one, also empty
+    ...
+    server.stop()                                  # also registered with atexit
+
+Only the standard library and psycopg 3 are used, so this works before the
+package itself imports cleanly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import pwd
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import psycopg
+from psycopg import sql
+
+USER = "berth"
+DBNAME = "berth"
+START_TIMEOUT = 30.0
+
+SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "max_connections": "200",
+    # Durability is pointless for a server that is thrown away after the run.
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+}
+
+
+def find_bindir() -> str:
+    """Directory holding initdb, pg_ctl and postgres."""
+    candidates = []
+    if shutil.which("pg_config"):
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        if out.returncode == 0:
+            candidates.append(out.stdout.strip())
+    # Debian's layout: /usr/lib/postgresql/<major>/bin, newest major first.
+    debian = glob.glob("/usr/lib/postgresql/*/bin")
+    debian.sort(key=lambda p: _version_key(p.split("/")[-2]), reverse=True)
+    candidates += debian
+    initdb = shutil.which("initdb")
+    if initdb:
+        # Resolve symlinks such as /usr/local/bin/initdb -> the real bindir.
+        candidates.append(os.path.dirname(os.path.realpath(initdb)))
+    for d in candidates:
+        # pg_config from a client-only install may point at a bindir
+        # without the server programs, hence the check.
+        if all(os.access(os.path.join(d, p), os.X_OK) for p in ("initdb", "pg_ctl", "postgres")):
+            return d
+    raise RuntimeError(
+        "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; "
+        "install Debian's `postgresql` package (apt-get install postgresql), "
+        "or run scripts/ensure-postgres"
+    )
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres_user() -> list[str]:
+    """Command prefix to run server programs; they refuse to run as root."""
+    if os.geteuid() != 0:
+        return []
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "postgres"], check=True)
+    return ["runuser", "-u", "postgres", "--"]
+
+
+def _url(port: int, dbname: str) -> str:
+    return f"postgresql+psycopg://{USER}@127.0.0.1:{port}/{dbname}"
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        self.bindir = find_bindir()
+        self.prefix = _as_postgres_user()
+        self.tmpdir = tempfile.mkdtemp(prefix="berth-pg-")
+        self.datadir = os.path.join(self.tmpdir, "data")
+        self.logfile = os.path.join(self.tmpdir, "postgres.log")
+        self.port = 0
+        self._stopped = False
+        if self.prefix:
+            shutil.chown(self.tmpdir, user="postgres", group=pwd.getpwnam("postgres").pw_gid)
+        atexit.register(self.stop)
+
+    @property
+    def url(self) -> str:
+        """The default database, created empty at start."""
+        return _url(self.port, DBNAME)
+
+    @property
+    def admin_url(self) -> str:
+        return _url(self.port, "postgres")
+
+    def _conninfo(self, dbname: str = "postgres") -> str:
+        return f"host=127.0.0.1 port={self.port} user={USER} dbname={dbname}"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess:
+        cmd = self.prefix + [os.path.join(self.bindir, args[0]), *args[1:]]
+        # cwd: the postgres user may not be allowed into the caller's directory.
+        return subprocess.run(cmd, cwd=self.tmpdir, capture_output=True, text=True)
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.logfile, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def start(self) -> None:
+        r = self._run("initdb", "-D", self.datadir, "-A", "trust", "-U", USER,
+                      "--encoding", "UTF8", "--no-locale", "--no-sync")
+        if r.returncode != 0:
+            raise RuntimeError(f"initdb failed:\n{r.stdout}{r.stderr}")
+
+        settings = dict(SETTINGS, unix_socket_directories=self.tmpdir)
+        # A free port may be taken between picking and binding it (e.g. by a
+        # parallel test worker), so retry with a fresh one a few times.
+        for _ in range(3):
+            self.port = _free_port()
+            opts = " ".join(
+                f"-c {k}={shlex.quote(v)}" for k, v in dict(settings, port=str(self.port)).items()
+            )
+            r = self._run("pg_ctl", "-w", "-t", str(int(START_TIMEOUT)), "-D", self.datadir,
+                          "-o", opts, "-l", self.logfile, "start")
+            if r.returncode == 0:
+                break
+        else:
+            raise RuntimeError(
+                f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}"
+            )
+
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                psycopg.connect(self._conninfo(), connect_timeout=2).close()
+                break
+            except psycopg.OperationalError as e:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"PostgreSQL did not accept connections within {START_TIMEOUT:.0f}s: {e}\n"
+                        f"--- log tail ---\n{self._log_tail()}"
+                    ) from e
+                time.sleep(0.1)
+        self.create_database(DBNAME)
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database and return its SQLAlchemy URL."""
+        with psycopg.connect(self._conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return _url(self.port, name)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        atexit.unregister(self.stop)
+        if os.path.exists(os.path.join(self.datadir, "postmaster.pid")):
+            self._run("pg_ctl", "-D", self.datadir, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def start_postgres() -> PostgresServer:
+    server = PostgresServer()
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    return server
