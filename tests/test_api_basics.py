@@ -1,0 +1,103 @@
+"""Version discovery, microversion negotiation, authentication and the error format."""
+from conftest import error_code, error_detail
+
+
+def test_root_needs_no_token_and_lists_versions(api):
+    r = api.get("/", token="", version="")
+    assert r.status_code == 200
+    v = r.json_body["versions"][0]
+    assert (v["min_version"], v["max_version"], v["id"], v["status"]) == ("1.0", "1.39", "v1.0", "CURRENT")
+    assert r.headers["OpenStack-API-Version"] == "placement 1.0"
+    assert r.headers["vary"] == "OpenStack-API-Version"
+    assert r.headers["x-openstack-request-id"].startswith("req-")
+
+
+def test_latest_is_echoed_as_the_maximum(api):
+    r = api.get("/", version="latest")
+    assert r.headers["OpenStack-API-Version"] == "placement 1.39"
+
+
+def test_unsupported_version_is_406_with_range(api):
+    r = api.get("/", version="1.40")
+    assert r.status_code == 406
+    err = r.json_body["errors"][0]
+    assert (err["max_version"], err["min_version"]) == ("1.39", "1.0")
+    assert "Unacceptable version header: 1.40" in err["detail"]
+
+
+def test_malformed_version_is_400(api):
+    r = api.get("/resource_providers", version="1.a")
+    assert r.status_code == 400
+    assert "invalid version string" in error_detail(r)
+
+
+def test_missing_token_is_401_except_root(api):
+    r = api.get("/resource_providers", token="")
+    assert r.status_code == 401
+    assert r.json_body["errors"][0]["title"] == "Unauthorized"
+
+
+def test_non_admin_is_forbidden_by_legacy_policy(api):
+    r = api.get("/resource_providers", token="alice:proj")
+    assert r.status_code == 403
+    assert "placement:resource_providers:list" in error_detail(r)
+    r = api.get("/resource_providers", token="alice:proj", headers={"X-Roles": "admin"})
+    assert r.status_code == 200
+
+
+def test_unknown_path_404_and_wrong_method_405_with_allow(api):
+    assert api.get("/nothing_here").status_code == 404
+    r = api.request("PATCH", "/resource_providers")
+    assert r.status_code == 405
+    assert set(r.headers["Allow"].split(", ")) == {"GET", "POST"}
+
+
+def test_error_code_appears_from_1_23(api):
+    r = api.get("/resource_providers/nope", version="1.22")
+    assert r.status_code == 404 and "code" not in r.json_body["errors"][0]
+    r = api.get("/resource_providers/nope", version="1.23")
+    assert error_code(r) == "placement.undefined_code"
+
+
+def test_route_newer_than_requested_version_is_404(api):
+    assert api.get("/traits", version="1.5").status_code == 404
+    assert api.get("/traits", version="1.6").status_code == 200
+
+
+def test_wrong_content_type_is_415(api):
+    r = api.post("/resource_providers", raw=b'{"name": "x"}', content_type="text/plain")
+    assert r.status_code == 415
+    assert "The media type text/plain is not supported, use application/json" in error_detail(r)
+
+
+def test_malformed_json_is_400(api):
+    r = api.post("/resource_providers", raw=b'{"name": ')
+    assert r.status_code == 400
+    assert "Malformed JSON" in error_detail(r)
+
+
+def test_schema_violation_is_400(api):
+    r = api.post("/resource_providers", {"nome": "x"})
+    assert r.status_code == 400
+    assert "JSON does not validate" in error_detail(r)
+
+
+def test_accept_must_allow_json(api):
+    r = api.get("/resource_providers", headers={"Accept": "text/html"})
+    assert r.status_code == 406
+    assert api.get("/resource_providers", headers={"Accept": "*/*"}).status_code == 200
+
+
+def test_last_modified_and_cache_control_from_1_15(api):
+    r = api.get("/resource_providers", version="1.14")
+    assert "last-modified" not in r.headers
+    r = api.get("/resource_providers", version="1.15")
+    assert r.headers["cache-control"] == "no-cache"
+    assert r.headers["last-modified"].endswith("GMT")
+
+
+def test_huge_integer_and_deep_json_are_clean_400s(api):
+    r = api.post("/resource_providers", raw=b'{"name": "x", "uuid": ' + b"9" * 400 + b"}")
+    assert r.status_code == 400
+    r = api.post("/resource_providers", raw=b"[" * 5000 + b"]" * 5000)
+    assert r.status_code == 400
