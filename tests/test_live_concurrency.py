@@ -1,0 +1,61 @@
+"""Many processes racing for the last units of one provider through a real multi-worker server."""
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+import requests
+
+from livehelpers import ADMIN, LiveServer
+
+CAPACITY = 10
+CLAIMERS = 8
+ATTEMPTS_PER_CLAIMER = 6
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def live(request, tmp_path):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database(f"live_{uuid.uuid4().hex[:10]}")
+    server = LiveServer(url, workers=3)
+    yield server
+    log = server.stop()
+    assert "Traceback" not in log, log
+
+
+def _claim(args):
+    base, provider, attempts = args
+    session = requests.Session()
+    results = []
+    for _ in range(attempts):
+        consumer = str(uuid.uuid4())
+        r = session.put(f"{base}/allocations/{consumer}", headers=ADMIN, json={
+            "allocations": {provider: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+            "consumer_generation": None, "consumer_type": "INSTANCE"})
+        results.append((r.status_code, consumer, r.text))
+    return results
+
+
+def test_racing_claimers_get_exactly_the_capacity(live):
+    provider = str(uuid.uuid4())
+    r = requests.post(f"{live.url}/resource_providers", headers=ADMIN, json={"name": "host", "uuid": provider})
+    assert r.status_code == 200
+    r = requests.put(f"{live.url}/resource_providers/{provider}/inventories", headers=ADMIN, json={
+        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": CAPACITY}}})
+    assert r.status_code == 200
+
+    with ProcessPoolExecutor(CLAIMERS) as pool:
+        outcomes = [o for batch in pool.map(_claim, [(live.url, provider, ATTEMPTS_PER_CLAIMER)] * CLAIMERS)
+                    for o in batch]
+
+    statuses = [status for status, _, _ in outcomes]
+    assert set(statuses) <= {204, 409}, [o for o in outcomes if o[0] not in (204, 409)][:3]
+    granted = {consumer for status, consumer, _ in outcomes if status == 204}
+    assert len(granted) == CAPACITY
+    usages = requests.get(f"{live.url}/resource_providers/{provider}/usages", headers=ADMIN).json()
+    assert usages["usages"] == {"VCPU": CAPACITY}
+    held = requests.get(f"{live.url}/resource_providers/{provider}/allocations", headers=ADMIN).json()
+    assert set(held["allocations"]) == granted
