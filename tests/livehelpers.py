@@ -33,9 +33,9 @@ class LiveServer:
             if self.process.poll() is not None:
                 raise RuntimeError("berth serve exited:\n" + self.process.stdout.read().decode())
             try:
-                requests.get(self.url + "/", timeout=1)
+                requests.get(self.url + "/", timeout=5)
                 return
-            except requests.ConnectionError:
+            except requests.RequestException:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("berth serve did not answer within 60 s")
