@@ -25,6 +25,15 @@ LOG = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Settings:
+    """Operator settings of the API."""
+    # Upper bound of allocation candidates generated for one request, whatever its limit.
+    max_candidates: int = 1000
+    # Visit trees from a random starting point and shuffle the answer, instead of provider order.
+    randomize_candidates: bool = False
+
+
 @dataclass
 class Call:
     """Everything a handler needs to know about the request it serves."""
@@ -35,6 +44,7 @@ class Call:
     db: Database
     policy: auth.LegacyPolicy
     params: dict
+    settings: Settings
 
     @property
     def args(self):
@@ -48,8 +58,10 @@ class Call:
 
 
 class PlacementApp:
-    def __init__(self, db: Database, policy: auth.LegacyPolicy | None = None):
+    def __init__(self, db: Database, policy: auth.LegacyPolicy | None = None,
+                 settings: Settings | None = None):
         self.db = db
+        self.settings = settings or Settings()
         self.policy = policy or auth.LegacyPolicy()
         self.url_map = Map(
             [Rule(path, endpoint=path) for path in ROUTES],
@@ -101,7 +113,8 @@ class PlacementApp:
         if version < route.min_version:
             raise BerthError("The resource could not be found.", status=404)
         call = Call(request=request, version=version, request_id=request_id, caller=caller,
-                    db=self.db, policy=self.policy, params=params)
+                    db=self.db, policy=self.policy, params=params,
+                    settings=self.settings)
         if route.policy:
             call.authorize(route.policy)
         if request.method == "GET":

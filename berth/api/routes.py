@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from berth.api.handlers import (
-    aggregates, allocations, inventories, resource_classes, resource_providers as rps, root, traits, usages,
+    allocation_candidates, aggregates, allocations, inventories, resource_classes, resource_providers as rps, root, traits, usages,
 )
 from berth.api.microversion import Version
 
@@ -85,6 +85,10 @@ def _build():
             "GET": _r(allocations.show_consumer_allocations, P + "allocations:list"),
             "PUT": _r(allocations.put_consumer_allocations, P + "allocations:update"),
             "DELETE": _r(allocations.delete_consumer_allocations, P + "allocations:delete"),
+        },
+        "/allocation_candidates": {
+            "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list",
+                      since=10),
         },
         "/usages": {
             "GET": _r(usages.project_usages, P + "usages", since=9),

@@ -1,0 +1,331 @@
+"""Allocation candidate search over provider trees held in memory.
+
+The store loads a batch of whole trees (providers, inventories with their maintained usage, traits,
+aggregates) plus the sharing providers anchored to them; this module decides, per tree, every way the
+request groups can be placed, and stops as soon as the caller has enough.
+
+Semantics, as the Placement API defines them:
+
+- The unsuffixed group may spread its resources over several providers of one tree (and sharing
+  providers anchored to it), one provider per resource class; its required traits must be found on
+  the union of the providers that serve it, its forbidden traits on none of them.
+- Each suffixed group is served whole by a single provider, which must itself carry the group's
+  traits and aggregates.  A suffixed group without resources (1.36) names a provider of the tree
+  that carries its traits, and appears in the mappings only.
+- ``group_policy=isolate`` puts each suffixed group on a different provider.
+- Aggregate membership counts a provider's own aggregates and its root's.
+- Amounts that several groups place on one provider are added up and must fit there together:
+  a candidate is only returned if it could be written as it stands.
+
+The search is a depth-first walk over "slots" (each unsuffixed resource class, then each suffixed
+group), with the per-provider running totals checked at every step, so the first ``limit`` answers
+are found without enumerating the whole product of choices.  A step budget bounds pathological
+requests; a perfect-matching check skips trees where ``isolate`` cannot be satisfied at all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from berth.domain.capacity import capacity
+
+
+@dataclass(slots=True)
+class InventoryData:
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+    def can_take(self, amount: int, already: int = 0) -> bool:
+        """Room for ``amount`` more on top of ``already`` placed by this same candidate."""
+        combined = already + amount
+        return (
+            self.min_unit <= amount
+            and combined <= self.max_unit
+            and combined % self.step_size == 0
+            and self.used + combined <= self.capacity
+        )
+
+
+@dataclass(slots=True)
+class ProviderData:
+    id: int
+    uuid: str
+    parent_id: int | None
+    root_id: int
+    inventories: dict[int, InventoryData] = field(default_factory=dict)
+    traits: frozenset[int] = frozenset()
+    aggregates: frozenset[int] = frozenset()
+
+
+@dataclass
+class RequestGroup:
+    suffix: str
+    resources: dict[int, int] = field(default_factory=dict)
+    # Each inner set is an any-of set of trait ids; all sets must be met.
+    required: list[frozenset[int]] = field(default_factory=list)
+    forbidden: frozenset[int] = frozenset()
+    # Each inner set is an any-of set of aggregate ids; all sets must be met.
+    member_of: list[frozenset[int]] = field(default_factory=list)
+    forbidden_aggregates: frozenset[int] = frozenset()
+    in_tree_root: int | None = None
+    # An in_tree naming a provider that does not exist can match nothing.
+    impossible: bool = False
+
+
+@dataclass
+class CandidateRequest:
+    groups: list[RequestGroup]
+    isolate: bool = False
+    same_subtree: list[list[str]] = field(default_factory=list)
+    root_required: list[frozenset[int]] = field(default_factory=list)
+    root_forbidden: frozenset[int] = frozenset()
+
+    @property
+    def unsuffixed(self) -> RequestGroup | None:
+        return next((g for g in self.groups if g.suffix == ""), None)
+
+    @property
+    def suffixed(self) -> list[RequestGroup]:
+        return [g for g in self.groups if g.suffix != ""]
+
+
+@dataclass
+class Candidate:
+    # provider id -> resource class id -> amount
+    allocations: dict[int, dict[int, int]]
+    # suffix -> provider ids serving that group
+    mappings: dict[str, list[int]]
+
+    def key(self):
+        return (
+            tuple(sorted((p, tuple(sorted(r.items()))) for p, r in self.allocations.items())),
+            tuple(sorted((s, tuple(ps)) for s, ps in self.mappings.items())),
+        )
+
+
+class SearchBudget:
+    """Counts search steps across a whole request, so no request can run away."""
+
+    def __init__(self, steps: int):
+        self.remaining = steps
+
+    def spend(self) -> bool:
+        self.remaining -= 1
+        return self.remaining >= 0
+
+
+def _traits_ok(traits: frozenset[int], required, forbidden) -> bool:
+    return all(traits & any_of for any_of in required) and not (traits & forbidden)
+
+
+class TreeView:
+    """One tree with the sharing providers anchored to it."""
+
+    def __init__(self, root: ProviderData, members: list[ProviderData], sharing: list[ProviderData]):
+        self.root = root
+        self.members = members
+        self.sharing = sharing
+        self.by_id = {p.id: p for p in members}
+        for p in sharing:
+            self.by_id.setdefault(p.id, p)
+
+    def aggregates_of(self, provider: ProviderData) -> frozenset[int]:
+        if provider.root_id == self.root.id and provider.id != self.root.id:
+            return provider.aggregates | self.root.aggregates
+        return provider.aggregates
+
+    def in_group_scope(self, provider: ProviderData, group: RequestGroup) -> bool:
+        if group.in_tree_root is not None and provider.root_id != group.in_tree_root:
+            return False
+        if group.member_of or group.forbidden_aggregates:
+            aggs = self.aggregates_of(provider)
+            if not all(aggs & any_of for any_of in group.member_of):
+                return False
+            if aggs & group.forbidden_aggregates:
+                return False
+        return True
+
+    def ancestors_or_self(self, provider_id: int) -> list[int]:
+        chain = []
+        current = self.by_id.get(provider_id)
+        while current is not None:
+            chain.append(current.id)
+            current = self.by_id.get(current.parent_id) if current.parent_id is not None else None
+        return chain
+
+
+def _group_candidates(tree: TreeView, group: RequestGroup) -> list[ProviderData]:
+    """Providers that can serve a suffixed group all by themselves."""
+    pool = tree.members + tree.sharing if group.resources else tree.members
+    found = []
+    for provider in pool:
+        if not tree.in_group_scope(provider, group):
+            continue
+        if not _traits_ok(provider.traits, group.required, group.forbidden):
+            continue
+        if all(rc in provider.inventories and provider.inventories[rc].can_take(amount)
+               for rc, amount in group.resources.items()):
+            found.append(provider)
+    return found
+
+
+def _class_candidates(tree: TreeView, group: RequestGroup, rc: int, amount: int) -> list[ProviderData]:
+    """Providers that can serve one resource class of the unsuffixed group."""
+    found = []
+    for provider in tree.members + tree.sharing:
+        inventory = provider.inventories.get(rc)
+        if inventory is None or not inventory.can_take(amount):
+            continue
+        if not tree.in_group_scope(provider, group) or provider.traits & group.forbidden:
+            continue
+        found.append(provider)
+    return found
+
+
+def _isolation_possible(options: list[list[ProviderData]]) -> bool:
+    """Whether every group can get a provider of its own (a perfect matching exists)."""
+    match: dict[int, int] = {}
+
+    def assign(group_index: int, seen: set[int]) -> bool:
+        for provider in options[group_index]:
+            if provider.id in seen:
+                continue
+            seen.add(provider.id)
+            if provider.id not in match or assign(match[provider.id], seen):
+                match[provider.id] = group_index
+                return True
+        return False
+
+    return all(assign(i, set()) for i in range(len(options)))
+
+
+def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget) -> Iterator[Candidate]:
+    if not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
+        return
+    unsuffixed = request.unsuffixed
+    slots = []  # (kind, group, rc, amount, options)
+    if unsuffixed is not None:
+        if unsuffixed.impossible:
+            return
+        for rc, amount in unsuffixed.resources.items():
+            options = _class_candidates(tree, unsuffixed, rc, amount)
+            if not options:
+                return
+            slots.append(("class", unsuffixed, rc, amount, options))
+        if not unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden or unsuffixed.member_of):
+            options = _group_candidates(tree, unsuffixed)
+            if not options:
+                return
+            slots.append(("group", unsuffixed, None, None, options))
+    group_slots = []
+    for group in request.suffixed:
+        if group.impossible:
+            return
+        options = _group_candidates(tree, group)
+        if not options:
+            return
+        group_slots.append(("group", group, None, None, options))
+    if request.isolate and len(group_slots) > 1:
+        if not _isolation_possible([slot[4] for slot in group_slots]):
+            return
+    # Most constrained groups first: fewer dead ends early in the walk.
+    group_slots.sort(key=lambda slot: len(slot[4]))
+    slots.extend(group_slots)
+
+    placed: dict[int, dict[int, int]] = {}
+    chosen: list[ProviderData] = [None] * len(slots)  # type: ignore[list-item]
+    isolated_used: set[int] = set()
+
+    def finish() -> Candidate | None:
+        mappings: dict[str, list[int]] = {}
+        unsuffixed_providers = []
+        for slot, provider in zip(slots, chosen):
+            suffix = slot[1].suffix
+            ids = mappings.setdefault(suffix, [])
+            if provider.id not in ids:
+                ids.append(provider.id)
+            if suffix == "":
+                unsuffixed_providers.append(provider)
+        if unsuffixed is not None and unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden):
+            union = frozenset().union(*(p.traits for p in unsuffixed_providers))
+            if not _traits_ok(union, unsuffixed.required, unsuffixed.forbidden):
+                return None
+        for suffixes in request.same_subtree:
+            providers = [pid for s in suffixes for pid in mappings.get(s, [])]
+            if not _in_one_subtree(tree, providers):
+                return None
+        return Candidate({p: dict(r) for p, r in placed.items() if r}, mappings)
+
+    def walk(index: int) -> Iterator[Candidate]:
+        if index == len(slots):
+            candidate = finish()
+            if candidate is not None:
+                yield candidate
+            return
+        kind, group, rc, amount, options = slots[index]
+        for provider in options:
+            if not budget.spend():
+                return
+            if kind == "group" and group.suffix and request.isolate and provider.id in isolated_used:
+                continue
+            on_provider = placed.setdefault(provider.id, {})
+            wanted = {rc: amount} if kind == "class" else group.resources
+            if not all(provider.inventories[c].can_take(a, on_provider.get(c, 0)) for c, a in wanted.items()):
+                continue
+            for c, a in wanted.items():
+                on_provider[c] = on_provider.get(c, 0) + a
+            chosen[index] = provider
+            isolating = kind == "group" and group.suffix and request.isolate
+            if isolating:
+                isolated_used.add(provider.id)
+            yield from walk(index + 1)
+            if isolating:
+                isolated_used.discard(provider.id)
+            for c, a in wanted.items():
+                on_provider[c] -= a
+                if not on_provider[c]:
+                    del on_provider[c]
+            if budget.remaining < 0:
+                return
+
+    yield from walk(0)
+
+
+def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
+    """One of these providers is an ancestor of (or is) every other one."""
+    if len(provider_ids) <= 1:
+        return True
+    common = None
+    for pid in provider_ids:
+        chain = set(tree.ancestors_or_self(pid))
+        common = chain if common is None else common & chain
+        if not common:
+            return False
+    return bool(common & set(provider_ids))
+
+
+def search(trees: list[TreeView], request: CandidateRequest, *, limit: int | None, budget: SearchBudget,
+           seen: set) -> list[Candidate]:
+    """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
+    found = []
+    for tree in trees:
+        for candidate in search_tree(tree, request, budget):
+            key = candidate.key()
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(candidate)
+            if limit is not None and len(found) >= limit:
+                return found
+        if budget.remaining < 0:
+            break
+    return found

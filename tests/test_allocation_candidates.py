@@ -1,0 +1,172 @@
+"""GET /allocation_candidates: groups, trees, sharing providers and the shapes of every version."""
+import pytest
+
+from conftest import error_detail, new_uuid
+
+COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
+
+
+def _ac(api, query, version="latest", expect=200):
+    r = api.get(f"/allocation_candidates?{query}", version=version)
+    assert r.status_code == expect, r.data
+    return r.json_body
+
+
+def _allocs(body):
+    """Allocation requests as sorted tuples of (provider, class, amount)."""
+    return sorted(
+        tuple(sorted((rp, rc, n) for rp, entry in ar["allocations"].items() for rc, n in entry["resources"].items()))
+        for ar in body["allocation_requests"]
+    )
+
+
+def _norm(requests):
+    return sorted(tuple(sorted(r)) for r in requests)
+
+
+def test_single_providers_with_capacity(api):
+    a = api.create_provider("a", inventory=COMPUTE)
+    b = api.create_provider("b", inventory=COMPUTE)
+    full = api.create_provider("full", inventory={"VCPU": 1, "MEMORY_MB": 4096})
+    api.create_provider("nomem", inventory={"VCPU": 8})
+    body = _ac(api, "resources=VCPU:2,MEMORY_MB:1024")
+    assert _allocs(body) == _norm([
+        ((a, "MEMORY_MB", 1024), (a, "VCPU", 2)), ((b, "MEMORY_MB", 1024), (b, "VCPU", 2))])
+    assert full not in body["provider_summaries"]
+    summary = body["provider_summaries"][a]
+    assert summary["resources"]["VCPU"] == {"capacity": 8, "used": 0}
+    assert summary["resources"]["DISK_GB"] == {"capacity": 100, "used": 0}
+    assert summary["root_provider_uuid"] == a and summary["parent_provider_uuid"] is None
+    assert summary["traits"] == []
+
+
+def test_response_shapes_by_version(api):
+    a = api.create_provider("a", inventory=COMPUTE)
+    body = _ac(api, "resources=VCPU:1", version="1.10")
+    assert body["allocation_requests"] == [
+        {"allocations": [{"resource_provider": {"uuid": a}, "resources": {"VCPU": 1}}]}]
+    assert body["provider_summaries"][a] == {"resources": {"VCPU": {"capacity": 8, "used": 0}}}
+    body = _ac(api, "resources=VCPU:1", version="1.12")
+    assert body["allocation_requests"] == [{"allocations": {a: {"resources": {"VCPU": 1}}}}]
+    body = _ac(api, "resources=VCPU:1", version="1.34")
+    assert body["allocation_requests"][0]["mappings"] == {"": [a]}
+    assert _ac(api, "resources=VCPU:1", version="1.9", expect=404) is not None
+
+
+def test_limit_and_usage_and_unit_constraints(api):
+    for i in range(5):
+        api.create_provider(f"h{i}", inventory={"VCPU": {"total": 4, "max_unit": 2}})
+    assert len(_ac(api, "resources=VCPU:1&limit=3")["allocation_requests"]) == 3
+    assert len(_ac(api, "resources=VCPU:3")["allocation_requests"]) == 0
+    _ac(api, "resources=VCPU:1&limit=3", version="1.15", expect=400)
+    _ac(api, "resources=VCPU:1&limit=0", expect=400)
+
+
+def test_required_and_forbidden_traits(api):
+    avx = api.create_provider("avx", inventory=COMPUTE, traits=["HW_CPU_X86_AVX"])
+    plain = api.create_provider("plain", inventory=COMPUTE)
+    assert _allocs(_ac(api, "resources=VCPU:1&required=HW_CPU_X86_AVX")) == _norm([((avx, "VCPU", 1),)])
+    assert _allocs(_ac(api, "resources=VCPU:1&required=!HW_CPU_X86_AVX")) == _norm([((plain, "VCPU", 1),)])
+    _ac(api, "resources=VCPU:1&required=!HW_CPU_X86_AVX", version="1.21", expect=400)
+    r = api.get("/allocation_candidates?resources=VCPU:1&required=CUSTOM_NOPE")
+    assert r.status_code == 400 and "No such trait(s)" in error_detail(r)
+
+
+def test_member_of(api):
+    agg = new_uuid()
+    inside = api.create_provider("in", inventory=COMPUTE, aggregates=[agg])
+    outside = api.create_provider("out", inventory=COMPUTE)
+    assert _allocs(_ac(api, f"resources=VCPU:1&member_of={agg}")) == _norm([((inside, "VCPU", 1),)])
+    assert _allocs(_ac(api, f"resources=VCPU:1&member_of=!{agg}")) == _norm([((outside, "VCPU", 1),)])
+
+
+def test_nested_children_serve_the_unsuffixed_group(api):
+    root = api.create_provider("cn", inventory={"MEMORY_MB": 4096})
+    numa0 = api.create_provider("numa0", parent=root, inventory={"VCPU": 4})
+    numa1 = api.create_provider("numa1", parent=root, inventory={"VCPU": 4})
+    body = _ac(api, "resources=VCPU:2,MEMORY_MB:512")
+    assert _allocs(body) == _norm([
+        ((numa0, "VCPU", 2), (root, "MEMORY_MB", 512)), ((numa1, "VCPU", 2), (root, "MEMORY_MB", 512))])
+    assert set(body["provider_summaries"]) == {root, numa0, numa1}
+    assert body["provider_summaries"][numa0]["parent_provider_uuid"] == root
+
+
+def test_sharing_provider_serves_disk(api):
+    agg = new_uuid()
+    cn = api.create_provider("cn", inventory={"VCPU": 8}, aggregates=[agg])
+    lonely = api.create_provider("lonely", inventory={"VCPU": 8})
+    share = api.create_provider("nfs", inventory={"DISK_GB": 1000}, aggregates=[agg],
+                                traits=["MISC_SHARES_VIA_AGGREGATE"])
+    body = _ac(api, "resources=VCPU:1,DISK_GB:100")
+    assert _allocs(body) == _norm([((cn, "VCPU", 1), (share, "DISK_GB", 100))])
+    assert lonely not in body["provider_summaries"]
+    assert share in body["provider_summaries"]
+    body = _ac(api, "resources=DISK_GB:100")
+    assert _allocs(body) == _norm([((share, "DISK_GB", 100),)])
+
+
+def test_granular_groups_and_isolation(api):
+    cn = api.create_provider("cn", inventory={"VCPU": 8})
+    pf1 = api.create_provider("pf1", parent=cn, inventory={"SRIOV_NET_VF": 4})
+    pf2 = api.create_provider("pf2", parent=cn, inventory={"SRIOV_NET_VF": 4})
+    query = "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1"
+    _ac(api, query, expect=400)  # group_policy is required with several groups
+    body = _ac(api, query + "&group_policy=isolate")
+    assert _allocs(body) == _norm([
+        ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
+        ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
+    ])
+    mappings = sorted((ar["mappings"]["1"], ar["mappings"]["2"]) for ar in body["allocation_requests"])
+    assert mappings == sorted([([pf1], [pf2]), ([pf2], [pf1])])
+    body = _ac(api, query + "&group_policy=none")
+    assert _norm([((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 2))])[0] in _allocs(body)
+    assert len(body["allocation_requests"]) == 4
+
+
+def test_amounts_of_several_groups_on_one_provider_must_fit_together(api):
+    cn = api.create_provider("cn", inventory={"MEMORY_MB": 1024})
+    numa = api.create_provider("numa", parent=cn, inventory={"VCPU": 10})
+    body = _ac(api, "resources=VCPU:6&resources_NUMA=VCPU:6&group_policy=none")
+    assert body["allocation_requests"] == []
+    body = _ac(api, "resources=VCPU:4&resources_NUMA=VCPU:6&group_policy=none")
+    assert _allocs(body) == _norm([((numa, "VCPU", 10),)])
+
+
+def test_wide_symmetric_tree_with_isolate_is_capped_and_correct(api):
+    cn = api.create_provider("cn", inventory={"VCPU": 8})
+    pfs = [api.create_provider(f"pf{i}", parent=cn, inventory={"SRIOV_NET_VF": 1}) for i in range(8)]
+    groups = "&".join(f"resources{i}=SRIOV_NET_VF:1" for i in range(1, 9))
+    body = _ac(api, f"resources=VCPU:1&{groups}&group_policy=isolate&limit=20")
+    assert len(body["allocation_requests"]) == 20
+    for ar in body["allocation_requests"]:
+        assert sorted(ar["allocations"]) == sorted(pfs + [cn])
+        assert sorted(p for ps in ar["mappings"].values() for p in ps) == sorted(pfs + [cn])
+
+
+def test_in_tree_root_required_and_same_subtree(api):
+    cn1 = api.create_provider("cn1", inventory={"VCPU": 8}, traits=["COMPUTE_STATUS_DISABLED"])
+    cn2 = api.create_provider("cn2", inventory={"VCPU": 8})
+    assert _allocs(_ac(api, f"resources=VCPU:1&in_tree={cn1}")) == _norm([((cn1, "VCPU", 1),)])
+    assert _allocs(_ac(api, "resources=VCPU:1&root_required=!COMPUTE_STATUS_DISABLED")) == _norm([((cn2, "VCPU", 1),)])
+    numa0 = api.create_provider("numa0", parent=cn2)
+    numa1 = api.create_provider("numa1", parent=cn2)
+    pf0 = api.create_provider("pf0", parent=numa0, inventory={"SRIOV_NET_VF": 2})
+    api.put("/traits/CUSTOM_PHYSNET1")
+    api.create_provider("pf1", parent=numa1, inventory={"SRIOV_NET_VF": 2})
+    gen = api.get(f"/resource_providers/{numa0}").json_body["generation"]
+    api.put(f"/resource_providers/{numa0}/traits", {"traits": ["HW_NUMA_ROOT"], "resource_provider_generation": gen})
+    body = _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&same_subtree=_VF,_NUMA"
+                    "&group_policy=none")
+    assert _allocs(body) == _norm([((pf0, "SRIOV_NET_VF", 1),)])
+    assert body["allocation_requests"][0]["mappings"] == {"_VF": [pf0], "_NUMA": [numa0]}
+    _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&group_policy=none", version="1.35",
+        expect=400)
+
+
+@pytest.mark.parametrize("query", [
+    "", "resources=VCPU", "resources=VCPU:1&foo=bar", "resources=CUSTOM_NOPE:1",
+    "resources=VCPU:1&group_policy=bogus", "resources=VCPU:1&same_subtree=_X",
+    "resources=VCPU:1&member_of=notauuid",
+])
+def test_bad_queries_are_400(api, query):
+    _ac(api, query, expect=400)
