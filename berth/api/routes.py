@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from berth.api.handlers import (
-    allocation_candidates, aggregates, allocations, inventories, resource_classes, resource_providers as rps, root, traits, usages,
+    aggregates, allocation_candidates, allocations, inventories, reshaper, resource_classes,
+    resource_providers as rps, root, traits, usages,
 )
 from berth.api.microversion import Version
 
@@ -89,6 +90,9 @@ def _build():
         "/allocation_candidates": {
             "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list",
                       since=10),
+        },
+        "/reshaper": {
+            "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=30),
         },
         "/usages": {
             "GET": _r(usages.project_usages, P + "usages", since=9),

@@ -107,6 +107,18 @@ def _remove_allocations(conn, consumer_uuid):
     return {provider_id for provider_id, _, _ in rows}
 
 
+def release_for_reshape(conn, requests: list[ConsumerAllocations]) -> None:
+    """Check the consumers' generations and take their allocations off the books.
+
+    The reshaper does this before it rewrites inventories, so that inventory can move from one
+    provider to another underneath allocations that move with it.
+    """
+    for request in sorted(requests, key=lambda r: r.consumer_uuid):
+        _check_consumer_generation(consumer_store.get_consumer(conn, request.consumer_uuid), request)
+    for request in sorted(requests, key=lambda r: r.consumer_uuid):
+        _remove_allocations(conn, request.consumer_uuid)
+
+
 def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
     """Replace the allocations of every consumer in ``requests`` at once, or of none."""
     requests = sorted(requests, key=lambda r: r.consumer_uuid)

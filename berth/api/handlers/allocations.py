@@ -35,7 +35,7 @@ def show_consumer_allocations(call, consumer_uuid):
     return json_response(call, body, last_modified=latest(*(r["updated_at"] for r in rows)))
 
 
-def _request_from_body(call, consumer_uuid, body) -> ConsumerAllocations:
+def request_from_body(call, consumer_uuid, body) -> ConsumerAllocations:
     if isinstance(body["allocations"], list):
         wanted = {}
         for item in body["allocations"]:
@@ -62,14 +62,14 @@ def _consumer_path_uuid(value):
 def put_consumer_allocations(call, consumer_uuid):
     consumer_uuid = _consumer_path_uuid(consumer_uuid)
     body = call.json_body(schemas.allocations_put_schema(call.version))
-    request = _request_from_body(call, consumer_uuid, body)
+    request = request_from_body(call, consumer_uuid, body)
     call.db.write(lambda conn: allocations.replace_allocations(conn, [request]))
     return empty_response()
 
 
 def post_allocations(call):
     body = call.json_body(schemas.allocations_post_schema(call.version))
-    requests = [_request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body.items()]
+    requests = [request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body.items()]
     call.db.write(lambda conn: allocations.replace_allocations(conn, requests))
     return empty_response()
 

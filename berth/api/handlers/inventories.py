@@ -13,7 +13,7 @@ def inventory_view(row) -> dict:
     return {f: row[f] for f in INVENTORY_FIELDS}
 
 
-def _inventory_from_body(data) -> Inventory:
+def inventory_from_body(data) -> Inventory:
     values = {**INVENTORY_DEFAULTS, **{k: v for k, v in data.items() if k in INVENTORY_FIELDS}}
     values["allocation_ratio"] = float(values["allocation_ratio"])
     return Inventory(**values)
@@ -49,7 +49,7 @@ def _reserved_can_be_total(call):
 
 def replace_inventories(call, uuid):
     body = call.json_body(schemas.INVENTORIES_PUT)
-    new = {name: _inventory_from_body(data) for name, data in body["inventories"].items()}
+    new = {name: inventory_from_body(data) for name, data in body["inventories"].items()}
 
     def work(conn):
         provider = providers.require_provider(conn, uuid)
@@ -68,7 +68,7 @@ def replace_inventories(call, uuid):
 def create_inventory(call, uuid):
     body = call.json_body(schemas.INVENTORY_POST)
     rc_name = body["resource_class"]
-    inventory = _inventory_from_body(body)
+    inventory = inventory_from_body(body)
 
     def work(conn):
         provider = providers.require_provider(conn, uuid)
@@ -85,7 +85,7 @@ def create_inventory(call, uuid):
 
 def update_inventory(call, uuid, resource_class):
     body = call.json_body(schemas.INVENTORY_PUT_ONE)
-    inventory = _inventory_from_body(body)
+    inventory = inventory_from_body(body)
 
     def work(conn):
         provider = providers.require_provider(conn, uuid)

@@ -234,3 +234,25 @@ def usages_query_schema(version):
                                        "minLength": 1, "maxLength": 255}
     return {"type": "object", "properties": properties, "required": ["project_id"],
             "additionalProperties": False}
+
+
+# --- reshaper --------------------------------------------------------------------------------
+
+def reshaper_schema(version):
+    """POST /reshaper (1.30): a tree's inventories and the allocations against them, together."""
+    allocations = allocations_post_schema(version)
+    allocations["minProperties"] = 0
+    return {
+        "type": "object",
+        "properties": {
+            "inventories": {
+                "type": "object",
+                "minProperties": 1,
+                "patternProperties": {UUID_PATTERN: INVENTORIES_PUT},
+                "additionalProperties": False,
+            },
+            "allocations": allocations,
+        },
+        "required": ["inventories", "allocations"],
+        "additionalProperties": False,
+    }
