@@ -202,7 +202,6 @@ def test_put_from_1_7_of_class_created_by_post_is_204(api):
     assert api.put("/resource_classes/CUSTOM_POSTED", version="1.7").status_code == 204
 
 
-@pytest.mark.xfail(strict=True, reason="Berth omits Location on the 204 of PUT /resource_classes/{name}")
 def test_put_from_1_7_existing_class_still_returns_location(api):
     # resource_class.inc "Update resource class": the response carries the Location header
     # (parameters.yaml `location`, required) for both 201 and 204.

@@ -36,7 +36,10 @@ def update_aggregates(call, uuid):
         provider = providers.require_provider(conn, uuid)
         if expected is not None and expected != provider["generation"]:
             raise ConcurrentUpdate(providers.GENERATION_CHANGED)
-        generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
+        generation = provider["generation"]
+        if call.version.at_least(19):
+            # Before 1.19 the reference leaves the generation alone when aggregates change.
+            generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
         aggregates.set_provider_aggregates(conn, provider["id"], wanted)
         return generation, aggregates.provider_aggregates(conn, provider["id"])
 

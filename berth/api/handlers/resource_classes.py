@@ -54,9 +54,8 @@ def _ensure_resource_class(call, name):
         names.create_resource_class(conn, name)
         return True
 
-    if call.db.write(work):
-        return empty_response(201, {"Location": f"/resource_classes/{name}"})
-    return empty_response(204)
+    created = call.db.write(work)
+    return empty_response(201 if created else 204, {"Location": f"/resource_classes/{name}"})
 
 
 def delete_resource_class(call, name):

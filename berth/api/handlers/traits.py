@@ -22,6 +22,8 @@ def list_traits(call):
             filters["names"] = value[3:].split(",")
         elif value.startswith("startswith:"):
             filters["prefix"] = value[len("startswith:"):]
+        elif ":" in value:
+            pass  # an unknown operator filters nothing, as in the reference
         else:
             raise BadRequest(
                 "Badly formatted name parameter. Expected name query string parameter in form: "
