@@ -170,3 +170,20 @@ def test_in_tree_root_required_and_same_subtree(api):
 ])
 def test_bad_queries_are_400(api, query):
     _ac(api, query, expect=400)
+
+
+def test_explain_counts_what_each_condition_excluded(api):
+    agg = new_uuid()
+    api.create_provider("small", inventory={"VCPU": 1})
+    api.create_provider("big-plain", inventory={"VCPU": 16})
+    api.create_provider("big-avx", inventory={"VCPU": 16}, traits=["HW_CPU_X86_AVX"])
+    api.create_provider("no-cpu", inventory={"DISK_GB": 10})
+    r = api.get(f"/berth/allocation_candidates/explain?resources=VCPU:4&required=HW_CPU_X86_AVX&member_of={agg}")
+    assert r.status_code == 200, r.data
+    report = r.json_body
+    assert report["providers"] == 4 and report["candidates"] == 0
+    steps = [(c["kind"], c["excluded"], c["remaining"]) for c in report["groups"][0]["conditions"]]
+    assert steps == [("inventory", 1, 3), ("capacity", 1, 2), ("units", 0, 2), ("traits", 1, 1),
+                     ("aggregates", 1, 0)]
+    r = api.get("/berth/allocation_candidates/explain?resources=VCPU:4&required=HW_CPU_X86_AVX")
+    assert r.json_body["candidates"] == 1

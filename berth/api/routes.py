@@ -91,6 +91,11 @@ def _build():
             "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list",
                       since=10),
         },
+        # Berth's own extension, outside the Placement API.
+        "/berth/allocation_candidates/explain": {
+            "GET": _r(allocation_candidates.explain_allocation_candidates, P + "allocation_candidates:list",
+                      since=10),
+        },
         "/reshaper": {
             "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=30),
         },

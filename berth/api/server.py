@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from gunicorn.app.base import BaseApplication
 
+from berth.api.app import Settings
 from berth.store.database import Database
 from berth.store.migrate import upgrade
 
 
 class _Server(BaseApplication):
-    def __init__(self, options, database_url):
+    def __init__(self, options, database_url, settings):
         self._options = options
         self._database_url = database_url
+        self._settings = settings
         super().__init__()
 
     def load_config(self):
@@ -24,10 +26,11 @@ class _Server(BaseApplication):
     def load(self):
         from berth.api.wsgi import create_app
 
-        return create_app(self._database_url)
+        return create_app(self._database_url, self._settings)
 
 
-def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False) -> int:
+def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False,
+          settings: Settings | None = None) -> int:
     db = Database(database_url)
     upgrade(db)
     db.dispose()
@@ -45,5 +48,5 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
     }
     if access_log:
         options["accesslog"] = "-"
-    _Server(options, database_url).run()
+    _Server(options, database_url, settings).run()
     return 0

@@ -4,12 +4,21 @@ The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current
 """
 from __future__ import annotations
 
-from berth.api.app import PlacementApp
+import os
+
+from berth.api.app import PlacementApp, Settings
 from berth.store.database import Database
 
 
-def create_app(database_url: str | None = None) -> PlacementApp:
-    return PlacementApp(Database(database_url))
+def settings_from_environment() -> Settings:
+    return Settings(
+        max_candidates=int(os.environ.get("BERTH_MAX_CANDIDATES", Settings.max_candidates)),
+        randomize_candidates=os.environ.get("BERTH_RANDOMIZE_CANDIDATES", "").lower() in ("1", "true", "yes"),
+    )
+
+
+def create_app(database_url: str | None = None, settings: Settings | None = None) -> PlacementApp:
+    return PlacementApp(Database(database_url), settings=settings or settings_from_environment())
 
 
 def __getattr__(name):

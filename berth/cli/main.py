@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from berth.api.app import Settings
 from berth.store.database import Database, default_url
 
 DEFAULT_BIND = "127.0.0.1:8778"
@@ -31,10 +32,16 @@ def cmd_db_upgrade(args) -> int:
 
 def cmd_serve(args) -> int:
     from berth.api.server import serve
+    from berth.api.wsgi import settings_from_environment
 
+    settings = settings_from_environment()
+    settings = Settings(
+        max_candidates=args.max_candidates or settings.max_candidates,
+        randomize_candidates=args.randomize_candidates or settings.randomize_candidates,
+    )
     return serve(
         bind=args.bind, database_url=args.database or default_url(), workers=args.workers,
-        threads=args.threads, access_log=args.access_log,
+        threads=args.threads, access_log=args.access_log, settings=settings,
     )
 
 
@@ -49,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="worker processes (default: 2 x cores, at most 4)")
     serve.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument("--max-candidates", type=int, default=None,
+                       help="most allocation candidates generated for one request, whatever its limit "
+                            "(default 1000; also $BERTH_MAX_CANDIDATES)")
+    serve.add_argument("--randomize-candidates", action="store_true",
+                       help="return allocation candidates in random order instead of provider order "
+                            "(also $BERTH_RANDOMIZE_CANDIDATES=1)")
     serve.set_defaults(func=cmd_serve)
 
     db = sub.add_parser("db", help="database administration")

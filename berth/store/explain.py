@@ -1,0 +1,102 @@
+"""Why an allocation candidate request found few or no answers.
+
+For each request group the conditions are applied one after another to every provider, and the
+answer says how many providers each condition removed from those still in the running.  The
+unsuffixed group may combine several providers of a tree, so its counts tell which single
+conditions are scarce rather than which trees fail.
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from berth.domain.candidates import CandidateRequest
+from berth.store.schema import (
+    inventories as inv, resource_provider_aggregates as rpa, resource_provider_traits as rpt,
+    resource_providers as rp,
+)
+
+_root = rp.alias("explain_root")
+
+
+def _has_inventory(rc):
+    return sa.exists().where(inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc)
+
+
+def _has_capacity(rc, amount):
+    return sa.exists().where(
+        inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc,
+        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount)
+
+
+def _fits_units(rc, amount):
+    return sa.exists().where(
+        inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc,
+        inv.c.min_unit <= amount, inv.c.max_unit >= amount, sa.literal(amount) % inv.c.step_size == 0)
+
+
+def _has_trait(provider_col, trait_ids):
+    return sa.exists().where(rpt.c.resource_provider_id == provider_col, rpt.c.trait_id.in_(trait_ids))
+
+
+def _in_aggregates(agg_ids):
+    """Own aggregates or the root's, as the candidate search counts them."""
+    return sa.or_(
+        sa.exists().where(rpa.c.resource_provider_id == rp.c.id, rpa.c.aggregate_id.in_(agg_ids)),
+        sa.exists().where(rpa.c.resource_provider_id == rp.c.root_provider_id, rpa.c.aggregate_id.in_(agg_ids)),
+    )
+
+
+def explain(conn, request: CandidateRequest, *, class_names, trait_names, aggregate_uuids) -> dict:
+    total = conn.execute(sa.select(sa.func.count()).select_from(rp)).scalar_one()
+    groups = []
+    for group in request.groups:
+        steps = []
+        for rc, amount in group.resources.items():
+            name = class_names[rc]
+            steps += [
+                ("inventory", f"has {name} inventory", _has_inventory(rc)),
+                ("capacity", f"has {amount} {name} free", _has_capacity(rc, amount)),
+                ("units", f"allows {amount} {name} in one allocation (min_unit, max_unit, step_size)",
+                 _fits_units(rc, amount)),
+            ]
+        for any_of in group.required:
+            names = " or ".join(sorted(trait_names[t] for t in any_of))
+            steps.append(("traits", f"has trait {names}", _has_trait(rp.c.id, any_of)))
+        if group.forbidden:
+            names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
+            steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
+        for any_of in group.member_of:
+            uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
+            steps.append(("aggregates", f"is in aggregate {uuids}",
+                          _in_aggregates(any_of) if any_of else sa.false()))
+        if group.forbidden_aggregates:
+            uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
+            steps.append(("aggregates", f"is in none of aggregates {uuids}",
+                          ~_in_aggregates(group.forbidden_aggregates)))
+        if group.impossible:
+            steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
+        elif group.in_tree_root is not None:
+            steps.append(("tree", "is in the tree named by in_tree", rp.c.root_provider_id == group.in_tree_root))
+        groups.append({"suffix": group.suffix, "conditions": _funnel(conn, steps, total)})
+
+    root_steps = []
+    for any_of in request.root_required:
+        names = " or ".join(sorted(trait_names[t] for t in any_of))
+        root_steps.append(("root", f"root has trait {names}", _has_trait(rp.c.root_provider_id, any_of)))
+    if request.root_forbidden:
+        names = ", ".join(sorted(trait_names[t] for t in request.root_forbidden))
+        root_steps.append(("root", f"root lacks traits {names}",
+                           ~_has_trait(rp.c.root_provider_id, request.root_forbidden)))
+    return {"providers": total, "groups": groups, "root": _funnel(conn, root_steps, total)}
+
+
+def _funnel(conn, steps, total):
+    conditions = []
+    remaining = total
+    out = []
+    for kind, label, condition in steps:
+        conditions.append(condition)
+        now = conn.execute(sa.select(sa.func.count()).select_from(rp).where(*conditions)).scalar_one()
+        out.append({"kind": kind, "condition": label, "excluded": remaining - now, "remaining": now})
+        remaining = now
+    return out
