@@ -15,6 +15,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from berth.api import auth, errors, microversion
+from berth.api.policy import PolicyEnforcer
 from berth.api.responses import JSON
 from berth.api.routes import ROUTES
 from berth.api.validation import parse_json_body
@@ -32,6 +33,14 @@ class Settings:
     max_candidates: int = 1000
     # Visit trees from a random starting point and shuffle the answer, instead of provider order.
     randomize_candidates: bool = False
+    # noauth2, tokens or keystone; see berth.api.auth.
+    auth_strategy: str = "noauth2"
+    tokens_file: str | None = None
+    # oslo.policy rules overriding the defaults, and which defaults: legacy or secure RBAC.
+    policy_file: str | None = None
+    enforce_new_defaults: bool = False
+    cors_allowed_origins: tuple[str, ...] = ()
+    cors_allow_headers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -42,7 +51,7 @@ class Call:
     request_id: str
     caller: auth.Caller | None
     db: Database
-    policy: auth.LegacyPolicy
+    policy: PolicyEnforcer
     params: dict
     settings: Settings
 
@@ -50,19 +59,19 @@ class Call:
     def args(self):
         return self.request.args
 
-    def authorize(self, rule: str) -> None:
-        self.policy.authorize(self.caller, rule)
+    def authorize(self, rule: str, target: dict | None = None) -> None:
+        self.policy.authorize(self.caller, rule, target)
 
     def json_body(self, schema=None):
         return parse_json_body(self, schema)
 
 
 class PlacementApp:
-    def __init__(self, db: Database, policy: auth.LegacyPolicy | None = None,
-                 settings: Settings | None = None):
+    def __init__(self, db: Database, settings: Settings | None = None):
         self.db = db
-        self.settings = settings or Settings()
-        self.policy = policy or auth.LegacyPolicy()
+        self.settings = settings = settings or Settings()
+        self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
+        self.policy = PolicyEnforcer(settings.policy_file, settings.enforce_new_defaults)
         self.url_map = Map(
             [Rule(path, endpoint=path) for path in ROUTES],
             strict_slashes=False, merge_slashes=False,
@@ -78,7 +87,7 @@ class PlacementApp:
             adapter = self.url_map.bind_to_environ(environ)
             caller = None
             if request.path != "/":
-                caller = auth.caller_from_noauth_headers(request.headers)
+                caller = self.authenticate(request.headers)
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
             response = self._dispatch(request, adapter, version, request_id, caller)
@@ -107,7 +116,7 @@ class PlacementApp:
         route = methods.get(request.method)
         if route is None:
             raise BerthError(
-                f"The method specified is not allowed for this resource.",
+                "The method specified is not allowed for this resource.",
                 status=405, headers={"Allow": ", ".join(methods)},
             )
         if version < route.min_version:

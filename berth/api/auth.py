@@ -1,15 +1,22 @@
-"""Who is calling, and whether they may.
+"""Who is calling.
 
-The development mode behaves like Placement's ``noauth2``: every request but ``GET /`` needs an
-``X-Auth-Token``; the token ``admin`` carries the admin role, ``user[:project]`` names the caller, and an
-``X-Roles`` header replaces the roles.  Access is decided by Placement's legacy default policy, under
-which every operation requires the admin role.
+Three strategies, chosen with ``berth serve --auth-strategy``:
+
+- ``noauth2`` (development, the default) behaves like Placement's: every request but ``GET /`` needs
+  an ``X-Auth-Token``; the token ``admin`` carries the admin role, ``user[:project]`` names the caller,
+  and an ``X-Roles`` header replaces the roles.
+- ``tokens`` reads a YAML file mapping each token to a user, a project, roles and optionally
+  ``system_scope: all``; any other token is refused.
+- ``keystone`` trusts the identity headers set by keystonemiddleware's ``auth_token`` filter, which
+  must wrap the application (see the README).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from berth.domain.errors import BerthError, Forbidden
+import yaml
+
+from berth.domain.errors import BerthError
 
 
 class Unauthorized(BerthError):
@@ -21,17 +28,18 @@ class Caller:
     user_id: str
     project_id: str
     roles: list[str] = field(default_factory=list)
-
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
+    system_scope: str | None = None
 
 
-def caller_from_noauth_headers(headers) -> Caller:
+def _required_token(headers) -> str:
     token = headers.get("X-Auth-Token")
     if token is None:
         raise Unauthorized("The request you have made requires authentication.")
-    user_id, _, project_id = token.partition(":")
+    return token
+
+
+def noauth_caller(headers) -> Caller:
+    user_id, _, project_id = _required_token(headers).partition(":")
     project_id = project_id or user_id
     roles = ["admin"] if user_id == "admin" else []
     if headers.get("X-Roles") is not None:
@@ -39,9 +47,52 @@ def caller_from_noauth_headers(headers) -> Caller:
     return Caller(user_id=user_id, project_id=project_id, roles=roles)
 
 
-class LegacyPolicy:
-    """Placement's legacy defaults: every rule is ``role:admin``."""
+class TokenFile:
+    """Tokens and what they stand for, read once from a YAML file::
 
-    def authorize(self, caller: Caller, rule: str) -> None:
-        if not caller.is_admin:
-            raise Forbidden(f"Policy does not allow {rule} to be performed.")
+        tokens:
+          7f3c...: {user_id: ops, project_id: admin, roles: [admin], system_scope: all}
+          9a1e...: {user_id: nova, project_id: service, roles: [service]}
+          c0d2...: {user_id: auditor, project_id: admin, roles: [reader], system_scope: all}
+    """
+
+    def __init__(self, path: str):
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+        self.callers = {}
+        for token, entry in (data.get("tokens") or {}).items():
+            self.callers[str(token)] = Caller(
+                user_id=str(entry["user_id"]),
+                project_id=str(entry.get("project_id", entry["user_id"])),
+                roles=[str(r) for r in entry.get("roles", [])],
+                system_scope=entry.get("system_scope"),
+            )
+
+    def __call__(self, headers) -> Caller:
+        caller = self.callers.get(_required_token(headers))
+        if caller is None:
+            raise Unauthorized("The request you have made requires authentication.")
+        return caller
+
+
+def keystone_caller(headers) -> Caller:
+    if headers.get("X-Identity-Status") != "Confirmed":
+        raise Unauthorized("The request you have made requires authentication.")
+    return Caller(
+        user_id=headers.get("X-User-Id", ""),
+        project_id=headers.get("X-Project-Id", ""),
+        roles=[r.strip() for r in headers.get("X-Roles", "").split(",") if r.strip()],
+        system_scope=headers.get("OpenStack-System-Scope"),
+    )
+
+
+def authenticator(strategy: str, tokens_file: str | None = None):
+    if strategy == "noauth2":
+        return noauth_caller
+    if strategy == "tokens":
+        if not tokens_file:
+            raise ValueError("the tokens strategy needs a tokens file")
+        return TokenFile(tokens_file)
+    if strategy == "keystone":
+        return keystone_caller
+    raise ValueError(f"unknown auth strategy {strategy!r}")

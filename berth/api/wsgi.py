@@ -10,15 +10,49 @@ from berth.api.app import PlacementApp, Settings
 from berth.store.database import Database
 
 
+def _flag(name) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def _list(name) -> tuple[str, ...]:
+    return tuple(v.strip() for v in os.environ.get(name, "").split(",") if v.strip())
+
+
 def settings_from_environment() -> Settings:
     return Settings(
         max_candidates=int(os.environ.get("BERTH_MAX_CANDIDATES", Settings.max_candidates)),
-        randomize_candidates=os.environ.get("BERTH_RANDOMIZE_CANDIDATES", "").lower() in ("1", "true", "yes"),
+        randomize_candidates=_flag("BERTH_RANDOMIZE_CANDIDATES"),
+        auth_strategy=os.environ.get("BERTH_AUTH_STRATEGY", Settings.auth_strategy),
+        tokens_file=os.environ.get("BERTH_TOKENS_FILE") or None,
+        policy_file=os.environ.get("BERTH_POLICY_FILE") or None,
+        enforce_new_defaults=_flag("BERTH_ENFORCE_NEW_DEFAULTS"),
+        cors_allowed_origins=_list("BERTH_CORS_ALLOWED_ORIGIN"),
+        cors_allow_headers=_list("BERTH_CORS_ALLOW_HEADERS"),
     )
 
 
-def create_app(database_url: str | None = None, settings: Settings | None = None) -> PlacementApp:
-    return PlacementApp(Database(database_url), settings=settings or settings_from_environment())
+# Headers a browser client of Placement needs to send and read, as Placement's CORS defaults.
+CORS_DEFAULT_HEADERS = [
+    "X-Auth-Token", "X-Openstack-Request-Id", "X-Identity-Status", "X-Roles", "X-Service-Catalog",
+    "X-User-Id", "X-Tenant-Id", "OpenStack-API-Version",
+]
+
+
+def create_app(database_url: str | None = None, settings: Settings | None = None):
+    settings = settings or settings_from_environment()
+    app = PlacementApp(Database(database_url), settings=settings)
+    if settings.cors_allowed_origins:
+        from oslo_middleware import cors
+
+        wrapped = cors.CORS(app, {})
+        wrapped.add_origin(
+            list(settings.cors_allowed_origins),
+            allow_headers=CORS_DEFAULT_HEADERS + list(settings.cors_allow_headers),
+            expose_headers=CORS_DEFAULT_HEADERS,
+            allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
+        )
+        return wrapped
+    return app
 
 
 def __getattr__(name):

@@ -17,6 +17,8 @@ def provider_usages(call, uuid):
 
 
 def project_usages(call):
+    call.authorize("placement:usages", {"project_id": call.args.get("project_id"),
+                                        "user_id": call.args.get("user_id")})
     query_schema_check(call.args, schemas.usages_query_schema(call.version))
     project_id = call.args["project_id"]
     user_id = call.args.get("user_id")

@@ -1,0 +1,119 @@
+"""Authentication strategies, legacy and secure-RBAC policy defaults, policy files, CORS, and the
+refusal to expose the development mode beyond loopback."""
+import pytest
+import yaml
+
+from berth.api.app import PlacementApp, Settings
+from berth.api.policy import OPERATIONS
+from berth.api.wsgi import create_app
+from berth.cli.main import main as berth_main
+from conftest import Api, error_detail, new_uuid
+
+TOKENS = {
+    "admin-token": {"user_id": "ops", "project_id": "admin", "roles": ["admin"], "system_scope": "all"},
+    "service-token": {"user_id": "nova", "project_id": "service", "roles": ["service"]},
+    "reader-token": {"user_id": "auditor", "project_id": "admin", "roles": ["reader"], "system_scope": "all"},
+    "project-reader": {"user_id": "alice", "project_id": "tenant-a", "roles": ["reader"]},
+    "member-token": {"user_id": "bob", "project_id": "tenant-a", "roles": ["member"]},
+}
+
+
+@pytest.fixture
+def tokens_file(tmp_path):
+    path = tmp_path / "tokens.yaml"
+    path.write_text(yaml.safe_dump({"tokens": TOKENS}))
+    return str(path)
+
+
+def _api(db, **settings):
+    return Api(PlacementApp(db, Settings(**settings)))
+
+
+def _concrete(path):
+    return (path.replace("{uuid}", new_uuid()).replace("{consumer_uuid}", new_uuid())
+            .replace("{resource_class}", "VCPU").replace("{name}", "CUSTOM_X"))
+
+
+WRITES = [op for op in OPERATIONS if not op.reads]
+READS = [op for op in OPERATIONS if op.reads]
+
+
+def _call(api, op, token):
+    path = _concrete(op.path)
+    if op.name == "placement:usages":
+        path += "?project_id=tenant-a"
+    return api.request(op.method, path, raw=b"{}" if op.method in ("PUT", "POST") else None, token=token)
+
+
+@pytest.mark.parametrize("op", WRITES, ids=lambda op: op.name)
+def test_legacy_defaults_refuse_every_write_to_non_admins(db, op):
+    api = _api(db)
+    r = _call(api, op, "alice:tenant-a")
+    assert r.status_code == 403 and op.name in error_detail(r)
+    assert _call(api, op, "admin").status_code != 403
+
+
+@pytest.mark.parametrize("op", WRITES, ids=lambda op: op.name)
+def test_secure_rbac_readers_and_members_cannot_write(db, tokens_file, op):
+    api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, enforce_new_defaults=True)
+    for token in ("reader-token", "project-reader", "member-token"):
+        r = _call(api, op, token)
+        assert r.status_code == 403, (token, r.status_code)
+    for token in ("admin-token", "service-token"):
+        assert _call(api, op, token).status_code != 403
+
+
+@pytest.mark.parametrize("op", READS, ids=lambda op: op.name)
+def test_secure_rbac_system_reader_reads_everything(db, tokens_file, op):
+    api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, enforce_new_defaults=True)
+    assert _call(api, op, "reader-token").status_code != 403
+    assert _call(api, op, "member-token").status_code == 403
+
+
+def test_project_reader_sees_only_its_own_usages(db, tokens_file):
+    api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, enforce_new_defaults=True)
+    assert api.get("/usages?project_id=tenant-a", token="project-reader", version="1.9").status_code == 200
+    assert api.get("/usages?project_id=tenant-b", token="project-reader", version="1.9").status_code == 403
+    assert api.get("/resource_providers", token="project-reader").status_code == 403
+
+
+def test_tokens_strategy_refuses_unknown_tokens(db, tokens_file):
+    api = _api(db, auth_strategy="tokens", tokens_file=tokens_file)
+    assert api.get("/resource_providers", token="admin").status_code == 401
+    assert api.get("/resource_providers", token="admin-token").status_code == 200
+    assert api.get("/", token="").status_code == 200
+
+
+def test_policy_file_overrides_a_rule(db, tokens_file, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('"placement:resource_providers:list": "role:reader"\n')
+    api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, policy_file=str(policy))
+    assert api.get("/resource_providers", token="reader-token").status_code == 200
+    assert api.get(f"/resource_providers/{new_uuid()}", token="reader-token").status_code == 403
+
+
+def test_keystone_strategy_trusts_confirmed_identity_headers(db):
+    api = _api(db, auth_strategy="keystone")
+    assert api.get("/resource_providers", token="").status_code == 401
+    headers = {"X-Identity-Status": "Confirmed", "X-User-Id": "u", "X-Project-Id": "p", "X-Roles": "admin"}
+    assert api.get("/resource_providers", token="", headers=headers).status_code == 200
+
+
+def test_cors_preflight_and_simple_requests(session_db):
+    app = create_app(session_db.engine.url.render_as_string(hide_password=False),
+                     Settings(cors_allowed_origins=("https://dash.example",), cors_allow_headers=("X-Custom",)))
+    api = Api(app)
+    r = api.request("OPTIONS", "/resource_providers", token="", version="", headers={
+        "Origin": "https://dash.example", "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "X-Auth-Token,X-Custom"})
+    assert r.status_code == 200
+    assert r.headers["Access-Control-Allow-Origin"] == "https://dash.example"
+    r = api.get("/", token="", headers={"Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in r.headers
+    r = api.get("/", token="", headers={"Origin": "https://dash.example"})
+    assert r.headers["Access-Control-Allow-Origin"] == "https://dash.example"
+
+
+def test_noauth_on_a_public_address_is_refused_unless_forced(capsys):
+    assert berth_main(["serve", "--bind", "0.0.0.0:8778"]) == 2
+    assert "refusing" in capsys.readouterr().err
