@@ -24,6 +24,8 @@ from berth.store.database import Database
 
 LOG = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
+# Paths any caller may read: version discovery, as in Placement, and the API's own description.
+PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"])
 
 
 @dataclass(frozen=True)
@@ -86,10 +88,11 @@ class PlacementApp:
         try:
             adapter = self.url_map.bind_to_environ(environ)
             caller = None
-            if request.path != "/":
+            if request.path not in PUBLIC_PATHS:
                 caller = self.authenticate(request.headers)
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
+            _refuse_nul_characters(request)
             response = self._dispatch(request, adapter, version, request_id, caller)
         except BerthError as error:
             response = self._error(error.status, error.detail, error.code, request_id, version,
@@ -142,6 +145,13 @@ class PlacementApp:
         for name, value in (headers or {}).items():
             response.headers[name] = value
         return response
+
+
+def _refuse_nul_characters(request: Request) -> None:
+    """No identifier or name may hold a NUL: PostgreSQL cannot store one, and no client needs it."""
+    if "\x00" in request.path or "%00" in request.query_string.decode("latin-1") or \
+            "\x00" in request.query_string.decode("latin-1"):
+        raise BerthError("NUL characters are not allowed in the request.", status=400)
 
 
 def _check_accept(request: Request) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from berth.api.validation import is_uuid, normalize_uuid
+from berth.domain.capacity import MAX_INT
 from berth.domain.errors import BadRequest
 
 
@@ -26,6 +27,9 @@ def parse_resources(value: str) -> dict[str, int]:
             raise BadRequest(
                 f"Requested resource {name} expected positive integer amount. Got: {amount}."
             )
+        if number > MAX_INT:
+            raise BadRequest(f"Requested resource {name} amount {amount} exceeds the largest amount "
+                             f"an inventory can hold ({MAX_INT}).")
         result[name] = number
     return result
 

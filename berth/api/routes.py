@@ -9,6 +9,7 @@ from berth.api.handlers import (
     resource_providers as rps, root, traits, usages,
 )
 from berth.api.microversion import Version
+from berth.api.responses import json_response
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,12 @@ class Route:
     handler: Callable
     min_version: Version
     policy: str | None
+
+
+def openapi_document(call):
+    from berth.api.openapi import build_document  # it reads this very table
+
+    return json_response(call, build_document())
 
 
 def _r(handler, policy=None, since=0):
@@ -91,7 +98,8 @@ def _build():
             "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list",
                       since=10),
         },
-        # Berth's own extension, outside the Placement API.
+        # Berth's own extensions, outside the Placement API.
+        "/berth/openapi.json": {"GET": _r(openapi_document)},
         "/berth/allocation_candidates/explain": {
             "GET": _r(allocation_candidates.explain_allocation_candidates, P + "allocation_candidates:list",
                       since=10),

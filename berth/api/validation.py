@@ -48,14 +48,29 @@ def parse_json_body(call, schema=None):
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise BadRequest(f"Malformed JSON: {error}") from None
+    if b"\\u0000" in raw and _holds_nul(data):
+        raise BadRequest("Malformed JSON: NUL characters are not allowed in strings.")
     if schema is not None:
         validate(data, schema)
     return data
 
 
+def _holds_nul(data) -> bool:
+    if isinstance(data, str):
+        return "\x00" in data
+    if isinstance(data, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in data.items())
+    if isinstance(data, list):
+        return any(_holds_nul(v) for v in data)
+    return False
+
+
 def normalize_uuid(value: str) -> str:
     """Canonical dashed lower-case form; the reference accepts undashed UUIDs too."""
-    return str(uuidlib.UUID(value))
+    try:
+        return str(uuidlib.UUID(value))
+    except (ValueError, TypeError, AttributeError):
+        raise BadRequest(f"Malformed UUID: {value!r}") from None
 
 
 def is_uuid(value: str) -> bool:

@@ -16,7 +16,7 @@ GROUP_SUFFIX_PATTERN = "[a-zA-Z0-9_-]{1,64}"
 FLOAT_MAX = 3.40282e38
 
 UUID = {"type": "string", "format": "uuid"}
-GENERATION = {"type": "integer"}
+GENERATION = {"type": "integer", "minimum": 0, "maximum": MAX_INT}
 
 
 def _int(minimum):
@@ -130,7 +130,7 @@ def aggregates_put_schema(version):
 _AMOUNTS = {
     "type": "object",
     "minProperties": 1,
-    "patternProperties": {NAME_PATTERN: {"type": "integer", "minimum": 1}},
+    "patternProperties": {NAME_PATTERN: {"type": "integer", "minimum": 1, "maximum": MAX_INT}},
     "additionalProperties": False,
 }
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -202,7 +202,8 @@ def _consumer_allocations_schema(version, *, allow_empty):
         "additionalProperties": False,
     }
     if version.at_least(28):
-        schema["properties"]["consumer_generation"] = {"type": ["integer", "null"]}
+        schema["properties"]["consumer_generation"] = {"type": ["integer", "null"], "minimum": 0,
+                                                       "maximum": MAX_INT}
         schema["required"].append("consumer_generation")
     if version.at_least(34):
         schema["properties"]["mappings"] = _MAPPINGS
