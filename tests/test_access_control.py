@@ -10,9 +10,10 @@ from berth.cli.main import main as berth_main
 from conftest import Api, error_detail, new_uuid
 
 TOKENS = {
-    "admin-token": {"user_id": "ops", "project_id": "admin", "roles": ["admin"], "system_scope": "all"},
+    "admin-token": {"user_id": "ops", "project_id": "admin", "roles": ["admin"]},
     "service-token": {"user_id": "nova", "project_id": "service", "roles": ["service"]},
-    "reader-token": {"user_id": "auditor", "project_id": "admin", "roles": ["reader"], "system_scope": "all"},
+    "system-admin": {"user_id": "root", "project_id": "admin", "roles": ["admin"], "system_scope": "all"},
+    "reader-token": {"user_id": "auditor", "project_id": "admin", "roles": ["reader"]},
     "project-reader": {"user_id": "alice", "project_id": "tenant-a", "roles": ["reader"]},
     "member-token": {"user_id": "bob", "project_id": "tenant-a", "roles": ["member"]},
 }
@@ -38,36 +39,43 @@ WRITES = [op for op in OPERATIONS if not op.reads]
 READS = [op for op in OPERATIONS if op.reads]
 
 
-def _call(api, op, token):
+def _call(api, op, token, headers=None):
     path = _concrete(op.path)
     if op.name == "placement:usages":
         path += "?project_id=tenant-a"
-    return api.request(op.method, path, raw=b"{}" if op.method in ("PUT", "POST") else None, token=token)
+    return api.request(op.method, path, raw=b"{}" if op.method in ("PUT", "POST") else None, token=token,
+                       headers=headers)
 
 
-@pytest.mark.parametrize("op", WRITES, ids=lambda op: op.name)
-def test_legacy_defaults_refuse_every_write_to_non_admins(db, op):
+@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
+def test_legacy_defaults_allow_only_admin_and_service(db, op):
     api = _api(db)
-    r = _call(api, op, "alice:tenant-a")
-    assert r.status_code == 403 and op.name in error_detail(r)
+    r = _call(api, op, "alice:tenant-b")
+    assert r.status_code == 403 and error_detail(r).endswith(f"{op.name}  ")
     assert _call(api, op, "admin").status_code != 403
+    assert _call(api, op, "nova:service", headers={"X-Roles": "service"}).status_code != 403
 
 
 @pytest.mark.parametrize("op", WRITES, ids=lambda op: op.name)
 def test_secure_rbac_readers_and_members_cannot_write(db, tokens_file, op):
     api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, enforce_new_defaults=True)
-    for token in ("reader-token", "project-reader", "member-token"):
+    for token in ("reader-token", "project-reader", "member-token", "system-admin"):
         r = _call(api, op, token)
         assert r.status_code == 403, (token, r.status_code)
-    for token in ("admin-token", "service-token"):
-        assert _call(api, op, token).status_code != 403
+    assert _call(api, op, "service-token").status_code != 403
+    # Reshaping is the service's alone under the new defaults.
+    assert (_call(api, op, "admin-token").status_code == 403) == (op.name == "placement:reshaper:reshape")
 
 
 @pytest.mark.parametrize("op", READS, ids=lambda op: op.name)
-def test_secure_rbac_system_reader_reads_everything(db, tokens_file, op):
+def test_secure_rbac_reads_need_admin_or_service(db, tokens_file, op):
     api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, enforce_new_defaults=True)
-    assert _call(api, op, "reader-token").status_code != 403
-    assert _call(api, op, "member-token").status_code == 403
+    for token in ("admin-token", "service-token"):
+        assert _call(api, op, token).status_code != 403
+    assert _call(api, op, "system-admin").status_code == 403
+    # A reader of tenant-a may read tenant-a's usages and nothing else.
+    reader = _call(api, op, "project-reader").status_code
+    assert (reader != 403) == (op.name == "placement:usages")
 
 
 def test_project_reader_sees_only_its_own_usages(db, tokens_file):
@@ -87,6 +95,7 @@ def test_tokens_strategy_refuses_unknown_tokens(db, tokens_file):
 def test_policy_file_overrides_a_rule(db, tokens_file, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text('"placement:resource_providers:list": "role:reader"\n')
+    # A policy file can grant a reader what the defaults do not.
     api = _api(db, auth_strategy="tokens", tokens_file=tokens_file, policy_file=str(policy))
     assert api.get("/resource_providers", token="reader-token").status_code == 200
     assert api.get(f"/resource_providers/{new_uuid()}", token="reader-token").status_code == 403

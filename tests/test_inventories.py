@@ -102,7 +102,7 @@ def test_in_use_inventory_cannot_be_removed_or_shrunk_below_usage(api):
 
 def test_delete_all_inventories_from_1_5(api):
     u = api.create_provider("p", inventory={"VCPU": 8, "DISK_GB": 10})
-    assert api.delete(f"/resource_providers/{u}/inventories", version="1.4").status_code == 404
+    assert api.delete(f"/resource_providers/{u}/inventories", version="1.4").status_code == 405
     assert api.delete(f"/resource_providers/{u}/inventories", version="1.5").status_code == 204
     assert api.get(f"/resource_providers/{u}/inventories").json_body["inventories"] == {}
 

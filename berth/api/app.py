@@ -93,10 +93,12 @@ class PlacementApp:
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
             _refuse_nul_characters(request)
+            if request.content_length and not request.headers.get("Content-Type"):
+                raise BerthError("content-type header required when content-length > 0", status=400)
             response = self._dispatch(request, adapter, version, request_id, caller)
         except BerthError as error:
             response = self._error(error.status, error.detail, error.code, request_id, version,
-                                   version_known, error.headers)
+                                   version_known, error.headers, method=request.method)
         except RequestEntityTooLarge:
             response = self._error(413, "The request body is too large.", None, request_id, version,
                                    version_known)
@@ -107,7 +109,7 @@ class PlacementApp:
         response.headers["x-openstack-request-id"] = request_id
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
-            response.headers["vary"] = microversion.HEADER
+            response.headers["vary"] = microversion.HEADER.lower()
         return response(environ, start_response)
 
     def _dispatch(self, request, adapter, version, request_id, caller):
@@ -115,15 +117,17 @@ class PlacementApp:
             path, params = adapter.match(return_rule=False)
         except RouteNotFound:
             raise BerthError("The resource could not be found.", status=404) from None
-        methods = ROUTES[path]
+        # A path none of whose methods exist yet at this microversion is not there at all; a method
+        # that does not exist yet on a path that does is not allowed, as the reference answers.
+        methods = {m: r for m, r in ROUTES[path].items() if version >= r.min_version}
+        if not methods:
+            raise BerthError("The resource could not be found.", status=404)
         route = methods.get(request.method)
         if route is None:
             raise BerthError(
                 "The method specified is not allowed for this resource.",
                 status=405, headers={"Allow": ", ".join(methods)},
             )
-        if version < route.min_version:
-            raise BerthError("The resource could not be found.", status=404)
         call = Call(request=request, version=version, request_id=request_id, caller=caller,
                     db=self.db, policy=self.policy, params=params,
                     settings=self.settings)
@@ -133,13 +137,14 @@ class PlacementApp:
             _check_accept(request)
         return route.handler(call, **params)
 
-    def _error(self, status, detail, code, request_id, version, version_known, headers=None):
+    def _error(self, status, detail, code, request_id, version, version_known, headers=None, method=None):
         extra = None
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
         body = errors.error_body(
             status, detail, code=code, request_id=request_id,
             include_code=version_known and version.at_least(23), extra=extra,
+            explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
         response = Response(body, status=status, content_type=JSON)
         for name, value in (headers or {}).items():

@@ -3,8 +3,9 @@
 Three strategies, chosen with ``berth serve --auth-strategy``:
 
 - ``noauth2`` (development, the default) behaves like Placement's: every request but ``GET /`` needs
-  an ``X-Auth-Token``; the token ``admin`` carries the admin role, ``user[:project]`` names the caller,
-  and an ``X-Roles`` header replaces the roles.
+  an ``X-Auth-Token``; the token ``admin`` carries the admin role, ``user[:project]`` names the caller;
+  ``X-Roles`` and ``X-Project-Id`` headers replace the roles and the project, and
+  ``OpenStack-System-Scope`` makes the token system-scoped.
 - ``tokens`` reads a YAML file mapping each token to a user, a project, roles and optionally
   ``system_scope: all``; any other token is refused.
 - ``keystone`` trusts the identity headers set by keystonemiddleware's ``auth_token`` filter, which
@@ -42,9 +43,10 @@ def noauth_caller(headers) -> Caller:
     user_id, _, project_id = _required_token(headers).partition(":")
     project_id = project_id or user_id
     roles = ["admin"] if user_id == "admin" else []
-    if headers.get("X-Roles") is not None:
+    if headers.get("X-Roles"):
         roles = [r.strip() for r in headers["X-Roles"].split(",") if r.strip()]
-    return Caller(user_id=user_id, project_id=project_id, roles=roles)
+    return Caller(user_id=user_id, project_id=headers.get("X-Project-Id") or project_id, roles=roles,
+                  system_scope=headers.get("OpenStack-System-Scope"))
 
 
 class TokenFile:

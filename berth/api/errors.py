@@ -35,8 +35,8 @@ def title(status: int) -> str:
 
 
 def error_body(status: int, detail: str, *, code: str | None, request_id: str,
-               include_code: bool, extra: dict | None = None) -> bytes:
-    explanation = EXPLANATIONS.get(status, title(status))
+               include_code: bool, extra: dict | None = None, explanation: str | None = None) -> bytes:
+    explanation = explanation or EXPLANATIONS.get(status, title(status))
     error = {
         "status": status,
         "title": title(status),

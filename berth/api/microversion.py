@@ -11,7 +11,7 @@ HEADER = "OpenStack-API-Version"
 MIN_VERSION = (1, 0)
 MAX_VERSION = (1, 39)
 
-_VERSION_RE = re.compile(r"^([1-9]\d*)\.([1-9]\d*|0)$")
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
 
 
 @total_ordering

@@ -1,14 +1,14 @@
 """Access rules, enforced with oslo.policy under Placement's rule names.
 
-Two sets of defaults exist, as in Placement:
+The defaults are Placement's:
 
-- legacy (the default): every operation needs the admin role (``rule:admin_api``);
-- secure RBAC (``--enforce-new-defaults``): the admin and service roles may do everything; a reader
-  (system-scoped, or any reader for the read-only catalogue of classes and traits) may read; a project
-  reader may read its own project's usages.
+- secure RBAC (``--enforce-new-defaults``): the admin and service roles may do everything but
+  reshape, which is the service's alone; a reader of a project may read that project's usages;
+- legacy (the default): the same, and the admin role may also reshape.
 
-A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by name, e.g.
-``"placement:resource_providers:list": "role:reader"``.
+Every rule is project-scoped, so a system-scoped token is refused whatever its roles, as oslo.policy
+does for Placement.  A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by
+name, e.g. ``"placement:resource_providers:list": "role:reader"``.
 """
 from __future__ import annotations
 
@@ -68,23 +68,22 @@ OPERATIONS = [
 BASE_RULES = {
     "admin_api": "role:admin",
     "service_api": "role:service",
-    "admin_or_service_api": "rule:admin_api or rule:service_api",
-    "system_reader_api": "role:reader and system_scope:all",
+    "admin_or_service_api": "role:admin or role:service",
     "project_reader_api": "role:reader and project_id:%(project_id)s",
+    "admin_or_project_reader_or_service_api": "role:admin or rule:project_reader_api or role:service",
+}
+_SPECIAL_DEFAULTS = {
+    "placement:reshaper:reshape": "rule:service_api",
+    "placement:usages": "rule:admin_or_project_reader_or_service_api",
 }
 
 
 def default_rule(operation: Operation, enforce_new_defaults: bool) -> str:
-    if not enforce_new_defaults:
-        return "rule:admin_api"
-    if not operation.reads:
-        return "rule:admin_or_service_api"
-    if operation.name == "placement:usages":
-        return "rule:admin_or_service_api or rule:system_reader_api or rule:project_reader_api"
-    if operation.name.startswith(("placement:resource_classes:", "placement:traits:")):
-        # The catalogue of names holds nothing about anyone's resources.
-        return "rule:admin_or_service_api or role:reader"
-    return "rule:admin_or_service_api or rule:system_reader_api"
+    new = _SPECIAL_DEFAULTS.get(operation.name, "rule:admin_or_service_api")
+    if enforce_new_defaults:
+        return new
+    # The legacy rule, role:admin, still grants what it granted before the new defaults.
+    return f"{new} or rule:admin_api"
 
 
 class PolicyEnforcer:
@@ -92,10 +91,11 @@ class PolicyEnforcer:
         conf = cfg.ConfigOpts()
         conf([], project="berth", default_config_files=[], default_config_dirs=[])
         self.enforcer = oslo_policy.Enforcer(conf, policy_file=policy_file, use_conf=False)
+        scope = ["project"]
         self.enforcer.register_defaults(
-            [oslo_policy.RuleDefault(name, check) for name, check in BASE_RULES.items()]
-            + [oslo_policy.RuleDefault(op.name, default_rule(op, enforce_new_defaults), description=
-                                       f"{op.method} {op.path}") for op in OPERATIONS]
+            [oslo_policy.RuleDefault(name, check, scope_types=scope) for name, check in BASE_RULES.items()]
+            + [oslo_policy.RuleDefault(op.name, default_rule(op, enforce_new_defaults), scope_types=scope,
+                                       description=f"{op.method} {op.path}") for op in OPERATIONS]
         )
         self.enforcer.load_rules(force_reload=True)
 
@@ -107,5 +107,10 @@ class PolicyEnforcer:
             "roles": caller.roles,
             "system_scope": caller.system_scope,
         }
-        if not self.enforcer.enforce(rule, target, credentials):
-            raise Forbidden(f"Policy does not allow {rule} to be performed.")
+        try:
+            allowed = self.enforcer.enforce(rule, target, credentials)
+        except oslo_policy.InvalidScope:
+            allowed = False
+        if not allowed:
+            # The reference names only the rule; clients print the detail as it is.
+            raise Forbidden(rule)

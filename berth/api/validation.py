@@ -32,7 +32,9 @@ def validate(data, schema) -> None:
     try:
         validator.validate(data)
     except jsonschema.ValidationError as error:
-        raise BadRequest(f"JSON does not validate: {error.message}") from None
+        # The whole text, as the reference gives it: clients and its tests match on the
+        # "Failed validating ..." part.
+        raise BadRequest(f"JSON does not validate: {error}") from None
 
 
 def parse_json_body(call, schema=None):
@@ -87,4 +89,4 @@ def query_schema_check(args, schema) -> None:
     try:
         jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER).validate(data)
     except jsonschema.ValidationError as error:
-        raise BadRequest(f"Invalid query string parameters: {error.message}") from None
+        raise BadRequest(f"Invalid query string parameters: {error}") from None

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
 
 from berth.api.app import Settings
+from berth.cli import agent
+from berth.cli import bench
+from berth.cli import stress
 from berth.store.database import Database, default_url
 
 DEFAULT_BIND = "127.0.0.1:8778"
@@ -34,15 +38,35 @@ def cmd_serve(args) -> int:
     from berth.api.server import serve
     from berth.api.wsgi import settings_from_environment
 
-    settings = settings_from_environment()
+    env = settings_from_environment()
     settings = Settings(
-        max_candidates=args.max_candidates or settings.max_candidates,
-        randomize_candidates=args.randomize_candidates or settings.randomize_candidates,
+        max_candidates=args.max_candidates or env.max_candidates,
+        randomize_candidates=args.randomize_candidates or env.randomize_candidates,
+        auth_strategy=args.auth_strategy or env.auth_strategy,
+        tokens_file=args.tokens_file or env.tokens_file,
+        policy_file=args.policy_file or env.policy_file,
+        enforce_new_defaults=args.enforce_new_defaults or env.enforce_new_defaults,
+        cors_allowed_origins=tuple(args.cors_allowed_origin) or env.cors_allowed_origins,
+        cors_allow_headers=tuple(h.strip() for h in (args.cors_allow_headers or "").split(",") if h.strip())
+        or env.cors_allow_headers,
     )
+    host = args.bind.rsplit(":", 1)[0].strip("[]")
+    if settings.auth_strategy == "noauth2" and not _is_loopback(host) and not args.force_insecure:
+        print(f"refusing to serve the noauth2 development mode on {host}: anyone who can reach it could "
+              "act as admin. Bind to a loopback address, choose --auth-strategy tokens or keystone, "
+              "or pass --force-insecure.", file=sys.stderr)
+        return 2
     return serve(
         bind=args.bind, database_url=args.database or default_url(), workers=args.workers,
         threads=args.threads, access_log=args.access_log, settings=settings,
     )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--randomize-candidates", action="store_true",
                        help="return allocation candidates in random order instead of provider order "
                             "(also $BERTH_RANDOMIZE_CANDIDATES=1)")
+    serve.add_argument("--auth-strategy", choices=["noauth2", "tokens", "keystone"], default=None,
+                       help="how callers are identified (default noauth2; also $BERTH_AUTH_STRATEGY)")
+    serve.add_argument("--tokens-file", default=None,
+                       help="YAML file of tokens and their users, projects and roles, for --auth-strategy "
+                            "tokens (also $BERTH_TOKENS_FILE)")
+    serve.add_argument("--policy-file", default=None,
+                       help="oslo.policy rules (YAML or JSON) overriding the defaults by Placement's rule "
+                            "names (also $BERTH_POLICY_FILE)")
+    serve.add_argument("--enforce-new-defaults", action="store_true",
+                       help="use the secure RBAC defaults instead of the legacy admin-only ones "
+                            "(also $BERTH_ENFORCE_NEW_DEFAULTS=1)")
+    serve.add_argument("--cors-allowed-origin", action="append", default=[],
+                       help="origin allowed to make cross-site requests; repeatable "
+                            "(also $BERTH_CORS_ALLOWED_ORIGIN, comma-separated)")
+    serve.add_argument("--cors-allow-headers", default=None,
+                       help="extra request headers allowed in cross-site requests, comma-separated "
+                            "(also $BERTH_CORS_ALLOW_HEADERS)")
+    serve.add_argument("--force-insecure", action="store_true",
+                       help="allow the noauth2 development mode on a non-loopback address")
     serve.set_defaults(func=cmd_serve)
 
     db = sub.add_parser("db", help="database administration")
@@ -69,6 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade = db_sub.add_parser("upgrade", help="create or upgrade the schema and load the standard names")
     _add_database_option(upgrade)
     upgrade.set_defaults(func=cmd_db_upgrade)
+
+    bench_parser = sub.add_parser("bench", help="benchmark a server over HTTP (see docs/performance.md)")
+    bench.add_bench_arguments(bench_parser)
+    bench_parser.set_defaults(func=bench.run)
+
+    stress_parser = sub.add_parser("stress", help="race claimers, inject faults, audit (see docs/reliability.md)")
+    stress.add_stress_arguments(stress_parser)
+    stress_parser.set_defaults(func=stress.run)
+
+    agent_parser = sub.add_parser("agent", help="run the resource tracker of one host (see docs/tracker.md)")
+    agent.add_agent_arguments(agent_parser)
+    agent_parser.set_defaults(func=agent.run)
     return parser
 
 

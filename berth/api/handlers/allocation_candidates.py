@@ -19,7 +19,7 @@ from berth.store.schema import placement_aggregates, resource_providers, traits
 
 GROUP_KEYS = ("resources", "required", "member_of", "in_tree")
 _NUMBERED = re.compile(r"^(resources|required|member_of|in_tree)([1-9][0-9]*)$")
-_NAMED = re.compile(r"^(resources|required|member_of|in_tree)(_[a-zA-Z0-9_-]{1,64})$")
+_NAMED = re.compile(r"^(resources|required|member_of|in_tree)([a-zA-Z0-9_-]{1,64})$")
 _LIMIT = re.compile(r"^[1-9][0-9]*$")
 
 @dataclass
@@ -88,6 +88,7 @@ def parse_query(call):
                 values = values[-1:]
             group.traits = parse_required(values, allow_forbidden=version.at_least(22),
                                           allow_any_of=version.at_least(39), param=key)
+            _refuse_contradiction(group.traits, key)
         elif base == "member_of":
             if len(values) > 1 and not version.at_least(24):
                 raise BadRequest("Multiple member_of parameters are not supported")
@@ -128,8 +129,11 @@ def parse_query(call):
 
     root_traits = TraitFilter()
     if "root_required" in args:
-        root_traits = parse_required(args.getlist("root_required"), allow_forbidden=True,
-                                     allow_any_of=version.at_least(39), param="root_required")
+        values = args.getlist("root_required")
+        if len(values) > 1:
+            raise BadRequest("Query parameter 'root_required' may be specified only once.")
+        root_traits = parse_required(values, allow_forbidden=True, allow_any_of=False, param="root_required")
+        _refuse_contradiction(root_traits, "root_required")
 
     same_subtree = []
     for value in args.getlist("same_subtree"):
@@ -139,6 +143,14 @@ def parse_query(call):
             raise BadRequest(f"Real suffixes should be specified in same_subtree: {value}")
         same_subtree.append(suffixes)
     return groups, group_policy, limit, root_traits, same_subtree
+
+
+def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
+    required = {name for group in traits.groups if len(group) == 1 for name in group}
+    both = sorted(required & set(traits.forbidden))
+    if both:
+        raise BadRequest(f"Conflicting required and forbidden traits found in the following traits "
+                         f"keys: {param}: ({', '.join(both)})")
 
 
 def _resolve(conn, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from berth.api import schemas
-from berth.api.responses import empty_response, json_response
+from berth.api.responses import empty_response, json_response, location
 from berth.domain.capacity import INVENTORY_DEFAULTS, INVENTORY_FIELDS, Inventory
 from berth.domain.errors import NotFound
 from berth.store import inventories, providers
@@ -79,7 +79,7 @@ def create_inventory(call, uuid):
     generation = call.db.write(work)
     return json_response(
         call, {"resource_provider_generation": generation, **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}},
-        status=201, headers={"Location": f"/resource_providers/{uuid}/inventories/{rc_name}"},
+        status=201, headers={"Location": location(call, f"/resource_providers/{uuid}/inventories/{rc_name}")},
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from berth.api import schemas
-from berth.api.responses import empty_response, json_response
+from berth.api.responses import empty_response, json_response, location
 from berth.domain.errors import BadRequest, NotFound
 from berth.store import names
 from berth.store.util import latest
@@ -25,7 +25,7 @@ def list_resource_classes(call):
 def create_resource_class(call):
     body = call.json_body(schemas.RESOURCE_CLASS_BODY)
     call.db.write(lambda conn: names.create_resource_class(conn, body["name"]))
-    return empty_response(201, {"Location": f"/resource_classes/{body['name']}"})
+    return empty_response(201, {"Location": location(call, f"/resource_classes/{body['name']}")})
 
 
 def show_resource_class(call, name):
@@ -55,7 +55,7 @@ def _ensure_resource_class(call, name):
         return True
 
     created = call.db.write(work)
-    return empty_response(201 if created else 204, {"Location": f"/resource_classes/{name}"})
+    return empty_response(201 if created else 204, {"Location": location(call, f"/resource_classes/{name}")})
 
 
 def delete_resource_class(call, name):

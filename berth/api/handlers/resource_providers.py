@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from berth.api import schemas
-from berth.api.responses import empty_response, json_response
+from berth.api.responses import empty_response, json_response, location
 from berth.api.query import parse_member_of, parse_required, parse_resources
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.errors import BadRequest
@@ -109,7 +109,7 @@ def create_provider(call):
     parent = normalize_uuid(parent) if parent else None
     row = call.db.write(lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"],
                                                              parent_uuid=parent))
-    headers = {"Location": f"/resource_providers/{uuid}"}
+    headers = {"Location": location(call, f"/resource_providers/{uuid}")}
     if call.version.at_least(20):
         return json_response(call, provider_view(call, row), headers=headers)
     return empty_response(201, headers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from berth.api import schemas
-from berth.api.responses import empty_response, http_date, json_response
+from berth.api.responses import empty_response, http_date, json_response, location
 from berth.api.validation import query_schema_check
 from berth.domain.errors import BadRequest, ConcurrentUpdate, NotFound
 from berth.store import names, provider_traits, providers
@@ -57,7 +57,7 @@ def put_trait(call, name):
             'prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
         )
     created = call.db.write(lambda conn: names.ensure_trait(conn, name))
-    headers = {"Location": f"/traits/{name}"}
+    headers = {"Location": location(call, f"/traits/{name}")}
     if call.version.at_least(15):
         headers.update({"cache-control": "no-cache", "last-modified": http_date()})
     return empty_response(201 if created else 204, headers)

@@ -1,0 +1,255 @@
+"""``berth agent``'s HTTP API: the tracker's claim operations for a conductor on another machine.
+
+The tracker holds its lock in-process, so the agent runs exactly one gunicorn worker (with a few
+threads; requests queue on the lock).  The periodic audit runs in a thread of that worker.
+JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with 400 (bad request),
+404 (no such claim), 409 (refused, does not fit) or 503 (Placement unreachable).
+
+    GET    /                                      host, root provider, driver
+    GET    /capacity                              inventories, usage, NUMA cells, PCI slots
+    GET    /claims?instance_uuid=U | ?host=H      claims (default: all of this host)
+    GET    /claims/<id>                           one claim
+    DELETE /claims/<id>                           abort it
+    POST   /claims/{instance,resize,live_migration,evacuate,rebuild,unshelve}
+    POST   /migrations/<m>/{source,confirm,revert,drop,cleanup_evacuated}
+    POST   /instances/<u>/{delete,soft_delete,restore,shelve,shelve_offload}
+    POST   /reclaim  /audit  /sync
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+
+import orjson
+from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from berth.tracker.claims import ClaimError, Flavor, InstanceSpec, InvalidRequest, SourceContext
+from berth.tracker.placement_client import PlacementError
+
+LOG = logging.getLogger(__name__)
+
+_URLS = Map([
+    Rule("/", endpoint="index", methods=["GET"]),
+    Rule("/capacity", endpoint="capacity", methods=["GET"]),
+    Rule("/claims", endpoint="list_claims", methods=["GET"]),
+    Rule("/claims/<claim_id>", endpoint="show_claim", methods=["GET"]),
+    Rule("/claims/<claim_id>", endpoint="abort_claim", methods=["DELETE"]),
+    Rule("/claims/<any(instance, resize, live_migration, evacuate, rebuild, unshelve):kind>",
+         endpoint="claim", methods=["POST"]),
+    Rule("/migrations/<migration_uuid>/<any(source, confirm, revert, drop, cleanup_evacuated):action>",
+         endpoint="migration", methods=["POST"]),
+    Rule("/instances/<instance_uuid>/<any(delete, soft_delete, restore, shelve, shelve_offload):action>",
+         endpoint="instance", methods=["POST"]),
+    Rule("/reclaim", endpoint="reclaim", methods=["POST"]),
+    Rule("/audit", endpoint="audit", methods=["POST"]),
+    Rule("/sync", endpoint="sync", methods=["POST"]),
+])
+
+
+def _json(body, status=200) -> Response:
+    return Response(orjson.dumps(body), status=status, content_type="application/json")
+
+
+def _error(status, code, message, reasons=()) -> Response:
+    return _json({"error": {"code": code, "message": message, "reasons": list(reasons)}}, status)
+
+
+class AgentApp:
+    def __init__(self, tracker, *, token: str | None = None, driver_name: str = ""):
+        self.tracker = tracker
+        self.token = token
+        self.driver_name = driver_name
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        try:
+            response = self.dispatch(request)
+        except ClaimError as e:
+            response = _json({"error": e.to_dict()}, e.status)
+        except PlacementError as e:
+            LOG.warning("Placement error during %s %s: %s", request.method, request.path, e)
+            response = _error(503 if e.status in (0, 503) else 502, "placement.error", str(e))
+        except HTTPException as e:
+            response = _error(e.code, "http.error", e.description or e.name)
+        except Exception:   # noqa: BLE001 - the agent answers, and logs, whatever went wrong
+            LOG.exception("agent request %s %s failed", request.method, request.path)
+            response = _error(500, "internal", "internal error; see the agent's log")
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        if self.token is not None and request.path != "/":
+            given = request.headers.get("X-Auth-Token", "")
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                return _error(401, "auth.required", "a valid X-Auth-Token is required")
+        adapter = _URLS.bind_to_environ(request.environ)
+        endpoint, args = adapter.match()
+        return getattr(self, "on_" + endpoint)(request, **args)
+
+    @staticmethod
+    def _body(request) -> dict:
+        if not request.data:
+            return {}
+        try:
+            body = orjson.loads(request.data)
+        except orjson.JSONDecodeError:
+            raise InvalidRequest("the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise InvalidRequest("the body must be a JSON object")
+        return body
+
+    @staticmethod
+    def _need(body, *keys):
+        missing = [k for k in keys if not body.get(k)]
+        if missing:
+            raise InvalidRequest(f"missing {', '.join(missing)}")
+        return [body[k] for k in keys]
+
+    # -- endpoints ----------------------------------------------------------------------------
+
+    def on_index(self, request):
+        tree = self.tracker.tree
+        return _json({"host": self.tracker.host, "driver": self.driver_name,
+                      "root_provider_uuid": tree.root.uuid if tree else None})
+
+    def on_capacity(self, request):
+        return _json(self.tracker.capacity())
+
+    def on_list_claims(self, request):
+        if "instance_uuid" in request.args:
+            claims = self.tracker.claims_for_instance(request.args["instance_uuid"])
+        else:
+            claims = self.tracker.claims_for_host(request.args.get("host", self.tracker.host))
+        return _json({"claims": [c.to_dict() for c in claims]})
+
+    def on_show_claim(self, request, claim_id):
+        return _json(self.tracker.get_claim(claim_id).to_dict())
+
+    def on_abort_claim(self, request, claim_id):
+        return _json({"result": self.tracker.abort(claim_id)})
+
+    def on_claim(self, request, kind):
+        body = self._body(request)
+        (instance,) = self._need(body, "instance")
+        instance = InstanceSpec.from_dict(instance)
+        t = self.tracker
+        if kind == "instance":
+            claim = t.instance_claim(instance)
+        elif kind == "unshelve":
+            claim = t.unshelve_claim(instance)
+        elif kind == "resize":
+            migration, source, flavor = self._need(body, "migration_uuid", "source", "flavor")
+            claim = t.resize_claim(instance, Flavor.from_dict(flavor), migration, SourceContext.from_dict(source))
+        elif kind == "live_migration":
+            migration, source = self._need(body, "migration_uuid", "source")
+            claim = t.live_migration_claim(instance, migration, SourceContext.from_dict(source))
+        elif kind == "evacuate":
+            migration, source_host = self._need(body, "migration_uuid", "source_host")
+            claim = t.evacuate_claim(instance, migration, source_host)
+        else:
+            claim = t.rebuild_claim(instance, body.get("migration_uuid"), body.get("source_host"))
+        return _json(claim.to_dict(), 201 if claim.claim_id else 200)
+
+    def on_migration(self, request, migration_uuid, action):
+        t = self.tracker
+        if action == "source":
+            (instance_uuid,) = self._need(self._body(request), "instance_uuid")
+            return _json(t.begin_move_out(instance_uuid, migration_uuid).to_dict())
+        if action == "confirm":
+            return _json({"result": t.confirm_migration(migration_uuid)})
+        if action == "revert":
+            return _json({"result": t.revert_migration(migration_uuid)})
+        if action == "drop":
+            return _json({"result": t.drop_move_claim(migration_uuid)})
+        (instance_uuid,) = self._need(self._body(request), "instance_uuid")
+        return _json({"result": t.cleanup_evacuated(instance_uuid, migration_uuid)})
+
+    def on_instance(self, request, instance_uuid, action):
+        t = self.tracker
+        result = {
+            "delete": t.delete_instance, "soft_delete": t.soft_delete_instance, "restore": t.restore_instance,
+            "shelve": t.shelve_instance, "shelve_offload": t.shelve_offload_instance,
+        }[action](instance_uuid)
+        return _json({"result": [r.to_dict() if hasattr(r, "to_dict") else r for r in result]})
+
+    def on_reclaim(self, request):
+        older_than = self._body(request).get("older_than")
+        return _json({"result": self.tracker.reclaim_soft_deleted(older_than)})
+
+    def on_audit(self, request):
+        heal = self._body(request).get("heal")
+        return _json(self.tracker.audit(heal=heal).to_dict())
+
+    def on_sync(self, request):
+        return _json(self.tracker.update_available_resource().to_dict())
+
+
+class PeriodicTask:
+    """Runs ``fn`` every ``interval`` seconds in a daemon thread until stopped."""
+
+    def __init__(self, fn, interval: float, name: str = "berth-audit"):
+        self.fn = fn
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            try:
+                result = self.fn()
+                audit = result.get("audit", {}) if isinstance(result, dict) else {}
+                if audit.get("findings"):
+                    LOG.warning("audit findings: %s", audit["findings"])
+            except Exception:   # noqa: BLE001 - the next round tries again
+                LOG.exception("periodic task failed")
+
+
+def serve_agent(*, bind: str, build_tracker, token: str | None, driver_name: str, audit_interval: float,
+                access_log: bool = False) -> int:
+    """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads."""
+    from gunicorn.app.base import BaseApplication
+
+    state = {}
+
+    def worker_exit(server, worker):
+        periodic = state.get("periodic")
+        if periodic is not None:
+            periodic.stop()
+        tracker = state.get("tracker")
+        if tracker is not None:
+            tracker.close()
+
+    class _Agent(BaseApplication):
+        def load_config(self):
+            options = {
+                "bind": bind, "workers": 1, "threads": 4, "worker_class": "gthread", "timeout": 120,
+                "graceful_timeout": 10, "keepalive": 5, "preload_app": False, "control_socket_disable": True,
+                "worker_exit": worker_exit,
+            }
+            if access_log:
+                options["accesslog"] = "-"
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            tracker = build_tracker()
+            started = tracker.start()
+            LOG.info("agent for %s started: %s", tracker.host, started)
+            state["tracker"] = tracker
+            if audit_interval > 0:
+                state["periodic"] = PeriodicTask(tracker.periodic, audit_interval).start()
+            return AgentApp(tracker, token=token, driver_name=driver_name)
+
+    _Agent().run()
+    return 0

@@ -1,0 +1,242 @@
+"""A small client for the Placement API, as the tracker uses it.
+
+Every request speaks microversion 1.39.  Writes guarded by a provider or consumer generation fail
+with 409 ``placement.concurrent_update`` when someone else wrote first; the helpers here re-read and
+retry such writes (``retry_on_conflict``), while a 409 for lack of capacity is final and surfaces as
+``CapacityExceeded``.  Transport errors and 503s are retried a few times with a short back-off.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import urlencode
+
+import requests
+
+LOG = logging.getLogger(__name__)
+
+MICROVERSION = "1.39"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+INVENTORY_IN_USE = "placement.inventory.inuse"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
+DUPLICATE_NAME = "placement.duplicate_name"
+
+
+class PlacementError(Exception):
+    def __init__(self, status: int, code: str | None, detail: str, method: str = "", path: str = ""):
+        super().__init__(f"{method} {path}: {status} {code or ''} {detail}".strip())
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class GenerationConflict(PlacementError):
+    """Someone else changed the provider or consumer since it was read; re-read and try again."""
+
+
+class CapacityExceeded(PlacementError):
+    """The service refused an allocation: not enough room (or the inventory cannot take it)."""
+
+
+class PlacementUnavailable(PlacementError):
+    pass
+
+
+@dataclass
+class ConsumerState:
+    """A consumer's allocations as Placement has them (``generation`` None: no such consumer)."""
+    uuid: str
+    allocations: dict[str, dict[str, int]] = field(default_factory=dict)
+    generation: int | None = None
+    project_id: str | None = None
+    user_id: str | None = None
+    consumer_type: str | None = None
+
+    def on(self, providers) -> dict[str, dict[str, int]]:
+        return {rp: dict(res) for rp, res in self.allocations.items() if rp in providers}
+
+    def outside(self, providers) -> dict[str, dict[str, int]]:
+        return {rp: dict(res) for rp, res in self.allocations.items() if rp not in providers}
+
+
+def retry_on_conflict(fn: Callable, *, attempts: int = 8, what: str = "write"):
+    """Run ``fn`` (which must re-read what it writes) again while it hits generation conflicts."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except GenerationConflict as e:
+            if attempt == attempts:
+                raise
+            LOG.info("%s: generation conflict (%s), refreshing and retrying", what, e.detail)
+            time.sleep(min(0.01 * 2 ** attempt, 0.5))
+
+
+class PlacementClient:
+    def __init__(self, url: str, token: str = "admin", *, timeout: float = 30.0, attempts: int = 4,
+                 session: requests.Session | None = None):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.attempts = attempts
+        self.session = session or requests.Session()
+        self.headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"placement {MICROVERSION}",
+                        "Accept": "application/json"}
+        self._known_classes: set[str] = set()
+        self._known_traits: set[str] = set()
+
+    # -- transport ------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body=None, *, ok=(200, 201, 204)):
+        delay = 0.2
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = self.session.request(method, self.url + path, json=body, headers=self.headers,
+                                                timeout=self.timeout)
+            except requests.RequestException as e:
+                if attempt == self.attempts:
+                    raise PlacementUnavailable(0, None, str(e), method, path) from None
+                LOG.warning("%s %s failed (%s); retrying", method, path, e)
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if response.status_code == 503 and attempt < self.attempts:
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if response.status_code in ok:
+                return response.json() if response.content else None
+            raise self._error(response, method, path)
+
+    @staticmethod
+    def _error(response, method, path) -> PlacementError:
+        code, detail = None, response.text
+        try:
+            error = response.json()["errors"][0]
+            code, detail = error.get("code"), error.get("detail", detail)
+        except (ValueError, KeyError, IndexError, TypeError):
+            pass
+        status = response.status_code
+        if status == 409 and code == CONCURRENT_UPDATE:
+            cls = GenerationConflict
+        elif status == 409 and "Unable to allocate inventory" in (detail or ""):
+            cls = CapacityExceeded
+        elif status == 503:
+            cls = PlacementUnavailable
+        else:
+            cls = PlacementError
+        return cls(status, code, detail, method, path)
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def ping(self) -> dict:
+        return self.get("/")
+
+    # -- names ----------------------------------------------------------------------------------
+
+    def ensure_resource_class(self, name: str) -> None:
+        if not name.startswith("CUSTOM_") or name in self._known_classes:
+            return
+        self.request("PUT", f"/resource_classes/{name}")
+        self._known_classes.add(name)
+
+    def ensure_trait(self, name: str) -> None:
+        if not name.startswith("CUSTOM_") or name in self._known_traits:
+            return
+        self.request("PUT", f"/traits/{name}")
+        self._known_traits.add(name)
+
+    # -- providers ------------------------------------------------------------------------------
+
+    def get_provider(self, uuid: str) -> dict | None:
+        try:
+            return self.get(f"/resource_providers/{uuid}")
+        except PlacementError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def find_provider(self, name: str) -> dict | None:
+        found = self.get("/resource_providers?" + urlencode({"name": name}))
+        providers = found["resource_providers"]
+        return providers[0] if providers else None
+
+    def providers_in_tree(self, root_uuid: str) -> list[dict]:
+        return self.get(f"/resource_providers?in_tree={root_uuid}")["resource_providers"]
+
+    def create_provider(self, name: str, uuid: str, parent_uuid: str | None = None) -> dict:
+        body = {"name": name, "uuid": uuid}
+        if parent_uuid:
+            body["parent_provider_uuid"] = parent_uuid
+        return self.request("POST", "/resource_providers", body)
+
+    def update_provider(self, uuid: str, name: str, parent_uuid: str | None) -> dict:
+        return self.request("PUT", f"/resource_providers/{uuid}",
+                            {"name": name, "parent_provider_uuid": parent_uuid})
+
+    def delete_provider(self, uuid: str) -> None:
+        self.request("DELETE", f"/resource_providers/{uuid}")
+
+    def get_inventories(self, uuid: str) -> tuple[int, dict]:
+        body = self.get(f"/resource_providers/{uuid}/inventories")
+        return body["resource_provider_generation"], body["inventories"]
+
+    def set_inventories(self, uuid: str, generation: int, inventories: dict) -> int:
+        body = self.request("PUT", f"/resource_providers/{uuid}/inventories",
+                            {"resource_provider_generation": generation, "inventories": inventories})
+        return body["resource_provider_generation"]
+
+    def get_traits(self, uuid: str) -> tuple[int, set[str]]:
+        body = self.get(f"/resource_providers/{uuid}/traits")
+        return body["resource_provider_generation"], set(body["traits"])
+
+    def set_traits(self, uuid: str, generation: int, traits) -> int:
+        body = self.request("PUT", f"/resource_providers/{uuid}/traits",
+                            {"resource_provider_generation": generation, "traits": sorted(traits)})
+        return body["resource_provider_generation"]
+
+    def get_aggregates(self, uuid: str) -> tuple[int, set[str]]:
+        body = self.get(f"/resource_providers/{uuid}/aggregates")
+        return body["resource_provider_generation"], set(body["aggregates"])
+
+    def set_aggregates(self, uuid: str, generation: int, aggregates) -> int:
+        body = self.request("PUT", f"/resource_providers/{uuid}/aggregates",
+                            {"resource_provider_generation": generation, "aggregates": sorted(aggregates)})
+        return body["resource_provider_generation"]
+
+    def usages(self, uuid: str) -> dict[str, int]:
+        return self.get(f"/resource_providers/{uuid}/usages")["usages"]
+
+    def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
+        """consumer uuid -> resource class -> amount, on one provider."""
+        body = self.get(f"/resource_providers/{uuid}/allocations")
+        return {consumer: dict(entry["resources"]) for consumer, entry in body["allocations"].items()}
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    def consumer(self, uuid: str) -> ConsumerState:
+        body = self.get(f"/allocations/{uuid}")
+        allocations = {rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()}
+        if not allocations:
+            return ConsumerState(uuid)
+        return ConsumerState(uuid, allocations, body.get("consumer_generation"), body.get("project_id"),
+                             body.get("user_id"), body.get("consumer_type"))
+
+    def write_consumers(self, writes: dict[str, dict]) -> None:
+        """POST /allocations: every consumer's whole allocation set, atomically.
+
+        ``writes`` maps consumer uuid to {"allocations", "generation", "project_id", "user_id",
+        "consumer_type"}; empty allocations remove the consumer.
+        """
+        body = {}
+        for consumer, w in writes.items():
+            body[consumer] = {
+                "allocations": {rp: {"resources": res} for rp, res in w["allocations"].items() if res},
+                "consumer_generation": w["generation"],
+                "project_id": w["project_id"],
+                "user_id": w["user_id"],
+                "consumer_type": w["consumer_type"],
+            }
+        self.request("POST", "/allocations", body)

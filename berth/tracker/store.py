@@ -1,0 +1,156 @@
+"""The tracker's own books: every claim of one host, in a SQLite file of its own.
+
+Each change is one transaction, committed with ``synchronous=FULL`` before the tracker answers, so a
+claim the tracker reported is a claim a restarted tracker finds again, with its NUMA cells, pinned
+CPUs, PCI devices and migration context.  The columns the tracker looks claims up by are columns;
+the rest of a claim is one JSON document.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import orjson
+import sqlalchemy as sa
+
+from berth.tracker.claims import ClaimRecord
+
+SCHEMA_VERSION = "1"
+
+metadata = sa.MetaData()
+
+claims = sa.Table(
+    "claims", metadata,
+    sa.Column("claim_id", sa.String(36), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False, index=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("consumer_uuid", sa.String(36), nullable=False),
+    sa.Column("migration_uuid", sa.String(36), nullable=True, index=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("pending_op", sa.String(32), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("state_changed_at", sa.Float, nullable=False),
+)
+
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def _row(record: ClaimRecord) -> dict:
+    return {
+        "claim_id": record.claim_id, "host": record.host, "instance_uuid": record.instance_uuid,
+        "consumer_uuid": record.consumer_uuid, "migration_uuid": record.migration_uuid, "kind": record.kind,
+        "state": record.state, "pending_op": record.pending_op, "project_id": record.project_id,
+        "user_id": record.user_id, "body": orjson.dumps(record.body()).decode(),
+        "created_at": record.created_at, "updated_at": record.updated_at,
+        "state_changed_at": record.state_changed_at,
+    }
+
+
+def _record(row) -> ClaimRecord:
+    data = dict(row._mapping)
+    body = orjson.loads(data.pop("body"))
+    return ClaimRecord.from_dict({**data, **body})
+
+
+class ClaimStore:
+    def __init__(self, path: str):
+        self.path = str(path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        self.engine = sa.create_engine(f"sqlite:///{self.path}", connect_args={"timeout": 30})
+        sa.event.listen(self.engine, "connect", _pragmas)
+        # SQLite in Python serialises per connection; one writer at a time within the process too.
+        self._write_lock = threading.Lock()
+        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            version = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+            if version is None:
+                conn.execute(meta.insert().values(key="schema_version", value=SCHEMA_VERSION))
+            elif version != SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: claim store schema {version}, this tracker knows {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writes: one transaction each ---------------------------------------------------------
+
+    def write(self, *, add=(), replace=(), delete=()) -> None:
+        """Apply several changes in one transaction (all or none)."""
+        with self._write_lock, self.engine.begin() as conn:
+            for record in add:
+                conn.execute(claims.insert().values(**_row(record)))
+            for record in replace:
+                result = conn.execute(claims.update().where(claims.c.claim_id == record.claim_id)
+                                      .values(**_row(record)))
+                if result.rowcount != 1:
+                    raise StoreError(f"claim {record.claim_id} is not in the store")
+            for claim_id in delete:
+                conn.execute(claims.delete().where(claims.c.claim_id == claim_id))
+
+    def add(self, record: ClaimRecord) -> ClaimRecord:
+        self.write(add=[record])
+        return record
+
+    def update(self, record: ClaimRecord, **changes) -> ClaimRecord:
+        new = record.evolve(**changes)
+        self.write(replace=[new])
+        return new
+
+    def delete(self, claim_id: str) -> None:
+        self.write(delete=[claim_id])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(meta.delete().where(meta.c.key == key))
+            conn.execute(meta.insert().values(key=key, value=value))
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _select(self, *conditions) -> list[ClaimRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(claims).where(*conditions).order_by(claims.c.created_at, claims.c.claim_id))
+            return [_record(row) for row in rows]
+
+    def get(self, claim_id: str) -> ClaimRecord | None:
+        found = self._select(claims.c.claim_id == claim_id)
+        return found[0] if found else None
+
+    def all(self) -> list[ClaimRecord]:
+        return self._select()
+
+    def for_instance(self, instance_uuid: str) -> list[ClaimRecord]:
+        return self._select(claims.c.instance_uuid == instance_uuid)
+
+    def for_host(self, host: str) -> list[ClaimRecord]:
+        return self._select(claims.c.host == host)
+
+    def for_migration(self, migration_uuid: str) -> list[ClaimRecord]:
+        return self._select(claims.c.migration_uuid == migration_uuid)
+
+    def pending(self) -> list[ClaimRecord]:
+        return self._select(claims.c.pending_op.is_not(None))
+
+    def get_meta(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).scalar()
+
+
+def _pragmas(dbapi_connection, _record):
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
