@@ -11,54 +11,74 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
-import sqlalchemy as sa
-
 from berth.domain.candidates import (
     CandidateRequest, InventoryData, ProviderData, SearchBudget, TreeView, search,
 )
-from berth.store.providers import capacity_condition
-from berth.store.schema import (
-    inventories, resource_provider_aggregates as rpa, resource_provider_traits as rpt,
-    resource_providers as rp, traits,
-)
+from berth.store.rawsql import fetch
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
-FIRST_BATCH = 64
 MAX_BATCH = 4096
 
 
-def _load_providers(conn, where) -> dict[int, ProviderData]:
+_TREE_PROVIDERS = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE {column} IN {ids}"
+_TREE_INVENTORIES = (
+    "SELECT i.resource_provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit, "
+    "i.step_size, i.allocation_ratio, i.used FROM inventories i JOIN resource_providers p "
+    "ON p.id = i.resource_provider_id WHERE p.{column} IN {ids}"
+)
+_TREE_TRAITS = (
+    "SELECT t.resource_provider_id, t.trait_id FROM resource_provider_traits t JOIN resource_providers p "
+    "ON p.id = t.resource_provider_id WHERE p.{column} IN {ids}"
+)
+_TREE_AGGREGATES = (
+    "SELECT a.resource_provider_id, a.aggregate_id FROM resource_provider_aggregates a "
+    "JOIN resource_providers p ON p.id = a.resource_provider_id WHERE p.{column} IN {ids}"
+)
+# Providers with room for one class, in id order: the trees a batch will search.
+_DRIVING_SQL = (
+    "SELECT p.id, p.root_provider_id FROM resource_providers p JOIN inventories i "
+    "ON i.resource_provider_id = p.id AND i.resource_class_id = ? "
+    "WHERE (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
+    "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0"
+)
+_ROOTS_SQL = "SELECT p.id, p.root_provider_id FROM resource_providers p WHERE p.id = p.root_provider_id"
+_SHARING_IDS = (
+    "SELECT rpt.resource_provider_id FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id "
+    "WHERE t.name = ?"
+)
+
+
+def _load_providers(conn, ids, *, by_root: bool, with_aggregates: bool) -> dict[int, ProviderData]:
+    """Providers (and their inventories, traits, aggregates) of the trees rooted at ``ids``, or of
+    the providers ``ids`` themselves."""
+    column = "root_provider_id" if by_root else "id"
     providers = {
-        row.id: ProviderData(row.id, row.uuid, row.parent_provider_id, row.root_provider_id)
-        for row in conn.execute(
-            sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id).where(where)
-        )
+        row[0]: ProviderData(row[0], row[1], row[2], row[3])
+        for row in fetch(conn, _TREE_PROVIDERS.format(column=column, ids="{ids}"), ids=ids)
     }
     if not providers:
         return providers
-    ids = list(providers)
-    for row in conn.execute(sa.select(inventories).where(inventories.c.resource_provider_id.in_(ids))):
-        providers[row.resource_provider_id].inventories[row.resource_class_id] = InventoryData(
-            row.total, row.reserved, row.min_unit, row.max_unit, row.step_size, row.allocation_ratio, row.used)
+    for provider_id, rc, *numbers in fetch(conn, _TREE_INVENTORIES.format(column=column, ids="{ids}"), ids=ids):
+        providers[provider_id].inventories[rc] = InventoryData(*numbers)
     found = defaultdict(set)
-    for provider_id, trait_id in conn.execute(
-            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id).where(rpt.c.resource_provider_id.in_(ids))):
+    for provider_id, trait_id in fetch(conn, _TREE_TRAITS.format(column=column, ids="{ids}"), ids=ids):
         found[provider_id].add(trait_id)
     for provider_id, trait_set in found.items():
         providers[provider_id].traits = frozenset(trait_set)
-    found = defaultdict(set)
-    for provider_id, agg_id in conn.execute(
-            sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id).where(rpa.c.resource_provider_id.in_(ids))):
-        found[provider_id].add(agg_id)
-    for provider_id, agg_set in found.items():
-        providers[provider_id].aggregates = frozenset(agg_set)
+    if with_aggregates:
+        found = defaultdict(set)
+        for provider_id, agg_id in fetch(conn, _TREE_AGGREGATES.format(column=column, ids="{ids}"), ids=ids):
+            found[provider_id].add(agg_id)
+        for provider_id, agg_set in found.items():
+            providers[provider_id].aggregates = frozenset(agg_set)
     return providers
 
 
 def _sharing_providers(conn) -> dict[int, ProviderData]:
-    sharing_ids = sa.select(rpt.c.resource_provider_id).join(traits, traits.c.id == rpt.c.trait_id).where(
-        traits.c.name == SHARING_TRAIT)
-    return _load_providers(conn, rp.c.id.in_(sharing_ids))
+    ids = [row[0] for row in fetch(conn, _SHARING_IDS, (SHARING_TRAIT,))]
+    if not ids:
+        return {}
+    return _load_providers(conn, ids, by_root=False, with_aggregates=True)
 
 
 class CandidateFinder:
@@ -71,47 +91,56 @@ class CandidateFinder:
         self.budget = SearchBudget(max_steps)
         self.sharing = _sharing_providers(conn)
         self.providers: dict[int, ProviderData] = {}
+        # Aggregates matter only to member_of filters and to sharing providers.
+        self.need_aggregates = bool(self.sharing) or any(
+            g.member_of or g.forbidden_aggregates for g in request.groups)
 
-    def _driving_condition(self):
-        """A provider condition every answer's tree must meet somewhere, or None."""
+    def _driving_class(self):
+        """A (class, amount) every answer's tree must hold itself: one no sharing provider offers.
+
+        Classes asked for by suffixed groups (devices, bandwidth) come first, since fewer trees
+        have them than have the compute classes asked for by the unsuffixed group.
+        """
         shared_classes = {rc for p in self.sharing.values() for rc in p.inventories}
-        for group in self.request.groups:
-            for rc, amount in group.resources.items():
-                if rc not in shared_classes:
-                    return sa.exists().where(inventories.c.resource_provider_id == rp.c.id,
-                                             capacity_condition(rc, amount))
-        return None
+        choices = [(rc, amount) for group in self.request.suffixed for rc, amount in group.resources.items()]
+        if self.request.unsuffixed is not None:
+            choices += list(self.request.unsuffixed.resources.items())
+        return next(((rc, amount) for rc, amount in choices if rc not in shared_classes), None)
 
     def _tree_restriction(self):
         roots = {g.in_tree_root for g in self.request.groups if g.in_tree_root is not None}
         if len(roots) == 1 and not self.sharing:
-            return rp.c.root_provider_id == roots.pop()
+            return roots.pop()
         return None
 
     def _root_batches(self):
-        condition = self._driving_condition()
-        restriction = self._tree_restriction()
+        driving = self._driving_class()
+        tree = self._tree_restriction()
         start = 0
         if self.randomize:
-            highest = self.conn.execute(sa.select(sa.func.max(rp.c.id))).scalar() or 0
+            highest = fetch(self.conn, "SELECT MAX(id) FROM resource_providers")[0][0] or 0
             start = random.randint(0, highest)
+        if driving is not None:
+            rc, amount = driving
+            sql = _DRIVING_SQL
+            fixed = [rc, amount, amount, amount, amount]
+        else:
+            sql = _ROOTS_SQL
+            fixed = []
+        if tree is not None:
+            sql += " AND p.root_provider_id = ?"
+            fixed.append(tree)
         seen_roots: set[int] = set()
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
-            cursor, batch = lower, FIRST_BATCH
+            # Most trees in a healthy cloud fit, so the first batch is about what was asked for.
+            cursor, batch = lower, min(self.want + self.want // 4 + 2, MAX_BATCH)
+            bounded = sql + (" AND p.id < ?" if upper is not None else "") + " AND p.id > ? ORDER BY p.id LIMIT ?"
             while True:
-                query = sa.select(rp.c.id, rp.c.root_provider_id).where(rp.c.id > cursor)
-                if upper is not None:
-                    query = query.where(rp.c.id < upper)
-                if condition is not None:
-                    query = query.where(condition)
-                else:
-                    query = query.where(rp.c.id == rp.c.root_provider_id)
-                if restriction is not None:
-                    query = query.where(restriction)
-                rows = self.conn.execute(query.order_by(rp.c.id).limit(batch)).all()
+                params = fixed + ([upper] if upper is not None else []) + [cursor, batch]
+                rows = fetch(self.conn, bounded, params)
                 if not rows:
                     break
-                cursor = rows[-1].id
+                cursor = rows[-1][0]
                 roots = []
                 for _, root_id in rows:
                     if root_id not in seen_roots:
@@ -124,7 +153,7 @@ class CandidateFinder:
                 batch = min(batch * 2, MAX_BATCH)
 
     def _trees(self, root_ids: list[int]) -> list[TreeView]:
-        members = _load_providers(self.conn, rp.c.root_provider_id.in_(root_ids))
+        members = _load_providers(self.conn, root_ids, by_root=True, with_aggregates=self.need_aggregates)
         self.providers.update(members)
         by_root = defaultdict(list)
         for provider in members.values():

@@ -9,6 +9,7 @@ from berth.domain.errors import BadRequest, Conflict, DuplicateName, NotFound
 from berth.store.schema import (
     allocations, inventories, resource_classes, resource_provider_traits, traits,
 )
+from berth.store.rawsql import fetch
 from berth.store.util import utcnow
 
 STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
@@ -35,14 +36,11 @@ def resource_class_ids(conn, names) -> dict[str, int]:
     names = list(names)
     if not names:
         return {}
-    rows = conn.execute(
-        sa.select(resource_classes.c.name, resource_classes.c.id).where(resource_classes.c.name.in_(names))
-    )
-    return {name: rc_id for name, rc_id in rows}
+    return dict(fetch(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", ids=names))
 
 
 def resource_class_names(conn) -> dict[int, str]:
-    return {rc_id: name for rc_id, name in conn.execute(sa.select(resource_classes.c.id, resource_classes.c.name))}
+    return dict(fetch(conn, "SELECT id, name FROM resource_classes"))
 
 
 def create_resource_class(conn, name):
@@ -107,8 +105,7 @@ def trait_ids(conn, names) -> dict[str, int]:
     names = list(names)
     if not names:
         return {}
-    rows = conn.execute(sa.select(traits.c.name, traits.c.id).where(traits.c.name.in_(names)))
-    return {name: trait_id for name, trait_id in rows}
+    return dict(fetch(conn, "SELECT name, id FROM traits WHERE name IN {ids}", ids=names))
 
 
 def require_trait_ids(conn, names) -> dict[str, int]:
@@ -116,7 +113,7 @@ def require_trait_ids(conn, names) -> dict[str, int]:
     found = trait_ids(conn, names)
     missing = sorted(set(names) - set(found))
     if missing:
-        raise BadRequest(f"No such trait(s): {', '.join(missing)}")
+        raise BadRequest(f"No such trait(s): {', '.join(missing)}.")
     return found
 
 

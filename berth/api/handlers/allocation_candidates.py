@@ -15,6 +15,7 @@ from berth.domain.errors import BadRequest
 from berth.store import names, providers as provider_store
 from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
+from berth.store.rawsql import fetch
 from berth.store.schema import placement_aggregates, resource_providers, traits
 
 GROUP_KEYS = ("resources", "required", "member_of", "in_tree")
@@ -246,7 +247,7 @@ def _trait_names(conn, providers):
     ids = {t for p in providers.values() for t in p.traits}
     if not ids:
         return {}
-    return dict(conn.execute(sa.select(traits.c.id, traits.c.name).where(traits.c.id.in_(ids))).all())
+    return dict(fetch(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids=ids))
 
 
 def _outside_uuids(conn, providers):
@@ -255,8 +256,7 @@ def _outside_uuids(conn, providers):
                if i is not None and i not in providers}
     if not missing:
         return {}
-    return dict(conn.execute(sa.select(resource_providers.c.id, resource_providers.c.uuid)
-                             .where(resource_providers.c.id.in_(missing))).all())
+    return dict(fetch(conn, "SELECT id, uuid FROM resource_providers WHERE id IN {ids}", ids=missing))
 
 
 def _render(call, candidates, providers, class_ids, rc_names, trait_names, outside_uuids):
@@ -299,7 +299,8 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
                                            "used": inv.used}
         summary = {"resources": resources}
         if version.at_least(17):
-            summary["traits"] = sorted(trait_names[t] for t in provider.traits)
+            # In the order the traits were created, as the reference lists them.
+            summary["traits"] = [trait_names[t] for t in sorted(provider.traits)]
         if version.at_least(29):
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
