@@ -1,6 +1,8 @@
 """Inventories of a provider: what it has of each resource class, and how it may be allocated."""
 from __future__ import annotations
 
+import logging
+
 import sqlalchemy as sa
 
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
@@ -10,15 +12,21 @@ from berth.store.providers import bump_generation
 from berth.store.schema import inventories, resource_classes
 from berth.store.util import utcnow
 
+LOG = logging.getLogger(__name__)
+
+
+_OF_PROVIDER = (
+    sa.select(inventories, resource_classes.c.name.label("resource_class"))
+    .join(resource_classes, resource_classes.c.id == inventories.c.resource_class_id)
+    .where(inventories.c.resource_provider_id == sa.bindparam("b_provider"))
+    .order_by(resource_classes.c.id)
+)
+_INSERT = inventories.insert()
+
 
 def list_inventories(conn, provider_id):
     """Inventory rows of a provider keyed by resource class name, in class order."""
-    rows = conn.execute(
-        sa.select(inventories, resource_classes.c.name.label("resource_class"))
-        .join(resource_classes, resource_classes.c.id == inventories.c.resource_class_id)
-        .where(inventories.c.resource_provider_id == provider_id)
-        .order_by(resource_classes.c.id)
-    ).mappings().all()
+    rows = conn.execute(_OF_PROVIDER, {"b_provider": provider_id}).mappings().all()
     return {row["resource_class"]: row for row in rows}
 
 
@@ -41,18 +49,17 @@ def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total):
         )
 
 
-def _check_not_over_used(provider, rc_name, inventory: Inventory, used: int):
+def _warn_if_over_used(provider, rc_name, inventory: Inventory, used: int):
+    # Allowed, as in the reference: a host whose disk shrank or whose reservation grew must still
+    # be able to report it.  New allocations are refused until usage is back under capacity.
     if used > inventory.capacity:
-        raise InventoryInUse(
-            f"Unable to update inventory for resource provider {provider['uuid']}: "
-            f"Inventory for '{rc_name}' on resource provider '{provider['uuid']}' in use: "
-            f"{used} allocated, which would exceed the new capacity of {inventory.capacity}."
-        )
+        LOG.warning("resource provider %s is now over capacity for %s: %d used of %d",
+                    provider["uuid"], rc_name, used, inventory.capacity)
 
 
-def _in_use_error(provider, rc_name):
+def _in_use_error(provider, rc_names):
     return InventoryInUse(
-        f"Inventory for '{rc_name}' on resource provider '{provider['uuid']}' in use."
+        f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use."
     )
 
 
@@ -63,24 +70,27 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
         _validate(provider, rc_name, inventory, reserved_can_be_total)
     new_generation = bump_generation(conn, provider, generation)
     current = list_inventories(conn, provider["id"])
+    in_use = [rc for rc, row in current.items() if rc not in new and row["used"]]
+    if in_use:
+        raise _in_use_error(provider, in_use)
     for rc_name, row in current.items():
         if rc_name not in new:
-            if row["used"]:
-                raise _in_use_error(provider, rc_name)
             conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
     now = utcnow()
+    added = []
     for rc_name, inventory in new.items():
         row = current.get(rc_name)
         values = {f: getattr(inventory, f) for f in INVENTORY_FIELDS}
         if row is None:
-            conn.execute(inventories.insert().values(
-                resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
-                created_at=now, updated_at=now, **values))
+            added.append(dict(resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
+                              created_at=now, updated_at=now, **values))
         else:
-            _check_not_over_used(provider, rc_name, inventory, row["used"])
+            _warn_if_over_used(provider, rc_name, inventory, row["used"])
             if any(row[f] != values[f] for f in INVENTORY_FIELDS):
                 conn.execute(inventories.update().where(inventories.c.id == row["id"])
                              .values(updated_at=now, **values))
+    if added:
+        conn.execute(_INSERT, added)
     return new_generation
 
 
@@ -109,7 +119,7 @@ def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, 
         raise BadRequest(
             f"No inventory record with resource class for resource provider {provider['uuid']}"
         )
-    _check_not_over_used(provider, rc_name, inventory, row["used"])
+    _warn_if_over_used(provider, rc_name, inventory, row["used"])
     conn.execute(inventories.update().where(inventories.c.id == row["id"])
                  .values(updated_at=utcnow(), **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}))
     return new_generation
@@ -120,15 +130,14 @@ def delete_inventory(conn, provider, rc_name):
     if row is None:
         raise NotFound(f"No inventory of class {rc_name} found for delete")
     if row["used"]:
-        raise _in_use_error(provider, rc_name)
+        raise _in_use_error(provider, [rc_name])
     bump_generation(conn, provider)
     conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
 
 
 def delete_all_inventories(conn, provider, generation=None):
-    current = list_inventories(conn, provider["id"])
-    for rc_name, row in current.items():
-        if row["used"]:
-            raise _in_use_error(provider, rc_name)
+    in_use = [rc for rc, row in list_inventories(conn, provider["id"]).items() if row["used"]]
+    if in_use:
+        raise _in_use_error(provider, in_use)
     bump_generation(conn, provider, generation)
     conn.execute(inventories.delete().where(inventories.c.resource_provider_id == provider["id"]))

@@ -29,8 +29,17 @@ def _provider_select():
     )
 
 
+# Built once: constructing a statement costs far more than running a cached one.
+_BY_UUID = _provider_select().where(rp.c.uuid == sa.bindparam("b_uuid"))
+_BUMP = (
+    rp.update()
+    .where(rp.c.id == sa.bindparam("b_id"), rp.c.generation == sa.bindparam("b_generation"))
+    .values(generation=rp.c.generation + 1, updated_at=sa.bindparam("b_now"))
+)
+
+
 def get_provider(conn, uuid):
-    return conn.execute(_provider_select().where(rp.c.uuid == uuid)).mappings().first()
+    return conn.execute(_BY_UUID, {"b_uuid": uuid}).mappings().first()
 
 
 def require_provider(conn, uuid, detail=None):
@@ -51,11 +60,7 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     two writers that saw the same generation cannot both succeed.
     """
     expected = provider["generation"] if expected_generation is None else expected_generation
-    result = conn.execute(
-        rp.update()
-        .where(rp.c.id == provider["id"], rp.c.generation == expected)
-        .values(generation=rp.c.generation + 1, updated_at=utcnow())
-    )
+    result = conn.execute(_BUMP, {"b_id": provider["id"], "b_generation": expected, "b_now": utcnow()})
     if result.rowcount != 1:
         raise ConcurrentUpdate(conflict_detail or (
             "resource provider generation conflict: Another thread concurrently updated the data. "

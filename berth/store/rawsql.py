@@ -1,4 +1,4 @@
-"""Plain SQL on the transaction's own DBAPI connection, for the hottest read paths.
+"""Plain SQL on the transaction's own DBAPI connection, for the hottest paths.
 
 Building and caching a SQLAlchemy statement costs a few hundred microseconds of Python per query,
 which dominates a candidate search that runs a handful of small queries over a few hundred rows.
@@ -23,8 +23,7 @@ def _translate(sql: str, postgres: bool, id_count: int) -> str:
     return sql.replace("{ids}", "(" + ",".join("?" * id_count) + ")" if id_count else "(NULL)")
 
 
-def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
-    """Rows of ``sql``; ``ids`` fills its ``IN {ids}`` list (after the other parameters)."""
+def _cursor(conn, sql, params, ids):
     postgres = _is_postgres(conn)
     params = list(params)
     if ids is not None:
@@ -37,6 +36,25 @@ def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         cursor.execute(text, params)
+    except BaseException:
+        cursor.close()
+        raise
+    return cursor
+
+
+def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
+    """Rows of ``sql``; ``ids`` fills its ``IN {ids}`` list (after the other parameters)."""
+    cursor = _cursor(conn, sql, params, ids)
+    try:
         return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def execute(conn, sql: str, params=(), ids=None) -> int:
+    """Run a statement that changes rows; the number of rows it changed."""
+    cursor = _cursor(conn, sql, params, ids)
+    try:
+        return cursor.rowcount
     finally:
         cursor.close()
