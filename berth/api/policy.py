@@ -13,6 +13,7 @@ name, e.g. ``"placement:resource_providers:list": "role:reader"``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
@@ -98,20 +99,25 @@ class PolicyEnforcer:
                                        description=f"{op.method} {op.path}") for op in OPERATIONS]
         )
         self.enforcer.load_rules(force_reload=True)
-        self._rules = self.enforcer.rules
+        # Rules are evaluated directly, not through Enforcer.enforce (which looks for changes to the
+        # policy file on every call), and each answer is remembered: it depends only on the rule,
+        # the caller's roles and ids, and the target.
+        rules = self.enforcer.rules
+
+        @lru_cache(maxsize=4096)
+        def decide(rule, roles, user_id, project_id, target_items):
+            credentials = {"user_id": user_id, "project_id": project_id, "roles": list(roles),
+                           "system_scope": None}
+            return bool(rules[rule](dict(target_items), credentials, self.enforcer))
+
+        self._decide = decide
 
     def authorize(self, caller, rule: str, target: dict | None = None) -> None:
         target = target if target is not None else {"project_id": caller.project_id, "user_id": caller.user_id}
-        credentials = {
-            "user_id": caller.user_id,
-            "project_id": caller.project_id,
-            "roles": caller.roles,
-            "system_scope": caller.system_scope,
-        }
         # Every rule is project-scoped; a system-scoped token is refused before any rule is read.
-        # The rules are evaluated directly rather than through Enforcer.enforce, which would look
-        # for changes to the policy file on every request.
-        allowed = caller.system_scope is None and self._rules[rule](target, credentials, self.enforcer)
+        allowed = caller.system_scope is None and self._decide(
+            rule, tuple(sorted(caller.roles)), caller.user_id, caller.project_id,
+            tuple(sorted((k, str(v)) for k, v in target.items())))
         if not allowed:
             # The reference names only the rule; clients print the detail as it is.
             raise Forbidden(rule)

@@ -68,12 +68,18 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     return expected + 1
 
 
+_CLASHES = sa.select(rp.c.uuid, rp.c.name).where(
+    sa.or_(rp.c.uuid == sa.bindparam("b_uuid"), rp.c.name == sa.bindparam("b_name")),
+    rp.c.id != sa.bindparam("b_exclude"),
+)
+_INSERT = rp.insert()
+_SET_OWN_ROOT = rp.update().where(rp.c.id == sa.bindparam("b_id")).values(root_provider_id=sa.bindparam("b_id"))
+
+
 def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
-    query = sa.select(rp.c.uuid, rp.c.name).where(sa.or_(rp.c.uuid == uuid, rp.c.name == name))
-    if exclude_id is not None:
-        query = query.where(rp.c.id != exclude_id)
     clashes = []
-    for row in conn.execute(query):
+    rows = conn.execute(_CLASHES, {"b_uuid": uuid, "b_name": name, "b_exclude": -1 if exclude_id is None else exclude_id})
+    for row in rows:
         if uuid is not None and row.uuid == uuid:
             clashes.append(f"uuid: {uuid}")
         if row.name == name:
@@ -93,15 +99,13 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
                 f"parent provider UUID does not exist."
             )
     now = utcnow()
-    new_id = conn.execute(
-        rp.insert().values(
-            uuid=uuid, name=name, generation=0, created_at=now, updated_at=now,
-            parent_provider_id=parent["id"] if parent else None,
-            root_provider_id=parent["root_provider_id"] if parent else None,
-        )
-    ).inserted_primary_key[0]
+    new_id = conn.execute(_INSERT, dict(
+        uuid=uuid, name=name, generation=0, created_at=now, updated_at=now,
+        parent_provider_id=parent["id"] if parent else None,
+        root_provider_id=parent["root_provider_id"] if parent else None,
+    )).inserted_primary_key[0]
     if parent is None:
-        conn.execute(rp.update().where(rp.c.id == new_id).values(root_provider_id=new_id))
+        conn.execute(_SET_OWN_ROOT, {"b_id": new_id})
     return get_provider(conn, uuid)
 
 
