@@ -15,18 +15,19 @@ def parse_resources(value: str) -> dict[str, int]:
         try:
             name, amount = item.split(":")
         except ValueError:
+            got = item if value else "empty string"
             raise BadRequest(
                 "Badly formed resources parameter. Expected resources query string parameter in form: "
-                f"?resources=VCPU:2,MEMORY_MB:1024. Got: {value}."
+                f"?resources=VCPU:2,MEMORY_MB:1024. Got: {got}."
             ) from None
         try:
             number = int(amount)
         except ValueError:
-            number = 0
-        if number < 1:
             raise BadRequest(
                 f"Requested resource {name} expected positive integer amount. Got: {amount}."
-            )
+            ) from None
+        if number < 1:
+            raise BadRequest(f"Requested resource {name} requires amount >= 1. Got: {amount}.")
         if number > MAX_INT:
             raise BadRequest(f"Requested resource {name} amount {amount} exceeds the largest amount "
                              f"an inventory can hold ({MAX_INT}).")
@@ -45,13 +46,18 @@ class AggregateFilter:
 def parse_member_of(values: list[str], *, allow_forbidden: bool) -> AggregateFilter:
     result = AggregateFilter()
     for value in values:
-        forbidden = allow_forbidden and value.startswith("!")
+        if value.startswith("!") and not allow_forbidden:
+            raise BadRequest("Forbidden member_of parameters are not supported in the specified microversion")
+        forbidden = value.startswith("!")
         body = value[1:] if forbidden else value
         any_of = body.startswith("in:")
         if any_of:
             body = body[3:]
         uuids = body.split(",")
-        if not all(is_uuid(u) for u in uuids) or (not any_of and len(uuids) > 1):
+        if not any_of and len(uuids) > 1:
+            raise BadRequest("Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' "
+                             f"keyword using the valid microversion. Got: {value}")
+        if not all(is_uuid(u) for u in uuids):
             raise BadRequest(
                 f"Invalid query string parameters: Expected 'member_of' parameter to contain valid "
                 f"UUID(s). Got: {value}"
@@ -87,6 +93,9 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
                    param: str = "required") -> TraitFilter:
     result = TraitFilter()
     for value in values:
+        if value.startswith("in:") and not allow_any_of:
+            raise BadRequest("Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
+                             f"only supported since microversion 1.39. Got: {value}")
         if allow_any_of and value.startswith("in:"):
             names = value[3:].split(",")
             if not all(names) or any(n.startswith("!") for n in names):
@@ -95,7 +104,7 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
             continue
         names = value.split(",")
         if not all(names):
-            raise _bad_traits(param, value)
+            raise _bad_traits(param, value, allow_forbidden)
         for name in names:
             if name.startswith("!"):
                 if not allow_forbidden:
@@ -109,7 +118,7 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
 
 
 def _bad_traits(param, value, allow_forbidden=True):
-    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC."
     return BadRequest(
         f"Invalid query string parameters: Expected '{param}' parameter value of the form: "
         f"{example}. Got: {value}"

@@ -88,6 +88,8 @@ class CandidateRequest:
     same_subtree: list[list[str]] = field(default_factory=list)
     root_required: list[frozenset[int]] = field(default_factory=list)
     root_forbidden: frozenset[int] = frozenset()
+    # Before microversion 1.29 an answer may use only one provider of each tree.
+    one_provider_per_tree: bool = False
 
     @property
     def unsuffixed(self) -> RequestGroup | None:
@@ -147,7 +149,9 @@ class TreeView:
         if group.in_tree_root is not None and provider.root_id != group.in_tree_root:
             return False
         if group.member_of or group.forbidden_aggregates:
-            aggs = self.aggregates_of(provider)
+            # A suffixed group's provider must be in the aggregate itself; the unsuffixed group's
+            # providers may also be in it through their root.
+            aggs = provider.aggregates if group.suffix else self.aggregates_of(provider)
             if not all(aggs & any_of for any_of in group.member_of):
                 return False
             if aggs & group.forbidden_aggregates:
@@ -258,6 +262,11 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget)
         if unsuffixed is not None and unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden):
             union = frozenset().union(*(p.traits for p in unsuffixed_providers))
             if not _traits_ok(union, unsuffixed.required, unsuffixed.forbidden):
+                return None
+        if request.one_provider_per_tree:
+            in_tree = {pid for ids in mappings.values() for pid in ids
+                       if tree.by_id[pid].root_id == tree.root.id}
+            if len(in_tree) > 1:
                 return None
         for suffixes in request.same_subtree:
             providers = [pid for s in suffixes for pid in mappings.get(s, [])]

@@ -131,9 +131,12 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         providers[uuid] = row
     class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
     class_ids = names.resource_class_ids(conn, class_names)
-    unknown = sorted(class_names - set(class_ids))
-    if unknown:
-        raise BadRequest(f"Unable to allocate inventory: No such resource class {unknown[0]}")
+    for request in requests:
+        for by_rc in request.allocations.values():
+            for rc in by_rc:
+                if rc not in class_ids:
+                    raise BadRequest(f"Unable to allocate inventory for consumer {request.consumer_uuid}: "
+                                     f"No such resource class {rc}.")
 
     now = utcnow()
     for request in requests:

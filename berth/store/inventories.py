@@ -30,10 +30,13 @@ def list_inventories(conn, provider_id):
     return {row["resource_class"]: row for row in rows}
 
 
-def _class_ids(conn, provider, class_names):
+def _class_ids(conn, provider, class_names, creating=False):
     ids = names.resource_class_ids(conn, class_names)
     unknown = sorted(set(class_names) - set(ids))
     if unknown:
+        if creating:
+            raise BadRequest(f"Unable to create inventory for resource provider {provider['uuid']}: "
+                             f"No such resource class {unknown[0]}.")
         raise BadRequest(
             f"Unknown resource class in inventory for resource provider {provider['uuid']}: {unknown[0]}"
         )
@@ -95,7 +98,7 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
 
 
 def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
-    ids = _class_ids(conn, provider, [rc_name])
+    ids = _class_ids(conn, provider, [rc_name], creating=True)
     _validate(provider, rc_name, inventory, reserved_can_be_total)
     new_generation = bump_generation(conn, provider, generation)
     if rc_name in list_inventories(conn, provider["id"]):

@@ -77,7 +77,8 @@ def delete_resource_class(conn, name):
         )
     ).first()
     if in_use:
-        raise Conflict(f"Unable to delete resource class {name}. Class is in use in inventory.")
+        raise Conflict(f"Error in delete resource class: Cannot delete resource class {name}. "
+                       "Class is in use in inventory.")
     conn.execute(resource_classes.delete().where(resource_classes.c.id == row["id"]))
 
 

@@ -91,6 +91,11 @@ def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
 def create_provider(conn, *, uuid, name, parent_uuid=None):
     _name_or_uuid_taken(conn, uuid, name)
     parent = None
+    if parent_uuid is not None and parent_uuid == uuid:
+        raise BadRequest(
+            f"Unable to create resource provider \"{name}\", {uuid}: Object action create failed because: "
+            "parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if "
+            "there is no parent.")
     if parent_uuid is not None:
         parent = get_provider(conn, parent_uuid)
         if parent is None:
@@ -133,7 +138,8 @@ def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_re
 def _reparent(conn, provider, parent_uuid, allow_reparent):
     if provider["parent_provider_uuid"] is not None and not allow_reparent:
         if parent_uuid is None:
-            raise BadRequest("Unable to unset parent provider. Updating the parent provider is not currently allowed.")
+            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: Object action update "
+                             "failed because: un-parenting a provider is not currently allowed.")
         raise BadRequest("Unable to save resource provider "
                          f"{provider['uuid']}: Object action update failed because: "
                          "re-parenting a provider is not currently allowed.")

@@ -25,15 +25,16 @@ def list_aggregates(call, uuid):
 
 
 def update_aggregates(call, uuid):
-    body = call.json_body(schemas.aggregates_put_schema(call.version))
-    if call.version.at_least(19):
-        wanted, expected = body["aggregates"], body["resource_provider_generation"]
-    else:
-        wanted, expected = body, None
-    wanted = [normalize_uuid(u) for u in wanted]
-
     def work(conn):
+        # The provider is looked up before the body is read: an unknown provider is a 404 whatever
+        # the body says, as in the reference.
         provider = providers.require_provider(conn, uuid)
+        body = call.json_body(schemas.aggregates_put_schema(call.version))
+        if call.version.at_least(19):
+            wanted, expected = body["aggregates"], body["resource_provider_generation"]
+        else:
+            wanted, expected = body, None
+        wanted = [normalize_uuid(u) for u in wanted]
         if expected is not None and expected != provider["generation"]:
             raise ConcurrentUpdate(providers.GENERATION_CHANGED)
         generation = provider["generation"]

@@ -8,7 +8,8 @@ import sqlalchemy as sa
 
 from berth.api.query import AggregateFilter, TraitFilter, parse_member_of, parse_required, parse_resources
 from berth.api.responses import json_response
-from berth.api.validation import is_uuid, normalize_uuid
+from berth.api import schemas
+from berth.api.validation import is_uuid, normalize_uuid, query_schema_check
 from berth.domain.capacity import capacity
 from berth.domain.candidates import CandidateRequest, RequestGroup
 from berth.domain.errors import BadRequest
@@ -19,9 +20,6 @@ from berth.store.rawsql import fetch
 from berth.store.schema import placement_aggregates, resource_providers, traits
 
 GROUP_KEYS = ("resources", "required", "member_of", "in_tree")
-_NUMBERED = re.compile(r"^(resources|required|member_of|in_tree)([1-9][0-9]*)$")
-_NAMED = re.compile(r"^(resources|required|member_of|in_tree)([a-zA-Z0-9_-]{1,64})$")
-_LIMIT = re.compile(r"^[1-9][0-9]*$")
 
 @dataclass
 class ParsedGroup:
@@ -33,52 +31,23 @@ class ParsedGroup:
     keys: set = field(default_factory=set)
 
 
-def _suffix_of(key: str, version):
-    if key in GROUP_KEYS:
-        return key, ""
-    if version.at_least(25):
-        match = _NUMBERED.match(key)
-        if match:
-            return match.group(1), match.group(2)
-    if version.at_least(33):
-        match = _NAMED.match(key)
-        if match:
-            return match.group(1), match.group(2)
+def _suffix_of(key: str):
+    """The group key and suffix a (schema-valid) query key names, or (None, None)."""
+    for base in GROUP_KEYS:
+        if key.startswith(base):
+            return base, key[len(base):]
     return None, None
-
-
-def _allowed_plain_keys(version):
-    keys = {"resources", "limit"} if version.at_least(16) else {"resources"}
-    if version.at_least(17):
-        keys.add("required")
-    if version.at_least(21):
-        keys.add("member_of")
-    if version.at_least(25):
-        keys.add("group_policy")
-    if version.at_least(31):
-        keys.add("in_tree")
-    if version.at_least(35):
-        keys.add("root_required")
-    if version.at_least(36):
-        keys.add("same_subtree")
-    return keys
 
 
 def parse_query(call):
     """The request groups and options of the query string, names not yet resolved to ids."""
     args, version = call.args, call.version
-    allowed = _allowed_plain_keys(version)
+    query_schema_check(args, schemas.allocation_candidates_query_schema(version))
     groups: dict[str, ParsedGroup] = {}
     for key in args.keys():
-        base, suffix = _suffix_of(key, version)
-        if base is None or (suffix == "" and key not in allowed):
-            if key in allowed:
-                continue
-            raise BadRequest(f"Invalid query string parameters: Additional properties are not allowed "
-                             f"('{key}' was unexpected)")
-        if suffix and base == "in_tree" and not version.at_least(31):
-            raise BadRequest(f"Invalid query string parameters: Additional properties are not allowed "
-                             f"('{key}' was unexpected)")
+        base, suffix = _suffix_of(key)
+        if base is None:
+            continue
         group = groups.setdefault(suffix, ParsedGroup(suffix))
         group.keys.add(base)
         values = args.getlist(key)
@@ -99,51 +68,65 @@ def parse_query(call):
                 raise BadRequest(f"Invalid query string parameters: Expected 'in_tree' parameter to be a "
                                  f"format of uuid. Got: {values[-1]}")
             group.in_tree = normalize_uuid(values[-1])
-
-    if not any(g.resources for g in groups.values()):
-        if not version.at_least(25):
-            raise BadRequest("Invalid query string parameters: 'resources' is a required property")
-        raise BadRequest("There must be at least one resources or resources[$S] parameter.")
-    for suffix, group in groups.items():
-        if not group.resources and not version.at_least(36):
-            orphans = sorted(f"{k}{suffix}" for k in group.keys)
-            raise BadRequest(
-                "All traits parameters must be associated with resources.  Found the following orphaned "
-                f"traits keys: {', '.join(orphans)}" if "required" in group.keys else
-                "All member_of parameters must be associated with resources.  Found the following "
-                f"orphaned member_of keys: {', '.join(orphans)}"
-            )
+    _check_groups(groups, version)
 
     group_policy = args.get("group_policy")
-    if group_policy is not None and group_policy not in ("none", "isolate"):
-        raise BadRequest(f"Invalid query string parameters: '{group_policy}' is not one of ['none', 'isolate']")
-    if len([s for s in groups if s]) > 1 and group_policy is None:
+    if len([s for s, g in groups.items() if s and g.resources]) > 1 and group_policy is None:
         raise BadRequest('The "group_policy" parameter is required when specifying more than one '
                          '"resources{N}" parameter.')
-
-    limit = None
-    if "limit" in args:
-        if not _LIMIT.match(args["limit"]):
-            raise BadRequest(f"Invalid query string parameters: '{args['limit']}' does not match "
-                             "'^[1-9][0-9]*$'")
-        limit = int(args["limit"])
+    limit = int(args["limit"]) if "limit" in args else None
 
     root_traits = TraitFilter()
     if "root_required" in args:
         values = args.getlist("root_required")
         if len(values) > 1:
-            raise BadRequest("Query parameter 'root_required' may be specified only once.")
+            raise BadRequest("Query parameter 'root_required' may be specified only once.",
+                             code="placement.query.duplicate_key")
         root_traits = parse_required(values, allow_forbidden=True, allow_any_of=False, param="root_required")
-        _refuse_contradiction(root_traits, "root_required")
+        both = sorted({n for g in root_traits.groups for n in g} & set(root_traits.forbidden))
+        if both:
+            raise BadRequest(f"Conflicting required and forbidden traits found in root_required: "
+                             f"{', '.join(both)}", code="placement.query.bad_value")
 
-    same_subtree = []
-    for value in args.getlist("same_subtree"):
-        suffixes = value.split(",")
-        unknown = [s for s in suffixes if s not in groups or not s]
-        if unknown:
-            raise BadRequest(f"Real suffixes should be specified in same_subtree: {value}")
-        same_subtree.append(suffixes)
+    same_subtree = [value.split(",") for value in args.getlist("same_subtree")]
+    named = {s for suffixes in same_subtree for s in suffixes}
+    if "" in named:
+        raise BadRequest("Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                         code="placement.query.bad_value")
+    unknown = sorted(named - set(groups))
+    if unknown:
+        raise BadRequest(f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
+                         f"{sorted(s for s in groups if s)}", code="placement.query.bad_value")
+    resourceless = sorted(s for s, g in groups.items() if s and not g.resources and s not in named)
+    if resourceless:
+        raise BadRequest("Resourceless suffixed group request should be specified in `same_subtree` query "
+                         f"param: bad group(s) - {resourceless}.", code="placement.query.bad_value")
     return groups, group_policy, limit, root_traits, same_subtree
+
+
+def _check_groups(groups, version) -> None:
+    """Every group needs resources before 1.36; at least one group does from then on."""
+    if not groups:
+        raise BadRequest("At least one request group (`resources` or `resources{$S}`) is required.")
+    if version.at_least(36):
+        if not any(g.resources for g in groups.values()):
+            raise BadRequest("There must be at least one resources or resources[$S] parameter.",
+                             code="placement.query.missing_value")
+        return
+    orphans = {"required": [], "member_of": []}
+    for suffix, group in groups.items():
+        if not group.resources:
+            for key in ("required", "member_of"):
+                if key in group.keys:
+                    orphans[key].append(f"{key}{suffix}")
+    if orphans["required"]:
+        raise BadRequest("All traits parameters must be associated with resources.  Found the following "
+                         f"orphaned traits keys: {', '.join(sorted(orphans['required']))}")
+    if orphans["member_of"]:
+        raise BadRequest("All member_of parameters must be associated with resources. Found the following "
+                         f"orphaned member_of keys: {', '.join(sorted(orphans['member_of']))}")
+    if any(not g.resources for g in groups.values()):
+        raise BadRequest("All request groups must specify resources.")
 
 
 def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
@@ -154,7 +137,7 @@ def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
                          f"keys: {param}: ({', '.join(both)})")
 
 
-def _resolve(conn, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:
+def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:
     class_names = {rc for g in groups.values() for rc in g.resources}
     class_ids = names.resource_class_ids(conn, class_names)
     for name in sorted(class_names):
@@ -194,6 +177,7 @@ def _resolve(conn, groups, group_policy, root_traits, same_subtree) -> tuple[Can
         same_subtree=same_subtree,
         root_required=[frozenset(trait_ids[n] for n in any_of) for any_of in root_traits.groups],
         root_forbidden=frozenset(trait_ids[n] for n in root_traits.forbidden),
+        one_provider_per_tree=not version.at_least(29),
     )
     return request, class_ids
 
@@ -203,7 +187,7 @@ def list_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        request, class_ids = _resolve(conn, groups, group_policy, root_traits, same_subtree)
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
         finder = CandidateFinder(conn, request, limit=limit, max_candidates=settings.max_candidates,
                                  randomize=settings.randomize_candidates)
         candidates, providers = finder.find()
@@ -220,7 +204,7 @@ def explain_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        request, class_ids = _resolve(conn, groups, group_policy, root_traits, same_subtree)
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
         trait_ids = {t for g in request.groups for s in g.required for t in s} | \
             {t for g in request.groups for t in g.forbidden} | \
             {t for s in request.root_required for t in s} | set(request.root_forbidden)

@@ -6,13 +6,14 @@ from berth.api.handlers.allocations import request_from_body
 from berth.api.handlers.inventories import inventory_from_body
 from berth.api.responses import empty_response
 from berth.api.validation import normalize_uuid
-from berth.domain.errors import BadRequest
-from berth.store import allocations, inventories, providers
+from berth.domain.errors import BadRequest, ConcurrentUpdate
+from berth.store import allocations, inventories, names, providers
 
 
 def reshape(call):
     body = call.json_body(schemas.reshaper_schema(call.version))
-    consumer_requests = [request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body["allocations"].items()]
+    consumer_requests = [request_from_body(call, normalize_uuid(consumer), data)
+                         for consumer, data in body["allocations"].items()]
     new_inventories = {
         uuid: (entry["resource_provider_generation"],
                {rc: inventory_from_body(data) for rc, data in entry["inventories"].items()})
@@ -20,13 +21,30 @@ def reshape(call):
     }
 
     def work(conn):
-        allocations.release_for_reshape(conn, consumer_requests)
-        for uuid, (generation, wanted) in sorted(new_inventories.items()):
+        known = names.resource_class_ids(conn, {rc for _, wanted in new_inventories.values() for rc in wanted})
+        for _, wanted in new_inventories.values():
+            for rc in wanted:
+                if rc not in known:
+                    raise BadRequest(f"malformed reshaper data: No such resource class {rc}.")
+        found = {}
+        for uuid, (generation, _) in sorted(new_inventories.items()):
             provider = providers.get_provider(conn, uuid)
             if provider is None:
-                raise BadRequest(f"Resource provider {uuid} in inventories not found")
-            inventories.replace_inventories(conn, provider, generation, wanted,
-                                            reserved_can_be_total=True)
+                raise BadRequest(f"Resource provider {uuid} in inventories not found: No resource provider "
+                                 f"with uuid {uuid} found", code="placement.resource_provider.not_found")
+            if provider["generation"] != generation:
+                raise ConcurrentUpdate(f"resource provider generation conflict for provider {uuid}: "
+                                       f"actual: {provider['generation']}, given: {generation}")
+            found[uuid] = provider
+        allocations.release_for_reshape(conn, consumer_requests)
+        for uuid, (generation, wanted) in sorted(new_inventories.items()):
+            provider = found[uuid]
+            new_generation = inventories.replace_inventories(conn, provider, generation, wanted,
+                                                             reserved_can_be_total=True)
+            if wanted:
+                # The reference writes a provider's inventory twice, before and after the
+                # allocations move, and its generation shows both writes; clients count on it.
+                providers.bump_generation(conn, provider, new_generation)
         allocations.replace_allocations(conn, consumer_requests)
 
     call.db.write(work)

@@ -47,6 +47,32 @@ def provider_list_query_schema(version):
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
+def allocation_candidates_query_schema(version):
+    """GET /allocation_candidates: plain keys, and the request-group keys with their suffixes."""
+    properties = {"resources": {"type": "string"}}
+    if version.at_least(16):
+        properties["limit"] = {"type": "string", "pattern": "^[1-9][0-9]*$"}
+    if version.at_least(17):
+        properties["required"] = {"type": "string"}
+    if version.at_least(21):
+        properties["member_of"] = {"type": "string"}
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if not version.at_least(25):
+        schema["required"] = ["resources"]
+        return schema
+    properties["group_policy"] = {"type": "string", "enum": ["none", "isolate"]}
+    if version.at_least(35):
+        properties["root_required"] = {"type": "string"}
+    if version.at_least(36):
+        properties["same_subtree"] = {"type": "string"}
+    suffix = GROUP_SUFFIX_PATTERN if version.at_least(33) else "[1-9][0-9]*"
+    keys = ["resources", "required", "member_of"] + (["in_tree"] if version.at_least(31) else [])
+    for key in keys:
+        properties.pop(key, None)
+    schema["patternProperties"] = {f"^{key}({suffix})?$": {"type": "string"} for key in keys}
+    return schema
+
+
 # --- inventories -----------------------------------------------------------------------------
 
 INVENTORY_RECORD = {
@@ -136,6 +162,7 @@ _AMOUNTS = {
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 _MAPPINGS = {
     "type": "object",
+    "minProperties": 1,
     "patternProperties": {
         f"^{GROUP_SUFFIX_PATTERN}$|^$": {"type": "array", "minItems": 1, "items": UUID},
     },
