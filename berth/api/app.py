@@ -98,7 +98,7 @@ class PlacementApp:
             response = self._dispatch(request, adapter, version, request_id, caller)
         except BerthError as error:
             response = self._error(error.status, error.detail, error.code, request_id, version,
-                                   version_known, error.headers, method=request.method)
+                                   version_known, error.headers, request=request)
         except RequestEntityTooLarge:
             response = self._error(413, "The request body is too large.", None, request_id, version,
                                    version_known)
@@ -117,17 +117,19 @@ class PlacementApp:
             path, params = adapter.match(return_rule=False)
         except RouteNotFound:
             raise BerthError("The resource could not be found.", status=404) from None
-        # A path none of whose methods exist yet at this microversion is not there at all; a method
-        # that does not exist yet on a path that does is not allowed, as the reference answers.
-        methods = {m: r for m, r in ROUTES[path].items() if version >= r.min_version}
-        if not methods:
-            raise BerthError("The resource could not be found.", status=404)
+        methods = ROUTES[path]
         route = methods.get(request.method)
         if route is None:
             raise BerthError(
                 "The method specified is not allowed for this resource.",
                 status=405, headers={"Allow": ", ".join(methods)},
             )
+        if version < route.min_version:
+            if route.too_old_status == 405:
+                allowed = [m for m, r in methods.items() if version >= r.min_version]
+                raise BerthError("The method specified is not allowed for this resource.",
+                                 status=405, headers={"Allow": ", ".join(allowed)})
+            raise BerthError("The resource could not be found.", status=404)
         call = Call(request=request, version=version, request_id=request_id, caller=caller,
                     db=self.db, policy=self.policy, params=params,
                     settings=self.settings)
@@ -137,7 +139,8 @@ class PlacementApp:
             _check_accept(request)
         return route.handler(call, **params)
 
-    def _error(self, status, detail, code, request_id, version, version_known, headers=None, method=None):
+    def _error(self, status, detail, code, request_id, version, version_known, headers=None, request=None):
+        method = request.method if request is not None else None
         extra = None
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
@@ -147,6 +150,10 @@ class PlacementApp:
             explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
         response = Response(body, status=status, content_type=JSON)
+        if request is not None and request.headers.get("Accept") and \
+                request.accept_mimetypes.best_match([JSON, "text/html"]) == "text/html":
+            # A browser asking for HTML gets the same error as a page, as from the reference.
+            response = Response(errors.html_body(status, detail), status=status, content_type="text/html")
         for name, value in (headers or {}).items():
             response.headers[name] = value
         return response

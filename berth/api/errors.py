@@ -6,6 +6,7 @@ blank line, then the specific message.
 """
 from __future__ import annotations
 
+import html
 from http import HTTPStatus
 
 import orjson
@@ -32,6 +33,13 @@ def title(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return "Error"
+
+
+def html_body(status: int, detail: str) -> str:
+    text = html.escape(detail or "")
+    explanation = html.escape(EXPLANATIONS.get(status, title(status)))
+    return (f"<html>\n <head>\n  <title>{status} {title(status)}</title>\n </head>\n <body>\n"
+            f"  <h1>{status} {title(status)}</h1>\n  {explanation}<br /><br />\n{text}\n\n </body>\n</html>")
 
 
 def error_body(status: int, detail: str, *, code: str | None, request_id: str,

@@ -53,7 +53,7 @@ def parse_member_of(values: list[str], *, allow_forbidden: bool) -> AggregateFil
         any_of = body.startswith("in:")
         if any_of:
             body = body[3:]
-        uuids = body.split(",")
+        uuids = [u.strip() for u in body.split(",")]
         if not any_of and len(uuids) > 1:
             raise BadRequest("Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' "
                              f"keyword using the valid microversion. Got: {value}")
@@ -97,12 +97,12 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
             raise BadRequest("Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
                              f"only supported since microversion 1.39. Got: {value}")
         if allow_any_of and value.startswith("in:"):
-            names = value[3:].split(",")
+            names = [n.strip() for n in value[3:].split(",")]
             if not all(names) or any(n.startswith("!") for n in names):
                 raise _bad_traits(param, value)
             result.groups.append(names)
             continue
-        names = value.split(",")
+        names = [n.strip() for n in value.split(",")]
         if not all(names):
             raise _bad_traits(param, value, allow_forbidden)
         for name in names:
@@ -118,7 +118,7 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
 
 
 def _bad_traits(param, value, allow_forbidden=True):
-    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC."
+    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
     return BadRequest(
         f"Invalid query string parameters: Expected '{param}' parameter value of the form: "
         f"{example}. Got: {value}"

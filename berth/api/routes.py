@@ -17,6 +17,9 @@ class Route:
     handler: Callable
     min_version: Version
     policy: str | None
+    # What a request older than min_version gets: the reference answers 404 for most routes and
+    # 405 for a few methods added to an existing path.
+    too_old_status: int = 404
 
 
 def openapi_document(call):
@@ -25,8 +28,8 @@ def openapi_document(call):
     return json_response(call, build_document())
 
 
-def _r(handler, policy=None, since=0):
-    return Route(handler, Version(1, since), policy)
+def _r(handler, policy=None, since=0, too_old_status=404):
+    return Route(handler, Version(1, since), policy, too_old_status)
 
 
 def _build():
@@ -47,7 +50,8 @@ def _build():
             "GET": _r(inventories.list_inventories, RP + "inventories:list"),
             "POST": _r(inventories.create_inventory, RP + "inventories:create"),
             "PUT": _r(inventories.replace_inventories, RP + "inventories:update"),
-            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5),
+            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5,
+                         too_old_status=405),
         },
         "/resource_providers/<uuid>/inventories/<resource_class>": {
             "GET": _r(inventories.show_inventory, RP + "inventories:show"),

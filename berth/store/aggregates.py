@@ -8,14 +8,15 @@ from berth.store.util import utcnow
 
 
 def provider_aggregates(conn, provider_id) -> list[str]:
+    # In the order the aggregates were first seen, so a PUT's answer lists them as they were sent.
     return conn.execute(
         sa.select(aggs.c.uuid).join(rpa, rpa.c.aggregate_id == aggs.c.id)
-        .where(rpa.c.resource_provider_id == provider_id).order_by(aggs.c.uuid)
+        .where(rpa.c.resource_provider_id == provider_id).order_by(aggs.c.id)
     ).scalars().all()
 
 
 def _aggregate_ids(conn, uuids) -> dict[str, int]:
-    uuids = sorted(set(uuids))
+    uuids = list(dict.fromkeys(uuids))
     found = dict(conn.execute(sa.select(aggs.c.uuid, aggs.c.id).where(aggs.c.uuid.in_(uuids))).all())
     now = utcnow()
     for uuid in uuids:

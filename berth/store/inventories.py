@@ -24,6 +24,10 @@ _OF_PROVIDER = (
 _INSERT = inventories.insert()
 
 
+def inventory_of(row) -> Inventory:
+    return Inventory(**{f: row[f] for f in INVENTORY_FIELDS})
+
+
 def list_inventories(conn, provider_id):
     """Inventory rows of a provider keyed by resource class name, in class order."""
     rows = conn.execute(_OF_PROVIDER, {"b_provider": provider_id}).mappings().all()
@@ -43,11 +47,11 @@ def _class_ids(conn, provider, class_names, creating=False):
     return ids
 
 
-def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total):
+def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total, action="update"):
     reason = inventory.invalid_reason(reserved_can_be_total)
     if reason:
         raise BadRequest(
-            f"Unable to update inventory for resource provider {provider['uuid']}: "
+            f"Unable to {action} inventory for resource provider {provider['uuid']}: "
             f"Invalid inventory for '{rc_name}' on resource provider '{provider['uuid']}'. {reason}"
         )
 
@@ -99,7 +103,7 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
 
 def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
     ids = _class_ids(conn, provider, [rc_name], creating=True)
-    _validate(provider, rc_name, inventory, reserved_can_be_total)
+    _validate(provider, rc_name, inventory, reserved_can_be_total, action="create")
     new_generation = bump_generation(conn, provider, generation)
     if rc_name in list_inventories(conn, provider["id"]):
         raise Conflict(

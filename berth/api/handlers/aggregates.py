@@ -42,7 +42,7 @@ def update_aggregates(call, uuid):
             # Before 1.19 the reference leaves the generation alone when aggregates change.
             generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
         aggregates.set_provider_aggregates(conn, provider["id"], wanted)
-        return generation, aggregates.provider_aggregates(conn, provider["id"])
+        return generation, list(dict.fromkeys(wanted))
 
     generation, uuids = call.db.write(work)
     return json_response(call, _view(call, generation, uuids))

@@ -88,7 +88,7 @@ def parse_query(call):
             raise BadRequest(f"Conflicting required and forbidden traits found in root_required: "
                              f"{', '.join(both)}", code="placement.query.bad_value")
 
-    same_subtree = [value.split(",") for value in args.getlist("same_subtree")]
+    same_subtree = [[s.strip() for s in value.split(",")] for value in args.getlist("same_subtree")]
     named = {s for suffixes in same_subtree for s in suffixes}
     if "" in named:
         raise BadRequest("Empty string (unsuffixed group) can not be specified in `same_subtree` ",

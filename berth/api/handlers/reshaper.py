@@ -36,16 +36,22 @@ def reshape(call):
                 raise ConcurrentUpdate(f"resource provider generation conflict for provider {uuid}: "
                                        f"actual: {provider['generation']}, given: {generation}")
             found[uuid] = provider
-        allocations.release_for_reshape(conn, consumer_requests)
+        # As the reference does it: first every provider holds the union of its old and new
+        # inventories, then the allocations move, then each provider keeps only its new inventory.
+        # Capacity is checked against the union, the in-use rule against the final inventories,
+        # and each step that writes a provider's inventory bumps its generation.
         for uuid, (generation, wanted) in sorted(new_inventories.items()):
             provider = found[uuid]
-            new_generation = inventories.replace_inventories(conn, provider, generation, wanted,
-                                                             reserved_can_be_total=True)
-            if wanted:
-                # The reference writes a provider's inventory twice, before and after the
-                # allocations move, and its generation shows both writes; clients count on it.
-                providers.bump_generation(conn, provider, new_generation)
+            current = inventories.list_inventories(conn, provider["id"])
+            union = {rc: inventories.inventory_of(row) for rc, row in current.items()} | wanted
+            if union:
+                inventories.replace_inventories(conn, provider, generation, union, reserved_can_be_total=True)
+        allocations.release_for_reshape(conn, consumer_requests)
         allocations.replace_allocations(conn, consumer_requests)
+        for uuid, (_, wanted) in sorted(new_inventories.items()):
+            provider = providers.get_provider(conn, uuid)
+            inventories.replace_inventories(conn, provider, provider["generation"], wanted,
+                                            reserved_can_be_total=True)
 
     call.db.write(work)
     return empty_response()

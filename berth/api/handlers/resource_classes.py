@@ -1,16 +1,12 @@
 """/resource_classes and /resource_classes/{name}."""
 from __future__ import annotations
 
-import re
-
 from berth.api import schemas
 from berth.api.responses import empty_response, json_response, location
-from berth.domain.errors import BadRequest, NotFound
+from berth.api.validation import validate
+from berth.domain.errors import NotFound
 from berth.store import names
 from berth.store.util import latest
-
-_CUSTOM = re.compile(schemas.CUSTOM_NAME_PATTERN)
-
 
 def _view(name):
     return {"name": name, "links": [{"rel": "self", "href": f"/resource_classes/{name}"}]}
@@ -45,8 +41,8 @@ def update_resource_class(call, name):
 
 def _ensure_resource_class(call, name):
     """1.7: PUT creates a custom class, or confirms it exists."""
-    if not _CUSTOM.match(name) or len(name) > 255:
-        raise BadRequest(f"JSON does not validate: '{name}' does not match '{schemas.CUSTOM_NAME_PATTERN}'")
+    # The path's name is held to the same schema as a POST body, with the same message.
+    validate({"name": name}, schemas.RESOURCE_CLASS_BODY)
 
     def work(conn):
         if names.get_resource_class(conn, name) is not None:
