@@ -6,6 +6,7 @@ Usage::
     server.url                                     # SQLAlchemy URL of an empty database
     url = server.create_database("t_something")   # another one, also empty
     ...
+    server.restart()                               # stop (fast) and start again, same port
     server.stop()                                  # also registered with atexit
 
 Only the standard library and psycopg 3 are used, so this works before the
@@ -137,23 +138,28 @@ class PostgresServer:
         if r.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{r.stdout}{r.stderr}")
 
-        settings = dict(SETTINGS, unix_socket_directories=self.tmpdir)
         # A free port may be taken between picking and binding it (e.g. by a
         # parallel test worker), so retry with a fresh one a few times.
         for _ in range(3):
             self.port = _free_port()
-            opts = " ".join(
-                f"-c {k}={shlex.quote(v)}" for k, v in dict(settings, port=str(self.port)).items()
-            )
-            r = self._run("pg_ctl", "-w", "-t", str(int(START_TIMEOUT)), "-D", self.datadir,
-                          "-o", opts, "-l", self.logfile, "start")
+            r = self._pg_ctl_start()
             if r.returncode == 0:
                 break
         else:
             raise RuntimeError(
                 f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}"
             )
+        self._wait_accepting()
+        self.create_database(DBNAME)
 
+    def _pg_ctl_start(self) -> subprocess.CompletedProcess:
+        """Start the postmaster on ``self.port`` with the standard settings."""
+        settings = dict(SETTINGS, unix_socket_directories=self.tmpdir, port=str(self.port))
+        opts = " ".join(f"-c {k}={shlex.quote(v)}" for k, v in settings.items())
+        return self._run("pg_ctl", "-w", "-t", str(int(START_TIMEOUT)), "-D", self.datadir,
+                         "-o", opts, "-l", self.logfile, "start")
+
+    def _wait_accepting(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             try:
@@ -166,13 +172,39 @@ class PostgresServer:
                         f"--- log tail ---\n{self._log_tail()}"
                     ) from e
                 time.sleep(0.1)
-        self.create_database(DBNAME)
 
     def create_database(self, name: str) -> str:
         """Create an empty database and return its SQLAlchemy URL."""
         with psycopg.connect(self._conninfo(), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return _url(self.port, name)
+
+    def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> float:
+        """Stop the server (``pg_ctl stop -m MODE``), stay down ``down_seconds``, start it again.
+
+        Same data directory, port and settings, so existing URLs stay valid; open client
+        connections are cut.  Returns how long the server was unreachable, in seconds.
+        """
+        if self._stopped:
+            raise RuntimeError("the server was stopped for good")
+        began = time.monotonic()
+        r = self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", str(int(START_TIMEOUT)), "stop")
+        if r.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+        if down_seconds > 0:
+            time.sleep(down_seconds)
+        # The port was ours a moment ago; something else may still grab it, so retry briefly.
+        for _ in range(10):
+            r = self._pg_ctl_start()
+            if r.returncode == 0:
+                break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(
+                f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}"
+            )
+        self._wait_accepting()
+        return time.monotonic() - began
 
     def stop(self) -> None:
         if self._stopped:

@@ -45,7 +45,8 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
         "bind": bind,
         "workers": workers,
         "threads": threads,
-        "worker_class": "gthread" if threads > 1 else "sync",
+        # gthread even with one thread: unlike sync workers it keeps client connections alive.
+        "worker_class": "gthread",
         "timeout": 60,
         "graceful_timeout": 10,
         "keepalive": 5,

@@ -8,6 +8,7 @@ serves the tracker's claim operations over HTTP (see berth/tracker/agent_api.py)
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -41,27 +42,34 @@ def add_agent_arguments(parser) -> None:
     parser.add_argument("--once", action="store_true",
                         help="report the host, run one audit, print it as JSON and exit")
     parser.add_argument("--access-log", action="store_true", help="log every API request")
+    parser.add_argument("--force-insecure", action="store_true",
+                        help="allow the API on a non-loopback address without --token")
 
 
 def load_config(args):
-    from berth.tracker.config import AuditConfig, TrackerConfig
+    from berth.tracker.config import TrackerConfig
 
     config = TrackerConfig.load(args.config) if args.config else TrackerConfig()
     if args.state_dir:
         config.state_dir = args.state_dir
     if args.instances_path:
         config.instances_path = args.instances_path
-    audit = config.audit
     if args.audit_interval is not None:
-        audit = replace(audit, interval=args.audit_interval)
+        config.audit = replace(config.audit, interval=args.audit_interval)
     if args.heal:
-        audit = replace(audit, heal=True)
-    config.audit = AuditConfig(**audit.__dict__)
+        config.audit = replace(config.audit, heal=True)
     if args.bind:
         config.agent = replace(config.agent, bind=args.bind)
     if args.token:
         config.agent = replace(config.agent, token=args.token)
     return config
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _wait_for_placement(client, seconds=30.0):
@@ -106,6 +114,12 @@ def run(args) -> int:
         driver.provider_tree(args.host, config, config.provider_config)   # configuration errors show now
     except (ConfigError, ProviderConfigError, ValueError) as e:
         print(f"berth agent: {e}", file=sys.stderr)
+        return 2
+    bind_host = config.agent.bind.rsplit(":", 1)[0].strip("[]")
+    if not config.agent.token and not _is_loopback(bind_host) and not args.force_insecure:
+        print(f"berth agent: refusing to serve claims on {bind_host} without a token: anyone who can reach "
+              "it could claim and free this host's resources. Set --token (or agent.token), bind to a "
+              "loopback address, or pass --force-insecure.", file=sys.stderr)
         return 2
     client = PlacementClient(args.placement, args.placement_token)
     try:

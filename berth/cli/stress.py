@@ -592,20 +592,22 @@ class Claimer:
 
 
 def _refused_before_sending(error: requests.ConnectionError) -> bool:
-    """True when the connection was never established, so the request cannot have been processed."""
-    cause = error
-    seen = set()
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ConnectionRefusedError):
+    """True when the TCP connection was never established, so the server cannot have seen the request.
+
+    requests wraps urllib3's MaxRetryError, whose ``reason`` is the NewConnectionError (connection
+    refused) or ConnectTimeoutError; anything else (reset, closed mid-response) may have been processed.
+    """
+    pending, seen = [error], set()
+    while pending:
+        e = pending.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError) or type(e).__name__ in ("NewConnectionError",
+                                                                         "ConnectTimeoutError"):
             return True
-        name = type(cause).__name__
-        if name in ("NewConnectionError", "ConnectTimeoutError"):
-            return True
-        reason = getattr(cause, "reason", None)
-        cause = reason if isinstance(reason, BaseException) else (cause.__cause__ or cause.__context__)
-        if cause is None and error.args and isinstance(error.args[0], BaseException) and error.args[0] not in seen:
-            cause = error.args[0]
+        pending += [getattr(e, "reason", None), e.__cause__, e.__context__,
+                    *(a for a in e.args if isinstance(a, BaseException))]
     return False
 
 
@@ -910,7 +912,7 @@ def _dedupe(worlds: list[dict]) -> list[dict]:
     return out
 
 
-def replay(index: int, events: list, actual: dict | None, layout: dict) -> tuple[list[dict], dict]:
+def replay(index: int, events: list, actual: dict | None) -> tuple[list[dict], dict]:
     """Check one claimer's read-backs, and its consumers' final state against what its log allows.
 
     A *world* is one assignment of states to the claimer's consumers that the log permits: an
@@ -1274,7 +1276,7 @@ def _load_and_audit(config: StressConfig, base: str, server, postgres, result: S
     result.violations.extend(provider_violations)
     known: set[str] = set()
     for index in sorted(collected):
-        violations, info = replay(index, collected[index]["events"], actual, layout)
+        violations, info = replay(index, collected[index]["events"], actual)
         result.violations.extend(violations)
         result.notes.update(info["notes"])
         known |= info["consumers"]

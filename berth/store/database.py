@@ -102,6 +102,11 @@ def _is_transient(error: exc.DBAPIError) -> bool:
     state = getattr(error.orig, "sqlstate", None)
     if state in _RETRYABLE_PG_STATES:
         return True
+    if isinstance(error, exc.OperationalError) and type(error.orig).__module__.startswith("psycopg"):
+        # psycopg raises OperationalError for a server it cannot reach or that is going away
+        # (refused, shutting down, closed); mistakes in SQL are other classes.  A failed connect
+        # carries no SQLSTATE and is not marked invalidated, so it is recognised here.
+        return True
     message = str(error.orig).lower()
     return "database is locked" in message or "database is busy" in message
 

@@ -22,7 +22,7 @@ import logging
 import threading
 
 import orjson
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
@@ -90,10 +90,11 @@ class AgentApp:
 
     @staticmethod
     def _body(request) -> dict:
-        if not request.data:
+        raw = request.get_data(cache=True)     # whatever the Content-Type says (curl -d sends a form's)
+        if not raw:
             return {}
         try:
-            body = orjson.loads(request.data)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise InvalidRequest("the body is not JSON") from None
         if not isinstance(body, dict):
@@ -245,7 +246,9 @@ def serve_agent(*, bind: str, build_tracker, token: str | None, driver_name: str
         def load(self):
             tracker = build_tracker()
             started = tracker.start()
-            LOG.info("agent for %s started: %s", tracker.host, started)
+            LOG.info("agent for %s started: %d providers, %d claims, %d operations recovered, "
+                     "%d evacuations cleaned up", tracker.host, len(tracker.tree), len(tracker.store.all()),
+                     len(started["recovered"]), len(started["evacuations"]))
             state["tracker"] = tracker
             if audit_interval > 0:
                 state["periodic"] = PeriodicTask(tracker.periodic, audit_interval).start()

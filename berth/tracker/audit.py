@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from berth.tracker.claims import (
     ACTIVE, INCOMING, OUTGOING, ClaimRecord, Flavor, PciAssignment, usage_of,
 )
+from berth.tracker.placement_client import PlacementError
 
 INSTANCE_WITHOUT_CLAIM = "instance_without_claim"
 CLAIM_WITHOUT_INSTANCE = "claim_without_instance"
@@ -138,6 +139,7 @@ def _check(tracker, *, heal: bool, snapshot=None) -> list[Finding]:
             expected[consumer][rp].update(resources)
         holders[consumer].append(record)
 
+    repairs = []        # (grows, finding, repair): what frees capacity is repaired before what takes it
     for consumer in sorted(set(expected) | set(actual)):
         want = _clean({rp: dict(c) for rp, c in expected.get(consumer, {}).items()})
         have = _clean(actual.get(consumer, {}))
@@ -148,34 +150,22 @@ def _check(tracker, *, heal: bool, snapshot=None) -> list[Finding]:
             finding = Finding(ALLOCATIONS_WITHOUT_CLAIM,
                               f"consumer {consumer} holds {have} on {tracker.host} without a claim",
                               consumer_uuid=consumer)
-            if heal:
-                tracker._rewrite([consumer], lambda s, c=consumer: {c: (s[c].outside(ours), None)},
-                                 owner=("", ""), what=f"audit removal of {consumer}")
-                finding.healed = "removed"
+            repairs.append((False, finding, lambda c=consumer: _remove(tracker, c, ours)))
         elif not have and any(r.state in (INCOMING, OUTGOING) for r in owners):
             finding = Finding(STALE_MOVE, f"the move of {owners[0].instance_uuid} ({owners[0].migration_uuid}) "
                               "holds nothing here any more: its other side ended it",
                               instance_uuid=owners[0].instance_uuid, consumer_uuid=consumer,
                               claim_id=owners[0].claim_id)
-            if heal:
-                for record in owners:
-                    tracker._run(record, "forget")
-                finding.healed = "forgotten"
+            repairs.append((False, finding, lambda o=owners: _forget(tracker, o)))
         else:
             kind = CLAIM_WITHOUT_ALLOCATIONS if not have else ALLOCATION_MISMATCH
             finding = Finding(kind, f"consumer {consumer}: claims say {want}, Placement has {have}",
                               instance_uuid=owners[0].instance_uuid, consumer_uuid=consumer,
                               claim_id=owners[0].claim_id)
-            if heal:
-                record = owners[0]
-                consumer_type = "MIGRATION" if consumer == record.migration_uuid else "INSTANCE"
-                tracker._rewrite(
-                    [consumer], lambda s, c=consumer, w=want, t=consumer_type: {c: ({**s[c].outside(ours), **w}, t)},
-                    owner=(record.project_id, record.user_id), what=f"audit repair of {consumer}")
-                finding.healed = "rewritten"
+            repairs.append((_grows(have, want), finding,
+                            lambda c=consumer, w=want, r=owners[0]: _restore(tracker, c, w, r, ours)))
         findings.append(finding)
-
-    # Provider usages: the claims' sum against what Placement holds on each provider.
+    # Provider usages: the claims' sum against what Placement holds on each provider (before repairs).
     usage = usage_of(tracker.store.all())
     held: dict[str, Counter] = defaultdict(Counter)
     for by_rp in actual.values():
@@ -187,7 +177,38 @@ def _check(tracker, *, heal: bool, snapshot=None) -> list[Finding]:
         if placement_usage != claimed_usage:
             findings.append(Finding(USAGE_MISMATCH, f"{node.name}: claims use {claimed_usage}, "
                                     f"Placement holds {placement_usage}", provider_uuid=node.uuid))
+    if heal:
+        for _, finding, repair in sorted(repairs, key=lambda item: item[0]):
+            try:
+                finding.healed = repair()
+            except PlacementError as e:
+                finding.detail += f" (not healed: {e.detail})"
     return findings
+
+
+def _grows(have: dict, want: dict) -> bool:
+    return any(n > have.get(rp, {}).get(rc, 0) for rp, res in want.items() for rc, n in res.items())
+
+
+def _remove(tracker, consumer: str, ours: set[str]) -> str:
+    """Take a consumer's allocations off this host, leaving what it holds elsewhere."""
+    tracker._rewrite([consumer], lambda s: {consumer: (s[consumer].outside(ours), None)},
+                     owner=("", ""), what=f"audit removal of {consumer}")
+    return "removed"
+
+
+def _forget(tracker, records) -> str:
+    for record in records:
+        tracker._run(record, "forget")
+    return "forgotten"
+
+
+def _restore(tracker, consumer: str, want: dict, record: ClaimRecord, ours: set[str]) -> str:
+    """Write back what the claims say the consumer holds on this host."""
+    consumer_type = "MIGRATION" if consumer == record.migration_uuid else "INSTANCE"
+    tracker._rewrite([consumer], lambda s: {consumer: ({**s[consumer].outside(ours), **want}, consumer_type)},
+                     owner=(record.project_id, record.user_id), what=f"audit repair of {consumer}")
+    return "rewritten"
 
 
 def _adopt(tracker, instance_uuid: str, ours: set[str]) -> str | None:

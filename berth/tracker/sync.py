@@ -13,7 +13,7 @@ import logging
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
-from berth.tracker.drivers.base import Inventory, ProviderTree
+from berth.tracker.drivers.base import ProviderTree
 from berth.tracker.placement_client import (
     INVENTORY_IN_USE, PlacementClient, PlacementError, retry_on_conflict,
 )
@@ -165,12 +165,13 @@ class TreeSync:
             except PlacementError as e:
                 if e.code != INVENTORY_IN_USE:
                     raise
-            # The host shrank below what is allocated: keep what allocations still need, set the rest.
+            # A class the host no longer has is still allocated: keep it until freed, set the rest.
+            # (A smaller total is accepted by the service, which then refuses new allocations.)
             usages = self.client.usages(node.uuid)
             compromise = dict(wanted)
             for rc, inv in current.items():
                 used = usages.get(rc, 0)
-                if used and (rc not in wanted or Inventory.from_placement(wanted[rc]).capacity < used):
+                if used and rc not in wanted:
                     compromise[rc] = {k: inv[k] for k in _FIELDS if k in inv}
                     result.warnings.append(f"{node.name}: {rc} kept at {inv['total']} while {used} are allocated")
             if same_inventories(current, compromise):

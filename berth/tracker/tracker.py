@@ -112,13 +112,24 @@ class ResourceTracker:
             self.store.set_meta("root_provider_uuid", tree.root.uuid)
             self.last_sync = result
             reported = tree.uuids()
+            usage = usage_of(self.store.all())
+            for node in tree:
+                for rc, inventory in node.inventories.items():
+                    used = usage.used(node.uuid, rc)
+                    if used > inventory.capacity:
+                        result.warnings.append(f"{node.name} is over capacity: {used} {rc} claimed, "
+                                               f"{inventory.capacity} available; new claims are refused")
             for record in self.store.all():
                 lost = set(record.allocations) - reported
                 if lost:
                     result.warnings.append(f"claim {record.claim_id} of {record.instance_uuid} uses providers "
                                            f"the host no longer reports: {', '.join(sorted(lost))}")
-            if result.changed or result.warnings:
-                LOG.info("%s: provider tree synchronised: %s", self.host, result.to_dict())
+            if result.changed:
+                LOG.info("%s: provider tree updated: created %s, re-parented %s, removed %s, inventories of %s, "
+                         "traits of %s", self.host, result.created, result.reparented, result.removed,
+                         result.inventories_updated, result.traits_updated)
+            for warning in result.warnings + [f"{n} kept: {why}" for n, why in result.kept.items()]:
+                LOG.warning("%s: %s", self.host, warning)
             return result
 
     # -- Placement writes -----------------------------------------------------------------------

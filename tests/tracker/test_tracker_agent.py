@@ -1,0 +1,218 @@
+"""``berth agent`` processes next to a real ``berth serve``, driven over HTTP as a conductor would."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+
+import pytest
+import requests
+import yaml
+
+from conftest import TOPOLOGY, flavor, instance, new_uuid
+from livehelpers import free_port
+
+from berth.tracker import ClaimFailed, ClaimNotFound, PciRequest, moves
+from berth.tracker.agent_client import AgentClient, AgentError
+from berth.tracker.claims import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED, InvalidRequest
+
+TOKEN = "conductor-secret"
+
+
+class Agent:
+    def __init__(self, placement_url, tmp_path, host=None, *, topology=TOPOLOGY, token=TOKEN, extra=()):
+        self.host = host or f"agent-{uuid.uuid4().hex[:8]}"
+        self.placement_url = placement_url
+        self.state_dir = tmp_path / "state"
+        self.config = tmp_path / f"{self.host}.yaml"
+        self.config.write_text(yaml.safe_dump({
+            "reserved": {"MEMORY_MB": 0}, "allocation_ratios": {"VCPU": 1.0},
+            "pci_device_spec": [{"vendor_id": "10de"}, {"vendor_id": "8086", "product_id": "1572"}],
+            "fake": topology, "audit": {"interval": 2.0}}))
+        self.token = token
+        self.extra = list(extra)
+        self.start()
+
+    def start(self):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "berth.cli.main", "agent", "--host", self.host, "--placement",
+                   self.placement_url, "--driver", "fake", "--config", str(self.config), "--bind",
+                   f"127.0.0.1:{self.port}", "--state-dir", str(self.state_dir), *self.extra]
+        if self.token:
+            command += ["--token", self.token]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("berth agent exited:\n" + self.process.stdout.read().decode())
+            try:
+                if requests.get(self.url + "/", timeout=2).json().get("root_provider_uuid"):
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        else:
+            self.stop()
+            raise RuntimeError("berth agent did not answer within 60 s")
+        self.client = AgentClient(self.url, token=self.token)
+        return self
+
+    def stop(self, sig=signal.SIGTERM) -> str:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=20)
+        return self.process.stdout.read().decode()
+
+
+def assert_remote_books_agree(placement, *clients):
+    """What each agent says (claims, capacity, audit) matches what Placement holds."""
+    for client in clients:
+        claims = client.claims_for_host(client.host)
+        capacity = client.capacity()
+        claimed = {}
+        for claim in claims:
+            for rp, resources in claim.allocations.items():
+                claimed.setdefault(rp, Counter()).update(resources)
+        for rp, provider in capacity["providers"].items():
+            if not provider["inventories"]:
+                continue
+            used = {rc: v["used"] for rc, v in provider["inventories"].items() if v["used"]}
+            assert used == dict(claimed.get(rp, {}))
+            assert {rc: n for rc, n in placement.usages(rp).items() if n} == used
+        for claim in claims:
+            assert placement.consumer(claim.consumer_uuid).on(set(claim.allocations)) == claim.allocations
+        report = client.audit(heal=False)
+        assert report["consistent"], report["findings"]
+
+
+@pytest.fixture(scope="module")
+def agents(placement_service, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agents")
+    pair = [Agent(placement_service.url, tmp), Agent(placement_service.url, tmp)]
+    yield pair
+    for agent in pair:
+        log = agent.stop()
+        assert "Traceback" not in log, log
+
+
+def test_a_conductor_claims_moves_and_releases_through_two_agents(agents, placement):
+    a, b = (agent.client for agent in agents)
+    inst = instance(flavor(2, 2048, 10, pci=(PciRequest(1, resource_class="SRIOV_NET_VF"),)))
+    claim = a.instance_claim(inst)
+    assert claim.state == ACTIVE and claim.pci[0].resource_class == "SRIOV_NET_VF"
+    assert set(placement.consumer(inst.uuid).allocations) == set(claim.allocations)
+    with pytest.raises(ClaimFailed, match="VCPU"):
+        a.instance_claim(instance(flavor(32, 512)))
+    assert_remote_books_agree(placement, a, b)
+
+    migration = new_uuid()
+    moved = moves.start_move(a, b, inst, migration, new_flavor=flavor(4, 2048, 10))
+    assert moved.state == INCOMING and moved.migration_context.old_pci == claim.pci
+    assert [c.state for c in a.claims_for_instance(inst.uuid)] == [OUTGOING]
+    assert placement.consumer(migration).consumer_type == "MIGRATION"
+    assert_remote_books_agree(placement, a, b)
+    moves.confirm_move(a, b, migration)
+    assert a.claims_for_instance(inst.uuid) == []
+    assert [c.state for c in b.claims_for_instance(inst.uuid)] == [ACTIVE]
+    assert_remote_books_agree(placement, a, b)
+
+    assert [c["state"] for c in b.soft_delete_instance(inst.uuid)] == [SOFT_DELETED]
+    b.restore_instance(inst.uuid)
+    assert b.delete_instance(inst.uuid) == ["deleted"]
+    assert placement.consumer(inst.uuid).allocations == {}
+
+    with pytest.raises(RuntimeError):
+        with b.instance_claim(inst):
+            raise RuntimeError("spawn failed")                  # the remote claim aborts itself
+    assert b.claims_for_instance(inst.uuid) == [] and placement.consumer(inst.uuid).allocations == {}
+    assert_remote_books_agree(placement, a, b)
+
+
+def test_the_agent_api_refuses_what_it_should(agents):
+    agent = agents[0]
+    assert requests.get(agent.url + "/claims", timeout=5).status_code == 401
+    assert requests.get(agent.url + "/claims", headers={"X-Auth-Token": "wrong"}, timeout=5).status_code == 401
+    with pytest.raises(ClaimNotFound):
+        agent.client.get_claim(new_uuid())
+    with pytest.raises(ClaimNotFound):
+        agent.client.begin_move_out(new_uuid(), new_uuid())
+    bad = requests.post(agent.url + "/claims/instance", data=b"not json",
+                        headers={"X-Auth-Token": TOKEN}, timeout=5)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "claim.invalid_request"
+    with pytest.raises(ClaimFailed, match="PCPU: this host has none"):
+        agent.client.instance_claim(instance(flavor(1, 512, cpu_policy="dedicated")))
+    refused = requests.post(agent.url + "/migrations/x/confirm", headers={"X-Auth-Token": TOKEN}, timeout=5)
+    assert refused.status_code == 200 and refused.json() == {"result": []}     # nothing to confirm: harmless
+    with pytest.raises(InvalidRequest, match="missing migration_uuid, source, flavor"):
+        agent.client._call("POST", "/claims/resize", {"instance": instance().to_dict()})
+    with pytest.raises(AgentError) as unknown:
+        agent.client._call("GET", "/teleport")
+    assert unknown.value.status == 404
+
+
+def test_agents_killed_mid_migration_lose_nothing(agents, placement):
+    src, dst = agents
+    inst = instance(flavor(2, 1024, 5))
+    src.client.instance_claim(inst)
+    migration = new_uuid()
+    moved = moves.start_move(src.client, dst.client, inst, migration, new_flavor=flavor(3, 2048, 5))
+    before = (src.client.capacity(), dst.client.capacity())
+
+    src.stop(signal.SIGKILL)                                  # both hosts die without warning
+    dst.stop(signal.SIGKILL)
+    src.start()
+    dst.start()
+
+    assert (src.client.capacity(), dst.client.capacity()) == before
+    [incoming] = dst.client.claims_for_instance(inst.uuid)
+    assert incoming.record == moved.record                    # with its migration context
+    assert [c.state for c in src.client.claims_for_instance(inst.uuid)] == [OUTGOING]
+    assert_remote_books_agree(placement, src.client, dst.client)
+    moves.revert_move(src.client, dst.client, migration)
+    assert [c.state for c in src.client.claims_for_instance(inst.uuid)] == [ACTIVE]
+    assert placement.consumer(migration).allocations == {}
+    assert_remote_books_agree(placement, src.client, dst.client)
+    src.client.delete_instance(inst.uuid)
+
+
+def test_agent_once_reports_this_machine(placement_service, placement, tmp_path):
+    host = f"linux-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "agent", "--host", host, "--placement", placement_service.url,
+         "--driver", "linux", "--once", "--state-dir", str(tmp_path / "state"),
+         "--instances-path", str(tmp_path / "instances")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    root = report["capacity"]["root_provider_uuid"]
+    assert report["audit"]["consistent"]
+    assert report["capacity"]["providers"][root]["inventories"]["VCPU"]["total"] == os.cpu_count()
+    assert placement.get_provider(root)["name"] == host
+    assert placement.get_inventories(root)[1]["VCPU"]["total"] == os.cpu_count()
+
+
+def test_agent_refuses_a_bad_config_and_a_second_agent_on_the_same_state(agents, placement_service, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("reserverd: {MEMORY_MB: 1}\n")
+    done = subprocess.run([sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--config",
+                           str(bad), "--placement", placement_service.url], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "reserverd" in done.stderr
+    exposed = subprocess.run([sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--bind",
+                              "0.0.0.0:0", "--placement", placement_service.url], capture_output=True, text=True,
+                             timeout=60)
+    assert exposed.returncode == 2 and "without a token" in exposed.stderr
+
+    first = agents[0]
+    second = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--host", first.host,
+         "--placement", placement_service.url, "--config", str(first.config), "--state-dir",
+         str(first.state_dir), "--once"], capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0 and "another agent" in second.stderr
