@@ -38,9 +38,30 @@ CORS_DEFAULT_HEADERS = [
 ]
 
 
+def _keystone_wrapped(app):
+    """keystonemiddleware's auth_token in front of the app, configured from the [keystone_authtoken]
+    section of the INI file named by $BERTH_KEYSTONE_CONFIG, as for any OpenStack service."""
+    try:
+        from keystonemiddleware import auth_token
+    except ImportError as error:
+        raise SystemExit("the keystone auth strategy needs keystonemiddleware: pip install 'berth[keystone]'") \
+            from error
+    import configparser
+
+    path = os.environ.get("BERTH_KEYSTONE_CONFIG")
+    if not path:
+        raise SystemExit("the keystone auth strategy needs $BERTH_KEYSTONE_CONFIG naming an INI file with a "
+                         "[keystone_authtoken] section")
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path)
+    return auth_token.AuthProtocol(app, dict(parser["keystone_authtoken"]))
+
+
 def create_app(database_url: str | None = None, settings: Settings | None = None):
     settings = settings or settings_from_environment()
     app = PlacementApp(Database(database_url), settings=settings)
+    if settings.auth_strategy == "keystone":
+        app = _keystone_wrapped(app)
     if settings.cors_allowed_origins:
         from oslo_middleware import cors
 
