@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store import consumers as consumer_store
 from berth.store import names
-from berth.store.providers import bump_generation, get_provider
+from berth.store.providers import get_provider
 from berth.store.schema import (
     allocations, consumers, inventories, resource_classes, resource_providers as rp,
 )
@@ -86,24 +86,45 @@ def _check_consumer_generation(existing, request: ConsumerAllocations):
         )
 
 
+# Built once: constructing statements costs more than running them on this path.
+_OF_CONSUMER = sa.select(allocations.c.resource_provider_id, allocations.c.resource_class_id,
+                         allocations.c.used).where(allocations.c.consumer_id == sa.bindparam("b_consumer"))
+_DELETE_OF_CONSUMER = allocations.delete().where(allocations.c.consumer_id == sa.bindparam("b_consumer"))
+_FREE = (
+    inventories.update()
+    .where(inventories.c.resource_provider_id == sa.bindparam("b_provider"),
+           inventories.c.resource_class_id == sa.bindparam("b_class"))
+    .values(used=inventories.c.used - sa.bindparam("b_amount"))
+)
+_INVENTORIES_OF = sa.select(inventories).where(
+    inventories.c.resource_provider_id.in_(sa.bindparam("b_providers", expanding=True)))
+_TAKE = (
+    inventories.update()
+    .where(inventories.c.id == sa.bindparam("b_id"),
+           (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
+           >= inventories.c.used + sa.bindparam("b_amount"))
+    .values(used=inventories.c.used + sa.bindparam("b_amount"))
+)
+_INSERT = allocations.insert()
+_INSERT_CONSUMER = consumers.insert()
+# Allocation writes take no provider generation from the client (the reference ignores one), so the
+# bump only tells other writers of the provider that something changed.
+_TOUCH_PROVIDER = (
+    rp.update().where(rp.c.id == sa.bindparam("b_id"))
+    .values(generation=rp.c.generation + 1, updated_at=sa.bindparam("b_now"))
+)
+
+
 def _remove_allocations(conn, consumer_uuid):
-    rows = conn.execute(
-        sa.select(allocations.c.resource_provider_id, allocations.c.resource_class_id, allocations.c.used)
-        .where(allocations.c.consumer_id == consumer_uuid)
-    ).all()
+    rows = conn.execute(_OF_CONSUMER, {"b_consumer": consumer_uuid}).all()
     if not rows:
         return set()
-    conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
+    conn.execute(_DELETE_OF_CONSUMER, {"b_consumer": consumer_uuid})
     freed = defaultdict(int)
     for provider_id, rc_id, used in rows:
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
-        conn.execute(
-            inventories.update()
-            .where(inventories.c.resource_provider_id == provider_id,
-                   inventories.c.resource_class_id == rc_id)
-            .values(used=inventories.c.used - amount)
-        )
+        conn.execute(_FREE, {"b_provider": provider_id, "b_class": rc_id, "b_amount": amount})
     return {provider_id for provider_id, _, _ in rows}
 
 
@@ -168,11 +189,7 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         return
     inventory_rows = {
         (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(
-            sa.select(inventories).where(
-                inventories.c.resource_provider_id.in_({pid for pid, _ in wanted})
-            )
-        )
+        for row in conn.execute(_INVENTORIES_OF, {"b_providers": sorted({pid for pid, _ in wanted})})
     }
     by_id = {p["id"]: p for p in providers.values()}
     rc_names = {v: k for k, v in class_ids.items()}
@@ -193,34 +210,16 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
     for key in sorted(wanted, key=lambda k: inventory_rows[k].id):
         inventory = inventory_rows[key]
         amount = wanted[key]
-        result = conn.execute(
-            inventories.update()
-            .where(
-                inventories.c.id == inventory.id,
-                (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
-                >= inventories.c.used + amount,
-            )
-            .values(used=inventories.c.used + amount)
-        )
+        result = conn.execute(_TAKE, {"b_id": inventory.id, "b_amount": amount})
         if result.rowcount != 1:
             provider = by_id[key[0]]
             raise Conflict(
                 f"Unable to allocate inventory: Unable to create allocation for '{rc_names[key[1]]}' on "
                 f"resource provider '{provider['uuid']}'. The requested amount would exceed the capacity."
             )
-    conn.execute(allocations.insert(), rows_to_insert)
+    conn.execute(_INSERT, rows_to_insert)
     for provider_id in sorted({pid for pid, _ in wanted}):
-        bump_generation(conn, _current_generation(conn, by_id[provider_id]))
-
-
-def _current_generation(conn, provider):
-    """The provider as it is now, so its generation is bumped from the committed value.
-
-    Allocation writes do not take a provider generation from the client (the reference ignores it),
-    so the bump only serves to tell other writers of the provider that something changed.
-    """
-    generation = conn.execute(sa.select(rp.c.generation).where(rp.c.id == provider["id"])).scalar_one()
-    return {**provider, "generation": generation}
+        conn.execute(_TOUCH_PROVIDER, {"b_id": provider_id, "b_now": now})
 
 
 def _create_consumer(conn, request, now):
@@ -232,8 +231,8 @@ def _create_consumer(conn, request, now):
         if request.consumer_type else None,
     )
     try:
-        with conn.begin_nested():
-            conn.execute(consumers.insert().values(**values))
+        # No savepoint: a clash ends this transaction anyway, with a 409.
+        conn.execute(_INSERT_CONSUMER, values)
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
             "consumer generation conflict - another request created this consumer meanwhile"

@@ -15,18 +15,26 @@ CONSUMER_COLUMNS = (
 )
 
 
+_BY_UUID = (
+    sa.select(*CONSUMER_COLUMNS)
+    .select_from(consumers.join(projects, projects.c.id == consumers.c.project_id)
+                 .join(users, users.c.id == consumers.c.user_id)
+                 .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id))
+    .where(consumers.c.uuid == sa.bindparam("b_uuid"))
+)
+_ID_BY_NAME = {
+    table.name: sa.select(table.c.id).where(column == sa.bindparam("b_value"))
+    for table, column in ((projects, projects.c.external_id), (users, users.c.external_id),
+                          (consumer_types, consumer_types.c.name))
+}
+
+
 def get_consumer(conn, uuid):
-    return conn.execute(
-        sa.select(*CONSUMER_COLUMNS)
-        .select_from(consumers.join(projects, projects.c.id == consumers.c.project_id)
-                     .join(users, users.c.id == consumers.c.user_id)
-                     .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id))
-        .where(consumers.c.uuid == uuid)
-    ).mappings().first()
+    return conn.execute(_BY_UUID, {"b_uuid": uuid}).mappings().first()
 
 
 def _ensure_named(conn, table, column, value) -> int:
-    found = conn.execute(sa.select(table.c.id).where(column == value)).scalar()
+    found = conn.execute(_ID_BY_NAME[table.name], {"b_value": value}).scalar()
     if found is not None:
         return found
     now = utcnow()
