@@ -35,10 +35,12 @@ _TREE_AGGREGATES = (
     "JOIN resource_providers p ON p.id = a.resource_provider_id WHERE p.{column} IN {ids}"
 )
 # Providers with room for one class, in id order: the trees a batch will search.
+# CROSS JOIN makes SQLite walk providers in id order and stop at the LIMIT; left to itself it
+# reads every inventory of the class and sorts them, which grows with the cloud.
 _DRIVING_SQL = (
-    "SELECT p.id, p.root_provider_id FROM resource_providers p JOIN inventories i "
-    "ON i.resource_provider_id = p.id AND i.resource_class_id = ? "
-    "WHERE (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
+    "SELECT p.id, p.root_provider_id FROM resource_providers p CROSS JOIN inventories i "
+    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ? "
+    "AND (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
     "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0"
 )
 _ROOTS_SQL = "SELECT p.id, p.root_provider_id FROM resource_providers p WHERE p.id = p.root_provider_id"
