@@ -20,30 +20,33 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 MAX_BATCH = 4096
 
 
-_TREE_PROVIDERS = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE {column} IN {ids}"
-_TREE_INVENTORIES = (
-    "SELECT i.resource_provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit, "
-    "i.step_size, i.allocation_ratio, i.used FROM inventories i JOIN resource_providers p "
-    "ON p.id = i.resource_provider_id WHERE p.{column} IN {ids}"
+_PROVIDERS_OF_TREES = (
+    "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE root_provider_id IN {ids}"
 )
-_TREE_TRAITS = (
-    "SELECT t.resource_provider_id, t.trait_id FROM resource_provider_traits t JOIN resource_providers p "
-    "ON p.id = t.resource_provider_id WHERE p.{column} IN {ids}"
+_PROVIDERS = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN {ids}"
+# By provider id, so that both databases read them through the (provider, ...) indexes.
+_INVENTORIES = (
+    "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, "
+    "allocation_ratio, used FROM inventories WHERE resource_provider_id IN {ids}"
 )
-_TREE_AGGREGATES = (
-    "SELECT a.resource_provider_id, a.aggregate_id FROM resource_provider_aggregates a "
-    "JOIN resource_providers p ON p.id = a.resource_provider_id WHERE p.{column} IN {ids}"
+_TRAITS = "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids}"
+_AGGREGATES = (
+    "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE resource_provider_id IN {ids}"
 )
-# Providers with room for one class, in id order: the trees a batch will search.
-# CROSS JOIN makes SQLite walk providers in id order and stop at the LIMIT; left to itself it
-# reads every inventory of the class and sorts them, which grows with the cloud.
+# The providers of one class in provider order, through the (class, provider) index, with whether
+# each has room: the room test stays out of the WHERE clause so that no planner mistakes it for a
+# selective filter and sorts the whole class instead of stopping at the LIMIT.  CROSS JOIN keeps
+# SQLite from starting at the provider table.
 _DRIVING_SQL = (
-    "SELECT p.id, p.root_provider_id FROM resource_providers p CROSS JOIN inventories i "
-    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ? "
-    "AND (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
-    "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0"
+    "SELECT i.resource_provider_id, p.root_provider_id, "
+    "CASE WHEN (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
+    "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0 THEN 1 ELSE 0 END "
+    "FROM inventories i CROSS JOIN resource_providers p "
+    "WHERE p.id = i.resource_provider_id AND i.resource_class_id = ?"
 )
-_ROOTS_SQL = "SELECT p.id, p.root_provider_id FROM resource_providers p WHERE p.id = p.root_provider_id"
+_DRIVING_CURSOR = "i.resource_provider_id"
+_ROOTS_SQL = "SELECT p.id, p.root_provider_id, 1 FROM resource_providers p WHERE p.id = p.root_provider_id"
+_ROOTS_CURSOR = "p.id"
 _SHARING_IDS = (
     "SELECT rpt.resource_provider_id FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id "
     "WHERE t.name = ?"
@@ -53,23 +56,23 @@ _SHARING_IDS = (
 def _load_providers(conn, ids, *, by_root: bool, with_aggregates: bool) -> dict[int, ProviderData]:
     """Providers (and their inventories, traits, aggregates) of the trees rooted at ``ids``, or of
     the providers ``ids`` themselves."""
-    column = "root_provider_id" if by_root else "id"
     providers = {
         row[0]: ProviderData(row[0], row[1], row[2], row[3])
-        for row in fetch(conn, _TREE_PROVIDERS.format(column=column, ids="{ids}"), ids=ids)
+        for row in fetch(conn, _PROVIDERS_OF_TREES if by_root else _PROVIDERS, ids=ids)
     }
     if not providers:
         return providers
-    for provider_id, rc, *numbers in fetch(conn, _TREE_INVENTORIES.format(column=column, ids="{ids}"), ids=ids):
+    provider_ids = list(providers)
+    for provider_id, rc, *numbers in fetch(conn, _INVENTORIES, ids=provider_ids):
         providers[provider_id].inventories[rc] = InventoryData(*numbers)
     found = defaultdict(set)
-    for provider_id, trait_id in fetch(conn, _TREE_TRAITS.format(column=column, ids="{ids}"), ids=ids):
+    for provider_id, trait_id in fetch(conn, _TRAITS, ids=provider_ids):
         found[provider_id].add(trait_id)
     for provider_id, trait_set in found.items():
         providers[provider_id].traits = frozenset(trait_set)
     if with_aggregates:
         found = defaultdict(set)
-        for provider_id, agg_id in fetch(conn, _TREE_AGGREGATES.format(column=column, ids="{ids}"), ids=ids):
+        for provider_id, agg_id in fetch(conn, _AGGREGATES, ids=provider_ids):
             found[provider_id].add(agg_id)
         for provider_id, agg_set in found.items():
             providers[provider_id].aggregates = frozenset(agg_set)
@@ -124,10 +127,10 @@ class CandidateFinder:
             start = random.randint(0, highest)
         if driving is not None:
             rc, amount = driving
-            sql = _DRIVING_SQL
-            fixed = [rc, amount, amount, amount, amount]
+            sql, column = _DRIVING_SQL, _DRIVING_CURSOR
+            fixed = [amount, amount, amount, amount, rc]
         else:
-            sql = _ROOTS_SQL
+            sql, column = _ROOTS_SQL, _ROOTS_CURSOR
             fixed = []
         if tree is not None:
             sql += " AND p.root_provider_id = ?"
@@ -136,7 +139,8 @@ class CandidateFinder:
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
             # Most trees in a healthy cloud fit, so the first batch is about what was asked for.
             cursor, batch = lower, min(self.want + self.want // 4 + 2, MAX_BATCH)
-            bounded = sql + (" AND p.id < ?" if upper is not None else "") + " AND p.id > ? ORDER BY p.id LIMIT ?"
+            bounded = (sql + (f" AND {column} < ?" if upper is not None else "")
+                       + f" AND {column} > ? ORDER BY {column} LIMIT ?")
             while True:
                 params = fixed + ([upper] if upper is not None else []) + [cursor, batch]
                 rows = fetch(self.conn, bounded, params)
@@ -144,8 +148,8 @@ class CandidateFinder:
                     break
                 cursor = rows[-1][0]
                 roots = []
-                for _, root_id in rows:
-                    if root_id not in seen_roots:
+                for _, root_id, fits in rows:
+                    if fits and root_id not in seen_roots:
                         seen_roots.add(root_id)
                         roots.append(root_id)
                 if roots:

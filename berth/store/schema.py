@@ -73,7 +73,9 @@ inventories = sa.Table(
     sa.Column("used", sa.BigInteger, nullable=False, default=0),
     *_timestamps(),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
-    sa.Index("ix_inventories_resource_class_id_used", "resource_class_id", "used"),
+    # Candidate search reads the providers of one class in provider order.
+    sa.Index("ix_inventories_resource_class_id_resource_provider_id", "resource_class_id",
+             "resource_provider_id"),
 )
 
 projects = sa.Table(
