@@ -58,7 +58,9 @@ class Database:
             _configure_sqlite(self.engine)
         else:
             self.engine = sa.create_engine(
-                self.url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True,
+                # No pre-ping: a dead connection fails its first statement, is invalidated and the
+                # transaction is retried on a fresh one (see _run), without a round trip per request.
+                self.url, pool_size=pool_size, max_overflow=pool_size * 2,
             )
 
     def dispose(self):
