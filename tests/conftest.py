@@ -8,7 +8,6 @@ import uuid
 
 import orjson
 import pytest
-import sqlalchemy as sa
 from werkzeug.test import Client
 
 sys.path.insert(0, os.path.dirname(__file__))

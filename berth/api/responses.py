@@ -11,7 +11,7 @@ from werkzeug.wrappers import Response
 JSON = "application/json"
 
 
-def json_response(call: Call, body, status: int = 200, *, last_modified=None, headers=None) -> Response:
+def json_response(call, body, status: int = 200, *, last_modified=None, headers=None) -> Response:
     response = Response(orjson.dumps(body), status=status, content_type=JSON)
     if call.version.at_least(15) and status in (200, 201):
         response.headers["cache-control"] = "no-cache"

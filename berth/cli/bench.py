@@ -20,27 +20,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
-import ipaddress
 import json
 import os
 import platform
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor, wait
-from pathlib import Path
 
 import requests
+
+from berth.cli import harness
 
 TOKEN = "admin"
 VERSION = "1.39"
@@ -101,20 +98,6 @@ def _host_counts(text: str) -> list[int]:
     return counts
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Build a synthetic cloud through the HTTP API, then measure provider creation, allocation "
@@ -128,17 +111,17 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="database of the server the bench starts: a SQLAlchemy URL, or "
                              "'postgresql' for a throwaway PostgreSQL (needs tests/pgserver.py and the "
                              "PostgreSQL server programs); default: a fresh SQLite file in a temp dir")
-    parser.add_argument("--workers", type=_positive_int, default=4,
+    parser.add_argument("--workers", type=harness.positive_int, default=4,
                         help="worker processes of the server the bench starts (default 4)")
     parser.add_argument("--hosts", type=_host_counts, default=[1000], metavar="N[,N...]",
                         help="compute host counts, one run each (default 1000)")
-    parser.add_argument("--queries", type=_positive_int, default=200,
+    parser.add_argument("--queries", type=harness.positive_int, default=200,
                         help="timed GET /allocation_candidates per variant (default 200)")
-    parser.add_argument("--clients", type=_positive_int, default=8,
+    parser.add_argument("--clients", type=harness.positive_int, default=8,
                         help="concurrent claiming threads (default 8)")
-    parser.add_argument("--claims-seconds", type=_positive_float, default=10.0,
+    parser.add_argument("--claims-seconds", type=harness.positive_float, default=10.0,
                         help="duration of the claims phase in seconds (default 10)")
-    parser.add_argument("--create-clients", type=_positive_int, default=8,
+    parser.add_argument("--create-clients", type=harness.positive_int, default=8,
                         help="concurrent threads building the layout (default 8)")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
 
@@ -153,21 +136,12 @@ class ApiError(BenchError):
         super().__init__(f"{method} {path} -> HTTP {status}: {body[:500]}")
 
 
-def new_session() -> requests.Session:
-    session = requests.Session()
-    # No proxies, no .netrc: the traffic must stay on the loopback interface.
-    session.trust_env = False
-    session.headers.update({"X-Auth-Token": TOKEN, "OpenStack-API-Version": f"placement {VERSION}",
-                            "Accept": "application/json"})
-    return session
-
-
 class Api:
     """Thin helper around one session (one per thread)."""
 
     def __init__(self, base_url: str):
         self.base = base_url.rstrip("/")
-        self.session = new_session()
+        self.session = harness.new_session(TOKEN, VERSION)
 
     def call(self, method, path, body=None, version=VERSION, expect=(200,)):
         headers = {"OpenStack-API-Version": f"placement {version}"}
@@ -178,21 +152,6 @@ class Api:
 
     def close(self):
         self.session.close()
-
-
-def check_loopback_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BenchError(f"--url must look like http://127.0.0.1:PORT, got {url!r}")
-    host = parts.hostname
-    if host != "localhost":
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise BenchError(f"--url must point at the loopback interface (127.0.0.1), got host {host!r}")
-    return url.rstrip("/")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -271,12 +230,6 @@ def parallel(items, threads: int, work, stop: Stop, base_url: str, label: str = 
 # Servers and databases
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class OwnServer:
     """``berth serve`` in a subprocess of its own session, logging to a file."""
 
@@ -289,7 +242,7 @@ class OwnServer:
 
     def start(self) -> None:
         for attempt in range(3):
-            port = free_port()
+            port = harness.free_port()
             self.url = f"http://127.0.0.1:{port}"
             with open(self.logpath, "ab") as logfile:
                 self.process = subprocess.Popen(
@@ -305,7 +258,7 @@ class OwnServer:
         raise BenchError(f"berth serve did not start:\n{self.log_tail()}")
 
     def _wait_ready(self) -> bool:
-        session = new_session()
+        session = harness.new_session(TOKEN, VERSION)
         deadline = time.monotonic() + SERVER_START_TIMEOUT
         try:
             while time.monotonic() < deadline:
@@ -388,22 +341,6 @@ def _rss_kb(pid: int) -> int | None:
     return None
 
 
-def load_pgserver():
-    """tests/pgserver.py of the source checkout this package runs from."""
-    import berth
-
-    path = Path(berth.__file__).resolve().parent.parent / "tests" / "pgserver.py"
-    if not path.is_file():
-        raise BenchError(f"--database postgresql needs {path} (a source checkout of Berth); not found")
-    spec = importlib.util.spec_from_file_location("berth_bench_pgserver", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - e.g. psycopg missing
-        raise BenchError(f"--database postgresql: cannot import {path}: {e}") from e
-    return module
-
-
 class Databases:
     """Hands out one empty database per host count and removes them at the end."""
 
@@ -424,7 +361,7 @@ class Databases:
             return f"sqlite:///{os.path.join(self.tmpdir, f'bench-{run}-{hosts}.sqlite')}"
         if self.spec == "postgresql":
             if self.pg is None:
-                module = load_pgserver()
+                module = harness.load_pgserver(BenchError, "berth_bench_pgserver")
                 log("starting a throwaway PostgreSQL")
                 try:
                     self.pg = module.start_postgres()
@@ -943,7 +880,7 @@ def run(args) -> int:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         if args.url:
-            args.url = check_loopback_url(args.url)
+            args.url = harness.check_loopback_url(args.url, BenchError)
             if args.database:
                 raise BenchError("--database applies only to a server the bench starts; drop it or --url")
         else:

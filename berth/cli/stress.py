@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
-import ipaddress
 import json
 import multiprocessing
 import os
@@ -48,7 +46,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -60,9 +57,10 @@ import uuid as uuidlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import requests
+
+from berth.cli import harness
 
 TOKEN = "admin"
 VERSION = "1.39"
@@ -122,20 +120,6 @@ class StressConfig:
     server_log: str | None = None      # copy the started server's log there
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def add_stress_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Run concurrent claimer processes that race for the last units of small providers, "
@@ -149,20 +133,20 @@ def add_stress_arguments(parser: argparse.ArgumentParser) -> None:
                         help="database of the server this run starts: 'sqlite' (default, a fresh "
                              "file), 'postgresql' (a throwaway PostgreSQL, needs tests/pgserver.py) "
                              "or a SQLAlchemy URL")
-    parser.add_argument("--workers", type=_positive_int, default=4,
+    parser.add_argument("--workers", type=harness.positive_int, default=4,
                         help="worker processes of the server this run starts (default 4)")
-    parser.add_argument("--concurrency", "-c", type=_positive_int, default=8,
+    parser.add_argument("--concurrency", "-c", type=harness.positive_int, default=8,
                         help="concurrent claimer processes (default 8)")
-    parser.add_argument("--seconds", type=_positive_float, default=30.0,
+    parser.add_argument("--seconds", type=harness.positive_float, default=30.0,
                         help="duration of the load (default 30)")
-    parser.add_argument("--operations", type=_positive_int, default=None,
+    parser.add_argument("--operations", type=harness.positive_int, default=None,
                         help="rounds per claimer instead of a duration")
-    parser.add_argument("--providers", type=_positive_int, default=20,
+    parser.add_argument("--providers", type=harness.positive_int, default=20,
                         help="compute hosts (default 20), plus nested GPU children and one sharing "
                              "DISK_GB provider")
     parser.add_argument("--fault", choices=FAULTS, default="none",
                         help="fault injected during the load (default none)")
-    parser.add_argument("--fault-count", type=_positive_int, default=1,
+    parser.add_argument("--fault-count", type=harness.positive_int, default=1,
                         help="how many times, evenly spread over the run (default 1)")
     parser.add_argument("--down-seconds", type=float, default=1.0,
                         help="kill-server / restart-postgres: time the server stays down (default 1)")
@@ -206,28 +190,6 @@ def run(args) -> int:
 
 # --------------------------------------------------------------------------------------------------
 # HTTP helpers
-
-
-def new_session() -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False  # no proxies: loopback only
-    session.headers.update({"X-Auth-Token": TOKEN, "OpenStack-API-Version": f"placement {VERSION}",
-                            "Accept": "application/json"})
-    return session
-
-
-def check_loopback_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise StressError(f"--url must look like http://127.0.0.1:PORT, got {url!r}")
-    if parts.hostname != "localhost":
-        try:
-            loopback = ipaddress.ip_address(parts.hostname).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise StressError(f"--url must point at the loopback interface, got {parts.hostname!r}")
-    return url.rstrip("/")
 
 
 def error_body_problem(response: requests.Response) -> str | None:
@@ -304,7 +266,7 @@ class Claimer:
         self.faulty = fault != "none"
         self.stop = stop
         self.operations = operations
-        self.session = new_session()
+        self.session = harness.new_session(TOKEN, VERSION)
         self.owned: dict[str, dict] = {}     # consumer -> {"state": tuple, "gen": int}
         # ("write", seq, time, kind, outcome, {consumer: state}) | ("observe", seq, time, {consumer: state})
         self.events: list = []
@@ -633,12 +595,6 @@ def claimer_main(index, base, layout, seed, fault, operations, ready, go, stop, 
 # The server under test, when this run starts it
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def children_of(pid: int) -> list[int]:
     """Live (not zombie) children of ``pid``, from /proc/N/stat: after the last ')' come the state
     and the ppid (the command name before it may contain spaces and parentheses)."""
@@ -658,7 +614,7 @@ def children_of(pid: int) -> list[int]:
 
 
 def wait_ready(url: str, timeout: float, process: subprocess.Popen | None = None) -> bool:
-    session = new_session()
+    session = harness.new_session(TOKEN, VERSION)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -689,7 +645,7 @@ class OwnServer:
     def start(self, port: int | None = None) -> None:
         attempts = 3 if port is None else 1
         for _ in range(attempts):
-            self.port = port or free_port()
+            self.port = port or harness.free_port()
             self.url = f"http://127.0.0.1:{self.port}"
             with open(self.logpath, "ab") as logfile:
                 self.process = subprocess.Popen(
@@ -739,22 +695,6 @@ class OwnServer:
         process.wait()
 
 
-def load_pgserver():
-    """tests/pgserver.py of the source checkout this package runs from."""
-    import berth
-
-    path = Path(berth.__file__).resolve().parent.parent / "tests" / "pgserver.py"
-    if not path.is_file():
-        raise StressError(f"--database postgresql needs {path} (a source checkout of Berth); not found")
-    spec = importlib.util.spec_from_file_location("berth_stress_pgserver", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - e.g. psycopg missing
-        raise StressError(f"--database postgresql: cannot import {path}: {e}") from e
-    return module
-
-
 def _backend_of(url: str) -> str:
     return "postgresql" if url.startswith("postgres") else url.split(":", 1)[0].split("+", 1)[0]
 
@@ -774,7 +714,7 @@ class SetupApi:
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = new_session()
+            session = self._local.session = harness.new_session(TOKEN, VERSION)
         return session
 
     def call(self, method, path, body=None, version=VERSION, expect=(200, 201, 204)):
@@ -1091,7 +1031,7 @@ def run_stress(config: StressConfig, *, postgres=None, server: OwnServer | None 
         if server is not None:
             base, backend, workers = server.url, _backend_of(server.database_url), server.workers
         elif config.url:
-            base = check_loopback_url(config.url)
+            base = harness.check_loopback_url(config.url, StressError)
             backend, workers = "server at " + base, None
             if config.fault == "kill-server":
                 raise StressError("--fault kill-server needs a server this run starts (no --url)")
@@ -1104,7 +1044,7 @@ def run_stress(config: StressConfig, *, postgres=None, server: OwnServer | None 
             elif spec == "postgresql":
                 log("starting a throwaway PostgreSQL")
                 try:
-                    own_pg = postgres = load_pgserver().start_postgres()
+                    own_pg = postgres = harness.load_pgserver(StressError, "berth_stress_pgserver").start_postgres()
                 except StressError:
                     raise
                 except Exception as e:  # noqa: BLE001

@@ -1,7 +1,6 @@
 """GET /allocation_candidates: where could this request go?"""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ from berth.store import names, providers as provider_store
 from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
 from berth.store.rawsql import fetch
-from berth.store.schema import placement_aggregates, resource_providers, traits
+from berth.store.schema import placement_aggregates, traits
 
 GROUP_KEYS = ("resources", "required", "member_of", "in_tree")
 
