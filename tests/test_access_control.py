@@ -126,3 +126,14 @@ def test_cors_preflight_and_simple_requests(session_db):
 def test_noauth_on_a_public_address_is_refused_unless_forced(capsys):
     assert berth_main(["serve", "--bind", "0.0.0.0:8778"]) == 2
     assert "refusing" in capsys.readouterr().err
+
+
+def test_serve_settings_come_from_a_configuration_file(tmp_path, capsys):
+    config = tmp_path / "berth.yaml"
+    config.write_text("bind: 0.0.0.0:8778\nauth_strategy: noauth2\n")
+    # The file's public address is refused in the development mode, exactly as on the command line.
+    assert berth_main(["serve", "--config", str(config)]) == 2
+    assert "0.0.0.0" in capsys.readouterr().err
+    config.write_text("no_such_setting: 1\n")
+    with pytest.raises(SystemExit):
+        berth_main(["serve", "--config", str(config)])

@@ -14,6 +14,7 @@ from berth.cli import stress
 from berth.store.database import Database, default_url
 
 DEFAULT_BIND = "127.0.0.1:8778"
+DEFAULT_WORKERS = min(4, (os.cpu_count() or 1) * 2)
 
 
 def _add_database_option(parser):
@@ -34,31 +35,71 @@ def cmd_db_upgrade(args) -> int:
     return 0
 
 
+SERVE_CONFIG_KEYS = {
+    "bind", "database", "workers", "threads", "auth_strategy", "tokens_file", "policy_file",
+    "enforce_new_defaults", "cors_allowed_origin", "cors_allow_headers", "max_candidates",
+    "randomize_candidates", "force_insecure",
+}
+
+
+def load_serve_config(path: str | None) -> dict:
+    """The YAML configuration file of ``berth serve``: the options' long names as keys."""
+    if not path:
+        return {}
+    import yaml
+
+    with open(path, encoding="utf-8") as handle:
+        config = yaml.safe_load(handle) or {}
+    config = {key.replace("-", "_"): value for key, value in config.items()}
+    unknown = sorted(set(config) - SERVE_CONFIG_KEYS)
+    if unknown:
+        raise SystemExit(f"{path}: unknown settings {', '.join(unknown)}")
+    return config
+
+
+def _as_tuple(value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(v.strip() for v in value or () if v.strip())
+
+
 def cmd_serve(args) -> int:
     from berth.api.server import serve
     from berth.api.wsgi import settings_from_environment
 
+    config = load_serve_config(args.config)
     env = settings_from_environment()
+
+    def pick(name, env_value=None, default=None):
+        """The command line wins, then the configuration file, then the environment."""
+        value = getattr(args, name)
+        if value not in (None, False, []):
+            return value
+        if name in config:
+            return config[name]
+        return env_value if env_value not in (None, False, ()) else default
+
     settings = Settings(
-        max_candidates=args.max_candidates or env.max_candidates,
-        randomize_candidates=args.randomize_candidates or env.randomize_candidates,
-        auth_strategy=args.auth_strategy or env.auth_strategy,
-        tokens_file=args.tokens_file or env.tokens_file,
-        policy_file=args.policy_file or env.policy_file,
-        enforce_new_defaults=args.enforce_new_defaults or env.enforce_new_defaults,
-        cors_allowed_origins=tuple(args.cors_allowed_origin) or env.cors_allowed_origins,
-        cors_allow_headers=tuple(h.strip() for h in (args.cors_allow_headers or "").split(",") if h.strip())
-        or env.cors_allow_headers,
+        max_candidates=int(pick("max_candidates", env.max_candidates)),
+        randomize_candidates=bool(pick("randomize_candidates", env.randomize_candidates)),
+        auth_strategy=pick("auth_strategy", env.auth_strategy),
+        tokens_file=pick("tokens_file", env.tokens_file),
+        policy_file=pick("policy_file", env.policy_file),
+        enforce_new_defaults=bool(pick("enforce_new_defaults", env.enforce_new_defaults)),
+        cors_allowed_origins=_as_tuple(pick("cors_allowed_origin", env.cors_allowed_origins)),
+        cors_allow_headers=_as_tuple(pick("cors_allow_headers", env.cors_allow_headers)),
     )
-    host = args.bind.rsplit(":", 1)[0].strip("[]")
-    if settings.auth_strategy == "noauth2" and not _is_loopback(host) and not args.force_insecure:
+    bind = pick("bind", default=DEFAULT_BIND)
+    host = bind.rsplit(":", 1)[0].strip("[]")
+    if settings.auth_strategy == "noauth2" and not _is_loopback(host) and not pick("force_insecure"):
         print(f"refusing to serve the noauth2 development mode on {host}: anyone who can reach it could "
               "act as admin. Bind to a loopback address, choose --auth-strategy tokens or keystone, "
               "or pass --force-insecure.", file=sys.stderr)
         return 2
     return serve(
-        bind=args.bind, database_url=args.database or default_url(), workers=args.workers,
-        threads=args.threads, access_log=args.access_log, settings=settings,
+        bind=bind, database_url=pick("database", default=default_url()),
+        workers=int(pick("workers", default=DEFAULT_WORKERS)), threads=int(pick("threads", default=1)),
+        access_log=args.access_log, settings=settings,
     )
 
 
@@ -74,11 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the Placement-compatible API")
-    serve.add_argument("--bind", default=DEFAULT_BIND, help=f"address:port to listen on (default {DEFAULT_BIND})")
+    serve.add_argument("--config", default=None,
+                       help="YAML file of settings named like the long options (auth_strategy, "
+                            "policy_file, cors_allowed_origin, ...); the command line wins over it")
+    serve.add_argument("--bind", default=None, help=f"address:port to listen on (default {DEFAULT_BIND})")
     _add_database_option(serve)
-    serve.add_argument("--workers", type=int, default=min(4, (os.cpu_count() or 1) * 2),
+    serve.add_argument("--workers", type=int, default=None,
                        help="worker processes (default: 2 x cores, at most 4)")
-    serve.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    serve.add_argument("--threads", type=int, default=None, help="threads per worker (default 1)")
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.add_argument("--max-candidates", type=int, default=None,
                        help="most allocation candidates generated for one request, whatever its limit "
