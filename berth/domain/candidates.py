@@ -39,10 +39,15 @@ class InventoryData:
     step_size: int
     allocation_ratio: float
     used: int
+    # Units still free; computed once, as the search asks for it at every step.
+    free: int = field(init=False)
+
+    def __post_init__(self):
+        self.free = capacity(self.total, self.reserved, self.allocation_ratio) - self.used
 
     @property
     def capacity(self) -> int:
-        return capacity(self.total, self.reserved, self.allocation_ratio)
+        return self.free + self.used
 
     def can_take(self, amount: int, already: int = 0) -> bool:
         """Room for ``amount`` more on top of ``already`` placed by this same candidate."""
@@ -51,7 +56,7 @@ class InventoryData:
             self.min_unit <= amount
             and combined <= self.max_unit
             and combined % self.step_size == 0
-            and self.used + combined <= self.capacity
+            and combined <= self.free
         )
 
 
@@ -323,15 +328,17 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
 
 
 def search(trees: list[TreeView], request: CandidateRequest, *, limit: int | None, budget: SearchBudget,
-           seen: set) -> list[Candidate]:
+           seen: set, sharing_ids: frozenset[int] = frozenset()) -> list[Candidate]:
     """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
     found = []
     for tree in trees:
         for candidate in search_tree(tree, request, budget):
-            key = candidate.key()
-            if key in seen:
-                continue
-            seen.add(key)
+            # Only an answer made of sharing providers alone can come again from another tree.
+            if all(pid in sharing_ids for pid in candidate.allocations):
+                key = candidate.key()
+                if key in seen:
+                    continue
+                seen.add(key)
             found.append(candidate)
             if limit is not None and len(found) >= limit:
                 return found

@@ -181,7 +181,7 @@ class CandidateFinder:
         seen = set()
         for roots in self._root_batches():
             found = search(self._trees(roots), self.request, limit=self.want - len(results),
-                           budget=self.budget, seen=seen)
+                           budget=self.budget, seen=seen, sharing_ids=frozenset(self.sharing))
             results.extend(found)
             if len(results) >= self.want or self.budget.remaining < 0:
                 break

@@ -9,7 +9,6 @@ from berth.api.query import AggregateFilter, TraitFilter, parse_member_of, parse
 from berth.api.responses import json_response
 from berth.api import schemas
 from berth.api.validation import is_uuid, normalize_uuid, query_schema_check
-from berth.domain.capacity import capacity
 from berth.domain.candidates import CandidateRequest, RequestGroup
 from berth.domain.errors import BadRequest
 from berth.store import names, providers as provider_store
@@ -244,6 +243,8 @@ def _outside_uuids(conn, providers):
 
 def _render(call, candidates, providers, class_ids, rc_names, trait_names, outside_uuids):
     version = call.version
+    dict_format, with_mappings = version.at_least(12), version.at_least(34)
+    all_classes, with_traits, with_tree = version.at_least(27), version.at_least(17), version.at_least(29)
     uuid_of = {**outside_uuids, **{pid: p.uuid for pid, p in providers.items()}}
     requests = []
     in_answers = set()
@@ -251,7 +252,7 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
         in_answers.update(candidate.allocations)
         for ids in candidate.mappings.values():
             in_answers.update(ids)
-        if version.at_least(12):
+        if dict_format:
             entry = {"allocations": {
                 uuid_of[pid]: {"resources": {rc_names[rc]: amount for rc, amount in by_rc.items()}}
                 for pid, by_rc in candidate.allocations.items()
@@ -262,11 +263,11 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
                  "resources": {rc_names[rc]: amount for rc, amount in by_rc.items()}}
                 for pid, by_rc in candidate.allocations.items()
             ]}
-        if version.at_least(34):
+        if with_mappings:
             entry["mappings"] = {suffix: [uuid_of[pid] for pid in ids] for suffix, ids in candidate.mappings.items()}
         requests.append(entry)
 
-    if version.at_least(29):
+    if with_tree:
         roots = {providers[pid].root_id for pid in in_answers}
         summary_ids = {pid for pid, p in providers.items() if p.root_id in roots} | in_answers
     else:
@@ -277,14 +278,13 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
         provider = providers[pid]
         resources = {}
         for rc, inv in provider.inventories.items():
-            if version.at_least(27) or rc in requested:
-                resources[rc_names[rc]] = {"capacity": capacity(inv.total, inv.reserved, inv.allocation_ratio),
-                                           "used": inv.used}
+            if all_classes or rc in requested:
+                resources[rc_names[rc]] = {"capacity": inv.capacity, "used": inv.used}
         summary = {"resources": resources}
-        if version.at_least(17):
+        if with_traits:
             # In the order the traits were created, as the reference lists them.
             summary["traits"] = [trait_names[t] for t in sorted(provider.traits)]
-        if version.at_least(29):
+        if with_tree:
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
         summaries[provider.uuid] = summary

@@ -102,7 +102,8 @@ INVENTORIES_PUT = {
     "type": "object",
     "properties": {
         "resource_provider_generation": GENERATION,
-        "inventories": {"type": "object", "patternProperties": {NAME_PATTERN: INVENTORY_RECORD}},
+        "inventories": {"type": "object", "patternProperties": {NAME_PATTERN: INVENTORY_RECORD},
+                        "additionalProperties": False},
     },
     "required": ["resource_provider_generation", "inventories"],
     "additionalProperties": False,
