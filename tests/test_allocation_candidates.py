@@ -187,3 +187,63 @@ def test_explain_counts_what_each_condition_excluded(api):
                      ("aggregates", 1, 0)]
     r = api.get("/berth/allocation_candidates/explain?resources=VCPU:4&required=HW_CPU_X86_AVX")
     assert r.json_body["candidates"] == 1
+
+
+def test_sharing_provider_with_nested_tree(api):
+    agg = new_uuid()
+    cn = api.create_provider("cn", inventory={"MEMORY_MB": 4096}, aggregates=[agg])
+    numa = api.create_provider("numa", parent=cn, inventory={"VCPU": 4})
+    share = api.create_provider("nfs", inventory={"DISK_GB": 100}, aggregates=[agg],
+                                traits=["MISC_SHARES_VIA_AGGREGATE"])
+    body = _ac(api, "resources=VCPU:1,MEMORY_MB:64,DISK_GB:10")
+    assert _allocs(body) == _norm([((numa, "VCPU", 1), (cn, "MEMORY_MB", 64), (share, "DISK_GB", 10))])
+    assert set(body["provider_summaries"]) == {cn, numa, share}
+    # A granular group may be served by the sharing provider too.
+    body = _ac(api, "resources=VCPU:1&resources_DISK=DISK_GB:10&group_policy=isolate")
+    assert body["allocation_requests"][0]["mappings"]["_DISK"] == [share]
+
+
+def test_capacity_at_the_exact_limit(api):
+    rp = api.create_provider("p", inventory={"VCPU": {"total": 10, "reserved": 2, "allocation_ratio": 1.5}})
+    api.allocate(new_uuid(), {rp: {"VCPU": 10}})
+    assert len(_ac(api, "resources=VCPU:2")["allocation_requests"]) == 1
+    assert _ac(api, "resources=VCPU:3")["allocation_requests"] == []
+    assert _ac(api, "resources=VCPU:2")["provider_summaries"][rp]["resources"]["VCPU"] == {"capacity": 12, "used": 10}
+
+
+@pytest.mark.parametrize("query,first", [
+    ("resources=VCPU:1&required=HW_CPU_X86_AVX", "1.17"),
+    ("resources=VCPU:1&member_of={agg}", "1.21"),
+    ("resources=VCPU:1&in_tree={rp}", "1.31"),
+    ("resources=VCPU:1&root_required=HW_CPU_X86_AVX", "1.35"),
+    ("resources=VCPU:1&required=in:HW_CPU_X86_AVX,HW_CPU_X86_SSE", "1.39"),
+    ("resources1=VCPU:1", "1.25"),
+    ("resources_A=VCPU:1", "1.33"),
+])
+def test_parameters_at_their_microversion_boundary(api, query, first):
+    agg = new_uuid()
+    rp = api.create_provider("p", inventory=COMPUTE, traits=["HW_CPU_X86_AVX"], aggregates=[agg])
+    query = query.format(agg=agg, rp=rp)
+    major, minor = first.split(".")
+    _ac(api, query, version=f"{major}.{int(minor) - 1}", expect=400)
+    assert len(_ac(api, query, version=first)["allocation_requests"]) == 1
+
+
+def test_random_order_returns_the_same_set(db):
+    from berth.api.app import PlacementApp, Settings
+    from conftest import Api
+
+    ordered = Api(PlacementApp(db))
+    shuffled = Api(PlacementApp(db, Settings(randomize_candidates=True)))
+    hosts = {ordered.create_provider(f"h{i}", inventory=COMPUTE) for i in range(12)}
+    expected = {p for ar in _ac(ordered, "resources=VCPU:1")["allocation_requests"] for p in ar["allocations"]}
+    assert expected == hosts
+    seen_first = set()
+    for _ in range(8):
+        body = _ac(shuffled, "resources=VCPU:1")
+        got = [p for ar in body["allocation_requests"] for p in ar["allocations"]]
+        assert set(got) == hosts and len(got) == len(hosts)
+        seen_first.add(got[0])
+        limited = _ac(shuffled, "resources=VCPU:1&limit=3")["allocation_requests"]
+        assert len(limited) == 3
+    assert len(seen_first) > 1
