@@ -287,27 +287,15 @@ class OwnServer:
         if self.process is None or self.process.poll() is not None:
             return None
         master = self.process.pid
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            # The command name may contain spaces and parentheses: the ppid follows the last ')'.
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
         master_rss = _rss_kb(master) or 0
         workers = {}
-        todo = list(children.get(master, []))
+        todo = harness.children_of(master)
         while todo:
             pid = todo.pop()
             rss = _rss_kb(pid)
             if rss is not None:
                 workers[pid] = rss
-            todo.extend(children.get(pid, []))
+            todo.extend(harness.children_of(pid))
         return {
             "master_pid": master,
             "processes": 1 + len(workers),

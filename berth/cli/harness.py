@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
+import os
 import socket
 import urllib.parse
 from pathlib import Path
@@ -70,3 +71,21 @@ def load_pgserver(error: type[Exception], module_name: str):
     except Exception as e:  # noqa: BLE001 - e.g. psycopg missing
         raise error(f"--database postgresql: cannot import {path}: {e}") from e
     return module
+
+
+def children_of(pid: int) -> list[int]:
+    """Live (not zombie) children of ``pid``, from /proc/N/stat: after the last ')' come the state
+    and the ppid (the command name before it may contain spaces and parentheses)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state not in ("Z", "X"):
+            found.append(int(entry))
+    return sorted(found)

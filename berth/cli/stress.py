@@ -595,24 +595,6 @@ def claimer_main(index, base, layout, seed, fault, operations, ready, go, stop, 
 # The server under test, when this run starts it
 
 
-def children_of(pid: int) -> list[int]:
-    """Live (not zombie) children of ``pid``, from /proc/N/stat: after the last ')' come the state
-    and the ppid (the command name before it may contain spaces and parentheses)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == pid and state not in ("Z", "X"):
-            found.append(int(entry))
-    return sorted(found)
-
-
 def wait_ready(url: str, timeout: float, process: subprocess.Popen | None = None) -> bool:
     session = harness.new_session(TOKEN, VERSION)
     deadline = time.monotonic() + timeout
@@ -660,7 +642,7 @@ class OwnServer:
         raise StressError(f"berth serve did not start:\n{self.log_tail()}")
 
     def worker_pids(self) -> list[int]:
-        return children_of(self.process.pid) if self.process else []
+        return harness.children_of(self.process.pid) if self.process else []
 
     def kill_group(self) -> None:
         """kill -9 of the master and every worker at once."""
@@ -1109,7 +1091,7 @@ def _fault_times(config: StressConfig) -> list[float]:
 def _inject(config: StressConfig, server: OwnServer | None, postgres, rng: random.Random) -> str:
     if config.fault == "kill-worker":
         master = server.process.pid if server else config.server_pid
-        workers = children_of(master)
+        workers = harness.children_of(master)
         if not workers:
             raise StressError(f"no worker processes under pid {master}")
         victim = rng.choice(workers)
