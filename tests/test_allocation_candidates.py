@@ -229,12 +229,11 @@ def test_parameters_at_their_microversion_boundary(api, query, first):
     assert len(_ac(api, query, version=first)["allocation_requests"]) == 1
 
 
-def test_random_order_returns_the_same_set(db):
+def test_random_order_returns_the_same_set(db, api):
     from berth.api.app import PlacementApp, Settings
-    from conftest import Api
 
-    ordered = Api(PlacementApp(db))
-    shuffled = Api(PlacementApp(db, Settings(randomize_candidates=True)))
+    ordered = api
+    shuffled = type(api)(PlacementApp(db, Settings(randomize_candidates=True)))
     hosts = {ordered.create_provider(f"h{i}", inventory=COMPUTE) for i in range(12)}
     expected = {p for ar in _ac(ordered, "resources=VCPU:1")["allocation_requests"] for p in ar["allocations"]}
     assert expected == hosts
