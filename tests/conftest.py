@@ -6,9 +6,7 @@ import os
 import sys
 import uuid
 
-import orjson
 import pytest
-from werkzeug.test import Client
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -16,6 +14,7 @@ from berth.api.app import PlacementApp  # noqa: E402
 from berth.store import schema  # noqa: E402
 from berth.store.database import Database  # noqa: E402
 from berth.store.migrate import sync_standard_names, upgrade  # noqa: E402
+from apihelpers import Api  # noqa: E402
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -70,91 +69,6 @@ def db(session_db):
     return session_db
 
 
-class Api:
-    """A client speaking to the WSGI app with Placement's conventions."""
-
-    def __init__(self, app, version="latest", token="admin"):
-        self.client = Client(app)
-        self.version = version
-        self.token = token
-
-    def request(self, method, path, body=None, *, version=None, headers=None, token=None, raw=None,
-                content_type="application/json"):
-        all_headers = {}
-        version = self.version if version is None else version
-        if version:
-            all_headers["OpenStack-API-Version"] = f"placement {version}"
-        token = self.token if token is None else token
-        if token:
-            all_headers["X-Auth-Token"] = token
-        data = raw
-        if body is not None:
-            data = orjson.dumps(body)
-        if data is not None and content_type:
-            all_headers["Content-Type"] = content_type
-        all_headers.update(headers or {})
-        response = self.client.open(path, method=method, data=data, headers=all_headers)
-        response.json_body = orjson.loads(response.data) if response.data and \
-            response.mimetype == "application/json" else None
-        return response
-
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
-
-    def put(self, path, body=None, **kw):
-        return self.request("PUT", path, body, **kw)
-
-    def post(self, path, body=None, **kw):
-        return self.request("POST", path, body, **kw)
-
-    def delete(self, path, **kw):
-        return self.request("DELETE", path, **kw)
-
-    # -- shortcuts for building fixtures through the API itself --
-
-    def create_provider(self, name=None, *, uuid_=None, parent=None, inventory=None, traits=None,
-                        aggregates=None):
-        uuid_ = uuid_ or str(uuid.uuid4())
-        body = {"name": name or f"rp-{uuid_[:8]}", "uuid": uuid_}
-        if parent:
-            body["parent_provider_uuid"] = parent
-        r = self.post("/resource_providers", body, version="1.20")
-        assert r.status_code == 200, r.data
-        if inventory:
-            self.set_inventory(uuid_, inventory)
-        if traits:
-            for t in traits:
-                if t.startswith("CUSTOM_"):
-                    self.put(f"/traits/{t}")
-            gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-            r = self.put(f"/resource_providers/{uuid_}/traits",
-                         {"traits": traits, "resource_provider_generation": gen})
-            assert r.status_code == 200, r.data
-        if aggregates:
-            gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-            r = self.put(f"/resource_providers/{uuid_}/aggregates",
-                         {"aggregates": aggregates, "resource_provider_generation": gen})
-            assert r.status_code == 200, r.data
-        return uuid_
-
-    def set_inventory(self, uuid_, inventory):
-        gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-        body = {"resource_provider_generation": gen,
-                "inventories": {rc: (v if isinstance(v, dict) else {"total": v}) for rc, v in inventory.items()}}
-        r = self.put(f"/resource_providers/{uuid_}/inventories", body)
-        assert r.status_code == 200, r.data
-        return r.json_body
-
-    def allocate(self, consumer, allocations, *, project="proj", user="user", generation=None,
-                 consumer_type="INSTANCE", expect=204):
-        body = {"allocations": {rp: {"resources": res} for rp, res in allocations.items()},
-                "project_id": project, "user_id": user, "consumer_generation": generation,
-                "consumer_type": consumer_type}
-        r = self.put(f"/allocations/{consumer}", body)
-        assert r.status_code == expect, r.data
-        return r
-
-
 @pytest.fixture
 def app(db):
     return PlacementApp(db)
@@ -163,15 +77,3 @@ def app(db):
 @pytest.fixture
 def api(app):
     return Api(app)
-
-
-def new_uuid():
-    return str(uuid.uuid4())
-
-
-def error_code(response):
-    return response.json_body["errors"][0].get("code")
-
-
-def error_detail(response):
-    return response.json_body["errors"][0]["detail"]

@@ -7,7 +7,7 @@ from berth.api.app import PlacementApp, Settings
 from berth.api.policy import OPERATIONS
 from berth.api.wsgi import create_app
 from berth.cli.main import main as berth_main
-from conftest import Api, error_detail, new_uuid
+from apihelpers import Api, error_detail, new_uuid
 
 TOKENS = {
     "admin-token": {"user_id": "ops", "project_id": "admin", "roles": ["admin"]},

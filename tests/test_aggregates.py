@@ -2,7 +2,7 @@
 (api-ref/source/aggregates.inc, parameters.yaml, generations.inc, errors.inc)."""
 import pytest
 
-from conftest import error_code, new_uuid
+from apihelpers import error_code, new_uuid
 
 OLD_VERSIONS = ["1.1", "1.18"]
 NEW_VERSIONS = ["1.19", "latest"]

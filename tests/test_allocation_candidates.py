@@ -1,7 +1,7 @@
 """GET /allocation_candidates: groups, trees, sharing providers and the shapes of every version."""
 import pytest
 
-from conftest import error_detail, new_uuid
+from apihelpers import error_detail, new_uuid
 
 COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
 

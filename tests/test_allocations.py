@@ -1,5 +1,5 @@
 """/allocations: formats of every microversion, consumer generations, capacity and atomicity."""
-from conftest import error_code, error_detail, new_uuid
+from apihelpers import error_code, error_detail, new_uuid
 
 
 def _usage(api, u):

@@ -1,5 +1,5 @@
 """Version discovery, microversion negotiation, authentication and the error format."""
-from conftest import error_code, error_detail
+from apihelpers import error_code, error_detail
 
 
 def test_root_needs_no_token_and_lists_versions(api):

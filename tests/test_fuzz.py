@@ -11,7 +11,7 @@ from werkzeug.test import Client
 
 from berth.api.app import MAX_BODY_BYTES, PlacementApp
 from berth.api.openapi import build_document
-from conftest import Api, new_uuid
+from apihelpers import Api, new_uuid
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"}
 

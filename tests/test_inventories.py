@@ -1,7 +1,7 @@
 """/resource_providers/{uuid}/inventories: defaults, validation, generations and in-use guards."""
 import pytest
 
-from conftest import error_code, error_detail, new_uuid
+from apihelpers import error_code, error_detail, new_uuid
 
 
 def _gen(api, u):

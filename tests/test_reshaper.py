@@ -1,5 +1,5 @@
 """POST /reshaper: inventory and allocations move inside a tree in one transaction."""
-from conftest import error_code, new_uuid
+from apihelpers import error_code, new_uuid
 
 
 def _gen(api, u):

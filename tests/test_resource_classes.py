@@ -6,7 +6,7 @@ the reference's published behaviour: 200 list of {name, links}, POST 201 + Locat
 """
 import pytest
 
-from conftest import error_code, error_detail
+from apihelpers import error_code, error_detail
 
 STANDARD = ["VCPU", "MEMORY_MB", "DISK_GB"]
 

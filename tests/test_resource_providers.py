@@ -1,7 +1,7 @@
 """/resource_providers: creation, trees, filters and deletion at their microversion boundaries."""
 import pytest
 
-from conftest import error_code, error_detail, new_uuid
+from apihelpers import error_code, error_detail, new_uuid
 
 
 def test_create_before_1_20_is_201_with_location_and_no_body(api):

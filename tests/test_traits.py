@@ -2,7 +2,7 @@
 (api-ref/source/traits.inc, resource_provider_traits.inc, parameters.yaml, generations.inc, errors.inc)."""
 import pytest
 
-from conftest import error_code, new_uuid
+from apihelpers import error_code, new_uuid
 
 AVX, SSE, AVX2 = "HW_CPU_X86_AVX", "HW_CPU_X86_SSE", "HW_CPU_X86_AVX2"
 

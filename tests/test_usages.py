@@ -7,7 +7,7 @@ consumed on this resource provider") and the response fields resource_provider_g
 """
 import pytest
 
-from conftest import new_uuid
+from apihelpers import new_uuid
 
 PROJECT, OTHER_PROJECT = "proj", "proj-b"  # "proj" is api.allocate's default project
 ALICE, BOB = "alice", "bob"

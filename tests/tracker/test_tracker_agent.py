@@ -14,7 +14,7 @@ import pytest
 import requests
 import yaml
 
-from conftest import TOPOLOGY, flavor, instance, new_uuid
+from trackerhelpers import TOPOLOGY, flavor, instance, new_uuid
 from livehelpers import free_port
 
 from berth.tracker import ClaimFailed, ClaimNotFound, PciRequest, moves

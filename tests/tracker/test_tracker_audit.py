@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from conftest import SMALL, assert_books_agree, flavor, instance, new_uuid
+from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import moves
 from berth.tracker.audit import (

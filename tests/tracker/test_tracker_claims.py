@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from conftest import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
+from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NumaRequest, PciRequest
 from berth.tracker.claims import ACTIVE, InvalidRequest

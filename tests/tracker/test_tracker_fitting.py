@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GPU, TOPOLOGY, flavor
+from trackerhelpers import GPU, TOPOLOGY, flavor
 
 from berth.tracker.claims import (
     ClaimFailed, ClaimRecord, NumaRequest, PciRequest, plan_claim, usage_of,

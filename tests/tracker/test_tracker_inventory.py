@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GPU, TOPOLOGY, assert_books_agree, flavor, instance, new_uuid
+from trackerhelpers import GPU, TOPOLOGY, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimFailed, PciRequest, PlacementClient
 from berth.tracker.placement_client import GenerationConflict

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SMALL, assert_books_agree, flavor, instance, new_uuid
+from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimNotFound, moves
 from berth.tracker.claims import ACTIVE, SHELVED, SOFT_DELETED

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
+from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NopClaim, NumaRequest, PciRequest, moves
 from berth.tracker.claims import ACTIVE, INCOMING, OUTGOING, InvalidRequest
