@@ -82,7 +82,7 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
         raise _in_use_error(provider, in_use)
     for rc_name, row in current.items():
         if rc_name not in new:
-            conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
+            _delete_unused(conn, provider, [(rc_name, row)])
     now = utcnow()
     added = []
     for rc_name, inventory in new.items():
@@ -139,12 +139,26 @@ def delete_inventory(conn, provider, rc_name):
     if row["used"]:
         raise _in_use_error(provider, [rc_name])
     bump_generation(conn, provider)
-    conn.execute(inventories.delete().where(inventories.c.id == row["id"]))
+    _delete_unused(conn, provider, [(rc_name, row)])
 
 
 def delete_all_inventories(conn, provider, generation=None):
-    in_use = [rc for rc, row in list_inventories(conn, provider["id"]).items() if row["used"]]
+    current = list_inventories(conn, provider["id"])
+    in_use = [rc for rc, row in current.items() if row["used"]]
     if in_use:
         raise _in_use_error(provider, in_use)
     bump_generation(conn, provider, generation)
-    conn.execute(inventories.delete().where(inventories.c.resource_provider_id == provider["id"]))
+    _delete_unused(conn, provider, list(current.items()))
+
+
+def _delete_unused(conn, provider, rows):
+    """Delete inventory rows that were read unused, refusing any that an allocation took since.
+
+    Allocation writes do not lock the provider row before they raise ``used``, so on PostgreSQL a
+    concurrent claim may have committed between the read and this delete; the ``used = 0`` condition
+    is re-checked on the row's newest version, and a miss is the same in-use refusal.
+    """
+    for rc_name, row in rows:
+        result = conn.execute(inventories.delete().where(inventories.c.id == row["id"], inventories.c.used == 0))
+        if result.rowcount != 1:
+            raise _in_use_error(provider, [rc_name])

@@ -176,7 +176,9 @@ def delete_provider(conn, provider):
             f"Unable to delete resource provider {provider['uuid']}: Resource provider has allocations.",
             code="placement.resource_provider.inuse",
         )
-    for table in (inventories, resource_provider_traits, resource_provider_aggregates):
+    conn.execute(inventories.delete().where(inventories.c.resource_provider_id == provider["id"],
+                                            inventories.c.used == 0))
+    for table in (resource_provider_traits, resource_provider_aggregates):
         conn.execute(table.delete().where(table.c.resource_provider_id == provider["id"]))
     result = conn.execute(rp.delete().where(rp.c.id == provider["id"], rp.c.generation == provider["generation"]))
     if result.rowcount != 1:
