@@ -244,13 +244,7 @@ class OwnServer:
         for attempt in range(3):
             port = harness.free_port()
             self.url = f"http://127.0.0.1:{port}"
-            with open(self.logpath, "ab") as logfile:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{port}",
-                     "--database", self.database_url, "--workers", str(self.workers)],
-                    stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.process = harness.spawn_server(port, self.database_url, self.workers, self.logpath)
             if self._wait_ready():
                 return
             if "Address already in use" not in self.log_tail() or attempt == 2:

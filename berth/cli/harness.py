@@ -6,6 +6,8 @@ import importlib.util
 import ipaddress
 import os
 import socket
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -89,3 +91,13 @@ def children_of(pid: int) -> list[int]:
         if int(ppid) == pid and state not in ("Z", "X"):
             found.append(int(entry))
     return sorted(found)
+
+
+def spawn_server(port: int, database_url: str, workers: int, logpath) -> subprocess.Popen:
+    """``berth serve`` on 127.0.0.1:port in a process group of its own, logging to ``logpath``."""
+    with open(logpath, "ab") as logfile:
+        return subprocess.Popen(
+            [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{port}",
+             "--database", database_url, "--workers", str(workers)],
+            stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
+        )

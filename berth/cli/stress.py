@@ -629,13 +629,7 @@ class OwnServer:
         for _ in range(attempts):
             self.port = port or harness.free_port()
             self.url = f"http://127.0.0.1:{self.port}"
-            with open(self.logpath, "ab") as logfile:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{self.port}",
-                     "--database", self.database_url, "--workers", str(self.workers)],
-                    stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.process = harness.spawn_server(self.port, self.database_url, self.workers, self.logpath)
             if wait_ready(self.url, SERVER_START_TIMEOUT, self.process):
                 return
             self.stop()
