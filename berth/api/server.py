@@ -50,6 +50,10 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
         "timeout": 60,
         "graceful_timeout": 10,
         "keepalive": 5,
+        # A listening socket per worker (SO_REUSEPORT): the kernel spreads new connections over the
+        # workers.  With one shared socket the first worker to wake accepts every connection that
+        # arrives together, and clients that keep their connections alive stay on that one process.
+        "reuse_port": True,
         "preload_app": False,
         # A control socket in the home folder would clash between several servers on one host.
         "control_socket_disable": True,

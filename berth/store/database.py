@@ -6,15 +6,23 @@ and then writes can fail at once with "database is locked" when another writer g
 PostgreSQL writers rely on row locks taken by conditional UPDATEs (provider generations, inventory
 usage), so concurrent writers serialise on exactly the rows they share.
 
+Writers on one SQLite file also queue on an exclusive ``flock`` of a lock file beside it before
+``BEGIN IMMEDIATE``.  SQLite itself waits for its write lock by sleeping and polling, with sleeps that
+grow to tens of milliseconds, while a Berth write transaction holds the lock for well under one: with
+several worker processes, most of a writer's time went to sleeping after the lock was already free.
+A blocked ``flock`` is woken by the kernel the moment the holder releases it (or dies).
+
 Transient failures (deadlock, serialisation failure, lock timeout, lost connection) are retried by
 running the whole unit of work again in a fresh transaction, never by continuing a failed one: a retry
 inside the same transaction would see its own earlier writes and count them twice.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import random
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, TypeVar
@@ -56,18 +64,25 @@ class Database:
                 connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
             )
             _configure_sqlite(self.engine)
+            self._writer_lock = _writer_lock_for(self.engine.url.database)
         else:
             self.engine = sa.create_engine(
                 # No pre-ping: a dead connection fails its first statement, is invalidated and the
                 # transaction is retried on a fresh one (see _run), without a round trip per request.
                 self.url, pool_size=pool_size, max_overflow=pool_size * 2,
             )
+            self._writer_lock = None
 
     def dispose(self):
         self.engine.dispose()
 
     @contextmanager
     def _transaction(self, write: bool):
+        if write and self._writer_lock is not None:
+            with self._writer_lock, self.engine.connect() as conn:
+                with conn.execution_options(berth_write=True).begin():
+                    yield conn
+            return
         with self.engine.connect() as conn:
             if write and self.is_sqlite:
                 conn = conn.execution_options(berth_write=True)
@@ -96,6 +111,51 @@ class Database:
                 LOG.info("retrying transaction after transient error (attempt %d): %s", attempt, error.orig)
                 time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
         raise AssertionError("unreachable")
+
+
+class _WriterLock:
+    """Exclusive among the threads of this process (a mutex) and among processes (``flock``)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._mutex = threading.Lock()
+        self._fd: int | None = None
+        self._pid: int | None = None
+
+    def _descriptor(self) -> int:
+        # One descriptor per process: flock belongs to the open file, which a forked child shares
+        # with its parent, so a descriptor inherited across fork would not exclude the parent.
+        if self._fd is None or self._pid != os.getpid():
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._pid = os.getpid()
+        return self._fd
+
+    def __enter__(self):
+        self._mutex.acquire()
+        try:
+            fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
+        except BaseException:
+            self._mutex.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._mutex.release()
+
+
+def _writer_lock_for(database: str | None) -> _WriterLock | None:
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    path = os.path.abspath(database) + ".writer-lock"
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError as error:
+        LOG.warning("no writer lock file %s (%s): writers wait on SQLite's own lock", path, error)
+        return None
+    return _WriterLock(path)
 
 
 def _is_transient(error: exc.DBAPIError) -> bool:
