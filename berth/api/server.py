@@ -1,7 +1,7 @@
 """Running the API under gunicorn with several worker processes.
 
 Each worker builds its own application and connection pool after the fork; the schema is upgraded
-once, in the master, before any worker starts.
+once, and the application's modules are imported once, in the master, before any worker starts.
 """
 from __future__ import annotations
 
@@ -60,5 +60,12 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
     }
     if access_log:
         options["accesslog"] = "-"
+    # Import the application's modules (not the application: no database connection may cross the
+    # fork) in the master, so that every worker shares their pages instead of loading its own copy;
+    # frozen, the collector of each worker leaves those objects, and so their pages, alone.
+    import berth.api.wsgi  # noqa: F401
+    import berth.api.handlers.allocation_candidates  # noqa: F401
+    gc.collect()
+    gc.freeze()
     _Server(options, database_url, settings).run()
     return 0

@@ -280,25 +280,33 @@ class OwnServer:
             return "(no server log)"
 
     def memory(self) -> dict | None:
-        """Summed VmRSS of the gunicorn master and its descendants, and the largest worker's."""
+        """Resident memory of the gunicorn master and its descendants.
+
+        ``pss_total_mb`` is the server's real footprint: each shared page (the modules the master
+        imported before forking, shared libraries) counted once, split between its sharers.
+        ``rss_total_mb`` sums every process's resident set and so counts shared pages once per process.
+        """
         if self.process is None or self.process.poll() is not None:
             return None
         master = self.process.pid
-        master_rss = _rss_kb(master) or 0
-        workers = {}
+        pids = [master]
         todo = harness.children_of(master)
         while todo:
             pid = todo.pop()
-            rss = _rss_kb(pid)
-            if rss is not None:
-                workers[pid] = rss
+            pids.append(pid)
             todo.extend(harness.children_of(pid))
+        rss = {pid: _status_kb(pid, "/proc/{}/status", "VmRSS:") for pid in pids}
+        pss = {pid: _status_kb(pid, "/proc/{}/smaps_rollup", "Pss:") for pid in pids}
+        rss = {pid: kb for pid, kb in rss.items() if kb is not None}
+        pss = {pid: kb for pid, kb in pss.items() if kb is not None}
+        workers = [kb for pid, kb in rss.items() if pid != master]
         return {
             "master_pid": master,
-            "processes": 1 + len(workers),
-            "rss_total_mb": round((master_rss + sum(workers.values())) / 1024, 1),
-            "rss_master_mb": round(master_rss / 1024, 1),
-            "rss_max_worker_mb": round(max(workers.values(), default=0) / 1024, 1),
+            "processes": len(rss),
+            "pss_total_mb": round(sum(pss.values()) / 1024, 1),
+            "rss_total_mb": round(sum(rss.values()) / 1024, 1),
+            "rss_master_mb": round(rss.get(master, 0) / 1024, 1),
+            "rss_max_worker_mb": round(max(workers, default=0) / 1024, 1),
         }
 
     def stop(self) -> None:
@@ -315,11 +323,11 @@ class OwnServer:
             process.wait()
 
 
-def _rss_kb(pid: int) -> int | None:
+def _status_kb(pid: int, path: str, field: str) -> int | None:
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path.format(pid)) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except OSError:
         return None
@@ -788,7 +796,8 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
             f"{claims['no_candidates']} empty candidate lists")
         result["memory"] = server.memory() if server else None
         if result["memory"]:
-            log(f"hosts={hosts}: server RSS {result['memory']['rss_total_mb']} MB in "
+            log(f"hosts={hosts}: server PSS {result['memory']['pss_total_mb']} MB, "
+                f"RSS {result['memory']['rss_total_mb']} MB in "
                 f"{result['memory']['processes']} processes (largest worker "
                 f"{result['memory']['rss_max_worker_mb']} MB)")
 
@@ -826,7 +835,7 @@ def _ms(entry: dict | None) -> str:
 def format_table(results: list[dict]) -> str:
     headers = ["hosts", "providers", "create/s", "basic ms", "traits ms", "granular_nested ms",
                "forbidden_agg_sharing ms", "unlimited ms", "claims/s", "conflicts", "errors", "violations",
-               "RSS MB"]
+               "memory MB"]
     rows = []
     for r in results:
         c = r["candidates"]
@@ -837,14 +846,14 @@ def format_table(results: list[dict]) -> str:
             _ms(c.get("forbidden_agg_sharing")), _ms(c.get("unlimited")),
             f"{r['claims']['claims_per_second']:.1f}", str(r["claims"]["conflicts"]), str(r["claims"]["errors"]),
             str(r["verification"]["violations"]),
-            f"{mem['rss_total_mb']:.0f} (max {mem['rss_max_worker_mb']:.0f})" if mem else "-",
+            f"{mem['pss_total_mb']:.0f} (RSS {mem['rss_total_mb']:.0f})" if mem else "-",
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
     lines.append("latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
-                 "RSS MB: master + workers (largest worker)")
+                 "memory MB: PSS of master + workers (their RSS summed)")
     return "\n".join(lines)
 
 
