@@ -100,6 +100,13 @@ def _host_counts(text: str) -> list[int]:
     return counts
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Build a synthetic cloud through the HTTP API, then measure provider creation, allocation "
@@ -125,6 +132,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="duration of the claims phase in seconds (default 10)")
     parser.add_argument("--create-clients", type=harness.positive_int, default=8,
                         help="concurrent threads building the layout (default 8)")
+    parser.add_argument("--allocations", type=_non_negative_int, default=0,
+                        help="allocation records (one per consumer and resource class) written with "
+                             "POST /allocations after the layout and before the measurements "
+                             "(default 0)")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
 
 
@@ -492,6 +503,41 @@ def build_layout(base_url: str, hosts: int, threads: int, stop: Stop) -> dict:
     }
 
 
+PRELOAD_RESOURCES = {"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}
+PRELOAD_CONSUMERS_PER_REQUEST = 500
+
+
+def preload_allocations(base_url: str, layout: dict, records: int, threads: int, stop: Stop) -> dict:
+    """Write ``records`` allocation records, three per consumer (``PRELOAD_RESOURCES`` on one host,
+    hosts taken in turn), in batches of ``POST /allocations``.  Returns the consumers, what each host
+    received, and the rate."""
+    hosts = layout["hosts"]
+    per_consumer = len(PRELOAD_RESOURCES)
+    consumers = [str(uuidlib.uuid4()) for _ in range(-(-records // per_consumer))]
+    batches = [list(range(start, min(start + PRELOAD_CONSUMERS_PER_REQUEST, len(consumers))))
+               for start in range(0, len(consumers), PRELOAD_CONSUMERS_PER_REQUEST)]
+
+    def write(api, batch):
+        body = {
+            consumers[n]: {"allocations": {hosts[n % len(hosts)]: {"resources": PRELOAD_RESOURCES}},
+                           "project_id": BENCH_PROJECT, "user_id": BENCH_USER,
+                           "consumer_generation": None, "consumer_type": "INSTANCE"}
+            for n in batch
+        }
+        api.call("POST", "/allocations", body, expect=(204,))
+
+    started = time.perf_counter()
+    parallel(batches, threads, write, stop, base_url, label="allocation batches written")
+    elapsed = time.perf_counter() - started
+    held: dict[str, dict[str, int]] = {}
+    for n in range(len(consumers)):
+        used = held.setdefault(hosts[n % len(hosts)], {})
+        for rc, amount in PRELOAD_RESOURCES.items():
+            used[rc] = used.get(rc, 0) + amount
+    return {"consumers": consumers, "held": held, "records": len(consumers) * per_consumer,
+            "seconds": elapsed, "records_per_second": len(consumers) * per_consumer / elapsed}
+
+
 def remove_layout(base_url: str, layout: dict, consumers: list[str], threads: int, stop: Stop) -> None:
     """Delete what the bench created on a server it did not start (allocations first, then trees)."""
 
@@ -781,6 +827,17 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         log(f"hosts={hosts}: {layout['providers']} providers in {layout['seconds']:.1f} s "
             f"({layout['providers_per_second']:.1f}/s)")
 
+        preloaded = {}
+        if args.allocations:
+            log(f"hosts={hosts}: writing {args.allocations} allocation records with POST /allocations")
+            loaded = preload_allocations(base_url, layout, args.allocations, args.create_clients, stop)
+            preloaded = loaded["held"]
+            consumers = loaded["consumers"]
+            result["preload"] = {k: loaded[k] for k in ("records", "seconds", "records_per_second")}
+            result["preload"]["consumers"] = len(loaded["consumers"])
+            log(f"hosts={hosts}: {loaded['records']} allocation records in {loaded['seconds']:.1f} s "
+                f"({loaded['records_per_second']:.0f}/s)")
+
         log(f"hosts={hosts}: timing allocation candidates ({args.queries} queries per variant)")
         cap = DEFAULT_MAX_CANDIDATES if args.url else server_max_candidates()
         result["server_max_candidates"] = cap
@@ -789,7 +846,7 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         log(f"hosts={hosts}: claiming with {args.clients} clients for {args.claims_seconds:g} s")
         claims = run_claims(base_url, args.clients, args.claims_seconds, stop)
         claimed = claims.pop("_claimed")
-        consumers = claims.pop("_consumers")
+        consumers = consumers + claims.pop("_consumers")
         result["claims"] = claims
         log(f"hosts={hosts}: {claims['claims']} claims ({claims['claims_per_second']:.1f}/s), "
             f"{claims['conflicts']} conflicts {claims['conflict_codes']}, {claims['errors']} errors, "
@@ -802,7 +859,12 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
                 f"{result['memory']['rss_max_worker_mb']} MB)")
 
         log(f"hosts={hosts}: verifying capacity of {len(claimed)} providers")
-        result["verification"] = verify_capacity(base_url, claimed, args.create_clients, stop)
+        expected_usage = {rp: dict(used) for rp, used in claimed.items()}
+        for rp, used in preloaded.items():
+            if rp in expected_usage:
+                for rc, amount in used.items():
+                    expected_usage[rp][rc] = expected_usage[rp].get(rc, 0) + amount
+        result["verification"] = verify_capacity(base_url, expected_usage, args.create_clients, stop)
         log(f"hosts={hosts}: {result['verification']['violations']} violations, "
             f"{result['verification']['usage_mismatches']} usage mismatches")
         if reused:

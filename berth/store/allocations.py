@@ -160,6 +160,7 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
                                      f"No such resource class {rc}.")
 
     now = utcnow()
+    owners = _OwnerIds(conn)
     for request in requests:
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
         _check_consumer_generation(existing, request)
@@ -167,9 +168,9 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         # from reading allocations this transaction is about to remove.
         has_new = any(request.allocations.values())
         if existing is not None:
-            _update_consumer(conn, existing, request, now, delete=not has_new)
+            _update_consumer(conn, existing, request, now, owners, delete=not has_new)
         elif has_new:
-            _create_consumer(conn, request, now)
+            _create_consumer(conn, request, now, owners)
         _remove_allocations(conn, request.consumer_uuid)
 
     # Add the new allocations, one inventory row at a time, in a fixed order.
@@ -222,13 +223,36 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         conn.execute(_TOUCH_PROVIDER, {"b_id": provider_id, "b_now": now})
 
 
-def _create_consumer(conn, request, now):
+class _OwnerIds:
+    """Row ids of projects, users and consumer types, looked up (or created) once per write: a
+    batch of ``POST /allocations`` usually names the same few for hundreds of consumers."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.found = {}
+
+    def _get(self, lookup, value):
+        key = (lookup, value)
+        if key not in self.found:
+            self.found[key] = lookup(self.conn, value)
+        return self.found[key]
+
+    def project(self, external_id):
+        return self._get(consumer_store.project_pk, external_id)
+
+    def user(self, external_id):
+        return self._get(consumer_store.user_pk, external_id)
+
+    def consumer_type(self, name):
+        return self._get(consumer_store.consumer_type_pk, name)
+
+
+def _create_consumer(conn, request, now, owners):
     values = dict(
         uuid=request.consumer_uuid, generation=1, created_at=now, updated_at=now,
-        project_id=consumer_store.project_pk(conn, request.project_id),
-        user_id=consumer_store.user_pk(conn, request.user_id),
-        consumer_type_id=consumer_store.consumer_type_pk(conn, request.consumer_type)
-        if request.consumer_type else None,
+        project_id=owners.project(request.project_id),
+        user_id=owners.user(request.user_id),
+        consumer_type_id=owners.consumer_type(request.consumer_type) if request.consumer_type else None,
     )
     try:
         # No savepoint: a clash ends this transaction anyway, with a 409.
@@ -239,18 +263,18 @@ def _create_consumer(conn, request, now):
         ) from None
 
 
-def _update_consumer(conn, existing, request, now, *, delete):
+def _update_consumer(conn, existing, request, now, owners, *, delete):
     if delete:
         result = conn.execute(consumers.delete().where(
             consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]))
     else:
         values = {"generation": consumers.c.generation + 1, "updated_at": now}
         if request.project_id is not None and request.project_id != existing["project_id"]:
-            values["project_id"] = consumer_store.project_pk(conn, request.project_id)
+            values["project_id"] = owners.project(request.project_id)
         if request.user_id is not None and request.user_id != existing["user_id"]:
-            values["user_id"] = consumer_store.user_pk(conn, request.user_id)
+            values["user_id"] = owners.user(request.user_id)
         if request.consumer_type is not None and request.consumer_type != existing["consumer_type"]:
-            values["consumer_type_id"] = consumer_store.consumer_type_pk(conn, request.consumer_type)
+            values["consumer_type_id"] = owners.consumer_type(request.consumer_type)
         result = conn.execute(consumers.update().where(
             consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]
         ).values(**values))
