@@ -25,8 +25,9 @@ from berth.store import consumers as consumer_store
 from berth.store import names
 from berth.store.providers import get_provider
 from berth.store.schema import (
-    allocations, consumers, inventories, resource_classes, resource_providers as rp,
+    allocations, resource_classes, resource_providers as rp,
 )
+from berth.store.rawsql import db_time, execute, execute_many, fetch
 from berth.store.util import utcnow
 
 UNSET = object()
@@ -86,45 +87,41 @@ def _check_consumer_generation(existing, request: ConsumerAllocations):
         )
 
 
-# Built once: constructing statements costs more than running them on this path.
-_OF_CONSUMER = sa.select(allocations.c.resource_provider_id, allocations.c.resource_class_id,
-                         allocations.c.used).where(allocations.c.consumer_id == sa.bindparam("b_consumer"))
-_DELETE_OF_CONSUMER = allocations.delete().where(allocations.c.consumer_id == sa.bindparam("b_consumer"))
-_FREE = (
-    inventories.update()
-    .where(inventories.c.resource_provider_id == sa.bindparam("b_provider"),
-           inventories.c.resource_class_id == sa.bindparam("b_class"))
-    .values(used=inventories.c.used - sa.bindparam("b_amount"))
-)
-_INVENTORIES_OF = sa.select(inventories).where(
-    inventories.c.resource_provider_id.in_(sa.bindparam("b_providers", expanding=True)))
-_TAKE = (
-    inventories.update()
-    .where(inventories.c.id == sa.bindparam("b_id"),
-           (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
-           >= inventories.c.used + sa.bindparam("b_amount"))
-    .values(used=inventories.c.used + sa.bindparam("b_amount"))
-)
-_INSERT = allocations.insert()
-_INSERT_CONSUMER = consumers.insert()
+_OF_CONSUMER = "SELECT resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id = ?"
+_DELETE_OF_CONSUMER = "DELETE FROM allocations WHERE consumer_id = ?"
+_FREE = "UPDATE inventories SET used = used - ? WHERE resource_provider_id = ? AND resource_class_id = ?"
+_INVENTORIES_OF = """
+SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
+FROM inventories WHERE resource_provider_id IN {ids}"""
+_TAKE = """
+UPDATE inventories SET used = used + ?
+WHERE id = ? AND (total - reserved) * allocation_ratio >= used + ?"""
+_INSERT = """
+INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)"""
+_INSERT_CONSUMER = """
+INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
+VALUES (?, ?, ?, 1, ?, ?, ?)"""
+_DELETE_CONSUMER = "DELETE FROM consumers WHERE id = ? AND generation = ?"
+_UPDATE_CONSUMER = """
+UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = COALESCE(?, project_id),
+                     user_id = COALESCE(?, user_id), consumer_type_id = COALESCE(?, consumer_type_id)
+WHERE id = ? AND generation = ?"""
 # Allocation writes take no provider generation from the client (the reference ignores one), so the
 # bump only tells other writers of the provider that something changed.
-_TOUCH_PROVIDER = (
-    rp.update().where(rp.c.id == sa.bindparam("b_id"))
-    .values(generation=rp.c.generation + 1, updated_at=sa.bindparam("b_now"))
-)
+_TOUCH_PROVIDER = "UPDATE resource_providers SET generation = generation + 1, updated_at = ? WHERE id = ?"
 
 
 def _remove_allocations(conn, consumer_uuid):
-    rows = conn.execute(_OF_CONSUMER, {"b_consumer": consumer_uuid}).all()
+    rows = fetch(conn, _OF_CONSUMER, (consumer_uuid,))
     if not rows:
         return set()
-    conn.execute(_DELETE_OF_CONSUMER, {"b_consumer": consumer_uuid})
+    execute(conn, _DELETE_OF_CONSUMER, (consumer_uuid,))
     freed = defaultdict(int)
     for provider_id, rc_id, used in rows:
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
-        conn.execute(_FREE, {"b_provider": provider_id, "b_class": rc_id, "b_amount": amount})
+        execute(conn, _FREE, (amount, provider_id, rc_id))
     return {provider_id for provider_id, _, _ in rows}
 
 
@@ -159,7 +156,7 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
                     raise BadRequest(f"Unable to allocate inventory for consumer {request.consumer_uuid}: "
                                      f"No such resource class {rc}.")
 
-    now = utcnow()
+    now = db_time(conn, utcnow())
     owners = _OwnerIds(conn)
     for request in requests:
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
@@ -181,46 +178,41 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
             provider = providers[provider_uuid]
             for rc_name, amount in by_rc.items():
                 wanted[(provider["id"], class_ids[rc_name])] += amount
-                rows_to_insert.append({
-                    "resource_provider_id": provider["id"], "consumer_id": request.consumer_uuid,
-                    "resource_class_id": class_ids[rc_name], "used": amount,
-                    "created_at": now, "updated_at": now,
-                })
+                rows_to_insert.append((provider["id"], request.consumer_uuid, class_ids[rc_name], amount, now, now))
     if not wanted:
         return
+    # id, provider id, class id, min_unit, max_unit, step_size
     inventory_rows = {
-        (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(_INVENTORIES_OF, {"b_providers": sorted({pid for pid, _ in wanted})})
+        (row[1], row[2]): row
+        for row in fetch(conn, _INVENTORIES_OF, ids=sorted({pid for pid, _ in wanted}))
     }
     by_id = {p["id"]: p for p in providers.values()}
     rc_names = {v: k for k, v in class_ids.items()}
-    for row in rows_to_insert:
-        inventory = inventory_rows.get((row["resource_provider_id"], row["resource_class_id"]))
-        provider, rc_name = by_id[row["resource_provider_id"]], rc_names[row["resource_class_id"]]
+    for provider_id, _consumer, rc_id, amount, _created, _updated in rows_to_insert:
+        inventory = inventory_rows.get((provider_id, rc_id))
+        provider, rc_name = by_id[provider_id], rc_names[rc_id]
         if inventory is None:
             raise Conflict(
                 f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider "
                 f"'{provider['uuid']}' invalid."
             )
-        amount = row["used"]
-        if not (inventory.min_unit <= amount <= inventory.max_unit and amount % inventory.step_size == 0):
+        _id, _provider, _class, min_unit, max_unit, step_size = inventory
+        if not (min_unit <= amount <= max_unit and amount % step_size == 0):
             raise Conflict(
                 f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
                 f"provider '{provider['uuid']}'. The requested amount would violate inventory constraints."
             )
-    for key in sorted(wanted, key=lambda k: inventory_rows[k].id):
-        inventory = inventory_rows[key]
+    for key in sorted(wanted, key=lambda k: inventory_rows[k][0]):
         amount = wanted[key]
-        result = conn.execute(_TAKE, {"b_id": inventory.id, "b_amount": amount})
-        if result.rowcount != 1:
+        if execute(conn, _TAKE, (amount, inventory_rows[key][0], amount)) != 1:
             provider = by_id[key[0]]
             raise Conflict(
                 f"Unable to allocate inventory: Unable to create allocation for '{rc_names[key[1]]}' on "
                 f"resource provider '{provider['uuid']}'. The requested amount would exceed the capacity."
             )
-    conn.execute(_INSERT, rows_to_insert)
+    execute_many(conn, _INSERT, rows_to_insert)
     for provider_id in sorted({pid for pid, _ in wanted}):
-        conn.execute(_TOUCH_PROVIDER, {"b_id": provider_id, "b_now": now})
+        execute(conn, _TOUCH_PROVIDER, (now, provider_id))
 
 
 class _OwnerIds:
@@ -248,15 +240,13 @@ class _OwnerIds:
 
 
 def _create_consumer(conn, request, now, owners):
-    values = dict(
-        uuid=request.consumer_uuid, generation=1, created_at=now, updated_at=now,
-        project_id=owners.project(request.project_id),
-        user_id=owners.user(request.user_id),
-        consumer_type_id=owners.consumer_type(request.consumer_type) if request.consumer_type else None,
+    values = (
+        request.consumer_uuid, owners.project(request.project_id), owners.user(request.user_id),
+        owners.consumer_type(request.consumer_type) if request.consumer_type else None, now, now,
     )
     try:
         # No savepoint: a clash ends this transaction anyway, with a 409.
-        conn.execute(_INSERT_CONSUMER, values)
+        execute(conn, _INSERT_CONSUMER, values)
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
             "consumer generation conflict - another request created this consumer meanwhile"
@@ -265,20 +255,18 @@ def _create_consumer(conn, request, now, owners):
 
 def _update_consumer(conn, existing, request, now, owners, *, delete):
     if delete:
-        result = conn.execute(consumers.delete().where(
-            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]))
+        changed = execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"]))
     else:
-        values = {"generation": consumers.c.generation + 1, "updated_at": now}
+        project = user = consumer_type = None  # NULL: keep the current one
         if request.project_id is not None and request.project_id != existing["project_id"]:
-            values["project_id"] = owners.project(request.project_id)
+            project = owners.project(request.project_id)
         if request.user_id is not None and request.user_id != existing["user_id"]:
-            values["user_id"] = owners.user(request.user_id)
+            user = owners.user(request.user_id)
         if request.consumer_type is not None and request.consumer_type != existing["consumer_type"]:
-            values["consumer_type_id"] = owners.consumer_type(request.consumer_type)
-        result = conn.execute(consumers.update().where(
-            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]
-        ).values(**values))
-    if result.rowcount != 1:
+            consumer_type = owners.consumer_type(request.consumer_type)
+        changed = execute(conn, _UPDATE_CONSUMER, (now, project, user, consumer_type,
+                                                   existing["id"], existing["generation"]))
+    if changed != 1:
         raise ConcurrentUpdate(
             f"consumer generation conflict - the consumer {request.consumer_uuid} changed meanwhile"
         )
@@ -288,9 +276,7 @@ def delete_consumer_allocations(conn, consumer_uuid) -> bool:
     """Remove every allocation of the consumer and the consumer itself; False when it had none."""
     existing = consumer_store.get_consumer(conn, consumer_uuid)
     if existing is not None:
-        result = conn.execute(consumers.delete().where(
-            consumers.c.id == existing["id"], consumers.c.generation == existing["generation"]))
-        if result.rowcount != 1:
+        if execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:
             raise ConcurrentUpdate(
                 f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
     return bool(_remove_allocations(conn, consumer_uuid))

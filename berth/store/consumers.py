@@ -3,38 +3,38 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from berth.store.schema import consumer_types, consumers, projects, users
+from berth.store.rawsql import fetch_dicts, fetch_value, py_time
+from berth.store.schema import consumer_types, projects, users
 from berth.store.util import utcnow
 
-CONSUMER_COLUMNS = (
-    consumers.c.id, consumers.c.uuid, consumers.c.generation, consumers.c.created_at,
-    consumers.c.updated_at, consumers.c.project_id.label("project_pk"), consumers.c.user_id.label("user_pk"),
-    consumers.c.consumer_type_id,
-    projects.c.external_id.label("project_id"), users.c.external_id.label("user_id"),
-    consumer_types.c.name.label("consumer_type"),
-)
-
-
-_BY_UUID = (
-    sa.select(*CONSUMER_COLUMNS)
-    .select_from(consumers.join(projects, projects.c.id == consumers.c.project_id)
-                 .join(users, users.c.id == consumers.c.user_id)
-                 .outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id))
-    .where(consumers.c.uuid == sa.bindparam("b_uuid"))
-)
+_BY_UUID = """
+SELECT c.id, c.uuid, c.generation, c.created_at, c.updated_at, c.project_id AS project_pk,
+       c.user_id AS user_pk, c.consumer_type_id, p.external_id AS project_id, u.external_id AS user_id,
+       ct.name AS consumer_type
+FROM consumers c
+JOIN projects p ON p.id = c.project_id
+JOIN users u ON u.id = c.user_id
+LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id
+WHERE c.uuid = ?"""
 _ID_BY_NAME = {
-    table.name: sa.select(table.c.id).where(column == sa.bindparam("b_value"))
-    for table, column in ((projects, projects.c.external_id), (users, users.c.external_id),
-                          (consumer_types, consumer_types.c.name))
+    "projects": "SELECT id FROM projects WHERE external_id = ?",
+    "users": "SELECT id FROM users WHERE external_id = ?",
+    "consumer_types": "SELECT id FROM consumer_types WHERE name = ?",
 }
 
 
 def get_consumer(conn, uuid):
-    return conn.execute(_BY_UUID, {"b_uuid": uuid}).mappings().first()
+    rows = fetch_dicts(conn, _BY_UUID, (uuid,))
+    if not rows:
+        return None
+    row = rows[0]
+    row["created_at"] = py_time(row["created_at"])
+    row["updated_at"] = py_time(row["updated_at"])
+    return row
 
 
 def _ensure_named(conn, table, column, value) -> int:
-    found = conn.execute(_ID_BY_NAME[table.name], {"b_value": value}).scalar()
+    found = fetch_value(conn, _ID_BY_NAME[table.name], (value,))
     if found is not None:
         return found
     now = utcnow()

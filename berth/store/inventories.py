@@ -3,25 +3,32 @@ from __future__ import annotations
 
 import logging
 
-import sqlalchemy as sa
-
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, Conflict, InventoryInUse, NotFound
 from berth.store import names
 from berth.store.providers import bump_generation
-from berth.store.schema import inventories, resource_classes
+from berth.store.rawsql import db_time, execute, execute_many, fetch_dicts, py_time
 from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
 
 
-_OF_PROVIDER = (
-    sa.select(inventories, resource_classes.c.name.label("resource_class"))
-    .join(resource_classes, resource_classes.c.id == inventories.c.resource_class_id)
-    .where(inventories.c.resource_provider_id == sa.bindparam("b_provider"))
-    .order_by(resource_classes.c.id)
-)
-_INSERT = inventories.insert()
+_OF_PROVIDER = """
+SELECT inv.id, inv.resource_provider_id, inv.resource_class_id, inv.total, inv.reserved, inv.min_unit,
+       inv.max_unit, inv.step_size, inv.allocation_ratio, inv.used, inv.created_at, inv.updated_at,
+       rc.name AS resource_class
+FROM inventories inv JOIN resource_classes rc ON rc.id = inv.resource_class_id
+WHERE inv.resource_provider_id = ?
+ORDER BY rc.id"""
+_INSERT = """
+INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+                         step_size, allocation_ratio, used, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"""
+_UPDATE = """
+UPDATE inventories SET total = ?, reserved = ?, min_unit = ?, max_unit = ?, step_size = ?,
+                       allocation_ratio = ?, updated_at = ?
+WHERE id = ?"""
+_DELETE_UNUSED = "DELETE FROM inventories WHERE id = ? AND used = 0"
 
 
 def inventory_of(row) -> Inventory:
@@ -30,7 +37,10 @@ def inventory_of(row) -> Inventory:
 
 def list_inventories(conn, provider_id):
     """Inventory rows of a provider keyed by resource class name, in class order."""
-    rows = conn.execute(_OF_PROVIDER, {"b_provider": provider_id}).mappings().all()
+    rows = fetch_dicts(conn, _OF_PROVIDER, (provider_id,))
+    for row in rows:
+        row["created_at"] = py_time(row["created_at"])
+        row["updated_at"] = py_time(row["updated_at"])
     return {row["resource_class"]: row for row in rows}
 
 
@@ -83,21 +93,18 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
     for rc_name, row in current.items():
         if rc_name not in new:
             _delete_unused(conn, provider, [(rc_name, row)])
-    now = utcnow()
+    now = db_time(conn, utcnow())
     added = []
     for rc_name, inventory in new.items():
         row = current.get(rc_name)
-        values = {f: getattr(inventory, f) for f in INVENTORY_FIELDS}
+        values = tuple(getattr(inventory, f) for f in INVENTORY_FIELDS)
         if row is None:
-            added.append(dict(resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
-                              created_at=now, updated_at=now, **values))
+            added.append((provider["id"], ids[rc_name], *values, now, now))
         else:
             _warn_if_over_used(provider, rc_name, inventory, row["used"])
-            if any(row[f] != values[f] for f in INVENTORY_FIELDS):
-                conn.execute(inventories.update().where(inventories.c.id == row["id"])
-                             .values(updated_at=now, **values))
-    if added:
-        conn.execute(_INSERT, added)
+            if any(row[f] != v for f, v in zip(INVENTORY_FIELDS, values)):
+                execute(conn, _UPDATE, (*values, now, row["id"]))
+    execute_many(conn, _INSERT, added)
     return new_generation
 
 
@@ -110,10 +117,9 @@ def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, 
             f"Update conflict: Inventory for '{rc_name}' on resource provider "
             f"'{provider['uuid']}' already exists."
         )
-    now = utcnow()
-    conn.execute(inventories.insert().values(
-        resource_provider_id=provider["id"], resource_class_id=ids[rc_name], used=0,
-        created_at=now, updated_at=now, **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}))
+    now = db_time(conn, utcnow())
+    execute(conn, _INSERT, (provider["id"], ids[rc_name], *(getattr(inventory, f) for f in INVENTORY_FIELDS),
+                            now, now))
     return new_generation
 
 
@@ -127,8 +133,8 @@ def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, 
             f"No inventory record with resource class for resource provider {provider['uuid']}"
         )
     _warn_if_over_used(provider, rc_name, inventory, row["used"])
-    conn.execute(inventories.update().where(inventories.c.id == row["id"])
-                 .values(updated_at=utcnow(), **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}))
+    execute(conn, _UPDATE, (*(getattr(inventory, f) for f in INVENTORY_FIELDS), db_time(conn, utcnow()),
+                            row["id"]))
     return new_generation
 
 
@@ -159,6 +165,5 @@ def _delete_unused(conn, provider, rows):
     is re-checked on the row's newest version, and a miss is the same in-use refusal.
     """
     for rc_name, row in rows:
-        result = conn.execute(inventories.delete().where(inventories.c.id == row["id"], inventories.c.used == 0))
-        if result.rowcount != 1:
+        if execute(conn, _DELETE_UNUSED, (row["id"],)) != 1:
             raise _in_use_error(provider, [rc_name])

@@ -1,33 +1,27 @@
 """Traits a provider has."""
 from __future__ import annotations
 
-import sqlalchemy as sa
-
-from berth.store.schema import resource_provider_traits as rpt, traits
+from berth.store.rawsql import db_time, execute, execute_many, fetch
 from berth.store.util import utcnow
 
-
-_NAMES = (
-    sa.select(traits.c.name).join(rpt, rpt.c.trait_id == traits.c.id)
-    .where(rpt.c.resource_provider_id == sa.bindparam("b_provider")).order_by(traits.c.name)
-)
-_IDS = sa.select(rpt.c.trait_id).where(rpt.c.resource_provider_id == sa.bindparam("b_provider"))
-_INSERT = rpt.insert()
+_NAMES = """
+SELECT t.name FROM traits t JOIN resource_provider_traits rpt ON rpt.trait_id = t.id
+WHERE rpt.resource_provider_id = ? ORDER BY t.name"""
+_IDS = "SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = ?"
+_DELETE = "DELETE FROM resource_provider_traits WHERE resource_provider_id = ? AND trait_id IN {ids}"
+_INSERT = """
+INSERT INTO resource_provider_traits (resource_provider_id, trait_id, created_at, updated_at)
+VALUES (?, ?, ?, ?)"""
 
 
 def provider_traits(conn, provider_id) -> list[str]:
-    return conn.execute(_NAMES, {"b_provider": provider_id}).scalars().all()
+    return [name for (name,) in fetch(conn, _NAMES, (provider_id,))]
 
 
 def set_provider_traits(conn, provider_id, trait_ids: dict[str, int]) -> None:
-    current = set(conn.execute(_IDS, {"b_provider": provider_id}).scalars())
+    current = {trait_id for (trait_id,) in fetch(conn, _IDS, (provider_id,))}
     wanted = set(trait_ids.values())
     if current - wanted:
-        conn.execute(rpt.delete().where(rpt.c.resource_provider_id == provider_id,
-                                        rpt.c.trait_id.in_(current - wanted)))
-    now = utcnow()
-    if wanted - current:
-        conn.execute(_INSERT, [
-            {"resource_provider_id": provider_id, "trait_id": t, "created_at": now, "updated_at": now}
-            for t in sorted(wanted - current)
-        ])
+        execute(conn, _DELETE, (provider_id,), ids=sorted(current - wanted))
+    now = db_time(conn, utcnow())
+    execute_many(conn, _INSERT, [(provider_id, t, now, now) for t in sorted(wanted - current)])

@@ -10,6 +10,7 @@ from berth.store.schema import (
     allocations, inventories, placement_aggregates, resource_provider_aggregates,
     resource_provider_traits, resource_providers as rp,
 )
+from berth.store.rawsql import db_time, execute, fetch, fetch_dicts, fetch_value, py_time
 from berth.store.util import utcnow
 
 _parent = rp.alias("parent")
@@ -29,17 +30,25 @@ def _provider_select():
     )
 
 
-# Built once: constructing a statement costs far more than running a cached one.
-_BY_UUID = _provider_select().where(rp.c.uuid == sa.bindparam("b_uuid"))
-_BUMP = (
-    rp.update()
-    .where(rp.c.id == sa.bindparam("b_id"), rp.c.generation == sa.bindparam("b_generation"))
-    .values(generation=rp.c.generation + 1, updated_at=sa.bindparam("b_now"))
-)
+_BY_UUID = """
+SELECT rp.id, rp.uuid, rp.name, rp.generation, rp.created_at, rp.updated_at,
+       rp.parent_provider_id, rp.root_provider_id,
+       parent.uuid AS parent_provider_uuid, root.uuid AS root_provider_uuid
+FROM resource_providers rp
+LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
+LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
+WHERE rp.uuid = ?"""
+_BUMP = "UPDATE resource_providers SET generation = generation + 1, updated_at = ? WHERE id = ? AND generation = ?"
 
 
 def get_provider(conn, uuid):
-    return conn.execute(_BY_UUID, {"b_uuid": uuid}).mappings().first()
+    rows = fetch_dicts(conn, _BY_UUID, (uuid,))
+    if not rows:
+        return None
+    row = rows[0]
+    row["created_at"] = py_time(row["created_at"])
+    row["updated_at"] = py_time(row["updated_at"])
+    return row
 
 
 def require_provider(conn, uuid, detail=None):
@@ -60,29 +69,27 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     two writers that saw the same generation cannot both succeed.
     """
     expected = provider["generation"] if expected_generation is None else expected_generation
-    result = conn.execute(_BUMP, {"b_id": provider["id"], "b_generation": expected, "b_now": utcnow()})
-    if result.rowcount != 1:
+    if execute(conn, _BUMP, (db_time(conn, utcnow()), provider["id"], expected)) != 1:
         raise ConcurrentUpdate(conflict_detail or (
             "resource provider generation conflict: Another thread concurrently updated the data. "
             "Please retry your update"))
     return expected + 1
 
 
-_CLASHES = sa.select(rp.c.uuid, rp.c.name).where(
-    sa.or_(rp.c.uuid == sa.bindparam("b_uuid"), rp.c.name == sa.bindparam("b_name")),
-    rp.c.id != sa.bindparam("b_exclude"),
-)
-_INSERT = rp.insert()
-_SET_OWN_ROOT = rp.update().where(rp.c.id == sa.bindparam("b_id")).values(root_provider_id=sa.bindparam("b_id"))
+_CLASHES = "SELECT uuid, name FROM resource_providers WHERE (uuid = ? OR name = ?) AND id <> ?"
+_INSERT = """
+INSERT INTO resource_providers
+    (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
+VALUES (?, ?, 0, ?, ?, ?, ?) RETURNING id"""
+_SET_OWN_ROOT = "UPDATE resource_providers SET root_provider_id = id WHERE id = ?"
 
 
 def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
     clashes = []
-    rows = conn.execute(_CLASHES, {"b_uuid": uuid, "b_name": name, "b_exclude": -1 if exclude_id is None else exclude_id})
-    for row in rows:
-        if uuid is not None and row.uuid == uuid:
+    for row_uuid, row_name in fetch(conn, _CLASHES, (uuid, name, -1 if exclude_id is None else exclude_id)):
+        if uuid is not None and row_uuid == uuid:
             clashes.append(f"uuid: {uuid}")
-        if row.name == name:
+        if row_name == name:
             clashes.append(f"name: {name}")
     if clashes:
         raise DuplicateName(f"Conflicting resource provider {', '.join(sorted(set(clashes), reverse=True))} already exists.")
@@ -104,14 +111,27 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
                 f"parent provider UUID does not exist."
             )
     now = utcnow()
-    new_id = conn.execute(_INSERT, dict(
-        uuid=uuid, name=name, generation=0, created_at=now, updated_at=now,
-        parent_provider_id=parent["id"] if parent else None,
-        root_provider_id=parent["root_provider_id"] if parent else None,
-    )).inserted_primary_key[0]
+    stored_now = db_time(conn, now)
+    try:
+        new_id = fetch_value(conn, _INSERT, (
+            uuid, name, stored_now, stored_now,
+            parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
+        ))
+    except sa.exc.IntegrityError as error:
+        # A concurrent creation of the same name or uuid committed after the check above (the
+        # transaction cannot look again: on PostgreSQL it is aborted).
+        clash = f"uuid: {uuid}" if "uuid" in str(error.orig) else f"name: {name}"
+        raise DuplicateName(f"Conflicting resource provider {clash} already exists.") from None
     if parent is None:
-        conn.execute(_SET_OWN_ROOT, {"b_id": new_id})
-    return get_provider(conn, uuid)
+        execute(conn, _SET_OWN_ROOT, (new_id,))
+    # Everything the row holds is known: no need to read it back.
+    return {
+        "id": new_id, "uuid": uuid, "name": name, "generation": 0, "created_at": now, "updated_at": now,
+        "parent_provider_id": parent["id"] if parent else None,
+        "root_provider_id": parent["root_provider_id"] if parent else new_id,
+        "parent_provider_uuid": parent["uuid"] if parent else None,
+        "root_provider_uuid": parent["root_provider_uuid"] if parent else uuid,
+    }
 
 
 def descendant_ids(conn, provider_id) -> set[int]:

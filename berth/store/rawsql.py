@@ -1,21 +1,31 @@
 """Plain SQL on the transaction's own DBAPI connection, for the hottest paths.
 
 Building and caching a SQLAlchemy statement costs a few hundred microseconds of Python per query,
-which dominates a candidate search that runs a handful of small queries over a few hundred rows.
-These helpers send fixed SQL text straight to the driver instead, inside the same transaction.
-SQL is written once with ``?`` placeholders and an ``{ids}`` marker for a list of values; it is
-translated for psycopg (``%s``, ``= ANY(%s)``) on first use.
+and running even a prebuilt one costs tens: on a provider or allocation write, or a candidate search,
+that was most of the request.  These helpers send fixed SQL text straight to the driver instead,
+inside the same transaction.  SQL is written once with ``?`` placeholders and an ``{ids}`` marker for
+a list of values; it is translated for psycopg (``%s``, ``= ANY(%s)``) on first use.
+
+Driver errors are raised as SQLAlchemy's exceptions (``IntegrityError``, ``OperationalError`` ...)
+and a lost connection is invalidated, exactly as if SQLAlchemy had run the statement, so that the
+transaction retry in ``berth.store.database`` and the callers' ``except`` clauses see no difference.
+
+Timestamps are stored as SQLAlchemy stores them: native on PostgreSQL, on SQLite as text in
+SQLAlchemy's format (``db_time`` writes it, ``py_time`` reads it back).
 """
 from __future__ import annotations
 
+import datetime
 from functools import lru_cache
+
+import sqlalchemy as sa
 
 
 def _is_postgres(conn) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=512)
 def _translate(sql: str, postgres: bool, id_count: int) -> str:
     if postgres:
         sql = sql.replace("%", "%%").replace("?", "%s")
@@ -23,19 +33,39 @@ def _translate(sql: str, postgres: bool, id_count: int) -> str:
     return sql.replace("{ids}", "(" + ",".join("?" * id_count) + ")" if id_count else "(NULL)")
 
 
-def _cursor(conn, sql, params, ids):
+def _wrapped(conn, error, text, params, cursor):
+    """``error`` from the driver as the SQLAlchemy exception it would have been."""
+    dbapi_connection = conn.connection.dbapi_connection
+    invalidated = conn.dialect.is_disconnect(error, dbapi_connection, cursor)
+    if invalidated:
+        conn.invalidate(error)
+    return sa.exc.DBAPIError.instance(
+        text, params, error, conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=invalidated, dialect=conn.dialect,
+    )
+
+
+def _cursor(conn, sql, params, ids, many=False):
     postgres = _is_postgres(conn)
-    params = list(params)
-    if ids is not None:
-        ids = list(ids)
-        if postgres:
-            params.append(ids)
-        else:
-            params.extend(ids)
+    if not many:
+        params = list(params)
+        if ids is not None:
+            ids = list(ids)
+            if postgres:
+                params.append(ids)
+            else:
+                params.extend(ids)
     text = _translate(sql, postgres, 0 if ids is None or postgres else len(ids))
     cursor = conn.connection.dbapi_connection.cursor()
     try:
-        cursor.execute(text, params)
+        if many:
+            cursor.executemany(text, params)
+        else:
+            cursor.execute(text, params)
+    except conn.dialect.loaded_dbapi.Error as error:
+        wrapped = _wrapped(conn, error, text, params, cursor)
+        cursor.close()
+        raise wrapped from error
     except BaseException:
         cursor.close()
         raise
@@ -51,6 +81,26 @@ def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
         cursor.close()
 
 
+def fetch_dicts(conn, sql: str, params=(), ids=None) -> list[dict]:
+    """Rows of ``sql`` as dicts keyed by column name (or label)."""
+    cursor = _cursor(conn, sql, params, ids)
+    try:
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
+def fetch_value(conn, sql: str, params=()):
+    """The first column of the first row, or None when there is no row."""
+    cursor = _cursor(conn, sql, params, None)
+    try:
+        row = cursor.fetchone()
+        return None if row is None else row[0]
+    finally:
+        cursor.close()
+
+
 def execute(conn, sql: str, params=(), ids=None) -> int:
     """Run a statement that changes rows; the number of rows it changed."""
     cursor = _cursor(conn, sql, params, ids)
@@ -58,3 +108,23 @@ def execute(conn, sql: str, params=(), ids=None) -> int:
         return cursor.rowcount
     finally:
         cursor.close()
+
+
+def execute_many(conn, sql: str, rows: list) -> None:
+    """Run ``sql`` once per parameter tuple in ``rows``."""
+    if rows:
+        _cursor(conn, sql, rows, None, many=True).close()
+
+
+def db_time(conn, moment: datetime.datetime):
+    """``moment`` (naive UTC) as the driver should receive it."""
+    if _is_postgres(conn):
+        return moment
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def py_time(value) -> datetime.datetime | None:
+    """A timestamp column's value as a datetime, whichever database returned it."""
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromisoformat(value)
