@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
+import fastjsonschema
 import jsonschema
 import orjson
 
@@ -23,9 +24,37 @@ def _is_uuid(value) -> bool:
 
 
 _validators: dict[int, jsonschema.Draft4Validator] = {}
+_fast_validators: dict[int, object] = {}
+_DRAFT4 = "http://json-schema.org/draft-04/schema#"
 
 
-def validate(data, schema) -> None:
+def _fast_validator(schema):
+    """The schema compiled to Python by fastjsonschema, or None if it cannot be.
+
+    jsonschema walks the schema for every body, which made it a tenth of the cost of a provider or
+    allocation write.  A compiled validator says yes in a few microseconds; only a body it refuses
+    goes on to jsonschema, which stays the judge and writes the error text clients match on.
+    """
+    key = id(schema)
+    if key not in _fast_validators:
+        try:
+            _fast_validators[key] = fastjsonschema.compile(
+                {"$schema": _DRAFT4, **schema}, formats={"uuid": lambda value: _is_uuid(value)})
+        except fastjsonschema.JsonSchemaDefinitionException:
+            _fast_validators[key] = None
+    return _fast_validators[key]
+
+
+def validate(data, schema, problem="JSON does not validate") -> None:
+    """Check ``data`` against ``schema`` (a module-level or cached schema: validators are kept per
+    schema object); a 400 with jsonschema's full message otherwise."""
+    fast = _fast_validator(schema)
+    if fast is not None:
+        try:
+            fast(data)
+            return
+        except fastjsonschema.JsonSchemaException:
+            pass
     validator = _validators.get(id(schema))
     if validator is None:
         validator = _validators[id(schema)] = jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER)
@@ -34,7 +63,7 @@ def validate(data, schema) -> None:
     except jsonschema.ValidationError as error:
         # The whole text, as the reference gives it: clients and its tests match on the
         # "Failed validating ..." part.
-        raise BadRequest(f"JSON does not validate: {error}") from None
+        raise BadRequest(f"{problem}: {error}") from None
 
 
 def parse_json_body(call, schema=None):
@@ -86,7 +115,4 @@ def is_uuid(value: str) -> bool:
 def query_schema_check(args, schema) -> None:
     """Validate the query string (last value of each key) against a JSON schema."""
     data = {key: args.getlist(key)[-1] for key in args.keys()}
-    try:
-        jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER).validate(data)
-    except jsonschema.ValidationError as error:
-        raise BadRequest(f"Invalid query string parameters: {error}") from None
+    validate(data, schema, "Invalid query string parameters")

@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import random
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
@@ -187,7 +188,10 @@ def _configure_sqlite(engine: sa.Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):
-        if conn.get_execution_options().get("berth_write"):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            conn.exec_driver_sql("BEGIN")
+        # Straight to the driver (one BEGIN per request; SQLAlchemy's execution path costs more
+        # than the statement), with a failure raised as SQLAlchemy would, so that it is retried.
+        statement = "BEGIN IMMEDIATE" if conn.get_execution_options().get("berth_write") else "BEGIN"
+        try:
+            conn.connection.dbapi_connection.execute(statement)
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(statement, (), error, sqlite3.Error, dialect=conn.dialect) from error

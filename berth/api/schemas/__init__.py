@@ -6,6 +6,7 @@ functions feed request validation and the published OpenAPI document.
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 
 from berth.domain.capacity import MAX_INT
 
@@ -25,6 +26,7 @@ def _int(minimum):
 
 # --- resource providers ----------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def provider_body_schema(version, *, create: bool):
     properties = {"name": {"type": "string", "maxLength": 200}}
     if create:
@@ -34,6 +36,7 @@ def provider_body_schema(version, *, create: bool):
     return {"type": "object", "properties": properties, "required": ["name"], "additionalProperties": False}
 
 
+@lru_cache(maxsize=None)
 def provider_list_query_schema(version):
     properties = {"name": {"type": "string"}, "uuid": UUID}
     if version.at_least(3):
@@ -47,6 +50,7 @@ def provider_list_query_schema(version):
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
+@lru_cache(maxsize=None)
 def allocation_candidates_query_schema(version):
     """GET /allocation_candidates: plain keys, and the request-group keys with their suffixes."""
     properties = {"resources": {"type": "string"}}
@@ -141,6 +145,7 @@ TRAITS_LIST_QUERY = {
 AGGREGATE_LIST = {"type": "array", "items": UUID, "uniqueItems": True}
 
 
+@lru_cache(maxsize=None)
 def aggregates_put_schema(version):
     if not version.at_least(19):
         return AGGREGATE_LIST
@@ -170,6 +175,7 @@ _MAPPINGS = {
 }
 
 
+@lru_cache(maxsize=None)
 def allocations_put_schema(version):
     """PUT /allocations/{consumer_uuid}."""
     if not version.at_least(12):
@@ -243,6 +249,7 @@ def _consumer_allocations_schema(version, *, allow_empty):
     return schema
 
 
+@lru_cache(maxsize=None)
 def allocations_post_schema(version):
     """POST /allocations: several consumers at once (1.13)."""
     return {
@@ -255,6 +262,7 @@ def allocations_post_schema(version):
 
 # --- usages ----------------------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def usages_query_schema(version):
     properties = {"project_id": {"type": "string", "minLength": 1, "maxLength": 255},
                   "user_id": {"type": "string", "minLength": 1, "maxLength": 255}}
@@ -267,10 +275,11 @@ def usages_query_schema(version):
 
 # --- reshaper --------------------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def reshaper_schema(version):
     """POST /reshaper (1.30): a tree's inventories and the allocations against them, together."""
-    allocations = allocations_post_schema(version)
-    allocations["minProperties"] = 0
+    # A copy: allocations_post_schema's answer is cached and shared with POST /allocations.
+    allocations = {**allocations_post_schema(version), "minProperties": 0}
     return {
         "type": "object",
         "properties": {
