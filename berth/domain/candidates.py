@@ -25,6 +25,7 @@ requests; a perfect-matching check skips trees where ``isolate`` cannot be satis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Iterator
 
 from berth.domain.capacity import capacity
@@ -217,7 +218,10 @@ def _isolation_possible(options: list[list[ProviderData]]) -> bool:
     return all(assign(i, set()) for i in range(len(options)))
 
 
-def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget) -> Iterator[Candidate]:
+def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
+                shortcut: bool = True) -> Iterator[Candidate]:
+    """Every way to place the request on this tree, in order.  ``shortcut=False`` forces the
+    general walk even where a cheaper equivalent exists (the tests compare the two)."""
     if not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
         return
     unsuffixed = request.unsuffixed
@@ -246,6 +250,9 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget)
     if request.isolate and len(group_slots) > 1:
         if not _isolation_possible([slot[4] for slot in group_slots]):
             return
+    if shortcut and not group_slots and slots and all(slot[0] == "class" for slot in slots):
+        yield from _unsuffixed_only(tree, request, slots, budget)
+        return
     # Most constrained groups first: fewer dead ends early in the walk.
     group_slots.sort(key=lambda slot: len(slot[4]))
     slots.extend(group_slots)
@@ -312,6 +319,36 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget)
                 return
 
     yield from walk(0)
+
+
+def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: SearchBudget) -> Iterator[Candidate]:
+    """The walk for the commonest request, one unsuffixed group and nothing else.
+
+    Its slots are distinct resource classes, so no two of them can compete for the same inventory:
+    every option already passed its own capacity check, and the answers are exactly the product of
+    the options, in the order the depth-first walk would give them, at a fraction of its cost.
+    """
+    group = request.unsuffixed
+    check_traits = bool(group.required or group.forbidden)
+    for combination in product(*(slot[4] for slot in slots)):
+        if not budget.spend():
+            return
+        allocations: dict[int, dict[int, int]] = {}
+        for slot, provider in zip(slots, combination):
+            allocations.setdefault(provider.id, {})[slot[2]] = slot[3]
+        if check_traits:
+            union = frozenset().union(*(p.traits for p in combination))
+            if not _traits_ok(union, group.required, group.forbidden):
+                continue
+        provider_ids = list(allocations)
+        if request.one_provider_per_tree and sum(
+                1 for pid in provider_ids if tree.by_id[pid].root_id == tree.root.id) > 1:
+            continue
+        mappings = {"": provider_ids}
+        if any(not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
+               for suffixes in request.same_subtree):
+            continue
+        yield Candidate(allocations, mappings)
 
 
 def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
