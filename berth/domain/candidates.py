@@ -25,6 +25,7 @@ requests; a perfect-matching check skips trees where ``isolate`` cannot be satis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import product
 from typing import Iterator
 
@@ -97,11 +98,12 @@ class CandidateRequest:
     # Before microversion 1.29 an answer may use only one provider of each tree.
     one_provider_per_tree: bool = False
 
-    @property
+    # The groups do not change once the request is built; the search asks for these at every tree.
+    @cached_property
     def unsuffixed(self) -> RequestGroup | None:
         return next((g for g in self.groups if g.suffix == ""), None)
 
-    @property
+    @cached_property
     def suffixed(self) -> list[RequestGroup]:
         return [g for g in self.groups if g.suffix != ""]
 
@@ -345,8 +347,9 @@ def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: S
                 1 for pid in provider_ids if tree.by_id[pid].root_id == tree.root.id) > 1:
             continue
         mappings = {"": provider_ids}
-        if any(not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
-               for suffixes in request.same_subtree):
+        if request.same_subtree and any(
+                not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
+                for suffixes in request.same_subtree):
             continue
         yield Candidate(allocations, mappings)
 

@@ -20,18 +20,24 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 MAX_BATCH = 4096
 
 
-_PROVIDERS_OF_TREES = (
-    "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE root_provider_id IN {ids}"
+# Providers with their inventories in one statement (a provider without inventory comes once, with
+# NULLs), then their traits and aggregates in another: each round trip costs more than the rows.
+_PROVIDER_COLUMNS = (
+    "p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
+    "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used "
+    "FROM resource_providers p LEFT JOIN inventories i ON i.resource_provider_id = p.id "
 )
-_PROVIDERS = "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN {ids}"
+_PROVIDERS_OF_TREES = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.root_provider_id IN {ids}"
+_PROVIDERS = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.id IN {ids}"
+_SHARING_PROVIDERS = (
+    "SELECT " + _PROVIDER_COLUMNS + "WHERE p.id IN (SELECT rpt.resource_provider_id FROM resource_provider_traits rpt "
+    "JOIN traits t ON t.id = rpt.trait_id WHERE t.name = ?)"
+)
 # By provider id, so that both databases read them through the (provider, ...) indexes.
-_INVENTORIES = (
-    "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, "
-    "allocation_ratio, used FROM inventories WHERE resource_provider_id IN {ids}"
-)
-_TRAITS = "SELECT resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids}"
-_AGGREGATES = (
-    "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE resource_provider_id IN {ids}"
+_TRAITS = "SELECT 0, resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids}"
+_TRAITS_AND_AGGREGATES = (
+    _TRAITS + " UNION ALL "
+    "SELECT 1, resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE resource_provider_id IN {ids}"
 )
 # The providers of one class in provider order, through the (class, provider) index, with whether
 # each has room: the room test stays out of the WHERE clause so that no planner mistakes it for a
@@ -47,43 +53,44 @@ _DRIVING_SQL = (
 _DRIVING_CURSOR = "i.resource_provider_id"
 _ROOTS_SQL = "SELECT p.id, p.root_provider_id, 1 FROM resource_providers p WHERE p.id = p.root_provider_id"
 _ROOTS_CURSOR = "p.id"
-_SHARING_IDS = (
-    "SELECT rpt.resource_provider_id FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id "
-    "WHERE t.name = ?"
-)
+
+
+def _providers_from(rows) -> dict[int, ProviderData]:
+    providers: dict[int, ProviderData] = {}
+    for provider_id, uuid, parent_id, root_id, rc, *numbers in rows:
+        provider = providers.get(provider_id)
+        if provider is None:
+            provider = providers[provider_id] = ProviderData(provider_id, uuid, parent_id, root_id)
+        if rc is not None:
+            provider.inventories[rc] = InventoryData(*numbers)
+    return providers
+
+
+def _add_traits_and_aggregates(conn, providers: dict[int, ProviderData], with_aggregates: bool) -> None:
+    rows = fetch(conn, _TRAITS_AND_AGGREGATES if with_aggregates else _TRAITS, ids=list(providers))
+    found = (defaultdict(set), defaultdict(set))
+    for kind, provider_id, value in rows:
+        found[kind][provider_id].add(value)
+    for provider_id, trait_set in found[0].items():
+        providers[provider_id].traits = frozenset(trait_set)
+    for provider_id, agg_set in found[1].items():
+        providers[provider_id].aggregates = frozenset(agg_set)
 
 
 def _load_providers(conn, ids, *, by_root: bool, with_aggregates: bool) -> dict[int, ProviderData]:
     """Providers (and their inventories, traits, aggregates) of the trees rooted at ``ids``, or of
     the providers ``ids`` themselves."""
-    providers = {
-        row[0]: ProviderData(row[0], row[1], row[2], row[3])
-        for row in fetch(conn, _PROVIDERS_OF_TREES if by_root else _PROVIDERS, ids=ids)
-    }
-    if not providers:
-        return providers
-    provider_ids = list(providers)
-    for provider_id, rc, *numbers in fetch(conn, _INVENTORIES, ids=provider_ids):
-        providers[provider_id].inventories[rc] = InventoryData(*numbers)
-    found = defaultdict(set)
-    for provider_id, trait_id in fetch(conn, _TRAITS, ids=provider_ids):
-        found[provider_id].add(trait_id)
-    for provider_id, trait_set in found.items():
-        providers[provider_id].traits = frozenset(trait_set)
-    if with_aggregates:
-        found = defaultdict(set)
-        for provider_id, agg_id in fetch(conn, _AGGREGATES, ids=provider_ids):
-            found[provider_id].add(agg_id)
-        for provider_id, agg_set in found.items():
-            providers[provider_id].aggregates = frozenset(agg_set)
+    providers = _providers_from(fetch(conn, _PROVIDERS_OF_TREES if by_root else _PROVIDERS, ids=ids))
+    if providers:
+        _add_traits_and_aggregates(conn, providers, with_aggregates)
     return providers
 
 
 def _sharing_providers(conn) -> dict[int, ProviderData]:
-    ids = [row[0] for row in fetch(conn, _SHARING_IDS, (SHARING_TRAIT,))]
-    if not ids:
-        return {}
-    return _load_providers(conn, ids, by_root=False, with_aggregates=True)
+    providers = _providers_from(fetch(conn, _SHARING_PROVIDERS, (SHARING_TRAIT,)))
+    if providers:
+        _add_traits_and_aggregates(conn, providers, with_aggregates=True)
+    return providers
 
 
 class CandidateFinder:
@@ -95,6 +102,10 @@ class CandidateFinder:
         self.want = min(limit, max_candidates) if limit is not None else max_candidates
         self.budget = SearchBudget(max_steps)
         self.sharing = _sharing_providers(conn)
+        self.sharing_by_aggregate: dict[int, list[ProviderData]] = defaultdict(list)
+        for provider in self.sharing.values():
+            for aggregate in provider.aggregates:
+                self.sharing_by_aggregate[aggregate].append(provider)
         self.providers: dict[int, ProviderData] = {}
         # Aggregates matter only to member_of filters and to sharing providers.
         self.need_aggregates = bool(self.sharing) or any(
@@ -169,9 +180,12 @@ class CandidateFinder:
             tree_members = sorted(by_root.get(root_id, []), key=lambda p: p.id)
             if not tree_members:
                 continue
-            tree_aggregates = frozenset().union(*(p.aggregates for p in tree_members))
-            anchored = [s for s in self.sharing.values()
-                        if s.root_id != root_id and s.aggregates & tree_aggregates]
+            anchored = []
+            if self.sharing:
+                # Through the aggregate index: a large cloud has hundreds of sharing providers.
+                anchored_ids = {s.id for p in tree_members for a in p.aggregates
+                                for s in self.sharing_by_aggregate.get(a, ()) if s.root_id != root_id}
+                anchored = [s for s in self.sharing.values() if s.id in anchored_ids]
             trees.append(TreeView(members[root_id], tree_members, anchored))
         return trees
 

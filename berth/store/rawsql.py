@@ -3,8 +3,8 @@
 Building and caching a SQLAlchemy statement costs a few hundred microseconds of Python per query,
 and running even a prebuilt one costs tens: on a provider or allocation write, or a candidate search,
 that was most of the request.  These helpers send fixed SQL text straight to the driver instead,
-inside the same transaction.  SQL is written once with ``?`` placeholders and an ``{ids}`` marker for
-a list of values; it is translated for psycopg (``%s``, ``= ANY(%s)``) on first use.
+inside the same transaction.  SQL is written once with ``?`` placeholders and ``{ids}`` markers for
+one list of values (after the other parameters, repeated for each marker); it is translated for psycopg (``%s``, ``= ANY(%s)``) on first use.
 
 Driver errors are raised as SQLAlchemy's exceptions (``IntegrityError``, ``OperationalError`` ...)
 and a lost connection is invalidated, exactly as if SQLAlchemy had run the statement, so that the
@@ -51,10 +51,11 @@ def _cursor(conn, sql, params, ids, many=False):
         params = list(params)
         if ids is not None:
             ids = list(ids)
-            if postgres:
-                params.append(ids)
-            else:
-                params.extend(ids)
+            for _ in range(sql.count("{ids}")):
+                if postgres:
+                    params.append(ids)
+                else:
+                    params.extend(ids)
     text = _translate(sql, postgres, 0 if ids is None or postgres else len(ids))
     cursor = conn.connection.dbapi_connection.cursor()
     try:
@@ -73,7 +74,7 @@ def _cursor(conn, sql, params, ids, many=False):
 
 
 def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
-    """Rows of ``sql``; ``ids`` fills its ``IN {ids}`` list (after the other parameters)."""
+    """Rows of ``sql``; ``ids`` fills each of its ``IN {ids}`` lists (after the other parameters)."""
     cursor = _cursor(conn, sql, params, ids)
     try:
         return cursor.fetchall()

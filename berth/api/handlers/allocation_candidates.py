@@ -135,9 +135,10 @@ def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
                          f"keys: {param}: ({', '.join(both)})")
 
 
-def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:
+def _resolve(conn, version, groups, group_policy, root_traits, same_subtree,
+             rc_names: dict[int, str]) -> tuple[CandidateRequest, dict]:
     class_names = {rc for g in groups.values() for rc in g.resources}
-    class_ids = names.resource_class_ids(conn, class_names)
+    class_ids = {name: rc for rc, name in rc_names.items() if name in class_names}
     for name in sorted(class_names):
         if name not in class_ids:
             raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
@@ -185,11 +186,14 @@ def list_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
+        # Every class, read once: the few dozen rows cost less than a second round trip.
+        rc_names = names.resource_class_names(conn)
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree,
+                                      rc_names)
         finder = CandidateFinder(conn, request, limit=limit, max_candidates=settings.max_candidates,
                                  randomize=settings.randomize_candidates)
         candidates, providers = finder.find()
-        return (candidates, providers, class_ids, names.resource_class_names(conn),
+        return (candidates, providers, class_ids, rc_names,
                 _trait_names(conn, providers), _outside_uuids(conn, providers))
 
     candidates, providers, class_ids, rc_names, trait_names, outside = call.db.read(work)
@@ -202,7 +206,8 @@ def explain_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree,
+                                      names.resource_class_names(conn))
         trait_ids = {t for g in request.groups for s in g.required for t in s} | \
             {t for g in request.groups for t in g.forbidden} | \
             {t for s in request.root_required for t in s} | set(request.root_forbidden)
