@@ -1,0 +1,30 @@
+"""``berth bench`` end to end at a tiny size: it builds its layout, preloads allocations, measures,
+verifies and reports; the figures themselves are not judged here (timing goals live in the bench)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_runs_and_reports(tmp_path):
+    report = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "bench", "--hosts", "60", "--queries", "3",
+         "--claims-seconds", "1", "--clients", "4", "--allocations", "90", "--workers", "2",
+         "--json", str(report)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "memory MB" in done.stdout
+    result = json.loads(report.read_text())["results"][0]
+    # 60 hosts, a GPU child for every fifth, one sharing provider for hosts i % 10 == 1.
+    assert result["build"]["providers"] == 60 + 12 + 1
+    assert result["preload"] == {**result["preload"], "records": 90, "consumers": 30}
+    assert result["candidates"]["basic"]["allocation_requests"] == 50
+    assert all(not v["problems"] for v in result["candidates"].values()), result["candidates"]
+    assert result["claims"]["claims"] > 0 and result["claims"]["errors"] == 0
+    assert result["verification"]["violations"] == 0
+    assert result["verification"]["usage_mismatches"] == 0
+    memory = result["memory"]
+    assert memory["processes"] == 3 and 0 < memory["pss_total_mb"] <= memory["rss_total_mb"]
