@@ -166,9 +166,10 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         has_new = any(request.allocations.values())
         if existing is not None:
             _update_consumer(conn, existing, request, now, owners, delete=not has_new)
+            _remove_allocations(conn, request.consumer_uuid)
         elif has_new:
+            # Allocations exist only with their consumer's row, so a new consumer has none to remove.
             _create_consumer(conn, request, now, owners)
-        _remove_allocations(conn, request.consumer_uuid)
 
     # Add the new allocations, one inventory row at a time, in a fixed order.
     wanted = defaultdict(int)
@@ -215,6 +216,11 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         execute(conn, _TOUCH_PROVIDER, (now, provider_id))
 
 
+_OWNER_IDS = """
+SELECT (SELECT id FROM projects WHERE external_id = ?), (SELECT id FROM users WHERE external_id = ?),
+       (SELECT id FROM consumer_types WHERE name = ?)"""
+
+
 class _OwnerIds:
     """Row ids of projects, users and consumer types, looked up (or created) once per write: a
     batch of ``POST /allocations`` usually names the same few for hundreds of consumers."""
@@ -222,6 +228,17 @@ class _OwnerIds:
     def __init__(self, conn):
         self.conn = conn
         self.found = {}
+
+    def prefetch(self, project, user, consumer_type) -> None:
+        """Look the three up in one round trip (a new consumer needs all of them)."""
+        keys = ((consumer_store.project_pk, project), (consumer_store.user_pk, user),
+                (consumer_store.consumer_type_pk, consumer_type))
+        if all(key in self.found for key in keys):
+            return
+        ids = fetch(self.conn, _OWNER_IDS, (project, user, consumer_type))[0]
+        for key, found in zip(keys, ids):
+            if found is not None:
+                self.found[key] = found
 
     def _get(self, lookup, value):
         key = (lookup, value)
@@ -240,6 +257,7 @@ class _OwnerIds:
 
 
 def _create_consumer(conn, request, now, owners):
+    owners.prefetch(request.project_id, request.user_id, request.consumer_type)
     values = (
         request.consumer_uuid, owners.project(request.project_id), owners.user(request.user_id),
         owners.consumer_type(request.consumer_type) if request.consumer_type else None, now, now,
