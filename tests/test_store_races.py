@@ -1,9 +1,12 @@
 """Interleavings of two transactions on PostgreSQL, driven step by step on the store."""
+import threading
+import time
+
 import pytest
 
 from apihelpers import Api, new_uuid
 from berth.api.app import PlacementApp
-from berth.domain.errors import InventoryInUse
+from berth.domain.errors import DuplicateName, InventoryInUse
 from berth.store import inventories, providers
 from berth.store.allocations import ConsumerAllocations, replace_allocations
 
@@ -26,3 +29,38 @@ def test_inventory_delete_after_a_concurrent_claim_is_refused(db):
             with pytest.raises(InventoryInUse):
                 inventories._delete_unused(deleting, provider, [("VCPU", row)])
     assert api.get(f"/resource_providers/{rp}/usages").json_body["usages"] == {"VCPU": 2}
+
+
+def test_provider_created_concurrently_under_the_same_name_is_a_conflict(db):
+    if db.is_sqlite:
+        pytest.skip("SQLite writers hold the database lock: no interleaving is possible")
+    outcome = {}
+
+    def second_creates():
+        with db.engine.connect() as second, second.begin():
+            try:
+                providers.create_provider(second, uuid=new_uuid(), name="twin")
+            except DuplicateName as error:
+                outcome["error"] = error
+
+    with db.engine.connect() as first:
+        with first.begin():
+            providers.create_provider(first, uuid=new_uuid(), name="twin")
+            # The second transaction finds the name free (the first row is not committed) and its
+            # insert waits on the unique index...
+            racer = threading.Thread(target=second_creates)
+            racer.start()
+            deadline = time.monotonic() + 30
+            while not _someone_waits_on_a_lock(db) and racer.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert racer.is_alive(), outcome
+        # ...until the first commits: then it is a 409, not an unhandled integrity error.
+    racer.join(30)
+    assert "Conflicting resource provider name: twin" in str(outcome.get("error"))
+
+
+def _someone_waits_on_a_lock(db) -> bool:
+    with db.engine.connect() as watcher:
+        return bool(watcher.exec_driver_sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()").scalar())
