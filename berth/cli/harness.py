@@ -60,8 +60,9 @@ class KeepAliveClient:
     ``requests`` spends about a millisecond of Python per call; on a two-core machine that shares
     its cores with the server under test, that client cost alone would cap a benchmark near 600
     requests per second.  ``http.client`` on one kept-alive connection costs a fifth of that.
-    A request that finds its reused connection closed by the server (idle timeout, worker restart)
-    is sent once more on a new connection, as urllib3 does.
+    A request that finds its reused connection closed by the server (the keep-alive timeout ran
+    out between two requests) is sent once more on a new connection; a fresh connection is never
+    retried, and the benchmark's verification would show a write counted twice.
     """
 
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float):
