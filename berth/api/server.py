@@ -63,8 +63,7 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
     # Import the application's modules (not the application: no database connection may cross the
     # fork) in the master, so that every worker shares their pages instead of loading its own copy;
     # frozen, the collector of each worker leaves those objects, and so their pages, alone.
-    import berth.api.wsgi  # noqa: F401
-    import berth.api.handlers.allocation_candidates  # noqa: F401
+    import berth.api.wsgi  # noqa: F401 - and through it the routes and every handler
     gc.collect()
     gc.freeze()
     _Server(options, database_url, settings).run()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from berth.store.rawsql import fetch_dicts, fetch_value, py_time
+from berth.store.rawsql import fetch_records, fetch_value
 from berth.store.schema import consumer_types, projects, users
 from berth.store.util import utcnow
 
@@ -24,13 +24,8 @@ _ID_BY_NAME = {
 
 
 def get_consumer(conn, uuid):
-    rows = fetch_dicts(conn, _BY_UUID, (uuid,))
-    if not rows:
-        return None
-    row = rows[0]
-    row["created_at"] = py_time(row["created_at"])
-    row["updated_at"] = py_time(row["updated_at"])
-    return row
+    rows = fetch_records(conn, _BY_UUID, (uuid,))
+    return rows[0] if rows else None
 
 
 def _ensure_named(conn, table, column, value) -> int:

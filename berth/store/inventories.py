@@ -7,7 +7,7 @@ from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, Conflict, InventoryInUse, NotFound
 from berth.store import names
 from berth.store.providers import bump_generation
-from berth.store.rawsql import db_time, execute, execute_many, fetch_dicts, py_time
+from berth.store.rawsql import db_time, execute, execute_many, fetch_records
 from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -37,11 +37,7 @@ def inventory_of(row) -> Inventory:
 
 def list_inventories(conn, provider_id):
     """Inventory rows of a provider keyed by resource class name, in class order."""
-    rows = fetch_dicts(conn, _OF_PROVIDER, (provider_id,))
-    for row in rows:
-        row["created_at"] = py_time(row["created_at"])
-        row["updated_at"] = py_time(row["updated_at"])
-    return {row["resource_class"]: row for row in rows}
+    return {row["resource_class"]: row for row in fetch_records(conn, _OF_PROVIDER, (provider_id,))}
 
 
 def _class_ids(conn, provider, class_names, creating=False):

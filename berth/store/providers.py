@@ -10,7 +10,7 @@ from berth.store.schema import (
     allocations, inventories, placement_aggregates, resource_provider_aggregates,
     resource_provider_traits, resource_providers as rp,
 )
-from berth.store.rawsql import db_time, execute, fetch, fetch_dicts, fetch_value, py_time
+from berth.store.rawsql import db_time, execute, fetch, fetch_records, fetch_value
 from berth.store.util import utcnow
 
 _parent = rp.alias("parent")
@@ -42,13 +42,8 @@ _BUMP = "UPDATE resource_providers SET generation = generation + 1, updated_at =
 
 
 def get_provider(conn, uuid):
-    rows = fetch_dicts(conn, _BY_UUID, (uuid,))
-    if not rows:
-        return None
-    row = rows[0]
-    row["created_at"] = py_time(row["created_at"])
-    row["updated_at"] = py_time(row["updated_at"])
-    return row
+    rows = fetch_records(conn, _BY_UUID, (uuid,))
+    return rows[0] if rows else None
 
 
 def require_provider(conn, uuid, detail=None):

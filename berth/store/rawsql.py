@@ -92,6 +92,16 @@ def fetch_dicts(conn, sql: str, params=(), ids=None) -> list[dict]:
         cursor.close()
 
 
+def fetch_records(conn, sql: str, params=(), ids=None) -> list[dict]:
+    """``fetch_dicts`` for rows of a table with timestamps: ``created_at`` and ``updated_at`` come
+    back as datetimes whichever database stored them."""
+    rows = fetch_dicts(conn, sql, params, ids)
+    for row in rows:
+        row["created_at"] = py_time(row["created_at"])
+        row["updated_at"] = py_time(row["updated_at"])
+    return rows
+
+
 def fetch_value(conn, sql: str, params=()):
     """The first column of the first row, or None when there is no row."""
     cursor = _cursor(conn, sql, params, None)
