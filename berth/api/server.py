@@ -1,4 +1,4 @@
-"""Running the API under gunicorn with several worker processes.
+"""Running the API under Granian with several worker processes.
 
 Each worker builds its own application and connection pool after the fork; the schema is upgraded
 once, and the application's modules are imported once, in the master, before any worker starts.
@@ -6,34 +6,29 @@ once, and the application's modules are imported once, in the master, before any
 from __future__ import annotations
 
 import gc
+import importlib
+import ipaddress
+import socket
 
-from gunicorn.app.base import BaseApplication
+from granian.constants import Interfaces
+from granian.http import HTTP1Settings
+from granian.log import LogLevels
+from granian.server import Server
 
 from berth.api.app import Settings
 from berth.store.database import Database
 from berth.store.migrate import upgrade
 
 
-class _Server(BaseApplication):
-    def __init__(self, options, database_url, settings):
-        self._options = options
-        self._database_url = database_url
-        self._settings = settings
-        super().__init__()
-
-    def load_config(self):
-        for key, value in self._options.items():
-            self.cfg.set(key, value)
-
-    def load(self):
-        from berth.api.wsgi import create_app
-
-        app = create_app(self._database_url, self._settings)
-        # Everything built so far lives as long as the worker: keep the collector from walking it
-        # again and again while requests allocate their short-lived objects.
-        gc.collect()
-        gc.freeze()
-        return app
+def _address(bind: str) -> tuple[str, int]:
+    """``host:port`` as the IP address and port to listen on (Granian takes addresses, not names)."""
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        host = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0]
+    return host, int(port)
 
 
 def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False,
@@ -41,30 +36,39 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
     db = Database(database_url)
     upgrade(db)
     db.dispose()
-    options = {
-        "bind": bind,
-        "workers": workers,
-        "threads": threads,
-        # gthread even with one thread: unlike sync workers it keeps client connections alive.
-        "worker_class": "gthread",
-        "timeout": 60,
-        "graceful_timeout": 10,
-        "keepalive": 5,
-        # A listening socket per worker (SO_REUSEPORT): the kernel spreads new connections over the
-        # workers.  With one shared socket the first worker to wake accepts every connection that
-        # arrives together, and clients that keep their connections alive stay on that one process.
-        "reuse_port": True,
-        "preload_app": False,
-        # A control socket in the home folder would clash between several servers on one host.
-        "control_socket_disable": True,
-    }
-    if access_log:
-        options["accesslog"] = "-"
+    host, port = _address(bind)
+
+    def load_app():
+        from berth.api.wsgi import create_app
+
+        app = create_app(database_url, settings)
+        # Everything built so far lives as long as the worker: keep the collector from walking it
+        # again and again while requests allocate their short-lived objects.
+        gc.collect()
+        gc.freeze()
+        return app
+
     # Import the application's modules (not the application: no database connection may cross the
     # fork) in the master, so that every worker shares their pages instead of loading its own copy;
     # frozen, the collector of each worker leaves those objects, and so their pages, alone.
-    import berth.api.wsgi  # noqa: F401 - and through it the routes and every handler
+    importlib.import_module("berth.api.wsgi")  # and through it the routes and every handler
     gc.collect()
     gc.freeze()
-    _Server(options, database_url, settings).run()
+    server = Server(
+        # Only names the processes: every worker builds its application with load_app.
+        "berth.api.wsgi:application",
+        address=host,
+        port=port,
+        interface=Interfaces.WSGI,
+        workers=workers,
+        blocking_threads=threads,
+        http="1",
+        http1_settings=HTTP1Settings(keep_alive=True),
+        log_access=access_log,
+        log_level=LogLevels.info,
+        respawn_failed_workers=True,
+        respawn_interval=0.5,
+        workers_kill_timeout=10,
+    )
+    server.serve(target_loader=load_app, wrap_loader=False)
     return 0

@@ -291,7 +291,7 @@ class OwnServer:
             return "(no server log)"
 
     def memory(self) -> dict | None:
-        """Resident memory of the gunicorn master and its descendants.
+        """Resident memory of the server's master process and its descendants.
 
         ``pss_total_mb`` is the server's real footprint: each shared page (the modules the master
         imported before forking, shared libraries) counted once, split between its sharers.

@@ -27,7 +27,7 @@ At the end the audit reads everything back over HTTP and checks that
   ``{"errors": [{"status", "title", "detail", ...}]}``; without a fault, no 503 and no lost
   connection either.
 
-Faults (``--fault``): ``kill-worker`` (SIGKILL to one gunicorn worker, found as a child of the server
+Faults (``--fault``): ``kill-worker`` (SIGKILL to one server worker, found as a child of the server
 process through /proc), ``kill-server`` (SIGKILL to the server's whole process group, then the same
 command again on the same port and database), ``restart-postgres`` (``pg_ctl stop -m fast`` and start
 of the throwaway PostgreSQL this run started).
@@ -113,7 +113,7 @@ class StressConfig:
     fault: str = "none"
     fault_count: int = 1
     down_seconds: float = 1.0          # kill-server, restart-postgres: how long to stay down
-    server_pid: int | None = None      # kill-worker against --url: the gunicorn master
+    server_pid: int | None = None      # kill-worker against --url: the server's master process
     seed: int | None = None
     keep: bool = False                 # with --url: leave the providers and consumers behind
     json: str | None = None
@@ -151,7 +151,7 @@ def add_stress_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--down-seconds", type=float, default=1.0,
                         help="kill-server / restart-postgres: time the server stays down (default 1)")
     parser.add_argument("--server-pid", type=int, default=None,
-                        help="with --url and --fault kill-worker: pid of the gunicorn master")
+                        help="with --url and --fault kill-worker: pid of the server's master process")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     parser.add_argument("--keep", action="store_true",
                         help="with --url: leave the providers and consumers of the run behind")
@@ -1012,7 +1012,7 @@ def run_stress(config: StressConfig, *, postgres=None, server: OwnServer | None 
             if config.fault == "kill-server":
                 raise StressError("--fault kill-server needs a server this run starts (no --url)")
             if config.fault == "kill-worker" and not config.server_pid:
-                raise StressError("--fault kill-worker with --url needs --server-pid (the gunicorn master)")
+                raise StressError("--fault kill-worker with --url needs --server-pid (the server's master process)")
         else:
             spec = config.database or "sqlite"
             if spec == "sqlite":
