@@ -111,3 +111,35 @@ def test_delete_all_inventories_from_1_5(api):
 
 def test_inventory_of_missing_provider_is_404(api):
     assert api.get(f"/resource_providers/{new_uuid()}/inventories").status_code == 404
+
+
+def test_put_answer_equals_what_is_read_back_with_several_classes(api):
+    u = api.create_provider("p")
+    api.post("/resource_classes", {"name": "CUSTOM_FPGA"})
+    body = {"resource_provider_generation": 0, "inventories": {
+        "CUSTOM_FPGA": {"total": 2}, "VCPU": {"total": 8, "allocation_ratio": 4},
+        "DISK_GB": {"total": 100, "reserved": 10, "step_size": 10, "min_unit": 10, "max_unit": 50}}}
+    r = api.put(f"/resource_providers/{u}/inventories", body)
+    assert r.status_code == 200, r.data
+    assert r.json_body == api.get(f"/resource_providers/{u}/inventories").json_body
+    assert r.json_body["inventories"]["VCPU"]["allocation_ratio"] == 4.0
+
+
+def test_a_custom_class_deleted_and_created_again_is_not_confused_with_another(api):
+    # Custom class ids are looked up on every write: after CUSTOM_B is deleted, its id may be
+    # given to the next class created, and the re-created CUSTOM_B gets another one.
+    u = api.create_provider("p")
+    api.post("/resource_classes", {"name": "CUSTOM_B"})
+    r = api.put(f"/resource_providers/{u}/inventories",
+                {"resource_provider_generation": 0, "inventories": {"CUSTOM_B": {"total": 1}}})
+    assert r.status_code == 200, r.data
+    assert api.delete(f"/resource_providers/{u}/inventories").status_code == 204
+    assert api.delete("/resource_classes/CUSTOM_B").status_code == 204
+    api.post("/resource_classes", {"name": "CUSTOM_C"})
+    api.post("/resource_classes", {"name": "CUSTOM_B"})
+    r = api.put(f"/resource_providers/{u}/inventories",
+                {"resource_provider_generation": _gen(api, u), "inventories": {"CUSTOM_B": {"total": 3}}})
+    assert r.status_code == 200, r.data
+    assert api.get(f"/resource_providers/{u}/inventories").json_body["inventories"] == {
+        "CUSTOM_B": {"total": 3, "reserved": 0, "min_unit": 1, "max_unit": 2147483647, "step_size": 1,
+                     "allocation_ratio": 1.0}}

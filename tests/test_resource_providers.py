@@ -192,3 +192,14 @@ def test_filter_required_and_forbidden_traits(api):
     r = api.get("/resource_providers?required=CUSTOM_MISSING")
     assert r.status_code == 400 and "No such trait(s): CUSTOM_MISSING" in error_detail(r)
     assert api.get("/resource_providers?required=HW_CPU_X86_AVX", version="1.17").status_code == 400
+
+
+def test_a_refused_duplicate_writes_nothing_and_the_next_creation_works(api):
+    u = api.create_provider("first")
+    assert api.post("/resource_providers", {"name": "first", "uuid": new_uuid()}).status_code == 409
+    r = api.post("/resource_providers", {"name": "first", "uuid": u})
+    assert r.status_code == 409
+    assert f"uuid: {u}" in error_detail(r) and "name: first" in error_detail(r)
+    names = [p["name"] for p in api.get("/resource_providers").json_body["resource_providers"]]
+    assert names == ["first"]
+    assert api.post("/resource_providers", {"name": "second"}).status_code in (200, 201)

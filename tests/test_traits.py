@@ -359,3 +359,15 @@ def test_unknown_name_operator_filters_nothing(api):
     # As the reference: an operator other than in/startswith is ignored, a value without one is a 400.
     everything = api.get("/traits").json_body["traits"]
     assert api.get("/traits?name=foo:bar").json_body["traits"] == everything
+
+
+def test_put_provider_traits_answers_exactly_what_get_reads_back(api):
+    _put_trait(api, "CUSTOM_Z_LAST")
+    _put_trait(api, "CUSTOM_A_FIRST")
+    rp = api.create_provider()
+    r = api.put(f"/resource_providers/{rp}/traits",
+                {"traits": ["CUSTOM_Z_LAST", SSE, "CUSTOM_A_FIRST", AVX],
+                 "resource_provider_generation": _generation(api, rp)})
+    assert r.status_code == 200, r.data
+    assert r.json_body == _provider_traits(api, rp)
+    assert r.json_body["traits"] == sorted([AVX, SSE, "CUSTOM_A_FIRST", "CUSTOM_Z_LAST"])

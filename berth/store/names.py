@@ -1,6 +1,8 @@
 """Resource classes and traits: the names providers and requests speak in."""
 from __future__ import annotations
 
+import weakref
+
 import os_resource_classes
 import os_traits
 import sqlalchemy as sa
@@ -14,6 +16,26 @@ from berth.store.util import utcnow
 
 STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
 STANDARD_TRAITS = frozenset(os_traits.get_traits())
+
+# Standard classes and traits can be neither deleted nor renamed (both are refused), so the id read
+# once for a standard name holds for as long as the database does: writers that name only standard
+# classes or traits need not look them up again.  Custom names are always read, as another worker
+# may have deleted and re-created one under a new id.  Keyed by engine: one per database.
+_standard_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _ids_by_name(conn, sql: str, names, standard: frozenset[str]) -> dict[str, int]:
+    names = set(names)
+    if not names:
+        return {}
+    known = _standard_ids.setdefault(conn.engine, {}).setdefault(sql, {})
+    found = {name: known[name] for name in names if name in known}
+    if len(found) < len(names):
+        for name, id_ in fetch(conn, sql, ids=sorted(names - set(found))):
+            found[name] = id_
+            if name in standard:
+                known[name] = id_
+    return found
 
 
 # --- resource classes -------------------------------------------------------------------------
@@ -33,10 +55,8 @@ def get_resource_class(conn, name):
 
 def resource_class_ids(conn, names) -> dict[str, int]:
     """Ids of the named classes; unknown names are absent from the answer."""
-    names = list(names)
-    if not names:
-        return {}
-    return dict(fetch(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", ids=names))
+    return _ids_by_name(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names,
+                        STANDARD_CLASSES)
 
 
 def resource_class_names(conn) -> dict[int, str]:
@@ -103,10 +123,8 @@ def get_trait(conn, name):
 
 
 def trait_ids(conn, names) -> dict[str, int]:
-    names = list(names)
-    if not names:
-        return {}
-    return dict(fetch(conn, "SELECT name, id FROM traits WHERE name IN {ids}", ids=names))
+    """Ids of the named traits; unknown names are absent from the answer."""
+    return _ids_by_name(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS)
 
 
 def require_trait_ids(conn, names) -> dict[str, int]:

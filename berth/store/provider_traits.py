@@ -6,7 +6,7 @@ from berth.store.util import utcnow
 
 _NAMES = """
 SELECT t.name FROM traits t JOIN resource_provider_traits rpt ON rpt.trait_id = t.id
-WHERE rpt.resource_provider_id = ? ORDER BY t.name"""
+WHERE rpt.resource_provider_id = ?"""
 _IDS = "SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = ?"
 _DELETE = "DELETE FROM resource_provider_traits WHERE resource_provider_id = ? AND trait_id IN {ids}"
 _INSERT = """
@@ -15,7 +15,9 @@ VALUES (?, ?, ?, ?)"""
 
 
 def provider_traits(conn, provider_id) -> list[str]:
-    return [name for (name,) in fetch(conn, _NAMES, (provider_id,))]
+    # Sorted here, not by the database, whose collation may not be bytewise: a PUT answers with the
+    # same order without reading the traits back.
+    return sorted(name for (name,) in fetch(conn, _NAMES, (provider_id,)))
 
 
 def set_provider_traits(conn, provider_id, trait_ids: dict[str, int]) -> None:

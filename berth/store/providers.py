@@ -75,7 +75,7 @@ _CLASHES = "SELECT uuid, name FROM resource_providers WHERE (uuid = ? OR name = 
 _INSERT = """
 INSERT INTO resource_providers
     (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
-VALUES (?, ?, 0, ?, ?, ?, ?) RETURNING id"""
+VALUES (?, ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"""
 _SET_OWN_ROOT = "UPDATE resource_providers SET root_provider_id = id WHERE id = ?"
 
 
@@ -91,7 +91,6 @@ def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
 
 
 def create_provider(conn, *, uuid, name, parent_uuid=None):
-    _name_or_uuid_taken(conn, uuid, name)
     parent = None
     if parent_uuid is not None and parent_uuid == uuid:
         raise BadRequest(
@@ -107,16 +106,16 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
             )
     now = utcnow()
     stored_now = db_time(conn, now)
-    try:
-        new_id = fetch_value(conn, _INSERT, (
-            uuid, name, stored_now, stored_now,
-            parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
-        ))
-    except sa.exc.IntegrityError as error:
-        # A concurrent creation of the same name or uuid committed after the check above (the
-        # transaction cannot look again: on PostgreSQL it is aborted).
-        clash = f"uuid: {uuid}" if "uuid" in str(error.orig) else f"name: {name}"
-        raise DuplicateName(f"Conflicting resource provider {clash} already exists.") from None
+    # A taken uuid or name inserts nothing (no error, so the transaction stays usable on PostgreSQL,
+    # also when a concurrent creation of the same name committed first) and is only then looked up,
+    # to say which of the two clashed.
+    new_id = fetch_value(conn, _INSERT, (
+        uuid, name, stored_now, stored_now,
+        parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
+    ))
+    if new_id is None:
+        _name_or_uuid_taken(conn, uuid, name)
+        raise DuplicateName(f"Conflicting resource provider name: {name} already exists.")
     if parent is None:
         execute(conn, _SET_OWN_ROOT, (new_id,))
     # Everything the row holds is known: no need to read it back.

@@ -13,6 +13,10 @@ def inventory_view(row) -> dict:
     return {f: row[f] for f in INVENTORY_FIELDS}
 
 
+def _fields(inventory: Inventory) -> dict:
+    return {f: getattr(inventory, f) for f in INVENTORY_FIELDS}
+
+
 def inventory_from_body(data) -> Inventory:
     values = {**INVENTORY_DEFAULTS, **{k: v for k, v in data.items() if k in INVENTORY_FIELDS}}
     values["allocation_ratio"] = float(values["allocation_ratio"])
@@ -53,15 +57,15 @@ def replace_inventories(call, uuid):
 
     def work(conn):
         provider = providers.require_provider(conn, uuid)
-        generation = inventories.replace_inventories(
+        return inventories.replace_inventories(
             conn, provider, body["resource_provider_generation"], new,
             reserved_can_be_total=_reserved_can_be_total(call))
-        return generation, inventories.list_inventories(conn, provider["id"])
 
-    generation, rows = call.db.write(work)
+    generation = call.db.write(work)
+    # The provider's inventories are now exactly those of the body: no need to read them back.
     return json_response(call, {
         "resource_provider_generation": generation,
-        "inventories": {name: inventory_view(row) for name, row in rows.items()},
+        "inventories": {name: _fields(inventory) for name, inventory in new.items()},
     })
 
 
@@ -78,7 +82,7 @@ def create_inventory(call, uuid):
 
     generation = call.db.write(work)
     return json_response(
-        call, {"resource_provider_generation": generation, **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}},
+        call, {"resource_provider_generation": generation, **_fields(inventory)},
         status=201, headers={"Location": location(call, f"/resource_providers/{uuid}/inventories/{rc_name}")},
     )
 
@@ -94,8 +98,7 @@ def update_inventory(call, uuid, resource_class):
             reserved_can_be_total=_reserved_can_be_total(call))
 
     generation = call.db.write(work)
-    return json_response(call, {"resource_provider_generation": generation,
-                                **{f: getattr(inventory, f) for f in INVENTORY_FIELDS}})
+    return json_response(call, {"resource_provider_generation": generation, **_fields(inventory)})
 
 
 def delete_inventory(call, uuid, resource_class):

@@ -88,10 +88,12 @@ def update_provider_traits(call, uuid):
         ids = names.require_trait_ids(conn, body["traits"])
         generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
         provider_traits.set_provider_traits(conn, provider["id"], ids)
-        return generation, provider_traits.provider_traits(conn, provider["id"])
+        return generation
 
-    generation, traits = call.db.write(work)
-    return json_response(call, {"traits": traits, "resource_provider_generation": generation})
+    generation = call.db.write(work)
+    # The provider's traits are now exactly those of the body, listed by name as when read back.
+    return json_response(call, {"traits": sorted(set(body["traits"])),
+                                "resource_provider_generation": generation})
 
 
 def delete_provider_traits(call, uuid):
