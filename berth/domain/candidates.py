@@ -32,20 +32,26 @@ from typing import Iterator
 from berth.domain.capacity import capacity
 
 
-@dataclass(slots=True)
 class InventoryData:
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-    # Units still free; computed once, as the search asks for it at every step.
-    free: int = field(init=False)
+    """One inventory as the search sees it, with the units still free worked out once (the search
+    asks for them at every step, and a request can load thousands of these)."""
 
-    def __post_init__(self):
-        self.free = capacity(self.total, self.reserved, self.allocation_ratio) - self.used
+    __slots__ = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio", "used", "free")
+
+    def __init__(self, total: int, reserved: int, min_unit: int, max_unit: int, step_size: int,
+                 allocation_ratio: float, used: int):
+        self.total = total
+        self.reserved = reserved
+        self.min_unit = min_unit
+        self.max_unit = max_unit
+        self.step_size = step_size
+        self.allocation_ratio = allocation_ratio
+        self.used = used
+        self.free = capacity(total, reserved, allocation_ratio) - used
+
+    def __repr__(self):
+        return (f"InventoryData(total={self.total}, reserved={self.reserved}, used={self.used}, "
+                f"free={self.free})")
 
     @property
     def capacity(self) -> int:
@@ -144,6 +150,8 @@ class TreeView:
         self.root = root
         self.members = members
         self.sharing = sharing
+        # Every provider that may serve a group with resources: the tree's own, then the shared.
+        self.pool = members + sharing if sharing else members
         self.by_id = {p.id: p for p in members}
         for p in sharing:
             self.by_id.setdefault(p.id, p)
@@ -177,7 +185,7 @@ class TreeView:
 
 def _group_candidates(tree: TreeView, group: RequestGroup) -> list[ProviderData]:
     """Providers that can serve a suffixed group all by themselves."""
-    pool = tree.members + tree.sharing if group.resources else tree.members
+    pool = tree.pool if group.resources else tree.members
     found = []
     for provider in pool:
         if not tree.in_group_scope(provider, group):
@@ -192,12 +200,14 @@ def _group_candidates(tree: TreeView, group: RequestGroup) -> list[ProviderData]
 
 def _class_candidates(tree: TreeView, group: RequestGroup, rc: int, amount: int) -> list[ProviderData]:
     """Providers that can serve one resource class of the unsuffixed group."""
+    scoped = group.in_tree_root is not None or group.member_of or group.forbidden_aggregates
+    forbidden = group.forbidden
     found = []
-    for provider in tree.members + tree.sharing:
+    for provider in tree.pool:
         inventory = provider.inventories.get(rc)
         if inventory is None or not inventory.can_take(amount):
             continue
-        if not tree.in_group_scope(provider, group) or provider.traits & group.forbidden:
+        if (scoped and not tree.in_group_scope(provider, group)) or (forbidden and provider.traits & forbidden):
             continue
         found.append(provider)
     return found
@@ -224,7 +234,8 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
                 shortcut: bool = True) -> Iterator[Candidate]:
     """Every way to place the request on this tree, in order.  ``shortcut=False`` forces the
     general walk even where a cheaper equivalent exists (the tests compare the two)."""
-    if not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
+    if (request.root_required or request.root_forbidden) and \
+            not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
         return
     unsuffixed = request.unsuffixed
     slots = []  # (kind, group, rc, amount, options)
@@ -333,7 +344,8 @@ def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: S
     group = request.unsuffixed
     check_traits = bool(group.required or group.forbidden)
     for combination in product(*(slot[4] for slot in slots)):
-        if not budget.spend():
+        budget.remaining -= 1
+        if budget.remaining < 0:
             return
         allocations: dict[int, dict[int, int]] = {}
         for slot, provider in zip(slots, combination):
@@ -374,7 +386,7 @@ def search(trees: list[TreeView], request: CandidateRequest, *, limit: int | Non
     for tree in trees:
         for candidate in search_tree(tree, request, budget):
             # Only an answer made of sharing providers alone can come again from another tree.
-            if all(pid in sharing_ids for pid in candidate.allocations):
+            if sharing_ids and not candidate.allocations.keys() - sharing_ids:
                 key = candidate.key()
                 if key in seen:
                     continue

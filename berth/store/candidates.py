@@ -55,6 +55,10 @@ _ROOTS_SQL = "SELECT p.id, p.root_provider_id, 1 FROM resource_providers p WHERE
 _ROOTS_CURSOR = "p.id"
 
 
+def _provider_id(provider: ProviderData) -> int:
+    return provider.id
+
+
 def _providers_from(rows) -> dict[int, ProviderData]:
     providers: dict[int, ProviderData] = {}
     for provider_id, uuid, parent_id, root_id, rc, *numbers in rows:
@@ -177,15 +181,18 @@ class CandidateFinder:
             by_root[provider.root_id].append(provider)
         trees = []
         for root_id in root_ids:
-            tree_members = sorted(by_root.get(root_id, []), key=lambda p: p.id)
+            tree_members = by_root.get(root_id)
             if not tree_members:
                 continue
+            if len(tree_members) > 1:
+                tree_members.sort(key=_provider_id)
             anchored = []
-            if self.sharing:
+            if self.sharing and any(p.aggregates for p in tree_members):
                 # Through the aggregate index: a large cloud has hundreds of sharing providers.
                 anchored_ids = {s.id for p in tree_members for a in p.aggregates
                                 for s in self.sharing_by_aggregate.get(a, ()) if s.root_id != root_id}
-                anchored = [s for s in self.sharing.values() if s.id in anchored_ids]
+                if anchored_ids:
+                    anchored = [s for s in self.sharing.values() if s.id in anchored_ids]
             trees.append(TreeView(members[root_id], tree_members, anchored))
         return trees
 

@@ -251,6 +251,16 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
     dict_format, with_mappings = version.at_least(12), version.at_least(34)
     all_classes, with_traits, with_tree = version.at_least(27), version.at_least(17), version.at_least(29)
     uuid_of = {**outside_uuids, **{pid: p.uuid for pid, p in providers.items()}}
+    # Most answers place the same amounts: each distinct set is named once and its dict shared.
+    named_resources: dict[tuple, dict] = {}
+
+    def resources_of(by_rc):
+        key = tuple(by_rc.items())
+        named = named_resources.get(key)
+        if named is None:
+            named = named_resources[key] = {rc_names[rc]: amount for rc, amount in key}
+        return named
+
     requests = []
     in_answers = set()
     for candidate in candidates:
@@ -259,13 +269,11 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
             in_answers.update(ids)
         if dict_format:
             entry = {"allocations": {
-                uuid_of[pid]: {"resources": {rc_names[rc]: amount for rc, amount in by_rc.items()}}
-                for pid, by_rc in candidate.allocations.items()
+                uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in candidate.allocations.items()
             }}
         else:
             entry = {"allocations": [
-                {"resource_provider": {"uuid": uuid_of[pid]},
-                 "resources": {rc_names[rc]: amount for rc, amount in by_rc.items()}}
+                {"resource_provider": {"uuid": uuid_of[pid]}, "resources": resources_of(by_rc)}
                 for pid, by_rc in candidate.allocations.items()
             ]}
         if with_mappings:
@@ -278,6 +286,8 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
     else:
         summary_ids = in_answers
     requested = set(class_ids.values())
+    # Many providers carry the same set of traits: each set is named and ordered once.
+    named_traits: dict[frozenset, list[str]] = {}
     summaries = {}
     for pid in sorted(summary_ids):
         provider = providers[pid]
@@ -288,7 +298,10 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
         summary = {"resources": resources}
         if with_traits:
             # In the order the traits were created, as the reference lists them.
-            summary["traits"] = [trait_names[t] for t in sorted(provider.traits)]
+            names_of_set = named_traits.get(provider.traits)
+            if names_of_set is None:
+                names_of_set = named_traits[provider.traits] = [trait_names[t] for t in sorted(provider.traits)]
+            summary["traits"] = names_of_set
         if with_tree:
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
