@@ -143,3 +143,22 @@ def test_a_custom_class_deleted_and_created_again_is_not_confused_with_another(a
     assert api.get(f"/resource_providers/{u}/inventories").json_body["inventories"] == {
         "CUSTOM_B": {"total": 3, "reserved": 0, "min_unit": 1, "max_unit": 2147483647, "step_size": 1,
                      "allocation_ratio": 1.0}}
+
+
+def test_put_checks_provider_then_classes_then_generation(api):
+    # As in the reference: 404 for an unknown provider whatever the body, then 400 for a class that
+    # does not exist even with a stale generation, then 409 for the stale generation alone.
+    body = {"resource_provider_generation": 7, "inventories": {"CUSTOM_NOPE": {"total": 1}}}
+    r = api.put(f"/resource_providers/{new_uuid()}/inventories", body)
+    assert r.status_code == 404, r.data
+    u = api.create_provider("p", inventory={"VCPU": 8})
+    r = api.put(f"/resource_providers/{u}/inventories", body)
+    assert r.status_code == 400 and "CUSTOM_NOPE" in error_detail(r), r.data
+    r = api.put(f"/resource_providers/{u}/inventories",
+                {"resource_provider_generation": 7, "inventories": {"VCPU": {"total": 1}}})
+    assert r.status_code == 409 and error_code(r) == "placement.concurrent_update"
+    assert api.get(f"/resource_providers/{u}/inventories/VCPU").json_body["total"] == 8
+    r = api.put(f"/resource_providers/{u}/inventories",
+                {"resource_provider_generation": _gen(api, u), "inventories": {"VCPU": {"total": 1, "reserved": 2}}})
+    assert r.status_code == 400
+    assert _gen(api, u) == 1, "a refused write leaves the generation alone"

@@ -2,7 +2,7 @@
 (api-ref/source/traits.inc, resource_provider_traits.inc, parameters.yaml, generations.inc, errors.inc)."""
 import pytest
 
-from apihelpers import error_code, new_uuid
+from apihelpers import error_code, error_detail, new_uuid
 
 AVX, SSE, AVX2 = "HW_CPU_X86_AVX", "HW_CPU_X86_SSE", "HW_CPU_X86_AVX2"
 
@@ -371,3 +371,15 @@ def test_put_provider_traits_answers_exactly_what_get_reads_back(api):
     assert r.status_code == 200, r.data
     assert r.json_body == _provider_traits(api, rp)
     assert r.json_body["traits"] == sorted([AVX, SSE, "CUSTOM_A_FIRST", "CUSTOM_Z_LAST"])
+
+
+def test_put_provider_traits_checks_provider_then_generation_then_names(api):
+    body = {"traits": ["CUSTOM_NEVER_MADE"], "resource_provider_generation": 5}
+    assert api.put(f"/resource_providers/{new_uuid()}/traits", body).status_code == 404
+    rp = api.create_provider(traits=[AVX])
+    gen = _generation(api, rp)
+    r = api.put(f"/resource_providers/{rp}/traits", body)
+    assert r.status_code == 409 and error_code(r) == "placement.concurrent_update"
+    r = api.put(f"/resource_providers/{rp}/traits", {**body, "resource_provider_generation": gen})
+    assert r.status_code == 400 and "CUSTOM_NEVER_MADE" in error_detail(r)
+    assert _provider_traits(api, rp) == {"traits": [AVX], "resource_provider_generation": gen}

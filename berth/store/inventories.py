@@ -76,12 +76,14 @@ def _in_use_error(provider, rc_names):
     )
 
 
-def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total):
-    """Make the provider's inventories exactly ``new`` (PUT .../inventories)."""
+def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total,
+                        already_bumped=False):
+    """Make the provider's inventories exactly ``new`` (PUT .../inventories).  ``already_bumped``:
+    the caller has moved the generation from ``generation`` on already."""
     ids = _class_ids(conn, provider, new)
     for rc_name, inventory in new.items():
         _validate(provider, rc_name, inventory, reserved_can_be_total)
-    new_generation = bump_generation(conn, provider, generation)
+    new_generation = generation + 1 if already_bumped else bump_generation(conn, provider, generation)
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if rc not in new and row["used"]]
     if in_use:

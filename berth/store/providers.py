@@ -71,12 +71,39 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     return expected + 1
 
 
+_BUMP_BY_UUID = ("UPDATE resource_providers SET generation = generation + 1, updated_at = ? "
+                 "WHERE uuid = ? AND generation = ? RETURNING id")
+
+
+def bump_generation_by_uuid(conn, uuid, expected_generation) -> tuple[dict, bool]:
+    """The provider and whether its generation was ``expected_generation`` and is now one more.
+
+    A write that names the provider's generation usually has it right: then one statement finds the
+    provider, checks the generation and takes the row lock.  Otherwise the provider is read (a 404
+    when it does not exist) and False tells the caller to refuse with a 409 at the point where it
+    would have compared the generations, after its other checks.  The provider holds only ``id``,
+    ``uuid`` and ``generation`` (as it was before the bump) when the bump succeeded.
+    """
+    provider_id = fetch_value(conn, _BUMP_BY_UUID, (db_time(conn, utcnow()), uuid, expected_generation))
+    if provider_id is None:
+        return require_provider(conn, uuid), False
+    return {"id": provider_id, "uuid": uuid, "generation": expected_generation}, True
+
+
 _CLASHES = "SELECT uuid, name FROM resource_providers WHERE (uuid = ? OR name = ?) AND id <> ?"
 _INSERT = """
 INSERT INTO resource_providers
     (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
 VALUES (?, ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"""
 _SET_OWN_ROOT = "UPDATE resource_providers SET root_provider_id = id WHERE id = ?"
+# PostgreSQL draws the new id first, so that a root provider is its own root in the same statement
+# (one round trip fewer per created provider than the INSERT and UPDATE above).
+_INSERT_ROOT_PG = """
+INSERT INTO resource_providers
+    (id, uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
+SELECT new.id, ?, ?, 0, ?, ?, NULL, new.id
+FROM (SELECT nextval(pg_get_serial_sequence('resource_providers', 'id')) AS id) new
+ON CONFLICT DO NOTHING RETURNING id"""
 
 
 def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
@@ -109,14 +136,18 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     # A taken uuid or name inserts nothing (no error, so the transaction stays usable on PostgreSQL,
     # also when a concurrent creation of the same name committed first) and is only then looked up,
     # to say which of the two clashed.
-    new_id = fetch_value(conn, _INSERT, (
-        uuid, name, stored_now, stored_now,
-        parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
-    ))
+    own_root_in_insert = parent is None and conn.dialect.name == "postgresql"
+    if own_root_in_insert:
+        new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, stored_now, stored_now))
+    else:
+        new_id = fetch_value(conn, _INSERT, (
+            uuid, name, stored_now, stored_now,
+            parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
+        ))
     if new_id is None:
         _name_or_uuid_taken(conn, uuid, name)
         raise DuplicateName(f"Conflicting resource provider name: {name} already exists.")
-    if parent is None:
+    if parent is None and not own_root_in_insert:
         execute(conn, _SET_OWN_ROOT, (new_id,))
     # Everything the row holds is known: no need to read it back.
     return {

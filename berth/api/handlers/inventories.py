@@ -56,10 +56,11 @@ def replace_inventories(call, uuid):
     new = {name: inventory_from_body(data) for name, data in body["inventories"].items()}
 
     def work(conn):
-        provider = providers.require_provider(conn, uuid)
+        generation = body["resource_provider_generation"]
+        provider, bumped = providers.bump_generation_by_uuid(conn, uuid, generation)
         return inventories.replace_inventories(
-            conn, provider, body["resource_provider_generation"], new,
-            reserved_can_be_total=_reserved_can_be_total(call))
+            conn, provider, generation, new, reserved_can_be_total=_reserved_can_be_total(call),
+            already_bumped=bumped)
 
     generation = call.db.write(work)
     # The provider's inventories are now exactly those of the body: no need to read them back.

@@ -82,13 +82,13 @@ def update_provider_traits(call, uuid):
     body = call.json_body(schemas.PROVIDER_TRAITS_PUT)
 
     def work(conn):
-        provider = providers.require_provider(conn, uuid)
-        if body["resource_provider_generation"] != provider["generation"]:
+        generation = body["resource_provider_generation"]
+        provider, bumped = providers.bump_generation_by_uuid(conn, uuid, generation)
+        if not bumped:
             raise ConcurrentUpdate(providers.GENERATION_CHANGED)
         ids = names.require_trait_ids(conn, body["traits"])
-        generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
         provider_traits.set_provider_traits(conn, provider["id"], ids)
-        return generation
+        return generation + 1
 
     generation = call.db.write(work)
     # The provider's traits are now exactly those of the body, listed by name as when read back.
