@@ -75,6 +75,21 @@ def test_capacity_is_exact(api):
     assert _usage(api, rp) == {"VCPU": 12}
 
 
+def test_one_class_without_room_refuses_the_whole_claim_and_names_that_class(api):
+    host = api.create_provider("host", inventory={"VCPU": 8, "MEMORY_MB": 100, "DISK_GB": 50})
+    other = api.create_provider("other", inventory={"DISK_GB": 50})
+    api.allocate(new_uuid(), {host: {"MEMORY_MB": 90}})
+    consumer = new_uuid()
+    r = api.allocate(consumer, {host: {"VCPU": 1, "MEMORY_MB": 20}, other: {"DISK_GB": 5}}, expect=409)
+    assert "MEMORY_MB" in error_detail(r) and host in error_detail(r)
+    assert _usage(api, host) == {"VCPU": 0, "MEMORY_MB": 90, "DISK_GB": 0}
+    assert _usage(api, other) == {"DISK_GB": 0}
+    assert api.get(f"/allocations/{consumer}").json_body["allocations"] == {}
+    api.allocate(consumer, {host: {"VCPU": 1, "MEMORY_MB": 10}, other: {"DISK_GB": 5}})
+    assert _usage(api, host) == {"VCPU": 1, "MEMORY_MB": 100, "DISK_GB": 0}
+    assert _usage(api, other) == {"DISK_GB": 5}
+
+
 def test_unit_constraints(api):
     rp = api.create_provider("p", inventory={"VCPU": {"total": 16, "min_unit": 2, "max_unit": 8, "step_size": 2}})
     for amount in (1, 3, 10):
