@@ -14,7 +14,7 @@ For each host count the benchmark
 Without ``--url`` every host count gets its own server (``berth serve`` in a subprocess on a free
 loopback port) and its own empty database.  All HTTP traffic goes to the loopback interface.
 
-Requests go through ``harness.KeepAliveClient`` (``http.client`` on kept-alive connections), so that
+Requests go through ``harness.KeepAliveClient`` (libcurl through pycurl, on kept-alive connections), so that
 the client's own cost, on the same cores as the server, stays small.
 """
 from __future__ import annotations
