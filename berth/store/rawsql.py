@@ -26,10 +26,13 @@ def _is_postgres(conn) -> bool:
 
 
 @lru_cache(maxsize=512)
-def _translate(sql: str, postgres: bool, id_count: int) -> str:
+def _translate(sql: str, postgres: bool, id_count: int, integer_ids: bool = False) -> str:
     if postgres:
         sql = sql.replace("%", "%%").replace("?", "%s")
-        return sql.replace("IN {ids}", "= ANY(%s)")
+        # psycopg sends a list of small numbers as smallint[]; compared with an integer column, the
+        # cross-type operator keeps PostgreSQL from hashing the array, and each row is then checked
+        # against every element in turn (1,200 providers against 1,000 roots: 5 ms instead of 0.5).
+        return sql.replace("IN {ids}", "= ANY(%s::integer[])" if integer_ids else "= ANY(%s)")
     return sql.replace("{ids}", "(" + ",".join("?" * id_count) + ")" if id_count else "(NULL)")
 
 
@@ -56,7 +59,10 @@ def _cursor(conn, sql, params, ids, many=False):
                     params.append(ids)
                 else:
                     params.extend(ids)
-    text = _translate(sql, postgres, 0 if ids is None or postgres else len(ids))
+    if postgres:
+        text = _translate(sql, True, 0, bool(ids) and isinstance(ids[0], int))
+    else:
+        text = _translate(sql, False, 0 if ids is None else len(ids))
     cursor = conn.connection.dbapi_connection.cursor()
     try:
         if many:
