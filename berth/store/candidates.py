@@ -133,6 +133,11 @@ class CandidateFinder:
             return roots.pop()
         return None
 
+    def _filters_beyond_room(self) -> bool:
+        request = self.request
+        return bool(request.root_required or request.root_forbidden) or any(
+            g.required or g.forbidden or g.member_of or g.forbidden_aggregates for g in request.groups)
+
     def _root_batches(self):
         driving = self._driving_class()
         tree = self._tree_restriction()
@@ -152,8 +157,11 @@ class CandidateFinder:
             fixed.append(tree)
         seen_roots: set[int] = set()
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
-            # Most trees in a healthy cloud fit, so the first batch is about what was asked for.
-            cursor, batch = lower, min(self.want + self.want // 4 + 2, MAX_BATCH)
+            # Most trees in a healthy cloud fit, so the first batch is about what was asked for;
+            # twice that when traits or aggregates, which the driving query does not test, also
+            # have to match, rather than a second round of statements.
+            first = self.want + self.want // 4 + 2
+            cursor, batch = lower, min(first * 2 if self._filters_beyond_room() else first, MAX_BATCH)
             bounded = (sql + (f" AND {column} < ?" if upper is not None else "")
                        + f" AND {column} > ? ORDER BY {column} LIMIT ?")
             while True:
