@@ -48,6 +48,9 @@ def _wrapped(conn, error, text, params, cursor):
     )
 
 
+_LONGEST_PREPARED_LIST = 32
+
+
 def _cursor(conn, sql, params, ids, many=False):
     postgres = _is_postgres(conn)
     if not many:
@@ -67,6 +70,12 @@ def _cursor(conn, sql, params, ids, many=False):
     try:
         if many:
             cursor.executemany(text, params)
+        elif postgres and ids is not None and len(ids) > _LONGEST_PREPARED_LIST:
+            # Planned for this very list: psycopg prepares a statement after a few runs, and
+            # PostgreSQL may then keep one generic plan for every list length, chosen while the
+            # lists were short (or the tables not yet analysed).  On a freshly loaded database that
+            # plan made 1,000 trees cost 24 ms to load instead of 9.
+            cursor.execute(text, params, prepare=False)
         else:
             cursor.execute(text, params)
     except conn.dialect.loaded_dbapi.Error as error:
