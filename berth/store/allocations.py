@@ -5,9 +5,10 @@ A write replaces every allocation of the named consumers in one transaction:
 1. the consumers' generations are compared and swapped (row lock on each consumer);
 2. their old allocations are removed and the inventories' ``used`` counters lowered;
 3. each new allocation raises its inventory's ``used`` with a conditional UPDATE that only matches
-   while the result stays within capacity.  On PostgreSQL the UPDATE locks the inventory row and
-   re-reads it after any concurrent writer commits, so two writers can never both take the last units;
-   on SQLite writers are serialised by ``BEGIN IMMEDIATE``;
+   while the result stays within capacity.  On PostgreSQL the inventory rows are locked first
+   (``SELECT ... FOR UPDATE`` in id order) and then raised together by one UPDATE, which re-checks
+   the condition on the rows' newest versions, so two writers can never both take the last units;
+   on SQLite writers are serialised by ``BEGIN IMMEDIATE`` and raise one row at a time;
 4. the generation of every provider that receives allocations is bumped.
 
 Rows are touched in a fixed order (consumers by uuid, inventories by id) so that concurrent writers
