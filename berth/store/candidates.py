@@ -41,18 +41,22 @@ _TRAITS_AND_AGGREGATES = (
 )
 # The providers of one class in provider order, through the (class, provider) index, with whether
 # each has room: the room test stays out of the WHERE clause so that no planner mistakes it for a
-# selective filter and sorts the whole class instead of stopping at the LIMIT.  CROSS JOIN keeps
-# SQLite from starting at the provider table.
+# selective filter and sorts the whole class instead of stopping at the LIMIT.  The root comes from
+# a lookup by primary key for each row read, not from a join: without statistics (a freshly loaded
+# database, before autovacuum's first analyse) PostgreSQL planned the join as a scan of every
+# provider for each inventory row, 24 ms for 1,000 rows instead of 1.
 _DRIVING_SQL = (
-    "SELECT i.resource_provider_id, p.root_provider_id, "
+    "SELECT i.resource_provider_id, "
+    "(SELECT p.root_provider_id FROM resource_providers p WHERE p.id = i.resource_provider_id), "
     "CASE WHEN (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
     "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0 THEN 1 ELSE 0 END "
-    "FROM inventories i CROSS JOIN resource_providers p "
-    "WHERE p.id = i.resource_provider_id AND i.resource_class_id = ?"
+    "FROM inventories i WHERE i.resource_class_id = ?"
 )
 _DRIVING_CURSOR = "i.resource_provider_id"
+_DRIVING_IN_TREE = " AND i.resource_provider_id IN (SELECT id FROM resource_providers WHERE root_provider_id = ?)"
 _ROOTS_SQL = "SELECT p.id, p.root_provider_id, 1 FROM resource_providers p WHERE p.id = p.root_provider_id"
 _ROOTS_CURSOR = "p.id"
+_ROOTS_IN_TREE = " AND p.root_provider_id = ?"
 
 
 def _provider_id(provider: ProviderData) -> int:
@@ -147,13 +151,13 @@ class CandidateFinder:
             start = random.randint(0, highest)
         if driving is not None:
             rc, amount = driving
-            sql, column = _DRIVING_SQL, _DRIVING_CURSOR
+            sql, column, in_tree = _DRIVING_SQL, _DRIVING_CURSOR, _DRIVING_IN_TREE
             fixed = [amount, amount, amount, amount, rc]
         else:
-            sql, column = _ROOTS_SQL, _ROOTS_CURSOR
+            sql, column, in_tree = _ROOTS_SQL, _ROOTS_CURSOR, _ROOTS_IN_TREE
             fixed = []
         if tree is not None:
-            sql += " AND p.root_provider_id = ?"
+            sql += in_tree
             fixed.append(tree)
         seen_roots: set[int] = set()
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
