@@ -195,3 +195,17 @@ def test_bad_consumer_uuid_and_bad_amounts(api):
     api.allocate(new_uuid(), {rp: {"VCPU": 0}}, expect=400)
     api.allocate(new_uuid(), {rp: {"VCPU": -1}}, expect=400)
     api.allocate(new_uuid(), {rp: {}}, expect=400)
+
+
+def test_a_claim_moves_the_generation_of_each_provider_it_takes_from_once(api):
+    host = api.create_provider("host", inventory={"VCPU": 8, "MEMORY_MB": 100})
+    disk = api.create_provider("disk", inventory={"DISK_GB": 50})
+    idle = api.create_provider("idle", inventory={"VCPU": 8})
+
+    def generations():
+        return {u: api.get(f"/resource_providers/{u}").json_body["generation"] for u in (host, disk, idle)}
+
+    before = generations()
+    api.allocate(new_uuid(), {host: {"VCPU": 2, "MEMORY_MB": 10}, disk: {"DISK_GB": 5}})
+    after = generations()
+    assert after == {host: before[host] + 1, disk: before[disk] + 1, idle: before[idle]}

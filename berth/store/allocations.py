@@ -100,12 +100,25 @@ WHERE id = ? AND (total - reserved) * allocation_ratio >= used + ?"""
 # PostgreSQL: the inventory rows are first locked in id order (by the SELECT above, FOR UPDATE), so
 # that concurrent writers queue instead of deadlocking, then all of them are raised by one statement:
 # a round trip per resource class fewer.  The capacity condition stays the guard.
+# The generations of the providers that received units are bumped by the same statement.
 _TAKE_ALL_PG = """
-UPDATE inventories SET used = inventories.used + wanted.amount
-FROM (VALUES {values}) AS wanted (id, amount)
-WHERE inventories.id = wanted.id
-  AND (inventories.total - inventories.reserved) * inventories.allocation_ratio >= inventories.used + wanted.amount
-RETURNING inventories.id"""
+WITH wanted (id, amount) AS (VALUES {values}),
+taken AS (
+    UPDATE inventories SET used = inventories.used + wanted.amount
+    FROM wanted
+    WHERE inventories.id = wanted.id
+      AND (inventories.total - inventories.reserved) * inventories.allocation_ratio
+          >= inventories.used + wanted.amount
+    RETURNING inventories.id, inventories.resource_provider_id
+),
+touched AS (
+    UPDATE resource_providers SET generation = generation + 1, updated_at = ?
+    WHERE id IN (SELECT resource_provider_id FROM taken)
+)
+SELECT id FROM taken"""
+# Rows per statement: two parameters each, far below PostgreSQL's limit of 65,535 per statement
+# even for the largest POST /allocations.
+_TAKE_CHUNK = 5000
 _INSERT = """
 INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?)"""
@@ -222,9 +235,12 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
 
     ordered = sorted(wanted, key=lambda k: inventory_rows[k][0])
     if postgres:
-        taken = {inventory_id for (inventory_id,) in fetch(
-            conn, _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(ordered))),
-            [value for key in ordered for value in (inventory_rows[key][0], wanted[key])])}
+        taken = set()
+        for start in range(0, len(ordered), _TAKE_CHUNK):
+            chunk = ordered[start:start + _TAKE_CHUNK]
+            sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(chunk)))
+            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
+            taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, [*params, now]))
         for key in ordered:
             if inventory_rows[key][0] not in taken:
                 raise no_room(key)
@@ -232,9 +248,9 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         for key in ordered:
             if execute(conn, _TAKE, (wanted[key], inventory_rows[key][0], wanted[key])) != 1:
                 raise no_room(key)
+        for provider_id in sorted({pid for pid, _ in wanted}):
+            execute(conn, _TOUCH_PROVIDER, (now, provider_id))
     execute_many(conn, _INSERT, rows_to_insert)
-    for provider_id in sorted({pid for pid, _ in wanted}):
-        execute(conn, _TOUCH_PROVIDER, (now, provider_id))
 
 
 _OWNER_IDS = """

@@ -18,23 +18,24 @@ STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
 STANDARD_TRAITS = frozenset(os_traits.get_traits())
 
 # Standard classes and traits can be neither deleted nor renamed (both are refused), so the id read
-# once for a standard name holds for as long as the database does: writers that name only standard
-# classes or traits need not look them up again.  Custom names are always read, as another worker
-# may have deleted and re-created one under a new id.  Keyed by engine: one per database.
-_standard_ids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# once for a standard name, and the name for that id, hold for as long as the database does: most
+# requests name only standard classes and traits and need not look them up again.  Custom names
+# are always read, as another worker may have deleted and re-created one under a new id.  Keyed by
+# engine (one per database), then by the statement that reads them.
+_standard_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _ids_by_name(conn, sql: str, names, standard: frozenset[str]) -> dict[str, int]:
-    names = set(names)
-    if not names:
+def _lookup(conn, sql: str, keys, standard: frozenset[str], name_is_key: bool) -> dict:
+    keys = set(keys)
+    if not keys:
         return {}
-    known = _standard_ids.setdefault(conn.engine, {}).setdefault(sql, {})
-    found = {name: known[name] for name in names if name in known}
-    if len(found) < len(names):
-        for name, id_ in fetch(conn, sql, ids=sorted(names - set(found))):
-            found[name] = id_
-            if name in standard:
-                known[name] = id_
+    known = _standard_memo.setdefault(conn.engine, {}).setdefault(sql, {})
+    found = {key: known[key] for key in keys if key in known}
+    if len(found) < len(keys):
+        for key, value in fetch(conn, sql, ids=sorted(keys - found.keys())):
+            found[key] = value
+            if (key if name_is_key else value) in standard:
+                known[key] = value
     return found
 
 
@@ -55,12 +56,14 @@ def get_resource_class(conn, name):
 
 def resource_class_ids(conn, names) -> dict[str, int]:
     """Ids of the named classes; unknown names are absent from the answer."""
-    return _ids_by_name(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names,
-                        STANDARD_CLASSES)
+    return _lookup(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names,
+                   STANDARD_CLASSES, name_is_key=True)
 
 
-def resource_class_names(conn) -> dict[int, str]:
-    return dict(fetch(conn, "SELECT id, name FROM resource_classes"))
+def resource_class_names_of(conn, ids) -> dict[int, str]:
+    """Names of the classes with these ids; unknown ids are absent from the answer."""
+    return _lookup(conn, "SELECT id, name FROM resource_classes WHERE id IN {ids}", ids,
+                   STANDARD_CLASSES, name_is_key=False)
 
 
 def create_resource_class(conn, name):
@@ -124,7 +127,14 @@ def get_trait(conn, name):
 
 def trait_ids(conn, names) -> dict[str, int]:
     """Ids of the named traits; unknown names are absent from the answer."""
-    return _ids_by_name(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS)
+    return _lookup(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS,
+                   name_is_key=True)
+
+
+def trait_names_of(conn, ids) -> dict[int, str]:
+    """Names of the traits with these ids; unknown ids are absent from the answer."""
+    return _lookup(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids, STANDARD_TRAITS,
+                   name_is_key=False)
 
 
 def require_trait_ids(conn, names) -> dict[str, int]:

@@ -135,10 +135,9 @@ def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
                          f"keys: {param}: ({', '.join(both)})")
 
 
-def _resolve(conn, version, groups, group_policy, root_traits, same_subtree,
-             rc_names: dict[int, str]) -> tuple[CandidateRequest, dict]:
+def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:
     class_names = {rc for g in groups.values() for rc in g.resources}
-    class_ids = {name: rc for rc, name in rc_names.items() if name in class_names}
+    class_ids = names.resource_class_ids(conn, class_names)
     for name in sorted(class_names):
         if name not in class_ids:
             raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
@@ -186,15 +185,15 @@ def list_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        # Every class, read once: the few dozen rows cost less than a second round trip.
-        rc_names = names.resource_class_names(conn)
-        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree,
-                                      rc_names)
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
         finder = CandidateFinder(conn, request, limit=limit, max_candidates=settings.max_candidates,
                                  randomize=settings.randomize_candidates)
         candidates, providers = finder.find()
+        rc_names = names.resource_class_names_of(
+            conn, {rc for p in providers.values() for rc in p.inventories} | set(class_ids.values()))
         return (candidates, providers, class_ids, rc_names,
-                _trait_names(conn, providers), _outside_uuids(conn, providers))
+                names.trait_names_of(conn, {t for p in providers.values() for t in p.traits}),
+                _outside_uuids(conn, providers))
 
     candidates, providers, class_ids, rc_names, trait_names, outside = call.db.read(work)
     return json_response(call, _render(call, candidates, providers, class_ids, rc_names, trait_names, outside))
@@ -206,8 +205,7 @@ def explain_allocation_candidates(call):
     settings = call.settings
 
     def work(conn):
-        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree,
-                                      names.resource_class_names(conn))
+        request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
         trait_ids = {t for g in request.groups for s in g.required for t in s} | \
             {t for g in request.groups for t in g.forbidden} | \
             {t for s in request.root_required for t in s} | set(request.root_forbidden)
@@ -228,13 +226,6 @@ def explain_allocation_candidates(call):
         return report
 
     return json_response(call, call.db.read(work))
-
-
-def _trait_names(conn, providers):
-    ids = {t for p in providers.values() for t in p.traits}
-    if not ids:
-        return {}
-    return dict(fetch(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids=ids))
 
 
 def _outside_uuids(conn, providers):
