@@ -44,7 +44,7 @@ _TRAITS_AND_AGGREGATES = (
 # selective filter and sorts the whole class instead of stopping at the LIMIT.  The root comes from
 # a lookup by primary key for each row read, not from a join: without statistics (a freshly loaded
 # database, before autovacuum's first analyse) PostgreSQL planned the join as a scan of every
-# provider for each inventory row, 24 ms for 1,000 rows instead of 1.
+# provider for each inventory row, 24 ms for 1,000 rows instead of 3.6.
 _DRIVING_SQL = (
     "SELECT i.resource_provider_id, "
     "(SELECT p.root_provider_id FROM resource_providers p WHERE p.id = i.resource_provider_id), "

@@ -31,7 +31,7 @@ def _translate(sql: str, postgres: bool, id_count: int, integer_ids: bool = Fals
         sql = sql.replace("%", "%%").replace("?", "%s")
         # psycopg sends a list of small numbers as smallint[]; compared with an integer column, the
         # cross-type operator keeps PostgreSQL from hashing the array, and each row is then checked
-        # against every element in turn (1,200 providers against 1,000 roots: 5 ms instead of 0.5).
+        # against every element in turn (loading 1,000 trees: 7.0 ms of execution instead of 2.5).
         return sql.replace("IN {ids}", "= ANY(%s::integer[])" if integer_ids else "= ANY(%s)")
     return sql.replace("{ids}", "(" + ",".join("?" * id_count) + ")" if id_count else "(NULL)")
 
