@@ -168,7 +168,6 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
     missing = sorted(provider_uuids - provider_ids.keys())
     if missing:
         raise BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
-    providers = {uuid: {"id": id_, "uuid": uuid} for uuid, id_ in provider_ids.items()}
     class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
     class_ids = names.resource_class_ids(conn, class_names)
     for request in requests:
@@ -193,15 +192,15 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
             # Allocations exist only with their consumer's row, so a new consumer has none to remove.
             _create_consumer(conn, request, now, owners)
 
-    # Add the new allocations, one inventory row at a time, in a fixed order.
+    # Add the new allocations, taking the inventory rows in id order.
     wanted = defaultdict(int)
     rows_to_insert = []
     for request in requests:
         for provider_uuid, by_rc in request.allocations.items():
-            provider = providers[provider_uuid]
+            provider_id = provider_ids[provider_uuid]
             for rc_name, amount in by_rc.items():
-                wanted[(provider["id"], class_ids[rc_name])] += amount
-                rows_to_insert.append((provider["id"], request.consumer_uuid, class_ids[rc_name], amount, now, now))
+                wanted[(provider_id, class_ids[rc_name])] += amount
+                rows_to_insert.append((provider_id, request.consumer_uuid, class_ids[rc_name], amount, now, now))
     if not wanted:
         return
     # id, provider id, class id, min_unit, max_unit, step_size
@@ -211,26 +210,27 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         for row in fetch(conn, _INVENTORIES_OF + (" FOR UPDATE" if postgres else ""),
                          ids=sorted({pid for pid, _ in wanted}))
     }
-    by_id = {p["id"]: p for p in providers.values()}
+    uuid_of = {id_: uuid for uuid, id_ in provider_ids.items()}
     rc_names = {v: k for k, v in class_ids.items()}
     for provider_id, _consumer, rc_id, amount, _created, _updated in rows_to_insert:
         inventory = inventory_rows.get((provider_id, rc_id))
-        provider, rc_name = by_id[provider_id], rc_names[rc_id]
+        provider_uuid, rc_name = uuid_of[provider_id], rc_names[rc_id]
         if inventory is None:
             raise Conflict(
                 f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider "
-                f"'{provider['uuid']}' invalid."
+                f"'{provider_uuid}' invalid."
             )
         _id, _provider, _class, min_unit, max_unit, step_size = inventory
         if not (min_unit <= amount <= max_unit and amount % step_size == 0):
             raise Conflict(
                 f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
-                f"provider '{provider['uuid']}'. The requested amount would violate inventory constraints."
+                f"provider '{provider_uuid}'. The requested amount would violate inventory constraints."
             )
+
     def no_room(key):
         return Conflict(
             f"Unable to allocate inventory: Unable to create allocation for '{rc_names[key[1]]}' on "
-            f"resource provider '{by_id[key[0]]['uuid']}'. The requested amount would exceed the capacity."
+            f"resource provider '{uuid_of[key[0]]}'. The requested amount would exceed the capacity."
         )
 
     ordered = sorted(wanted, key=lambda k: inventory_rows[k][0])
