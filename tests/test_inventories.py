@@ -91,6 +91,9 @@ def test_in_use_inventory_cannot_be_removed_but_may_shrink_below_usage(api):
                 {"resource_provider_generation": gen, "inventories": {"DISK_GB": {"total": 1024}}})
     assert r.status_code == 409 and error_code(r) == "placement.inventory.inuse"
     assert "'VCPU, MEMORY_MB'" in error_detail(r)
+    # Refused whole: nothing added, and the generation did not move.
+    after = api.get(f"/resource_providers/{u}/inventories").json_body
+    assert after["resource_provider_generation"] == gen and sorted(after["inventories"]) == ["MEMORY_MB", "VCPU"]
     assert api.delete(f"/resource_providers/{u}/inventories", version="1.5").status_code == 409
     # As the reference: a host may report less than is allocated (a disk shrank, a reservation grew);
     # nothing more fits until usage is back under capacity.

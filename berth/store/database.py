@@ -12,6 +12,12 @@ grow to tens of milliseconds, while a Berth write transaction holds the lock for
 several worker processes, most of a writer's time went to sleeping after the lock was already free.
 A blocked ``flock`` is woken by the kernel the moment the holder releases it (or dies).
 
+On PostgreSQL two kinds of work run without BEGIN and COMMIT, each of which costs a round trip
+(about as much CPU, in psycopg and in the server, as a statement): reads, because at READ COMMITTED
+every statement takes its own snapshot inside a transaction as well, so a read-only transaction adds
+nothing; and writes made of one statement (``write_statement``), which PostgreSQL runs atomically by
+itself.
+
 Transient failures (deadlock, serialisation failure, lock timeout, lost connection) are retried by
 running the whole unit of work again in a fresh transaction, never by continuing a failed one: a retry
 inside the same transaction would see its own earlier writes and count them twice.
@@ -78,7 +84,7 @@ class Database:
         self.engine.dispose()
 
     @contextmanager
-    def _transaction(self, write: bool):
+    def _transaction(self, write: bool, single_statement: bool):
         if write and self._writer_lock is not None:
             with self._writer_lock, self.engine.connect() as conn:
                 with conn.execution_options(berth_write=True).begin():
@@ -87,7 +93,11 @@ class Database:
         with self.engine.connect() as conn:
             if write and self.is_sqlite:
                 conn = conn.execution_options(berth_write=True)
-            with conn.begin():
+            if self.is_sqlite or (write and not single_statement):
+                with conn.begin():
+                    yield conn
+                return
+            with _autocommit(conn):
                 yield conn
 
     def read(self, work: Callable[[sa.Connection], T]) -> T:
@@ -96,10 +106,16 @@ class Database:
     def write(self, work: Callable[[sa.Connection], T]) -> T:
         return self._run(work, write=True)
 
-    def _run(self, work, *, write: bool):
+    def write_statement(self, work: Callable[[sa.Connection], T]) -> T:
+        """``write`` for work that changes the database with a single statement.  It may read
+        before that statement, as long as the statement itself re-checks what those reads decided
+        (generations, uniqueness), and after it only to explain a refusal."""
+        return self._run(work, write=True, single_statement=True)
+
+    def _run(self, work, *, write: bool, single_statement: bool = False):
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                with self._transaction(write) as conn:
+                with self._transaction(write, single_statement) as conn:
                     return work(conn)
             except exc.DBAPIError as error:
                 if not _is_transient(error) or attempt == MAX_ATTEMPTS:
@@ -112,6 +128,22 @@ class Database:
                 LOG.info("retrying transaction after transient error (attempt %d): %s", attempt, error.orig)
                 time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
         raise AssertionError("unreachable")
+
+
+@contextmanager
+def _autocommit(conn: sa.Connection):
+    """The psycopg connection in autocommit for the duration: no BEGIN, and SQLAlchemy's own
+    commit and the pool's reset find no transaction open and send nothing."""
+    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection.autocommit = True
+    try:
+        yield
+    finally:
+        try:
+            dbapi_connection.autocommit = False
+        except Exception:  # noqa: BLE001 - closed or broken: never pool it in autocommit
+            if not conn.invalidated:
+                conn.invalidate()
 
 
 class _WriterLock:

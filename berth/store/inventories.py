@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
-from berth.domain.errors import BadRequest, Conflict, InventoryInUse, NotFound
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
 from berth.store import names
-from berth.store.providers import bump_generation
-from berth.store.rawsql import db_time, execute, execute_many, fetch_records
+from berth.store.providers import GENERATION_CONFLICT, bump_generation, bump_generation_by_uuid, require_provider
+from berth.store.rawsql import db_time, execute, execute_many, fetch, fetch_records
 from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -74,6 +75,102 @@ def _in_use_error(provider, rc_names):
     return InventoryInUse(
         f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use."
     )
+
+
+# PUT .../inventories on PostgreSQL as one statement, so that it runs without BEGIN and COMMIT: one
+# round trip instead of six.  Every change hangs on the generation compare-and-swap (``bumped``), which
+# also refuses the whole write when an inventory to be removed is in use.  The statement's snapshot is
+# enough for that test: anything that raises ``used`` moves the provider's generation in the same
+# transaction, so a claim that committed since the snapshot makes the compare-and-swap miss.
+#
+# The new rows come as a VALUES list (one statement text per number of classes), not as arrays to
+# unnest: PostgreSQL then knows how many rows there are and keeps one generic plan for the prepared
+# statement, where with arrays it planned every run again (0.4 ms of its CPU per PUT), and psycopg
+# spends less on VALUES parameters than on arrays.
+_REPLACE_PG = """
+WITH new (resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio) AS (
+    {new_rows}
+),
+target AS (SELECT id, generation FROM resource_providers WHERE uuid = ?),
+in_use AS (
+    SELECT i.resource_class_id FROM inventories i JOIN target t ON t.id = i.resource_provider_id
+    WHERE i.used > 0 AND i.resource_class_id NOT IN (SELECT resource_class_id FROM new)
+),
+bumped AS (
+    UPDATE resource_providers SET generation = generation + 1, updated_at = ?
+    WHERE uuid = ? AND generation = ? AND NOT EXISTS (SELECT 1 FROM in_use)
+    RETURNING id
+),
+removed AS (
+    DELETE FROM inventories i USING bumped b
+    WHERE i.resource_provider_id = b.id AND i.used = 0
+      AND i.resource_class_id NOT IN (SELECT resource_class_id FROM new)
+),
+changed AS (
+    UPDATE inventories i SET total = n.total, reserved = n.reserved, min_unit = n.min_unit,
+        max_unit = n.max_unit, step_size = n.step_size, allocation_ratio = n.allocation_ratio, updated_at = ?
+    FROM new n, bumped b
+    WHERE i.resource_provider_id = b.id AND i.resource_class_id = n.resource_class_id
+      AND (i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio)
+          IS DISTINCT FROM (n.total, n.reserved, n.min_unit, n.max_unit, n.step_size, n.allocation_ratio)
+    RETURNING i.resource_class_id, i.used
+),
+added AS (
+    INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+                             step_size, allocation_ratio, used, created_at, updated_at)
+    SELECT b.id, n.resource_class_id, n.total, n.reserved, n.min_unit, n.max_unit, n.step_size,
+           n.allocation_ratio, 0, ?, ?
+    FROM new n, bumped b
+    WHERE NOT EXISTS (SELECT 1 FROM inventories i
+                      WHERE i.resource_provider_id = b.id AND i.resource_class_id = n.resource_class_id)
+)
+SELECT (SELECT id FROM bumped), (SELECT generation FROM target),
+       ARRAY(SELECT resource_class_id FROM in_use ORDER BY resource_class_id),
+       ARRAY(SELECT ARRAY[resource_class_id, used] FROM changed WHERE used > 0)"""
+
+
+@lru_cache(maxsize=64)
+def _replace_pg(classes: int) -> str:
+    if not classes:
+        return _REPLACE_PG.format(new_rows="SELECT NULL::integer, 0::bigint, 0::bigint, 0::bigint, 0::bigint, "
+                                           "0::bigint, 0::float8 WHERE false")
+    row = "(?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::float8)"
+    return _REPLACE_PG.format(new_rows="VALUES " + ", ".join([row] * classes))
+
+
+def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *, reserved_can_be_total) -> int:
+    """PUT .../inventories: the provider's inventories become exactly ``new``; the new generation.
+
+    Refusals come in the reference's order: an unknown provider, then a bad body, then a stale
+    generation, then an inventory in use.  One statement on PostgreSQL (see ``_REPLACE_PG``).
+    """
+    if conn.dialect.name != "postgresql":
+        provider, bumped = bump_generation_by_uuid(conn, uuid, generation)
+        return replace_inventories(conn, provider, generation, new, reserved_can_be_total=reserved_can_be_total,
+                                   already_bumped=bumped)
+    ids = names.resource_class_ids(conn, new)
+    if len(ids) < len(new) or any(inv.invalid_reason(reserved_can_be_total) for inv in new.values()):
+        provider = require_provider(conn, uuid)
+        _class_ids(conn, provider, new)
+        for rc_name, inventory in new.items():
+            _validate(provider, rc_name, inventory, reserved_can_be_total)
+    values = [v for rc, inv in new.items() for v in (ids[rc], *(getattr(inv, f) for f in INVENTORY_FIELDS))]
+    now = db_time(conn, utcnow())
+    bumped_id, found_generation, in_use, over = fetch(
+        conn, _replace_pg(len(new)), (*values, uuid, now, uuid, generation, now, now, now))[0]
+    provider = {"uuid": uuid}
+    if bumped_id is None:
+        if found_generation is None:
+            require_provider(conn, uuid)
+        if found_generation != generation:
+            raise ConcurrentUpdate(GENERATION_CONFLICT)
+        rc_names = names.resource_class_names_of(conn, in_use)
+        raise _in_use_error(provider, [rc_names[rc] for rc in in_use])
+    if over:
+        rc_names = names.resource_class_names_of(conn, [rc for rc, _ in over])
+        for rc, used in over:
+            _warn_if_over_used(provider, rc_names[rc], new[rc_names[rc]], used)
+    return generation + 1
 
 
 def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total,

@@ -53,6 +53,8 @@ def require_provider(conn, uuid, detail=None):
     return row
 
 
+GENERATION_CONFLICT = ("resource provider generation conflict: Another thread concurrently updated the data. "
+                       "Please retry your update")
 GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the generation "
                       "and try again.")
 
@@ -65,9 +67,7 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     """
     expected = provider["generation"] if expected_generation is None else expected_generation
     if execute(conn, _BUMP, (db_time(conn, utcnow()), provider["id"], expected)) != 1:
-        raise ConcurrentUpdate(conflict_detail or (
-            "resource provider generation conflict: Another thread concurrently updated the data. "
-            "Please retry your update"))
+        raise ConcurrentUpdate(conflict_detail or GENERATION_CONFLICT)
     return expected + 1
 
 
@@ -105,6 +105,19 @@ SELECT new.id, ?, ?, 0, ?, ?, NULL, new.id
 FROM (SELECT nextval(pg_get_serial_sequence('resource_providers', 'id')) AS id) new
 ON CONFLICT DO NOTHING RETURNING id"""
 
+# A child on PostgreSQL: its parent is found and it is inserted in one statement.  No row at all: no
+# such parent; a row without the new id: the uuid or name is taken.
+_INSERT_CHILD_PG = """
+WITH parent AS (SELECT id, root_provider_id FROM resource_providers WHERE uuid = ?),
+new AS (
+    INSERT INTO resource_providers
+        (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
+    SELECT ?, ?, 0, ?, ?, parent.id, parent.root_provider_id FROM parent
+    ON CONFLICT DO NOTHING RETURNING id
+)
+SELECT parent.id, parent.root_provider_id, root.uuid, (SELECT id FROM new)
+FROM parent JOIN resource_providers root ON root.id = parent.root_provider_id"""
+
 
 def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
     clashes = []
@@ -124,21 +137,29 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
             f"Unable to create resource provider \"{name}\", {uuid}: Object action create failed because: "
             "parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if "
             "there is no parent.")
+    now = utcnow()
+    stored_now = db_time(conn, now)
+    postgres = conn.dialect.name == "postgresql"
     if parent_uuid is not None:
-        parent = get_provider(conn, parent_uuid)
+        if postgres:
+            rows = fetch(conn, _INSERT_CHILD_PG, (parent_uuid, uuid, name, stored_now, stored_now))
+            parent = dict(zip(("id", "root_provider_id", "root_provider_uuid", "new_id"), rows[0])) if rows else None
+        else:
+            parent = get_provider(conn, parent_uuid)
         if parent is None:
             raise BadRequest(
                 f"Unable to create resource provider \"{name}\", {uuid}: "
                 f"parent provider UUID does not exist."
             )
-    now = utcnow()
-    stored_now = db_time(conn, now)
+        parent["uuid"] = parent_uuid
     # A taken uuid or name inserts nothing (no error, so the transaction stays usable on PostgreSQL,
     # also when a concurrent creation of the same name committed first) and is only then looked up,
     # to say which of the two clashed.
-    own_root_in_insert = parent is None and conn.dialect.name == "postgresql"
+    own_root_in_insert = parent is None and postgres
     if own_root_in_insert:
         new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, stored_now, stored_now))
+    elif postgres:
+        new_id = parent["new_id"]
     else:
         new_id = fetch_value(conn, _INSERT, (
             uuid, name, stored_now, stored_now,

@@ -55,14 +55,8 @@ def replace_inventories(call, uuid):
     body = call.json_body(schemas.INVENTORIES_PUT)
     new = {name: inventory_from_body(data) for name, data in body["inventories"].items()}
 
-    def work(conn):
-        generation = body["resource_provider_generation"]
-        provider, bumped = providers.bump_generation_by_uuid(conn, uuid, generation)
-        return inventories.replace_inventories(
-            conn, provider, generation, new, reserved_can_be_total=_reserved_can_be_total(call),
-            already_bumped=bumped)
-
-    generation = call.db.write(work)
+    generation = call.db.write_statement(lambda conn: inventories.replace_inventories_of(
+        conn, uuid, body["resource_provider_generation"], new, reserved_can_be_total=_reserved_can_be_total(call)))
     # The provider's inventories are now exactly those of the body: no need to read them back.
     return json_response(call, {
         "resource_provider_generation": generation,

@@ -6,7 +6,7 @@ import re
 from berth.api import schemas
 from berth.api.responses import empty_response, http_date, json_response, location
 from berth.api.validation import query_schema_check
-from berth.domain.errors import BadRequest, ConcurrentUpdate, NotFound
+from berth.domain.errors import BadRequest, NotFound
 from berth.store import names, provider_traits, providers
 from berth.store.util import latest
 
@@ -81,16 +81,8 @@ def list_provider_traits(call, uuid):
 def update_provider_traits(call, uuid):
     body = call.json_body(schemas.PROVIDER_TRAITS_PUT)
 
-    def work(conn):
-        generation = body["resource_provider_generation"]
-        provider, bumped = providers.bump_generation_by_uuid(conn, uuid, generation)
-        if not bumped:
-            raise ConcurrentUpdate(providers.GENERATION_CHANGED)
-        ids = names.require_trait_ids(conn, body["traits"])
-        provider_traits.set_provider_traits(conn, provider["id"], ids)
-        return generation + 1
-
-    generation = call.db.write(work)
+    generation = call.db.write_statement(lambda conn: provider_traits.replace_provider_traits(
+        conn, uuid, body["resource_provider_generation"], body["traits"]))
     # The provider's traits are now exactly those of the body, listed by name as when read back.
     return json_response(call, {"traits": sorted(set(body["traits"])),
                                 "resource_provider_generation": generation})
