@@ -4,7 +4,7 @@ from __future__ import annotations
 from berth.api import schemas
 from berth.api.responses import json_response
 from berth.api.validation import normalize_uuid
-from berth.domain.errors import ConcurrentUpdate
+from berth.domain.errors import BerthError
 from berth.store import aggregates, providers
 
 
@@ -25,24 +25,17 @@ def list_aggregates(call, uuid):
 
 
 def update_aggregates(call, uuid):
-    def work(conn):
-        # The provider is looked up before the body is read: an unknown provider is a 404 whatever
-        # the body says, as in the reference.
-        provider = providers.require_provider(conn, uuid)
+    try:
         body = call.json_body(schemas.aggregates_put_schema(call.version))
-        if call.version.at_least(19):
-            wanted, expected = body["aggregates"], body["resource_provider_generation"]
-        else:
-            wanted, expected = body, None
-        wanted = [normalize_uuid(u) for u in wanted]
-        if expected is not None and expected != provider["generation"]:
-            raise ConcurrentUpdate(providers.GENERATION_CHANGED)
-        generation = provider["generation"]
-        if call.version.at_least(19):
-            # Before 1.19 the reference leaves the generation alone when aggregates change.
-            generation = providers.bump_generation(conn, provider, conflict_detail=providers.GENERATION_CHANGED)
-        aggregates.set_provider_aggregates(conn, provider["id"], wanted)
-        return generation, list(dict.fromkeys(wanted))
-
-    generation, uuids = call.db.write(work)
-    return json_response(call, _view(call, generation, uuids))
+    except BerthError:
+        # An unknown provider is a 404 whatever the body says, as in the reference.
+        call.db.read(lambda conn: providers.require_provider(conn, uuid))
+        raise
+    if call.version.at_least(19):
+        wanted, expected = body["aggregates"], body["resource_provider_generation"]
+    else:
+        wanted, expected = body, None
+    wanted = list(dict.fromkeys(normalize_uuid(u) for u in wanted))
+    generation = call.db.write_statement(
+        lambda conn: aggregates.replace_provider_aggregates(conn, uuid, wanted, expected))
+    return json_response(call, _view(call, generation, wanted))
