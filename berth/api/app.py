@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 from werkzeug.exceptions import NotFound as RouteNotFound, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
-from werkzeug.wrappers import Request, Response
+from werkzeug.wrappers import Request
 
 from berth.api import auth, errors, microversion
 from berth.api.policy import PolicyEnforcer
-from berth.api.responses import JSON
+from berth.api.responses import JSON, Reply
 from berth.api.routes import ROUTES
 from berth.api.validation import parse_json_body
 from berth.domain.errors import BerthError
@@ -149,13 +149,12 @@ class PlacementApp:
             include_code=version_known and version.at_least(23), extra=extra,
             explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
-        response = Response(body, status=status, content_type=JSON)
+        response = Reply(body if isinstance(body, bytes) else body.encode(), status, headers=headers)
         if request is not None and request.headers.get("Accept") and \
                 request.accept_mimetypes.best_match([JSON, "text/html"]) == "text/html":
             # A browser asking for HTML gets the same error as a page, as from the reference.
-            response = Response(errors.html_body(status, detail), status=status, content_type="text/html")
-        for name, value in (headers or {}).items():
-            response.headers[name] = value
+            response = Reply(errors.html_body(status, detail).encode(), status, content_type="text/html",
+                             headers=headers)
         return response
 
 

@@ -6,18 +6,44 @@ import email.utils
 import time
 
 import orjson
-from werkzeug.wrappers import Response
+from werkzeug.http import HTTP_STATUS_CODES
 
 JSON = "application/json"
 
 
-def json_response(call, body, status: int = 200, *, last_modified=None, headers=None) -> Response:
-    response = Response(orjson.dumps(body), status=status, content_type=JSON)
+class Reply:
+    """A finished response, sent as it is: a status, a body and the headers to add.
+
+    Werkzeug's Response re-checks and normalises every header on the way out; for the small answers
+    of writes that was about a fifth of the application's CPU, spent on headers Berth writes itself.
+    """
+
+    __slots__ = ("status", "body", "content_type", "headers")
+
+    def __init__(self, body: bytes = b"", status: int = 200, content_type: str | None = JSON, headers=None):
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+        self.headers: dict[str, str] = dict(headers) if headers else {}
+
+    def __call__(self, environ, start_response):
+        headers = [("Content-Type", self.content_type)] if self.content_type else []
+        if self.status not in (204, 304):
+            headers.append(("Content-Length", str(len(self.body))))
+        headers.extend(self.headers.items())
+        start_response(f"{self.status} {HTTP_STATUS_CODES.get(self.status, 'Unknown').upper()}", headers)
+        if environ.get("REQUEST_METHOD") == "HEAD" or not self.body:
+            return []
+        return [self.body]
+
+
+def json_response(call, body, status: int = 200, *, last_modified=None, headers=None) -> Reply:
+    response = Reply(orjson.dumps(body), status)
     if call.version.at_least(15) and status in (200, 201):
         response.headers["cache-control"] = "no-cache"
         response.headers["last-modified"] = http_date(last_modified)
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
+    if headers:
+        response.headers.update(headers)
     return response
 
 
@@ -26,12 +52,8 @@ def location(call, path: str) -> str:
     return call.request.root_url.rstrip("/") + path
 
 
-def empty_response(status: int = 204, headers=None) -> Response:
-    response = Response(status=status)
-    response.headers.pop("Content-Type", None)
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
-    return response
+def empty_response(status: int = 204, headers=None) -> Reply:
+    return Reply(b"", status, content_type=None, headers=headers)
 
 
 def http_date(moment=None) -> str:
