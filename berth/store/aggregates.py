@@ -1,13 +1,13 @@
 """Aggregates a provider belongs to."""
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from functools import lru_cache
+
+import sqlalchemy as sa
 
 from berth.domain.errors import ConcurrentUpdate
 from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider
-from berth.store.rawsql import db_time, fetch
+from berth.store.rawsql import db_time, execute, execute_many, fetch
 from berth.store.schema import placement_aggregates as aggs, resource_provider_aggregates as rpa
 from berth.store.util import utcnow
 
@@ -20,37 +20,27 @@ def provider_aggregates(conn, provider_id) -> list[str]:
     ).scalars().all()
 
 
-def _aggregate_ids(conn, uuids) -> dict[str, int]:
-    uuids = list(dict.fromkeys(uuids))
-    found = dict(conn.execute(sa.select(aggs.c.uuid, aggs.c.id).where(aggs.c.uuid.in_(uuids))).all())
-    now = utcnow()
-    for uuid in uuids:
-        if uuid not in found:
-            try:
-                with conn.begin_nested():
-                    found[uuid] = conn.execute(
-                        aggs.insert().values(uuid=uuid, created_at=now, updated_at=now)
-                    ).inserted_primary_key[0]
-            except sa.exc.IntegrityError:
-                found[uuid] = conn.execute(sa.select(aggs.c.id).where(aggs.c.uuid == uuid)).scalar_one()
-    return found
+_CREATE = ("INSERT INTO placement_aggregates (uuid, created_at, updated_at) VALUES (?, ?, ?) "
+           "ON CONFLICT (uuid) DO NOTHING")
+_IDS = "SELECT uuid, id FROM placement_aggregates WHERE uuid IN {ids}"
+_UNLINK_ALL = "DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?"
+_UNLINK_OTHERS = _UNLINK_ALL + " AND NOT (aggregate_id IN {ids})"
+_LINK = ("INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id, created_at, updated_at) "
+         "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
 
 
 def set_provider_aggregates(conn, provider_id, uuids) -> None:
-    wanted = _aggregate_ids(conn, uuids)
-    current = dict(conn.execute(
-        sa.select(aggs.c.uuid, aggs.c.id).join(rpa, rpa.c.aggregate_id == aggs.c.id)
-        .where(rpa.c.resource_provider_id == provider_id)
-    ).all())
-    stale = [agg_id for uuid, agg_id in current.items() if uuid not in wanted]
-    if stale:
-        conn.execute(rpa.delete().where(rpa.c.resource_provider_id == provider_id,
-                                        rpa.c.aggregate_id.in_(stale)))
-    now = utcnow()
-    new = [{"resource_provider_id": provider_id, "aggregate_id": agg_id, "created_at": now, "updated_at": now}
-           for uuid, agg_id in wanted.items() if uuid not in current]
-    if new:
-        conn.execute(rpa.insert(), new)
+    """Link the provider to exactly these aggregates, creating those seen for the first time.  Step
+    by step, for SQLite, where the writer holds the database lock throughout."""
+    uuids = list(dict.fromkeys(uuids))
+    now = db_time(conn, utcnow())
+    execute_many(conn, _CREATE, [(uuid, now, now) for uuid in uuids])
+    ids = [agg_id for _, agg_id in fetch(conn, _IDS, ids=uuids)] if uuids else []
+    if ids:
+        execute(conn, _UNLINK_OTHERS, (provider_id,), ids=ids)
+    else:
+        execute(conn, _UNLINK_ALL, (provider_id,))
+    execute_many(conn, _LINK, [(provider_id, agg_id, now, now) for agg_id in ids])
 
 
 # PUT .../aggregates on PostgreSQL as one statement (no BEGIN and COMMIT: one round trip instead of
