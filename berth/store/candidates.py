@@ -93,12 +93,14 @@ def _provider_id(provider: ProviderData) -> int:
 
 def _providers_from(rows) -> dict[int, ProviderData]:
     providers: dict[int, ProviderData] = {}
-    for provider_id, uuid, parent_id, root_id, rc, *numbers in rows:
-        provider = providers.get(provider_id)
+    get = providers.get
+    # Indexing, not star-unpacking: an unlimited request turns thousands of rows into objects here.
+    for row in rows:
+        provider = get(row[0])
         if provider is None:
-            provider = providers[provider_id] = ProviderData(provider_id, uuid, parent_id, root_id)
-        if rc is not None:
-            provider.inventories[rc] = InventoryData(*numbers)
+            provider = providers[row[0]] = ProviderData(row[0], row[1], row[2], row[3])
+        if row[4] is not None:
+            provider.inventories[row[4]] = InventoryData(row[5], row[6], row[7], row[8], row[9], row[10], row[11])
     return providers
 
 
