@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from berth.domain.errors import ConcurrentUpdate
 from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider
-from berth.store.rawsql import db_time, execute, execute_many, fetch
+from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
 from berth.store.schema import placement_aggregates as aggs, resource_provider_aggregates as rpa
 from berth.store.util import utcnow
 
@@ -75,9 +75,8 @@ _PLAIN_TARGET = "SELECT id FROM found"
 
 @lru_cache(maxsize=64)
 def _replace_pg(aggregates: int, bump: bool) -> str:
-    wanted_rows = ("VALUES " + ", ".join(["(?)"] * aggregates)) if aggregates else \
-        "SELECT NULL::varchar WHERE false"
-    return _REPLACE_PG.format(wanted_rows=wanted_rows, target=_BUMP_TARGET if bump else _PLAIN_TARGET)
+    return _REPLACE_PG.format(wanted_rows=values_rows("(?)", aggregates, "SELECT NULL::varchar WHERE false"),
+                              target=_BUMP_TARGET if bump else _PLAIN_TARGET)
 
 
 def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generation: int | None) -> int:

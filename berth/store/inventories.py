@@ -8,7 +8,7 @@ from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
 from berth.store import names
 from berth.store.providers import GENERATION_CONFLICT, bump_generation, bump_generation_by_uuid, require_provider
-from berth.store.rawsql import db_time, execute, execute_many, fetch, fetch_records
+from berth.store.rawsql import db_time, execute, execute_many, fetch, fetch_records, values_rows
 from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -131,11 +131,9 @@ SELECT (SELECT id FROM bumped), (SELECT generation FROM target),
 
 @lru_cache(maxsize=64)
 def _replace_pg(classes: int) -> str:
-    if not classes:
-        return _REPLACE_PG.format(new_rows="SELECT NULL::integer, 0::bigint, 0::bigint, 0::bigint, 0::bigint, "
-                                           "0::bigint, 0::float8 WHERE false")
-    row = "(?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::float8)"
-    return _REPLACE_PG.format(new_rows="VALUES " + ", ".join([row] * classes))
+    return _REPLACE_PG.format(new_rows=values_rows(
+        "(?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::float8)", classes,
+        "SELECT NULL::integer, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::float8 WHERE false"))
 
 
 def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *, reserved_can_be_total) -> int:
@@ -162,7 +160,8 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
     if bumped_id is None:
         if found_generation is None:
             require_provider(conn, uuid)
-        if found_generation != generation:
+        if found_generation != generation or not in_use:
+            # Without an inventory in use, the generation moved after the statement's snapshot.
             raise ConcurrentUpdate(GENERATION_CONFLICT)
         rc_names = names.resource_class_names_of(conn, in_use)
         raise _in_use_error(provider, [rc_names[rc] for rc in in_use])

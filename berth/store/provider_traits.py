@@ -6,7 +6,7 @@ from functools import lru_cache
 from berth.domain.errors import ConcurrentUpdate
 from berth.store import names
 from berth.store.providers import GENERATION_CHANGED, bump_generation_by_uuid, require_provider
-from berth.store.rawsql import db_time, execute, execute_many, fetch
+from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
 from berth.store.util import utcnow
 
 _NAMES = """
@@ -58,9 +58,7 @@ SELECT (SELECT id FROM bumped), (SELECT generation FROM target)"""
 
 @lru_cache(maxsize=64)
 def _replace_pg(traits: int) -> str:
-    if not traits:
-        return _REPLACE_PG.format(wanted_rows="SELECT NULL::integer WHERE false")
-    return _REPLACE_PG.format(wanted_rows="VALUES " + ", ".join(["(?::integer)"] * traits))
+    return _REPLACE_PG.format(wanted_rows=values_rows("(?::integer)", traits, "SELECT NULL::integer WHERE false"))
 
 
 def replace_provider_traits(conn, uuid, generation, trait_names) -> int:

@@ -36,6 +36,12 @@ def _translate(sql: str, postgres: bool, id_count: int, integer_ids: bool = Fals
     return sql.replace("{ids}", "(" + ",".join("?" * id_count) + ")" if id_count else "(NULL)")
 
 
+def values_rows(row: str, count: int, no_rows: str) -> str:
+    """``VALUES row, row, ...`` with ``count`` rows of placeholders, or ``no_rows`` (a SELECT that
+    returns none, with the same column types) when there are none, which VALUES cannot express."""
+    return "VALUES " + ", ".join([row] * count) if count else no_rows
+
+
 def _wrapped(conn, error, text, params, cursor):
     """``error`` from the driver as the SQLAlchemy exception it would have been."""
     dbapi_connection = conn.connection.dbapi_connection
