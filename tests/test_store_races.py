@@ -64,3 +64,35 @@ def _someone_waits_on_a_lock(db) -> bool:
         return bool(watcher.exec_driver_sql(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             "AND datname = current_database()").scalar())
+
+
+def test_inventory_put_that_loses_the_generation_race_while_waiting_is_a_generation_conflict(db):
+    if db.is_sqlite:
+        pytest.skip("SQLite writers hold the database lock: no interleaving is possible")
+    api = Api(PlacementApp(db))
+    rp = api.create_provider("host", inventory={"VCPU": 8})
+    generation = api.get(f"/resource_providers/{rp}").json_body["generation"]
+    outcome = {}
+
+    def put_inventories():
+        outcome["response"] = api.put(f"/resource_providers/{rp}/inventories", {
+            "resource_provider_generation": generation, "inventories": {"VCPU": {"total": 16}}})
+
+    with db.engine.connect() as first:
+        with first.begin():
+            # Another writer holds the provider row with its generation moved on...
+            first.exec_driver_sql("UPDATE resource_providers SET generation = generation + 1 WHERE uuid = %s",
+                                  (rp,))
+            racer = threading.Thread(target=put_inventories)
+            racer.start()
+            deadline = time.monotonic() + 30
+            while not _someone_waits_on_a_lock(db) and racer.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert racer.is_alive(), outcome
+        # ...and commits while the PUT, whose snapshot still shows the old generation, waits.
+    racer.join(30)
+    response = outcome["response"]
+    assert response.status_code == 409
+    assert response.json_body["errors"][0]["code"] == "placement.concurrent_update"
+    inventory = api.get(f"/resource_providers/{rp}/inventories").json_body["inventories"]["VCPU"]
+    assert inventory["total"] == 8
