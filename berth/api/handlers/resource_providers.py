@@ -107,8 +107,8 @@ def create_provider(call):
     uuid = normalize_uuid(body["uuid"]) if body.get("uuid") else str(uuidlib.uuid4())
     parent = body.get("parent_provider_uuid")
     parent = normalize_uuid(parent) if parent else None
-    row = call.db.write_statement(lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"],
-                                                             parent_uuid=parent))
+    row = call.db.write_statement(
+        lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"], parent_uuid=parent))
     headers = {"Location": location(call, f"/resource_providers/{uuid}")}
     if call.version.at_least(20):
         return json_response(call, provider_view(call, row), headers=headers)
