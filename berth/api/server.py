@@ -31,9 +31,6 @@ def _address(bind: str) -> tuple[str, int]:
     return host, int(port)
 
 
-GC_YOUNG_THRESHOLD = 20_000
-
-
 def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False,
           settings: Settings | None = None) -> int:
     db = Database(database_url)
@@ -49,11 +46,6 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
         # again and again while requests allocate their short-lived objects.
         gc.collect()
         gc.freeze()
-        # A candidate answer builds tens of thousands of short-lived containers, nearly all freed by
-        # reference counting. At the default threshold of 700 they set off a full collection about
-        # every third unlimited request (tens of ms each); collections a thirtieth as often keep
-        # the cycles that do occur from piling up all the same.
-        gc.set_threshold(GC_YOUNG_THRESHOLD)
         return app
 
     # Import the application's modules (not the application: no database connection may cross the
