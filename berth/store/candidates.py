@@ -23,11 +23,11 @@ MAX_BATCH = 4096
 
 # Providers with their inventories in one statement (a provider without inventory comes once, with
 # NULLs), then their traits and aggregates in another: each round trip costs more than the rows.
-_PROVIDER_COLUMNS = (
+_PROVIDER_FIELDS = (
     "p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
     "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used "
-    "FROM resource_providers p LEFT JOIN inventories i ON i.resource_provider_id = p.id "
 )
+_PROVIDER_COLUMNS = _PROVIDER_FIELDS + "FROM resource_providers p LEFT JOIN inventories i ON i.resource_provider_id = p.id "
 _PROVIDERS_OF_TREES = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.root_provider_id IN {ids}"
 _PROVIDERS = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.id IN {ids}"
 _SHARING_PROVIDERS = (
@@ -40,16 +40,12 @@ _SHARING_PROVIDERS = (
 # each lookup a separate step that the planner cannot turn back into a join; the plan is then the
 # same for any list, and stays prepared.
 _PROVIDERS_OF_TREES_PG = (
-    "SELECT p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
-    "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used "
-    "FROM unnest(?::integer[]) AS r(id) "
+    "SELECT " + _PROVIDER_FIELDS + "FROM unnest(?::integer[]) AS r(id) "
     "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.root_provider_id = r.id OFFSET 0) p ON true "
     "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true"
 )
 _SHARING_PROVIDERS_PG = (
-    "SELECT p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
-    "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used "
-    "FROM (SELECT resource_provider_id FROM resource_provider_traits WHERE trait_id = ? OFFSET 0) s "
+    "SELECT " + _PROVIDER_FIELDS + "FROM (SELECT resource_provider_id FROM resource_provider_traits WHERE trait_id = ? OFFSET 0) s "
     "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = s.resource_provider_id OFFSET 0) p ON true "
     "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true"
 )
