@@ -140,10 +140,13 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     now = utcnow()
     stored_now = db_time(conn, now)
     postgres = conn.dialect.name == "postgresql"
+    new_id = None
     if parent_uuid is not None:
         if postgres:
             rows = fetch(conn, _INSERT_CHILD_PG, (parent_uuid, uuid, name, stored_now, stored_now))
-            parent = dict(zip(("id", "root_provider_id", "root_provider_uuid", "new_id"), rows[0])) if rows else None
+            if rows:
+                parent_id, root_id, root_uuid, new_id = rows[0]
+                parent = {"id": parent_id, "root_provider_id": root_id, "root_provider_uuid": root_uuid}
         else:
             parent = get_provider(conn, parent_uuid)
         if parent is None:
@@ -158,9 +161,7 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     own_root_in_insert = parent is None and postgres
     if own_root_in_insert:
         new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, stored_now, stored_now))
-    elif postgres:
-        new_id = parent["new_id"]
-    else:
+    elif not postgres:  # on PostgreSQL a child was inserted along with its parent's lookup above
         new_id = fetch_value(conn, _INSERT, (
             uuid, name, stored_now, stored_now,
             parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
