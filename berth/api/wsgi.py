@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from berth.api.app import PlacementApp, Settings
+from berth.api.collector import CollectorPausedDuringRequests
 from berth.store.database import Database
 
 
@@ -72,8 +73,8 @@ def create_app(database_url: str | None = None, settings: Settings | None = None
             expose_headers=CORS_DEFAULT_HEADERS,
             allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
         )
-        return wrapped
-    return app
+        app = wrapped
+    return CollectorPausedDuringRequests(app)
 
 
 def __getattr__(name):
