@@ -20,6 +20,7 @@ from berth.api.responses import JSON, Reply
 from berth.api.routes import ROUTES
 from berth.api.validation import parse_json_body
 from berth.domain.errors import BerthError
+from berth.store.candidates import DEFAULT_CACHE_CAPACITY, ProviderCache
 from berth.store.database import Database
 
 LOG = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class Settings:
     # oslo.policy rules overriding the defaults, and which defaults: legacy or secure RBAC.
     policy_file: str | None = None
     enforce_new_defaults: bool = False
+    # Providers whose candidate data each worker keeps between requests (0: none).
+    provider_cache_size: int = DEFAULT_CACHE_CAPACITY
     cors_allowed_origins: tuple[str, ...] = ()
     cors_allow_headers: tuple[str, ...] = ()
 
@@ -56,6 +59,7 @@ class Call:
     policy: PolicyEnforcer
     params: dict
     settings: Settings
+    provider_cache: ProviderCache
 
     @property
     def args(self):
@@ -74,6 +78,7 @@ class PlacementApp:
         self.settings = settings = settings or Settings()
         self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
         self.policy = PolicyEnforcer(settings.policy_file, settings.enforce_new_defaults)
+        self.provider_cache = ProviderCache(settings.provider_cache_size)
         self.url_map = Map(
             [Rule(path, endpoint=path) for path in ROUTES],
             strict_slashes=False, merge_slashes=False,
@@ -132,7 +137,7 @@ class PlacementApp:
             raise BerthError("The resource could not be found.", status=404)
         call = Call(request=request, version=version, request_id=request_id, caller=caller,
                     db=self.db, policy=self.policy, params=params,
-                    settings=self.settings)
+                    settings=self.settings, provider_cache=self.provider_cache)
         if route.policy:
             call.authorize(route.policy)
         if request.method == "GET":

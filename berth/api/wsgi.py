@@ -23,6 +23,7 @@ def settings_from_environment() -> Settings:
     return Settings(
         max_candidates=int(os.environ.get("BERTH_MAX_CANDIDATES", Settings.max_candidates)),
         randomize_candidates=_flag("BERTH_RANDOMIZE_CANDIDATES"),
+        provider_cache_size=int(os.environ.get("BERTH_PROVIDER_CACHE_SIZE", Settings.provider_cache_size)),
         auth_strategy=os.environ.get("BERTH_AUTH_STRATEGY", Settings.auth_strategy),
         tokens_file=os.environ.get("BERTH_TOKENS_FILE") or None,
         policy_file=os.environ.get("BERTH_POLICY_FILE") or None,

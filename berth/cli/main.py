@@ -38,7 +38,7 @@ def cmd_db_upgrade(args) -> int:
 SERVE_CONFIG_KEYS = {
     "bind", "database", "workers", "threads", "auth_strategy", "tokens_file", "policy_file",
     "enforce_new_defaults", "cors_allowed_origin", "cors_allow_headers", "max_candidates",
-    "randomize_candidates", "force_insecure",
+    "randomize_candidates", "provider_cache_size", "force_insecure",
 }
 
 
@@ -82,6 +82,9 @@ def cmd_serve(args) -> int:
     settings = Settings(
         max_candidates=int(pick("max_candidates", env.max_candidates)),
         randomize_candidates=bool(pick("randomize_candidates", env.randomize_candidates)),
+        # Not through pick: 0 (no cache) is a value of its own, not "not given".
+        provider_cache_size=int(args.provider_cache_size if args.provider_cache_size is not None
+                                else config.get("provider_cache_size", env.provider_cache_size)),
         auth_strategy=pick("auth_strategy", env.auth_strategy),
         tokens_file=pick("tokens_file", env.tokens_file),
         policy_file=pick("policy_file", env.policy_file),
@@ -130,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--randomize-candidates", action="store_true",
                        help="return allocation candidates in random order instead of provider order "
                             "(also $BERTH_RANDOMIZE_CANDIDATES=1)")
+    serve.add_argument("--provider-cache-size", type=int, default=None,
+                       help="providers whose candidate data each worker keeps between requests, each "
+                            "checked against the database before use (default 20000, 0 for none; also "
+                            "$BERTH_PROVIDER_CACHE_SIZE)")
     serve.add_argument("--auth-strategy", choices=["noauth2", "tokens", "keystone"], default=None,
                        help="how callers are identified (default noauth2; also $BERTH_AUTH_STRATEGY)")
     serve.add_argument("--tokens-file", default=None,

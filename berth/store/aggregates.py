@@ -6,7 +6,7 @@ from functools import lru_cache
 import sqlalchemy as sa
 
 from berth.domain.errors import ConcurrentUpdate
-from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider
+from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider, revise
 from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
 from berth.store.schema import placement_aggregates as aggs, resource_provider_aggregates as rpa
 from berth.store.util import utcnow
@@ -68,9 +68,10 @@ added AS (
     ON CONFLICT DO NOTHING
 )
 SELECT (SELECT id FROM target), (SELECT generation FROM found)"""
-_BUMP_TARGET = ("UPDATE resource_providers SET generation = generation + 1, updated_at = ? "
+_BUMP_TARGET = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
                 "WHERE uuid = ? AND generation = ? RETURNING id")
-_PLAIN_TARGET = "SELECT id FROM found"
+# Before 1.19 the generation stays, but the revision moves on all the same.
+_PLAIN_TARGET = "UPDATE resource_providers SET revision = revision + 1 WHERE id = (SELECT id FROM found) RETURNING id"
 
 
 @lru_cache(maxsize=64)
@@ -93,6 +94,8 @@ def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generatio
             if expected_generation != generation:
                 raise ConcurrentUpdate(GENERATION_CHANGED)
             generation = bump_generation(conn, provider, conflict_detail=GENERATION_CHANGED)
+        else:
+            revise(conn, [provider["id"]])
         set_provider_aggregates(conn, provider["id"], uuids)
         return generation
     wanted = list(dict.fromkeys(uuids))

@@ -29,6 +29,7 @@ from berth.store.schema import (
 )
 from berth.store.rawsql import db_time, execute, execute_many, fetch
 from berth.store.util import utcnow
+from berth.store.providers import revise
 
 UNSET = object()
 
@@ -112,7 +113,7 @@ taken AS (
     RETURNING inventories.id, inventories.resource_provider_id
 ),
 touched AS (
-    UPDATE resource_providers SET generation = generation + 1, updated_at = ?
+    UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
     WHERE id IN (SELECT resource_provider_id FROM taken)
 )
 SELECT id FROM taken"""
@@ -132,7 +133,7 @@ UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = C
 WHERE id = ? AND generation = ?"""
 # Allocation writes take no provider generation from the client (the reference ignores one), so the
 # bump only tells other writers of the provider that something changed.
-_TOUCH_PROVIDER = "UPDATE resource_providers SET generation = generation + 1, updated_at = ? WHERE id = ?"
+_TOUCH_PROVIDER = "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ?"
 
 
 def _remove_allocations(conn, consumer_uuid):
@@ -145,7 +146,10 @@ def _remove_allocations(conn, consumer_uuid):
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
         execute(conn, _FREE, (amount, provider_id, rc_id))
-    return {provider_id for provider_id, _, _ in rows}
+    # Freeing leaves generations alone, as in the reference, but changes what candidates see.
+    freed_from = {provider_id for provider_id, _, _ in rows}
+    revise(conn, freed_from)
+    return freed_from
 
 
 def release_for_reshape(conn, requests: list[ConsumerAllocations]) -> None:

@@ -9,6 +9,7 @@ candidates are found, so the cost of a limited request follows the limit, not th
 from __future__ import annotations
 
 import random
+import threading
 from collections import defaultdict
 
 from berth.domain.candidates import (
@@ -19,42 +20,51 @@ from berth.store.rawsql import fetch
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 MAX_BATCH = 4096
+# Providers one process keeps copies of unless told otherwise: about a kilobyte each.
+DEFAULT_CACHE_CAPACITY = 20_000
 
 
-# Providers with their inventories in one statement (a provider without inventory comes once, with
-# NULLs), then their traits and aggregates in another: each round trip costs more than the rows.
+# Which providers a tree (or the set of sharing providers) holds now, and at which revision: enough
+# to tell which copies in the process's cache are still current.
+_MEMBER_FIELDS = "p.id, p.parent_provider_id, p.root_provider_id, p.revision"
+_TREE_MEMBERS = "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.root_provider_id IN {ids}"
+_SHARING_MEMBERS = (
+    "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.id IN (SELECT rpt.resource_provider_id "
+    "FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id WHERE t.name = ?)"
+)
+# PostgreSQL reads the same rows through the indexes, one lookup per root or provider, whatever its
+# statistics say: right after a bulk load, before autovacuum's first ANALYZE, it planned plain joins
+# as scans of every provider and inventory (9 ms for 64 trees of 10,000 instead of about 1).  ``OFFSET
+# 0`` keeps each lookup a separate step that the planner cannot turn back into a join; the plan is
+# then the same for any list, and stays prepared.
+_TREE_MEMBERS_PG = (
+    "SELECT " + _MEMBER_FIELDS + " FROM unnest(?::integer[]) AS r(id) "
+    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.root_provider_id = r.id OFFSET 0) p ON true"
+)
+_SHARING_MEMBERS_PG = (
+    "SELECT " + _MEMBER_FIELDS + " FROM (SELECT resource_provider_id FROM resource_provider_traits "
+    "WHERE trait_id = ? OFFSET 0) s "
+    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = s.resource_provider_id OFFSET 0) p ON true"
+)
+# Whole providers, for those the cache has no current copy of: with their inventories in one statement
+# (a provider without inventory comes once, with NULLs), then their traits and aggregates in another.
 _PROVIDER_FIELDS = (
     "p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
-    "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used "
+    "i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, i.used, p.revision "
 )
-_PROVIDER_COLUMNS = _PROVIDER_FIELDS + "FROM resource_providers p LEFT JOIN inventories i ON i.resource_provider_id = p.id "
-_PROVIDERS_OF_TREES = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.root_provider_id IN {ids}"
-_PROVIDERS = "SELECT " + _PROVIDER_COLUMNS + "WHERE p.id IN {ids}"
-_SHARING_PROVIDERS = (
-    "SELECT " + _PROVIDER_COLUMNS + "WHERE p.id IN (SELECT rpt.resource_provider_id FROM resource_provider_traits rpt "
-    "JOIN traits t ON t.id = rpt.trait_id WHERE t.name = ?)"
+_PROVIDERS = (
+    "SELECT " + _PROVIDER_FIELDS + "FROM resource_providers p LEFT JOIN inventories i "
+    "ON i.resource_provider_id = p.id WHERE p.id IN {ids}"
 )
-# PostgreSQL reads the same rows tree by tree through the indexes, whatever its statistics say:
-# right after a bulk load, before autovacuum's first ANALYZE, it planned the joins above as scans of
-# every provider and inventory (9 ms for 64 trees of 10,000 instead of about 1).  ``OFFSET 0`` keeps
-# each lookup a separate step that the planner cannot turn back into a join; the plan is then the
-# same for any list, and stays prepared.
-_PROVIDERS_OF_TREES_PG = (
+_PROVIDERS_PG = (
     "SELECT " + _PROVIDER_FIELDS + "FROM unnest(?::integer[]) AS r(id) "
-    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.root_provider_id = r.id OFFSET 0) p ON true "
+    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = r.id OFFSET 0) p ON true "
     "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true"
-)
-_SHARING_PROVIDERS_PG = (
-    "SELECT " + _PROVIDER_FIELDS + "FROM (SELECT resource_provider_id FROM resource_provider_traits WHERE trait_id = ? OFFSET 0) s "
-    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = s.resource_provider_id OFFSET 0) p ON true "
-    "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true"
-)
-_TRAITS_PG = (
-    "SELECT 0, r.id, t.trait_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
-    "(SELECT trait_id FROM resource_provider_traits t WHERE t.resource_provider_id = r.id OFFSET 0) t ON true"
 )
 _TRAITS_AND_AGGREGATES_PG = (
-    _TRAITS_PG + " UNION ALL SELECT 1, r.id, a.aggregate_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
+    "SELECT 0, r.id, t.trait_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
+    "(SELECT trait_id FROM resource_provider_traits t WHERE t.resource_provider_id = r.id OFFSET 0) t ON true "
+    "UNION ALL SELECT 1, r.id, a.aggregate_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
     "(SELECT aggregate_id FROM resource_provider_aggregates a WHERE a.resource_provider_id = r.id OFFSET 0) a ON true"
 )
 # By provider id, so that both databases read them through the (provider, ...) indexes.
@@ -87,26 +97,35 @@ def _provider_id(provider: ProviderData) -> int:
     return provider.id
 
 
-def _providers_from(rows) -> dict[int, ProviderData]:
+def _providers_from(rows) -> tuple[dict[int, ProviderData], dict[int, int]]:
     providers: dict[int, ProviderData] = {}
+    revisions: dict[int, int] = {}
     get = providers.get
-    # Indexing, not star-unpacking: an unlimited request turns thousands of rows into objects here.
+    # Indexing, not star-unpacking: a cold cache turns thousands of rows into objects here.
     for row in rows:
         provider = get(row[0])
         if provider is None:
             provider = providers[row[0]] = ProviderData(row[0], row[1], row[2], row[3])
+            revisions[row[0]] = row[12]
         if row[4] is not None:
             provider.inventories[row[4]] = InventoryData(row[5], row[6], row[7], row[8], row[9], row[10], row[11])
-    return providers
+    return providers, revisions
 
 
-def _add_traits_and_aggregates(conn, providers: dict[int, ProviderData], with_aggregates: bool) -> None:
-    if conn.dialect.name == "postgresql":
-        ids = list(providers)
-        rows = fetch(conn, _TRAITS_AND_AGGREGATES_PG, (ids, ids)) if with_aggregates else \
-            fetch(conn, _TRAITS_PG, (ids,))
+def _load_providers(conn, ids: list[int]) -> tuple[dict[int, ProviderData], dict[int, int]]:
+    """These providers with their inventories, traits and aggregates, and the revision they are at."""
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        providers, revisions = _providers_from(fetch(conn, _PROVIDERS_PG, (ids,)))
     else:
-        rows = fetch(conn, _TRAITS_AND_AGGREGATES if with_aggregates else _TRAITS, ids=list(providers))
+        providers, revisions = _providers_from(fetch(conn, _PROVIDERS, ids=ids))
+    if not providers:
+        return providers, revisions
+    found_ids = list(providers)
+    if postgres:
+        rows = fetch(conn, _TRAITS_AND_AGGREGATES_PG, (found_ids, found_ids))
+    else:
+        rows = fetch(conn, _TRAITS_AND_AGGREGATES, ids=found_ids)
     found = (defaultdict(set), defaultdict(set))
     for kind, provider_id, value in rows:
         found[kind][provider_id].add(value)
@@ -114,48 +133,81 @@ def _add_traits_and_aggregates(conn, providers: dict[int, ProviderData], with_ag
         providers[provider_id].traits = frozenset(trait_set)
     for provider_id, agg_set in found[1].items():
         providers[provider_id].aggregates = frozenset(agg_set)
+    return providers, revisions
 
 
-def _load_providers(conn, ids, *, by_root: bool, with_aggregates: bool) -> dict[int, ProviderData]:
-    """Providers (and their inventories, traits, aggregates) of the trees rooted at ``ids``, or of
-    the providers ``ids`` themselves."""
-    if by_root and conn.dialect.name == "postgresql":
-        providers = _providers_from(fetch(conn, _PROVIDERS_OF_TREES_PG, (list(ids),)))
-    else:
-        providers = _providers_from(fetch(conn, _PROVIDERS_OF_TREES if by_root else _PROVIDERS, ids=ids))
-    if providers:
-        _add_traits_and_aggregates(conn, providers, with_aggregates)
-    return providers
+class ProviderCache:
+    """Providers as the candidate search sees them, kept by one process from request to request.
+
+    Loading whole trees was most of an unlimited candidate request: thousands of inventory rows
+    turned into Python values and objects.  Each copy here is a provider as it was at one revision
+    of its row, and every write that changes what the search sees (inventories, usage, traits,
+    aggregates, parent) moves the revision on in the same transaction.  A request reads only the
+    ids, parents, roots and revisions of the providers it needs, and loads whole only those whose
+    copy is missing or no longer current, so what it sees is what the database holds, as without
+    the cache.  Copies are never changed once made (the search only reads them), so that requests
+    on several threads can share them.  Past ``capacity`` providers the oldest copies are dropped.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_CACHE_CAPACITY):
+        self.capacity = capacity
+        self._copies: dict[int, tuple[int, ProviderData]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._copies)
+
+    def providers(self, conn, members) -> dict[int, ProviderData]:
+        """The providers of these ``(id, parent id, root id, revision)`` rows, current."""
+        copies = self._copies
+        found: dict[int, ProviderData] = {}
+        stale = []
+        for provider_id, parent_id, root_id, revision in members:
+            copy = copies.get(provider_id)
+            # The parent and root are compared too, although moving a provider changes its revision:
+            # a tree built from a copy of another shape would be wrong in ways no check would see.
+            if copy is not None and copy[0] == revision and copy[1].root_id == root_id \
+                    and copy[1].parent_id == parent_id:
+                found[provider_id] = copy[1]
+            else:
+                stale.append(provider_id)
+        if stale:
+            loaded, revisions = _load_providers(conn, stale)
+            found.update(loaded)
+            if self.capacity:
+                with self._lock:
+                    for provider_id, provider in loaded.items():
+                        copies.pop(provider_id, None)
+                        copies[provider_id] = (revisions[provider_id], provider)
+                    while len(copies) > self.capacity:
+                        del copies[next(iter(copies))]
+        return found
 
 
-def _sharing_providers(conn) -> dict[int, ProviderData]:
+def _sharing_providers(conn, cache: ProviderCache) -> dict[int, ProviderData]:
     if conn.dialect.name == "postgresql":
         trait_id = names.trait_ids(conn, [SHARING_TRAIT]).get(SHARING_TRAIT)
-        providers = _providers_from(fetch(conn, _SHARING_PROVIDERS_PG, (trait_id,))) if trait_id else {}
+        members = fetch(conn, _SHARING_MEMBERS_PG, (trait_id,)) if trait_id else []
     else:
-        providers = _providers_from(fetch(conn, _SHARING_PROVIDERS, (SHARING_TRAIT,)))
-    if providers:
-        _add_traits_and_aggregates(conn, providers, with_aggregates=True)
-    return providers
+        members = fetch(conn, _SHARING_MEMBERS, (SHARING_TRAIT,))
+    return cache.providers(conn, members) if members else {}
 
 
 class CandidateFinder:
-    def __init__(self, conn, request: CandidateRequest, *, limit: int | None, max_candidates: int,
-                 randomize: bool = False, max_steps: int = 200_000):
+    def __init__(self, conn, request: CandidateRequest, cache: ProviderCache, *, limit: int | None,
+                 max_candidates: int, randomize: bool = False, max_steps: int = 200_000):
         self.conn = conn
         self.request = request
+        self.cache = cache
         self.randomize = randomize
         self.want = min(limit, max_candidates) if limit is not None else max_candidates
         self.budget = SearchBudget(max_steps)
-        self.sharing = _sharing_providers(conn)
+        self.sharing = _sharing_providers(conn, cache)
         self.sharing_by_aggregate: dict[int, list[ProviderData]] = defaultdict(list)
         for provider in self.sharing.values():
             for aggregate in provider.aggregates:
                 self.sharing_by_aggregate[aggregate].append(provider)
         self.providers: dict[int, ProviderData] = {}
-        # Aggregates matter only to member_of filters and to sharing providers.
-        self.need_aggregates = bool(self.sharing) or any(
-            g.member_of or g.forbidden_aggregates for g in request.groups)
 
     def _driving_class(self):
         """A (class, amount) every answer's tree must hold itself: one no sharing provider offers.
@@ -224,7 +276,11 @@ class CandidateFinder:
                 batch = min(batch * 2, MAX_BATCH)
 
     def _trees(self, root_ids: list[int]) -> list[TreeView]:
-        members = _load_providers(self.conn, root_ids, by_root=True, with_aggregates=self.need_aggregates)
+        if self.conn.dialect.name == "postgresql":
+            rows = fetch(self.conn, _TREE_MEMBERS_PG, (root_ids,))
+        else:
+            rows = fetch(self.conn, _TREE_MEMBERS, ids=root_ids)
+        members = self.cache.providers(self.conn, rows)
         self.providers.update(members)
         by_root = defaultdict(list)
         for provider in members.values():
@@ -232,7 +288,8 @@ class CandidateFinder:
         trees = []
         for root_id in root_ids:
             tree_members = by_root.get(root_id)
-            if not tree_members:
+            # No root: deleted since the driving query read it.
+            if not tree_members or root_id not in members:
                 continue
             if len(tree_members) > 1:
                 tree_members.sort(key=_provider_id)
@@ -242,7 +299,7 @@ class CandidateFinder:
                 anchored_ids = {s.id for p in tree_members for a in p.aggregates
                                 for s in self.sharing_by_aggregate.get(a, ()) if s.root_id != root_id}
                 if anchored_ids:
-                    anchored = [s for s in self.sharing.values() if s.id in anchored_ids]
+                    anchored = sorted((s for s in self.sharing.values() if s.id in anchored_ids), key=_provider_id)
             trees.append(TreeView(members[root_id], tree_members, anchored))
         return trees
 

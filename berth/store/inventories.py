@@ -97,7 +97,7 @@ in_use AS (
     WHERE i.used > 0 AND i.resource_class_id NOT IN (SELECT resource_class_id FROM new)
 ),
 bumped AS (
-    UPDATE resource_providers SET generation = generation + 1, updated_at = ?
+    UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
     WHERE uuid = ? AND generation = ? AND NOT EXISTS (SELECT 1 FROM in_use)
     RETURNING id
 ),

@@ -41,7 +41,7 @@ _REPLACE_PG = """
 WITH wanted (id) AS ({wanted_rows}),
 target AS (SELECT generation FROM resource_providers WHERE uuid = ?),
 bumped AS (
-    UPDATE resource_providers SET generation = generation + 1, updated_at = ?
+    UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
     WHERE uuid = ? AND generation = ? RETURNING id
 ),
 removed AS (

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
 from berth.store.schema import (
     allocations, inventories, placement_aggregates, resource_provider_aggregates,
-    resource_provider_traits, resource_providers as rp,
+    new_revision, resource_provider_traits, resource_providers as rp,
 )
 from berth.store.rawsql import db_time, execute, fetch, fetch_records, fetch_value
 from berth.store.util import utcnow
@@ -38,7 +38,7 @@ FROM resource_providers rp
 LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
 LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
 WHERE rp.uuid = ?"""
-_BUMP = "UPDATE resource_providers SET generation = generation + 1, updated_at = ? WHERE id = ? AND generation = ?"
+_BUMP = "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ? AND generation = ?"
 
 
 def get_provider(conn, uuid):
@@ -59,6 +59,15 @@ GENERATION_CHANGED = ("Resource provider's generation already changed. Please up
                       "and try again.")
 
 
+_REVISE = "UPDATE resource_providers SET revision = revision + 1 WHERE id IN {ids}"
+
+
+def revise(conn, provider_ids) -> None:
+    """Mark these providers' candidate data as changed where their generations stay as they are."""
+    if provider_ids:
+        execute(conn, _REVISE, ids=sorted(provider_ids))
+
+
 def bump_generation(conn, provider, expected_generation=None, conflict_detail=None) -> int:
     """Compare-and-swap the provider's generation; the row stays locked until commit.
 
@@ -71,7 +80,7 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     return expected + 1
 
 
-_BUMP_BY_UUID = ("UPDATE resource_providers SET generation = generation + 1, updated_at = ? "
+_BUMP_BY_UUID = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
                  "WHERE uuid = ? AND generation = ? RETURNING id")
 
 
@@ -93,15 +102,15 @@ def bump_generation_by_uuid(conn, uuid, expected_generation) -> tuple[dict, bool
 _CLASHES = "SELECT uuid, name FROM resource_providers WHERE (uuid = ? OR name = ?) AND id <> ?"
 _INSERT = """
 INSERT INTO resource_providers
-    (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
-VALUES (?, ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"""
+    (uuid, name, generation, revision, created_at, updated_at, parent_provider_id, root_provider_id)
+VALUES (?, ?, 0, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"""
 _SET_OWN_ROOT = "UPDATE resource_providers SET root_provider_id = id WHERE id = ?"
 # PostgreSQL draws the new id first, so that a root provider is its own root in the same statement
 # (one round trip fewer per created provider than the INSERT and UPDATE above).
 _INSERT_ROOT_PG = """
 INSERT INTO resource_providers
-    (id, uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
-SELECT new.id, ?, ?, 0, ?, ?, NULL, new.id
+    (id, uuid, name, generation, revision, created_at, updated_at, parent_provider_id, root_provider_id)
+SELECT new.id, ?, ?, 0, ?, ?, ?, NULL, new.id
 FROM (SELECT nextval(pg_get_serial_sequence('resource_providers', 'id')) AS id) new
 ON CONFLICT DO NOTHING RETURNING id"""
 
@@ -111,8 +120,8 @@ _INSERT_CHILD_PG = """
 WITH parent AS (SELECT id, root_provider_id FROM resource_providers WHERE uuid = ?),
 new AS (
     INSERT INTO resource_providers
-        (uuid, name, generation, created_at, updated_at, parent_provider_id, root_provider_id)
-    SELECT ?, ?, 0, ?, ?, parent.id, parent.root_provider_id FROM parent
+        (uuid, name, generation, revision, created_at, updated_at, parent_provider_id, root_provider_id)
+    SELECT ?, ?, 0, ?, ?, ?, parent.id, parent.root_provider_id FROM parent
     ON CONFLICT DO NOTHING RETURNING id
 )
 SELECT parent.id, parent.root_provider_id, root.uuid, (SELECT id FROM new)
@@ -143,7 +152,7 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     new_id = None
     if parent_uuid is not None:
         if postgres:
-            rows = fetch(conn, _INSERT_CHILD_PG, (parent_uuid, uuid, name, stored_now, stored_now))
+            rows = fetch(conn, _INSERT_CHILD_PG, (parent_uuid, uuid, name, new_revision(), stored_now, stored_now))
             if rows:
                 parent_id, root_id, root_uuid, new_id = rows[0]
                 parent = {"id": parent_id, "root_provider_id": root_id, "root_provider_uuid": root_uuid}
@@ -160,10 +169,10 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     # to say which of the two clashed.
     own_root_in_insert = parent is None and postgres
     if own_root_in_insert:
-        new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, stored_now, stored_now))
+        new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, new_revision(), stored_now, stored_now))
     elif not postgres:  # on PostgreSQL a child was inserted along with its parent's lookup above
         new_id = fetch_value(conn, _INSERT, (
-            uuid, name, stored_now, stored_now,
+            uuid, name, new_revision(), stored_now, stored_now,
             parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
         ))
     if new_id is None:
@@ -195,7 +204,7 @@ def descendant_ids(conn, provider_id) -> set[int]:
 
 def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_reparent):
     _name_or_uuid_taken(conn, None, name, exclude_id=provider["id"])
-    values = {"name": name, "updated_at": utcnow()}
+    values = {"name": name, "updated_at": utcnow(), "revision": rp.c.revision + 1}
     if parent_given and parent_uuid != provider["parent_provider_uuid"]:
         _reparent(conn, provider, parent_uuid, allow_reparent)
     conn.execute(rp.update().where(rp.c.id == provider["id"]).values(**values))
@@ -223,7 +232,8 @@ def _reparent(conn, provider, parent_uuid, allow_reparent):
                              "creating loop in the provider tree is not allowed.")
         new_root, new_parent = parent["root_provider_id"], parent["id"]
     conn.execute(rp.update().where(rp.c.id == provider["id"]).values(parent_provider_id=new_parent))
-    conn.execute(rp.update().where(rp.c.id.in_(subtree | {provider["id"]})).values(root_provider_id=new_root))
+    conn.execute(rp.update().where(rp.c.id.in_(subtree | {provider["id"]}))
+                 .values(root_provider_id=new_root, revision=rp.c.revision + 1))
 
 
 def delete_provider(conn, provider):

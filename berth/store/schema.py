@@ -8,6 +8,8 @@ never have to sum the allocations table.
 """
 from __future__ import annotations
 
+import secrets
+
 import sqlalchemy as sa
 
 metadata = sa.MetaData(
@@ -18,6 +20,11 @@ metadata = sa.MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
+
+
+def new_revision() -> int:
+    """A starting revision for a new provider: random, with room left to count up in 63 bits."""
+    return secrets.randbits(52)
 
 
 def _timestamps():
@@ -50,6 +57,12 @@ resource_providers = sa.Table(
     sa.Column("uuid", sa.String(36), nullable=False, unique=True),
     sa.Column("name", sa.String(200), nullable=False, unique=True),
     sa.Column("generation", sa.Integer, nullable=False, default=0),
+    # Berth's own, never shown: moves on with the generation and also when the generation stays, as
+    # when allocations are freed or aggregates set before 1.19, so that a copy of the provider's
+    # candidate data is current exactly while its revision is unchanged.  It starts at a random
+    # value, so that a provider created with the id of a deleted one (SQLite may reuse ids) does
+    # not take the deleted one's copies for its own.
+    sa.Column("revision", sa.BigInteger, nullable=False, server_default="0", default=lambda: new_revision()),
     sa.Column("root_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=True),
     sa.Column("parent_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id"), nullable=True),
     *_timestamps(),

@@ -186,8 +186,8 @@ def list_allocation_candidates(call):
 
     def work(conn):
         request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
-        finder = CandidateFinder(conn, request, limit=limit, max_candidates=settings.max_candidates,
-                                 randomize=settings.randomize_candidates)
+        finder = CandidateFinder(conn, request, call.provider_cache, limit=limit,
+                                 max_candidates=settings.max_candidates, randomize=settings.randomize_candidates)
         candidates, providers = finder.find()
         rc_names = names.resource_class_names_of(
             conn, {rc for p in providers.values() for rc in p.inventories} | set(class_ids.values()))
@@ -219,7 +219,8 @@ def explain_allocation_candidates(call):
                                               .where(placement_aggregates.c.id.in_(agg_ids))).all())
             if agg_ids else {},
         )
-        finder = CandidateFinder(conn, request, limit=limit, max_candidates=settings.max_candidates)
+        finder = CandidateFinder(conn, request, call.provider_cache, limit=limit,
+                                 max_candidates=settings.max_candidates)
         candidates, _ = finder.find()
         report["candidates"] = len(candidates)
         report["candidates_capped_at"] = finder.want

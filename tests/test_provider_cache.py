@@ -1,0 +1,228 @@
+"""The per-process copies of candidate data (``ProviderCache``) never show what the database no
+longer holds.
+
+An application that keeps copies from request to request must answer exactly as one that keeps
+none, after every kind of write, including those that leave a provider's generation alone (freeing
+allocations, aggregates set before 1.19) and a provider created with the id of a deleted one.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from berth.api.app import PlacementApp, Settings
+from apihelpers import Api, new_uuid
+
+QUERIES = [
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
+    "resources=VCPU:2&required=CUSTOM_FAST",
+    "resources=VCPU:1&member_of=in:{agg0},{agg1}",
+    "resources=VCPU:1&resources_GPU=VGPU:1&group_policy=isolate",
+    "resources=DISK_GB:50&required=!CUSTOM_FAST",
+]
+# Older microversions, with the queries they can express.
+OLD_VERSIONS = {"1.10": QUERIES[:1], "1.17": QUERIES[:2], "1.24": QUERIES[:3] + QUERIES[4:]}
+
+
+@pytest.fixture
+def apis(db):
+    warm = Api(PlacementApp(db))
+    cold = Api(PlacementApp(db, Settings(provider_cache_size=0)))
+    return warm, cold
+
+
+def _same_answers(warm, cold, aggregates, version="1.39", queries=QUERIES):
+    for query in queries:
+        path = "/allocation_candidates?" + query.format(agg0=aggregates[0], agg1=aggregates[1])
+        got, expected = warm.get(path, version=version), cold.get(path, version=version)
+        assert got.status_code == expected.status_code == 200, (path, got.data)
+        assert got.json_body == expected.json_body, (path, version)
+
+
+def _generation(api, provider):
+    return api.get(f"/resource_providers/{provider}").json_body["generation"]
+
+
+class CloudOfChanges:
+    """Random writes of every kind through the API, remembering what exists."""
+
+    def __init__(self, api, rng, aggregates):
+        self.api, self.rng, self.aggregates = api, rng, aggregates
+        self.roots: list[str] = []
+        self.children: dict[str, str] = {}  # child -> parent
+        self.consumers: list[str] = []
+        api.put("/traits/CUSTOM_FAST")
+
+    def providers(self):
+        return self.roots + list(self.children)
+
+    def add_host(self):
+        inventory = {"VCPU": self.rng.choice([2, 4, 8]), "MEMORY_MB": 4096, "DISK_GB": self.rng.choice([20, 100])}
+        self.roots.append(self.api.create_provider(inventory=inventory))
+
+    def add_sharing_disk(self):
+        self.roots.append(self.api.create_provider(
+            inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[self.rng.choice(self.aggregates)]))
+
+    def add_gpu(self):
+        if self.roots:
+            parent = self.rng.choice(self.roots)
+            self.children[self.api.create_provider(parent=parent, inventory={"VGPU": 2})] = parent
+
+    def change_inventory(self):
+        provider = self.rng.choice(self.providers())
+        current = self.api.get(f"/resource_providers/{provider}/inventories").json_body
+        inventories = current["inventories"]
+        if not inventories:
+            return
+        rc = self.rng.choice(sorted(inventories))
+        changed = dict(inventories[rc], total=inventories[rc]["total"] + self.rng.choice([-1, 1, 5]),
+                       reserved=self.rng.choice([0, 1]))
+        changed["max_unit"] = changed["total"]
+        self.api.put(f"/resource_providers/{provider}/inventories/{rc}",
+                     dict(changed, resource_provider_generation=current["resource_provider_generation"]))
+
+    def set_traits(self):
+        provider = self.rng.choice(self.providers())
+        traits = self.rng.sample(["CUSTOM_FAST", "HW_CPU_X86_AVX2", "MISC_SHARES_VIA_AGGREGATE"], self.rng.randint(0, 2))
+        self.api.put(f"/resource_providers/{provider}/traits",
+                     {"traits": traits, "resource_provider_generation": _generation(self.api, provider)})
+
+    def set_aggregates(self):
+        provider = self.rng.choice(self.providers())
+        chosen = self.rng.sample(self.aggregates, self.rng.randint(0, 2))
+        if self.rng.random() < 0.5:  # before 1.19: a bare list, and the generation stays
+            response = self.api.put(f"/resource_providers/{provider}/aggregates", chosen, version="1.1")
+        else:
+            response = self.api.put(f"/resource_providers/{provider}/aggregates",
+                                    {"aggregates": chosen,
+                                     "resource_provider_generation": _generation(self.api, provider)})
+        assert response.status_code == 200, response.data
+
+    def claim(self):
+        answer = self.api.get("/allocation_candidates?resources=VCPU:1,DISK_GB:10&limit=5").json_body
+        if not answer["allocation_requests"]:
+            return
+        consumer = new_uuid()
+        chosen = self.rng.choice(answer["allocation_requests"])
+        response = self.api.put(f"/allocations/{consumer}", {
+            "allocations": chosen["allocations"], "project_id": "p", "user_id": "u", "consumer_generation": None,
+            "consumer_type": "INSTANCE"})
+        if response.status_code == 204:
+            self.consumers.append(consumer)
+
+    def free(self):
+        if self.consumers:
+            consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
+            assert self.api.delete(f"/allocations/{consumer}").status_code == 204
+
+    def move(self):
+        """Replace a consumer's allocations with fewer units: freed and taken in one write."""
+        if not self.consumers:
+            return
+        consumer = self.rng.choice(self.consumers)
+        current = self.api.get(f"/allocations/{consumer}").json_body
+        allocations = {rp: {"resources": {rc: 1 for rc in a["resources"]}} for rp, a in current["allocations"].items()}
+        self.api.post("/allocations", {consumer: {
+            "allocations": allocations, "project_id": "p", "user_id": "u",
+            "consumer_generation": current["consumer_generation"]}})
+
+    def reparent(self):
+        if not self.children or len(self.roots) < 2:
+            return
+        child = self.rng.choice(sorted(self.children))
+        parent = self.rng.choice(self.roots)
+        body = self.api.get(f"/resource_providers/{child}").json_body
+        response = self.api.put(f"/resource_providers/{child}", {"name": body["name"], "parent_provider_uuid": parent},
+                                version="1.37")
+        if response.status_code == 200:
+            self.children[child] = parent
+
+    def delete_provider(self):
+        childless = [p for p in self.providers() if p not in self.children.values()]
+        if not childless:
+            return
+        provider = self.rng.choice(childless)
+        if self.api.delete(f"/resource_providers/{provider}").status_code == 204:
+            if provider in self.children:
+                del self.children[provider]
+            else:
+                self.roots.remove(provider)
+
+
+def test_answers_equal_to_an_uncached_application_after_random_writes(apis):
+    warm, cold = apis
+    rng = random.Random(20261122)
+    aggregates = [new_uuid(), new_uuid()]
+    cloud = CloudOfChanges(warm, rng, aggregates)
+    for _ in range(4):
+        cloud.add_host()
+    cloud.add_sharing_disk()
+    cloud.add_gpu()
+    changes = [cloud.add_host, cloud.add_sharing_disk, cloud.add_gpu, cloud.change_inventory, cloud.set_traits,
+               cloud.set_aggregates, cloud.claim, cloud.claim, cloud.free, cloud.move, cloud.reparent,
+               cloud.delete_provider]
+    _same_answers(warm, cold, aggregates)
+    for step in range(60):
+        rng.choice(changes)()
+        _same_answers(warm, cold, aggregates)
+        if step % 10 == 0:
+            for version, queries in OLD_VERSIONS.items():
+                _same_answers(warm, cold, aggregates, version, queries)
+    assert len(warm.client.application.provider_cache) > 0
+    assert len(cold.client.application.provider_cache) == 0
+
+
+def test_freeing_allocations_is_seen_although_the_generation_stays(apis):
+    warm, _ = apis
+    host = warm.create_provider(inventory={"VCPU": 2})
+    query = "/allocation_candidates?resources=VCPU:2"
+    assert len(warm.get(query).json_body["allocation_requests"]) == 1
+    consumer = new_uuid()
+    warm.allocate(consumer, {host: {"VCPU": 2}})
+    assert warm.get(query).json_body["allocation_requests"] == []
+    generation = _generation(warm, host)
+    assert warm.delete(f"/allocations/{consumer}").status_code == 204
+    assert _generation(warm, host) == generation
+    answer = warm.get(query).json_body
+    assert len(answer["allocation_requests"]) == 1
+    assert answer["provider_summaries"][host]["resources"]["VCPU"]["used"] == 0
+
+
+def test_aggregates_set_before_1_19_are_seen(apis):
+    warm, _ = apis
+    host = warm.create_provider(inventory={"VCPU": 2})
+    aggregate = new_uuid()
+    query = f"/allocation_candidates?resources=VCPU:1&member_of={aggregate}"
+    assert warm.get(query).json_body["allocation_requests"] == []
+    generation = _generation(warm, host)
+    assert warm.put(f"/resource_providers/{host}/aggregates", [aggregate], version="1.1").status_code == 200
+    assert _generation(warm, host) == generation
+    assert len(warm.get(query).json_body["allocation_requests"]) == 1
+
+
+def test_a_provider_with_a_deleted_ones_id_is_not_taken_for_it(apis):
+    warm, _ = apis
+    first = warm.create_provider(inventory={"VCPU": 2}, traits=["CUSTOM_FAST"])
+    query = "/allocation_candidates?resources=VCPU:1"
+    assert list(warm.get(query).json_body["provider_summaries"]) == [first]
+    assert warm.delete(f"/resource_providers/{first}").status_code == 204
+    # On SQLite the new row takes the free id again; PostgreSQL draws a new one from its sequence.
+    # As many writes as the first had, so that a revision counted from the same start would match.
+    second = warm.create_provider(inventory={"VCPU": 4})
+    assert warm.put(f"/resource_providers/{second}/traits",
+                    {"traits": [], "resource_provider_generation": _generation(warm, second)}).status_code == 200
+    summaries = warm.get(query).json_body["provider_summaries"]
+    assert list(summaries) == [second]
+    assert summaries[second]["resources"]["VCPU"]["capacity"] == 4
+    assert summaries[second]["traits"] == []
+
+
+def test_cache_drops_the_oldest_copies_past_its_capacity(db):
+    small = Api(PlacementApp(db, Settings(provider_cache_size=3)))
+    hosts = [small.create_provider(inventory={"VCPU": 1}) for _ in range(5)]
+    answer = small.get("/allocation_candidates?resources=VCPU:1").json_body
+    assert sorted(answer["provider_summaries"]) == sorted(hosts)
+    assert len(small.client.application.provider_cache) == 3
