@@ -49,3 +49,31 @@ def test_shortcut_matches_general_walk(tree, request):
     fast = list(search_tree(tree, request, SearchBudget(100_000)))
     general = list(search_tree(tree, request, SearchBudget(100_000), shortcut=False))
     assert [(c.allocations, c.mappings) for c in fast] == [(c.allocations, c.mappings) for c in general]
+
+
+@st.composite
+def plain_requests(draw):
+    resources = draw(st.dictionaries(st.sampled_from(CLASSES), st.integers(1, 4), min_size=1))
+    return CandidateRequest([RequestGroup("", resources)])
+
+
+@settings(max_examples=400, deadline=None)
+@given(tree=trees(), request=plain_requests())
+def test_plain_request_shortcut_matches_general_walk(tree, request):
+    assert request.plain_resources is not None
+    fast = list(search_tree(tree, request, SearchBudget(100_000)))
+    general = list(search_tree(tree, request, SearchBudget(100_000), shortcut=False))
+    assert [(c.allocations, c.mappings) for c in fast] == [(c.allocations, c.mappings) for c in general]
+
+
+def test_requests_with_anything_more_than_resources_are_not_plain():
+    resources = {1: 1}
+    assert CandidateRequest([RequestGroup("", resources)]).plain_resources == [(1, 1)]
+    assert CandidateRequest([RequestGroup("", resources, required=[frozenset([10])])]).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources, forbidden=frozenset([10]))]).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources, member_of=[frozenset([5])])]).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources, in_tree_root=1)]).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources), RequestGroup("1", {2: 1})]).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources)], one_provider_per_tree=True).plain_resources is None
+    assert CandidateRequest([RequestGroup("", resources)], root_forbidden=frozenset([10])).plain_resources is None
+    assert CandidateRequest([RequestGroup("", {})]).plain_resources is None

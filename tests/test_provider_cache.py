@@ -12,6 +12,7 @@ import random
 import pytest
 
 from berth.api.app import PlacementApp, Settings
+from berth.api.handlers import allocation_candidates
 from apihelpers import Api, new_uuid
 
 QUERIES = [
@@ -226,3 +227,28 @@ def test_cache_drops_the_oldest_copies_past_its_capacity(db):
     answer = small.get("/allocation_candidates?resources=VCPU:1").json_body
     assert sorted(answer["provider_summaries"]) == sorted(hosts)
     assert len(small.client.application.provider_cache) == 3
+
+
+def test_a_renamed_custom_class_is_shown_by_its_new_name(apis):
+    warm, cold = apis
+    assert warm.put("/resource_classes/CUSTOM_FPGA", version="1.7").status_code == 201
+    host = warm.create_provider(inventory={"CUSTOM_FPGA": 4})
+    before = warm.get("/allocation_candidates?resources=CUSTOM_FPGA:1").json_body
+    assert before["allocation_requests"][0]["allocations"][host]["resources"] == {"CUSTOM_FPGA": 1}
+    assert list(before["provider_summaries"][host]["resources"]) == ["CUSTOM_FPGA"]
+    renamed = warm.put("/resource_classes/CUSTOM_FPGA", {"name": "CUSTOM_ACCELERATOR"}, version="1.2")
+    assert renamed.status_code == 200, renamed.data
+    query = "/allocation_candidates?resources=CUSTOM_ACCELERATOR:1"
+    after = warm.get(query).json_body
+    assert after == cold.get(query).json_body
+    assert after["allocation_requests"][0]["allocations"][host]["resources"] == {"CUSTOM_ACCELERATOR": 1}
+    assert list(after["provider_summaries"][host]["resources"]) == ["CUSTOM_ACCELERATOR"]
+
+
+def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
+    warm, _ = apis
+    warm.create_provider(inventory={"VCPU": 64})
+    for amount in range(1, 40):
+        assert len(warm.get(f"/allocation_candidates?resources=VCPU:{amount}").json_body["allocation_requests"]) == 1
+    (_, copy), = warm.client.application.provider_cache._copies.items()
+    assert 0 < len(copy[1].derived) <= allocation_candidates.MOST_PIECES_PER_PROVIDER

@@ -77,6 +77,9 @@ class ProviderData:
     inventories: dict[int, InventoryData] = field(default_factory=dict)
     traits: frozenset[int] = frozenset()
     aggregates: frozenset[int] = frozenset()
+    # What callers derive from this provider and keep with it (the API's summaries, for one), since
+    # a provider's data is never changed once loaded and one copy may serve many requests.
+    derived: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -113,8 +116,22 @@ class CandidateRequest:
     def suffixed(self) -> list[RequestGroup]:
         return [g for g in self.groups if g.suffix != ""]
 
+    @cached_property
+    def plain_resources(self) -> list[tuple[int, int]] | None:
+        """The (class, amount) pairs of the commonest request, one unsuffixed group of resources with
+        nothing else to check (no traits, aggregates, tree or root conditions); None for any other."""
+        group = self.unsuffixed
+        if group is None or self.suffixed or not group.resources or group.impossible:
+            return None
+        if group.required or group.forbidden or group.member_of or group.forbidden_aggregates \
+                or group.in_tree_root is not None:
+            return None
+        if self.root_required or self.root_forbidden or self.same_subtree or self.one_provider_per_tree:
+            return None
+        return list(group.resources.items())
 
-@dataclass
+
+@dataclass(slots=True)
 class Candidate:
     # provider id -> resource class id -> amount
     allocations: dict[int, dict[int, int]]
@@ -152,9 +169,14 @@ class TreeView:
         self.sharing = sharing
         # Every provider that may serve a group with resources: the tree's own, then the shared.
         self.pool = members + sharing if sharing else members
-        self.by_id = {p.id: p for p in members}
-        for p in sharing:
-            self.by_id.setdefault(p.id, p)
+
+    @cached_property
+    def by_id(self) -> dict[int, ProviderData]:
+        # Only the general walk needs it: built on first use, not for every tree of a batch.
+        by_id = {p.id: p for p in self.members}
+        for p in self.sharing:
+            by_id.setdefault(p.id, p)
+        return by_id
 
     def aggregates_of(self, provider: ProviderData) -> frozenset[int]:
         if provider.root_id == self.root.id and provider.id != self.root.id:
@@ -234,6 +256,9 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
                 shortcut: bool = True) -> Iterator[Candidate]:
     """Every way to place the request on this tree, in order.  ``shortcut=False`` forces the
     general walk even where a cheaper equivalent exists (the tests compare the two)."""
+    if shortcut and request.plain_resources is not None:
+        yield from _plain_candidates(tree.pool, request.plain_resources, budget)
+        return
     if (request.root_required or request.root_forbidden) and \
             not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
         return
@@ -366,6 +391,42 @@ def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: S
         yield Candidate(allocations, mappings)
 
 
+def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]],
+                      budget: SearchBudget) -> list[Candidate]:
+    """The walk for a plain request (``CandidateRequest.plain_resources``), a list rather than a
+    generator and with the capacity test written out: an unlimited request runs it for every tree
+    of a thousand, and what it does per tree is the whole of its cost.
+
+    Its classes are distinct, so no two of them can compete for one inventory: the answers are the
+    product of each class's options, in the order the depth-first walk gives them.
+    """
+    options = []
+    for rc, amount in resources:
+        found = []
+        for provider in pool:
+            inventory = provider.inventories.get(rc)
+            if inventory is not None and inventory.min_unit <= amount <= inventory.max_unit \
+                    and amount <= inventory.free and amount % inventory.step_size == 0:
+                found.append(provider)
+        if not found:
+            return []
+        options.append(found)
+    found_candidates = []
+    for combination in product(*options):
+        budget.remaining -= 1
+        if budget.remaining < 0:
+            break
+        allocations: dict[int, dict[int, int]] = {}
+        for (rc, amount), provider in zip(resources, combination):
+            on_provider = allocations.get(provider.id)
+            if on_provider is None:
+                allocations[provider.id] = {rc: amount}
+            else:
+                on_provider[rc] = amount
+        found_candidates.append(Candidate(allocations, {"": list(allocations)}))
+    return found_candidates
+
+
 def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
     """One of these providers is an ancestor of (or is) every other one."""
     if len(provider_ids) <= 1:
@@ -383,8 +444,11 @@ def search(trees: list[TreeView], request: CandidateRequest, *, limit: int | Non
            seen: set, sharing_ids: frozenset[int] = frozenset()) -> list[Candidate]:
     """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
     found = []
+    plain = request.plain_resources
     for tree in trees:
-        for candidate in search_tree(tree, request, budget):
+        candidates = _plain_candidates(tree.pool, plain, budget) if plain is not None \
+            else search_tree(tree, request, budget)
+        for candidate in candidates:
             # Only an answer made of sharing providers alone can come again from another tree.
             if sharing_ids and not candidate.allocations.keys() - sharing_ids:
                 key = candidate.key()

@@ -238,11 +238,18 @@ def _outside_uuids(conn, providers):
     return dict(fetch(conn, "SELECT id, uuid FROM resource_providers WHERE id IN {ids}", ids=missing))
 
 
+# Pieces of answers kept with one provider's copy (one per distinct shape and amounts asked).
+MOST_PIECES_PER_PROVIDER = 8
+
+
 def _render(call, candidates, providers, class_ids, rc_names, trait_names, outside_uuids):
     version = call.version
     dict_format, with_mappings = version.at_least(12), version.at_least(34)
     all_classes, with_traits, with_tree = version.at_least(27), version.at_least(17), version.at_least(29)
     uuid_of = {**outside_uuids, **{pid: p.uuid for pid, p in providers.items()}}
+    # Standard names never change and trait names cannot, but a custom class can be renamed (before
+    # 1.7): pieces kept with a provider from one request to the next are kept per set of these names.
+    custom_names = tuple(sorted((rc, name) for rc, name in rc_names.items() if name.startswith("CUSTOM_")))
     # Most answers place the same amounts: each distinct set is named once and its dict shared.
     named_resources: dict[tuple, dict] = {}
 
@@ -253,23 +260,42 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
             named = named_resources[key] = {rc_names[rc]: amount for rc, amount in key}
         return named
 
-    requests = []
-    in_answers = set()
-    for candidate in candidates:
-        in_answers.update(candidate.allocations)
-        for ids in candidate.mappings.values():
-            in_answers.update(ids)
+    def request_of(candidate):
+        allocations = candidate.allocations
         if dict_format:
             entry = {"allocations": {
-                uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in candidate.allocations.items()
+                uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in allocations.items()
             }}
         else:
             entry = {"allocations": [
                 {"resource_provider": {"uuid": uuid_of[pid]}, "resources": resources_of(by_rc)}
-                for pid, by_rc in candidate.allocations.items()
+                for pid, by_rc in allocations.items()
             ]}
         if with_mappings:
             entry["mappings"] = {suffix: [uuid_of[pid] for pid in ids] for suffix, ids in candidate.mappings.items()}
+        return entry
+
+    requests = []
+    in_answers = set()
+    for candidate in candidates:
+        allocations = candidate.allocations
+        in_answers.update(allocations)
+        for ids in candidate.mappings.values():
+            in_answers.update(ids)
+        if len(allocations) == 1 and len(candidate.mappings) == 1:
+            # The commonest answer, everything on one provider: the same entry serves every request
+            # that places the same amounts there, as long as the provider's copy is current.
+            (pid, by_rc), = allocations.items()
+            key = ("request", dict_format, with_mappings, tuple(by_rc.items()), custom_names,
+                   tuple((suffix, tuple(ids)) for suffix, ids in candidate.mappings.items()))
+            derived = providers[pid].derived
+            entry = derived.get(key)
+            if entry is None:
+                if len(derived) >= MOST_PIECES_PER_PROVIDER:
+                    derived.clear()  # requests of ever new amounts must not grow the copies without end
+                entry = derived[key] = request_of(candidate)
+        else:
+            entry = request_of(candidate)
         requests.append(entry)
 
     if with_tree:
@@ -280,9 +306,16 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
     requested = set(class_ids.values())
     # Many providers carry the same set of traits: each set is named and ordered once.
     named_traits: dict[frozenset, list[str]] = {}
+    summary_key = ("summary", with_traits, with_tree, custom_names)
     summaries = {}
     for pid in sorted(summary_ids):
         provider = providers[pid]
+        if all_classes:
+            # A summary then depends on the provider alone: made once per copy of it.
+            summary = provider.derived.get(summary_key)
+            if summary is not None:
+                summaries[provider.uuid] = summary
+                continue
         resources = {}
         for rc, inv in provider.inventories.items():
             if all_classes or rc in requested:
@@ -297,5 +330,7 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
         if with_tree:
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
+        if all_classes:
+            provider.derived[summary_key] = summary
         summaries[provider.uuid] = summary
     return {"allocation_requests": requests, "provider_summaries": summaries}
