@@ -246,3 +246,17 @@ def test_random_order_returns_the_same_set(db, api):
         limited = _ac(shuffled, "resources=VCPU:1&limit=3")["allocation_requests"]
         assert len(limited) == 3
     assert len(seen_first) > 1
+
+
+@pytest.mark.parametrize("fitting", [[0, 2, 3], [0, 9]], ids=["dense", "sparse"])
+def test_only_trees_of_fitting_roots_are_summarised(api, fitting):
+    """Trees are loaded by ranges of root ids where the fitting roots lie close together, and by
+    list otherwise: either way, trees whose roots have no room stay out of the answer."""
+    hosts = [api.create_provider(f"host-{n}", inventory={"VCPU": 4 if n in fitting else 1}) for n in range(10)]
+    for n, host in enumerate(hosts):
+        api.create_provider(f"host-{n}-child", parent=host, inventory={"VGPU": 1})
+    body = api.get("/allocation_candidates?resources=VCPU:2").json_body
+    assert [list(r["allocations"]) for r in body["allocation_requests"]] == [[hosts[n]] for n in fitting]
+    roots = {s["root_provider_uuid"] for s in body["provider_summaries"].values()}
+    assert roots == {hosts[n] for n in fitting}
+    assert len(body["provider_summaries"]) == 2 * len(fitting)

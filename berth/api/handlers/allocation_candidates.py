@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import sqlalchemy as sa
 
@@ -191,12 +192,11 @@ def list_allocation_candidates(call):
         candidates, providers = finder.find()
         rc_names = names.resource_class_names_of(
             conn, {rc for p in providers.values() for rc in p.inventories} | set(class_ids.values()))
-        return (candidates, providers, class_ids, rc_names,
-                names.trait_names_of(conn, {t for p in providers.values() for t in p.traits}),
-                _outside_uuids(conn, providers))
+        # Rendered here, with the connection at hand: trait names and the uuids of parents outside
+        # the answer are read only if some piece of it is not already kept with its provider.
+        return _render(call, _Lookups(conn, providers), candidates, providers, class_ids, rc_names)
 
-    candidates, providers, class_ids, rc_names, trait_names, outside = call.db.read(work)
-    return json_response(call, _render(call, candidates, providers, class_ids, rc_names, trait_names, outside))
+    return json_response(call, call.db.read(work))
 
 
 def explain_allocation_candidates(call):
@@ -229,24 +229,37 @@ def explain_allocation_candidates(call):
     return json_response(call, call.db.read(work))
 
 
-def _outside_uuids(conn, providers):
-    """Uuids of parents and roots that were not loaded (those of nested sharing providers)."""
-    missing = {i for p in providers.values() for i in (p.parent_id, p.root_id)
-               if i is not None and i not in providers}
-    if not missing:
-        return {}
-    return dict(fetch(conn, "SELECT id, uuid FROM resource_providers WHERE id IN {ids}", ids=missing))
+class _Lookups:
+    """Names and uuids an answer may need, read from the database on first use only."""
+
+    def __init__(self, conn, providers):
+        self.conn = conn
+        self.providers = providers
+
+    @cached_property
+    def uuid_of(self) -> dict[int, str]:
+        providers = self.providers
+        uuids = {pid: p.uuid for pid, p in providers.items()}
+        # Parents and roots that were not loaded: those of nested sharing providers.
+        missing = {i for p in providers.values() for i in (p.parent_id, p.root_id)
+                   if i is not None and i not in providers}
+        if missing:
+            uuids.update(fetch(self.conn, "SELECT id, uuid FROM resource_providers WHERE id IN {ids}", ids=missing))
+        return uuids
+
+    @cached_property
+    def trait_names(self) -> dict[int, str]:
+        return names.trait_names_of(self.conn, {t for p in self.providers.values() for t in p.traits})
 
 
 # Pieces of answers kept with one provider's copy (one per distinct shape and amounts asked).
 MOST_PIECES_PER_PROVIDER = 8
 
 
-def _render(call, candidates, providers, class_ids, rc_names, trait_names, outside_uuids):
+def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names):
     version = call.version
     dict_format, with_mappings = version.at_least(12), version.at_least(34)
     all_classes, with_traits, with_tree = version.at_least(27), version.at_least(17), version.at_least(29)
-    uuid_of = {**outside_uuids, **{pid: p.uuid for pid, p in providers.items()}}
     # Standard names never change and trait names cannot, but a custom class can be renamed (before
     # 1.7): pieces kept with a provider from one request to the next are kept per set of these names.
     custom_names = tuple(sorted((rc, name) for rc, name in rc_names.items() if name.startswith("CUSTOM_")))
@@ -262,6 +275,7 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
 
     def request_of(candidate):
         allocations = candidate.allocations
+        uuid_of = lookups.uuid_of
         if dict_format:
             entry = {"allocations": {
                 uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in allocations.items()
@@ -325,9 +339,11 @@ def _render(call, candidates, providers, class_ids, rc_names, trait_names, outsi
             # In the order the traits were created, as the reference lists them.
             names_of_set = named_traits.get(provider.traits)
             if names_of_set is None:
+                trait_names = lookups.trait_names
                 names_of_set = named_traits[provider.traits] = [trait_names[t] for t in sorted(provider.traits)]
             summary["traits"] = names_of_set
         if with_tree:
+            uuid_of = lookups.uuid_of
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
         if all_classes:
