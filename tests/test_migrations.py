@@ -1,0 +1,63 @@
+"""The migrations build exactly the schema the code describes, and carry existing data forward."""
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from berth.api.app import PlacementApp
+from berth.store import schema
+from berth.store.database import Database
+from berth.store.migrate import alembic_config, upgrade
+from apihelpers import Api
+from conftest import BACKENDS, _make_database
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_db(request, tmp_path_factory):
+    db = Database(_make_database(request.param, tmp_path_factory, request))
+    yield db
+    db.dispose()
+
+
+def _migrate(db, target, direction=command.upgrade):
+    with db.engine.begin() as conn:
+        direction(alembic_config(conn), target)
+
+
+def test_migrated_schema_matches_the_code(empty_db):
+    upgrade(empty_db)
+    with empty_db.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
+
+
+def test_providers_of_an_older_schema_get_a_revision_and_are_found(empty_db):
+    _migrate(empty_db, "0002")
+    with empty_db.engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id, created_at, updated_at) "
+            "VALUES (1, 'a0b1c2d3-0000-4000-8000-000000000001', 'old-host', 0, 1, :now, :now)"),
+            {"now": "2026-01-01 00:00:00"})
+    upgrade(empty_db)
+    with empty_db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT revision FROM resource_providers")).scalar_one() == 0
+    api = Api(PlacementApp(empty_db))
+    provider = "a0b1c2d3-0000-4000-8000-000000000001"
+    generation = api.get(f"/resource_providers/{provider}").json_body["generation"]
+    assert api.put(f"/resource_providers/{provider}/inventories", {
+        "resource_provider_generation": generation, "inventories": {"VCPU": {"total": 4}}}).status_code == 200
+    answer = api.get("/allocation_candidates?resources=VCPU:1").json_body
+    assert list(answer["provider_summaries"]) == [provider]
+
+
+def test_the_newest_migration_can_be_undone_and_done_again(empty_db):
+    upgrade(empty_db)
+    _migrate(empty_db, "0002", command.downgrade)
+    with empty_db.engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("resource_providers")}
+    assert "revision" not in columns
+    _migrate(empty_db, "head")
+    with empty_db.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
