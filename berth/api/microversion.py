@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 from berth.domain.errors import BerthError
 
@@ -41,7 +41,7 @@ class Version:
 
     def at_least(self, minor: int) -> bool:
         """True when this request speaks microversion 1.<minor> or later."""
-        return self.as_tuple() >= (1, minor)
+        return self.major > 1 or (self.major == 1 and self.minor >= minor)
 
 
 def _tuple(value):
@@ -56,6 +56,7 @@ class VersionNotAcceptable(BerthError):
     status = 406
 
 
+@lru_cache(maxsize=256)  # clients send a handful of distinct headers; errors are not cached
 def parse(header_value: str | None) -> Version:
     """The microversion a request asked for; 1.0 when it names none.
 
