@@ -120,8 +120,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="database of the server the bench starts: a SQLAlchemy URL, or "
                              "'postgresql' for a throwaway PostgreSQL (needs tests/pgserver.py and the "
                              "PostgreSQL server programs); default: a fresh SQLite file in a temp dir")
-    parser.add_argument("--workers", type=harness.positive_int, default=4,
-                        help="worker processes of the server the bench starts (default 4)")
+    parser.add_argument("--workers", type=harness.positive_int, default=harness.DEFAULT_WORKERS,
+                        help="worker processes of the server the bench starts (default: as berth serve, "
+                             f"cores + 1, at most 4: {harness.DEFAULT_WORKERS} here)")
     parser.add_argument("--hosts", type=_host_counts, default=[1000], metavar="N[,N...]",
                         help="compute host counts, one run each (default 1000)")
     parser.add_argument("--queries", type=harness.positive_int, default=200,

@@ -4,17 +4,16 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
-import os
 import sys
 
 from berth.api.app import Settings
 from berth.cli import agent
 from berth.cli import bench
+from berth.cli.harness import DEFAULT_WORKERS
 from berth.cli import stress
 from berth.store.database import Database, default_url
 
 DEFAULT_BIND = "127.0.0.1:8778"
-DEFAULT_WORKERS = min(4, (os.cpu_count() or 1) * 2)
 
 
 def _add_database_option(parser):
@@ -124,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind", default=None, help=f"address:port to listen on (default {DEFAULT_BIND})")
     _add_database_option(serve)
     serve.add_argument("--workers", type=int, default=None,
-                       help="worker processes (default: 2 x cores, at most 4)")
+                       help="worker processes (default: cores + 1, at most 4)")
     serve.add_argument("--threads", type=int, default=None, help="threads per worker (default 1)")
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.add_argument("--max-candidates", type=int, default=None,
