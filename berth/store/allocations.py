@@ -141,14 +141,15 @@ def _remove_allocations(conn, consumer_uuid):
     if not rows:
         return set()
     execute(conn, _DELETE_OF_CONSUMER, (consumer_uuid,))
+    # Freeing leaves generations alone, as in the reference, but changes what candidates see.  The
+    # provider rows first, then their inventories: the order in which inventory writers lock them.
+    freed_from = {provider_id for provider_id, _, _ in rows}
+    revise(conn, freed_from)
     freed = defaultdict(int)
     for provider_id, rc_id, used in rows:
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
         execute(conn, _FREE, (amount, provider_id, rc_id))
-    # Freeing leaves generations alone, as in the reference, but changes what candidates see.
-    freed_from = {provider_id for provider_id, _, _ in rows}
-    revise(conn, freed_from)
     return freed_from
 
 
