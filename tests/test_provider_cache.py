@@ -250,5 +250,11 @@ def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
     warm.create_provider(inventory={"VCPU": 64})
     for amount in range(1, 40):
         assert len(warm.get(f"/allocation_candidates?resources=VCPU:{amount}").json_body["allocation_requests"]) == 1
+    for version in ("1.27", "1.29", "1.30", "1.33", "1.34", "1.35", "1.36", "1.37", "1.38", "1.39"):
+        assert warm.get("/allocation_candidates?resources=VCPU:1", version=version).status_code == 200
     (_, copy), = warm.client.application.provider_cache._copies.items()
-    assert 0 < len(copy[1].derived) <= allocation_candidates.MOST_PIECES_PER_PROVIDER
+    derived = copy[1].derived
+    assert 0 < len(derived) <= allocation_candidates.MOST_SHAPES_PER_PROVIDER
+    for pieces in derived.values():
+        if "resources" not in pieces:  # a shape of allocation requests, not a summary
+            assert len(pieces) <= allocation_candidates.MOST_PIECES_PER_PROVIDER

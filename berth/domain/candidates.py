@@ -401,6 +401,7 @@ def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]]
     product of each class's options, in the order the depth-first walk gives them.
     """
     options = []
+    only_choices = True
     for rc, amount in resources:
         found = []
         for provider in pool:
@@ -410,7 +411,16 @@ def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]]
                 found.append(provider)
         if not found:
             return []
+        if len(found) > 1 or (options and found[0] is not options[0][0]):
+            only_choices = False
         options.append(found)
+    if only_choices:
+        # One provider holds every class, and it alone: the commonest tree, a host by itself.
+        budget.remaining -= 1
+        if budget.remaining < 0:
+            return []
+        provider_id = options[0][0].id
+        return [Candidate({provider_id: dict(resources)}, {"": [provider_id]})]
     found_candidates = []
     for combination in product(*options):
         budget.remaining -= 1

@@ -252,8 +252,19 @@ class _Lookups:
         return names.trait_names_of(self.conn, {t for p in self.providers.values() for t in p.traits})
 
 
-# Pieces of answers kept with one provider's copy (one per distinct shape and amounts asked).
+# Pieces of answers kept with one provider's copy: answer shapes (microversion, custom class
+# names), and within a shape of allocation requests, the distinct amounts asked.
+MOST_SHAPES_PER_PROVIDER = 8
 MOST_PIECES_PER_PROVIDER = 8
+
+
+def _keep(derived: dict, shape: str, value):
+    """Keep ``value`` under a new shape with a provider's copy, dropping all it kept if that holds
+    too many shapes already."""
+    if len(derived) >= MOST_SHAPES_PER_PROVIDER:
+        derived.clear()
+    derived[shape] = value
+    return value
 
 
 def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names):
@@ -289,28 +300,38 @@ def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names)
             entry["mappings"] = {suffix: [uuid_of[pid] for pid in ids] for suffix, ids in candidate.mappings.items()}
         return entry
 
+    # Keys of the pieces kept with each provider's copy: strings, whose hashes Python keeps.
+    request_shape = f"requests {dict_format:d}{with_mappings:d} {custom_names}"
+    summary_shape = f"summary {with_traits:d}{with_tree:d} {custom_names}"
+
     requests = []
     in_answers = set()
     for candidate in candidates:
         allocations = candidate.allocations
+        mappings = candidate.mappings
+        if len(allocations) == 1 and len(mappings) == 1:
+            [(pid, by_rc)] = allocations.items()
+            [(suffix, ids)] = mappings.items()
+            if len(ids) == 1 and ids[0] == pid:
+                # The commonest answer, everything on one provider: the same entry serves every
+                # request that places the same amounts there, as long as the provider's copy is current.
+                in_answers.add(pid)
+                derived = providers[pid].derived
+                pieces = derived.get(request_shape)
+                if pieces is None:
+                    pieces = _keep(derived, request_shape, {})
+                key = (suffix, *by_rc.items())
+                entry = pieces.get(key)
+                if entry is None:
+                    if len(pieces) >= MOST_PIECES_PER_PROVIDER:
+                        pieces.clear()  # requests of ever new amounts must not grow the copies without end
+                    entry = pieces[key] = request_of(candidate)
+                requests.append(entry)
+                continue
         in_answers.update(allocations)
-        for ids in candidate.mappings.values():
+        for ids in mappings.values():
             in_answers.update(ids)
-        if len(allocations) == 1 and len(candidate.mappings) == 1:
-            # The commonest answer, everything on one provider: the same entry serves every request
-            # that places the same amounts there, as long as the provider's copy is current.
-            (pid, by_rc), = allocations.items()
-            key = ("request", dict_format, with_mappings, tuple(by_rc.items()), custom_names,
-                   tuple((suffix, tuple(ids)) for suffix, ids in candidate.mappings.items()))
-            derived = providers[pid].derived
-            entry = derived.get(key)
-            if entry is None:
-                if len(derived) >= MOST_PIECES_PER_PROVIDER:
-                    derived.clear()  # requests of ever new amounts must not grow the copies without end
-                entry = derived[key] = request_of(candidate)
-        else:
-            entry = request_of(candidate)
-        requests.append(entry)
+        requests.append(request_of(candidate))
 
     if with_tree:
         roots = {providers[pid].root_id for pid in in_answers}
@@ -320,13 +341,12 @@ def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names)
     requested = set(class_ids.values())
     # Many providers carry the same set of traits: each set is named and ordered once.
     named_traits: dict[frozenset, list[str]] = {}
-    summary_key = ("summary", with_traits, with_tree, custom_names)
     summaries = {}
     for pid in sorted(summary_ids):
         provider = providers[pid]
         if all_classes:
             # A summary then depends on the provider alone: made once per copy of it.
-            summary = provider.derived.get(summary_key)
+            summary = provider.derived.get(summary_shape)
             if summary is not None:
                 summaries[provider.uuid] = summary
                 continue
@@ -347,6 +367,6 @@ def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names)
             summary["parent_provider_uuid"] = uuid_of.get(provider.parent_id)
             summary["root_provider_uuid"] = uuid_of[provider.root_id]
         if all_classes:
-            provider.derived[summary_key] = summary
+            _keep(provider.derived, summary_shape, summary)
         summaries[provider.uuid] = summary
     return {"allocation_requests": requests, "provider_summaries": summaries}
