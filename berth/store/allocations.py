@@ -133,7 +133,8 @@ UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = C
 WHERE id = ? AND generation = ?"""
 # Allocation writes take no provider generation from the client (the reference ignores one), so the
 # bump only tells other writers of the provider that something changed.
-_TOUCH_PROVIDER = "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ?"
+_TOUCH_PROVIDER = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+                   "WHERE id = ?")
 
 
 def _remove_allocations(conn, consumer_uuid):

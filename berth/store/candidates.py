@@ -44,7 +44,9 @@ _TREE_MEMBERS_PG = (
 # Where a batch's roots are dense in id order (the common case: the driving query walks providers in
 # id order), one range scan of the root index instead: about 1 ms for 1,200 providers instead of 3.
 # The rows of roots in the range but not in the batch are dropped.
-_TREE_MEMBERS_RANGE_PG = "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.root_provider_id BETWEEN ? AND ?"
+_TREE_MEMBERS_RANGE_PG = (
+    "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.root_provider_id BETWEEN ? AND ?"
+)
 _SHARING_MEMBERS_PG = (
     "SELECT " + _MEMBER_FIELDS + " FROM (SELECT resource_provider_id FROM resource_provider_traits "
     "WHERE trait_id = ? OFFSET 0) s "

@@ -38,7 +38,8 @@ FROM resource_providers rp
 LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
 LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
 WHERE rp.uuid = ?"""
-_BUMP = "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ? AND generation = ?"
+_BUMP = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+         "WHERE id = ? AND generation = ?")
 
 
 def get_provider(conn, uuid):
