@@ -27,8 +27,8 @@ def served(monkeypatch):
     return run
 
 
-def test_provider_cache_size_defaults_to_twenty_thousand(served):
-    assert served().provider_cache_size == 20_000
+def test_provider_cache_size_defaults_to_ten_thousand(served):
+    assert served().provider_cache_size == 10_000
 
 
 def test_provider_cache_size_zero_on_the_command_line_means_none(served, monkeypatch):

@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(also $BERTH_RANDOMIZE_CANDIDATES=1)")
     serve.add_argument("--provider-cache-size", type=int, default=None,
                        help="providers whose candidate data each worker keeps between requests, each "
-                            "checked against the database before use (default 20000, 0 for none; also "
+                            "checked against the database before use (default 10000, 0 for none; also "
                             "$BERTH_PROVIDER_CACHE_SIZE)")
     serve.add_argument("--auth-strategy", choices=["noauth2", "tokens", "keystone"], default=None,
                        help="how callers are identified (default noauth2; also $BERTH_AUTH_STRATEGY)")

@@ -20,8 +20,11 @@ from berth.store.rawsql import fetch
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 MAX_BATCH = 4096
-# Providers one process keeps copies of unless told otherwise: about a kilobyte each.
-DEFAULT_CACHE_CAPACITY = 20_000
+# Providers one process keeps copies of unless told otherwise.  About 3 KB each with the answer
+# pieces kept with them (bench layout, by hand), so about 30 MB per worker when full: with three
+# or four workers still inside the memory target at 100,000 hosts.  An unlimited request reads
+# about 1,250 trees.
+DEFAULT_CACHE_CAPACITY = 10_000
 
 
 # Which providers a tree (or the set of sharing providers) holds now, and at which revision: enough
