@@ -76,10 +76,10 @@ _TRAITS_AND_AGGREGATES_PG = (
     "UNION ALL SELECT 1, r.id, a.aggregate_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
     "(SELECT aggregate_id FROM resource_provider_aggregates a WHERE a.resource_provider_id = r.id OFFSET 0) a ON true"
 )
-# By provider id, so that both databases read them through the (provider, ...) indexes.
-_TRAITS = "SELECT 0, resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids}"
+# By provider id, so that SQLite reads them through the (provider, ...) indexes.
 _TRAITS_AND_AGGREGATES = (
-    _TRAITS + " UNION ALL "
+    "SELECT 0, resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids} "
+    "UNION ALL "
     "SELECT 1, resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE resource_provider_id IN {ids}"
 )
 # The providers of one class in provider order, through the (class, provider) index, with whether
