@@ -35,14 +35,19 @@ def set_provider_traits(conn, provider_id, trait_ids: dict[str, int]) -> None:
 
 
 # PUT .../traits on PostgreSQL as one statement (no BEGIN and COMMIT: one round trip instead of five);
-# both changes hang on the generation compare-and-swap.  The traits come as a VALUES list, for the
-# reason given at ``berth.store.inventories._REPLACE_PG``.
+# both changes hang on the generation compare-and-swap.  The statement finds the traits by name itself,
+# and changes nothing unless it found every one: a custom trait's id cannot be remembered between
+# requests (another worker may delete and re-create it), and looking the names up first cost a round
+# trip of its own.  The names come as a VALUES list, for the reason given at
+# ``berth.store.inventories._REPLACE_PG``.
 _REPLACE_PG = """
-WITH wanted (id) AS ({wanted_rows}),
+WITH named (name) AS ({named_rows}),
+wanted AS (SELECT t.id FROM traits t JOIN named n ON n.name = t.name),
 target AS (SELECT generation FROM resource_providers WHERE uuid = ?),
 bumped AS (
     UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
-    WHERE uuid = ? AND generation = ? RETURNING id
+    WHERE uuid = ? AND generation = ? AND (SELECT count(*) FROM wanted) = ?
+    RETURNING id
 ),
 removed AS (
     DELETE FROM resource_provider_traits t USING bumped b
@@ -53,12 +58,12 @@ added AS (
     SELECT b.id, wanted.id, ?, ? FROM bumped b, wanted
     ON CONFLICT DO NOTHING
 )
-SELECT (SELECT id FROM bumped), (SELECT generation FROM target)"""
+SELECT (SELECT id FROM bumped), (SELECT generation FROM target), (SELECT count(*) FROM wanted)"""
 
 
 @lru_cache(maxsize=64)
 def _replace_pg(traits: int) -> str:
-    return _REPLACE_PG.format(wanted_rows=values_rows("(?::integer)", traits, "SELECT NULL::integer WHERE false"))
+    return _REPLACE_PG.format(named_rows=values_rows("(?::text)", traits, "SELECT NULL::text WHERE false"))
 
 
 def replace_provider_traits(conn, uuid, generation, trait_names) -> int:
@@ -73,17 +78,15 @@ def replace_provider_traits(conn, uuid, generation, trait_names) -> int:
             raise ConcurrentUpdate(GENERATION_CHANGED)
         set_provider_traits(conn, provider["id"], names.require_trait_ids(conn, trait_names))
         return generation + 1
-    ids = names.trait_ids(conn, trait_names)
-    if len(ids) < len(set(trait_names)):
-        provider = require_provider(conn, uuid)
-        if provider["generation"] != generation:
-            raise ConcurrentUpdate(GENERATION_CHANGED)
-        names.require_trait_ids(conn, trait_names)
-    wanted = sorted(set(ids.values()))
+    wanted = sorted(set(trait_names))
     now = db_time(conn, utcnow())
-    bumped_id, found_generation = fetch(conn, _replace_pg(len(wanted)), (*wanted, uuid, now, uuid, generation, now, now))[0]
+    bumped_id, found_generation, found_traits = fetch(
+        conn, _replace_pg(len(wanted)), (*wanted, uuid, now, uuid, generation, len(wanted), now, now))[0]
     if bumped_id is None:
         if found_generation is None:
             require_provider(conn, uuid)
+        if found_generation == generation and found_traits < len(wanted):
+            names.require_trait_ids(conn, wanted)
+        # Otherwise the generation was stale, or moved after the statement's snapshot.
         raise ConcurrentUpdate(GENERATION_CHANGED)
     return generation + 1
