@@ -1,4 +1,6 @@
 """Version discovery, microversion negotiation, authentication and the error format."""
+from werkzeug.test import EnvironBuilder
+
 from apihelpers import error_code, error_detail
 
 
@@ -106,3 +108,15 @@ def test_huge_integer_and_deep_json_are_clean_400s(api):
     assert r.status_code == 400
     r = api.post("/resource_providers", raw=b"[" * 5000 + b"]" * 5000)
     assert r.status_code == 400
+
+
+def test_body_shorter_than_its_content_length_is_400(api):
+    body = b'{"name": "short"}'
+    environ = EnvironBuilder(path="/resource_providers", method="POST", data=body, headers={
+        "X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest",
+        "Content-Type": "application/json"}).get_environ()
+    environ["CONTENT_LENGTH"] = str(len(body) + 10)
+    sent = {}
+    answer = b"".join(api.client.application(environ, lambda status, headers: sent.update(status=status)))
+    assert sent["status"].startswith("400") and b"not the 27 of its Content-Length" in answer
+    assert api.get("/resource_providers?name=short").json_body["resource_providers"] == []

@@ -74,7 +74,16 @@ def parse_json_body(call, schema=None):
             f"The media type {content_type or 'None'} is not supported, use application/json",
             status=415,
         )
-    raw = request.get_data(cache=False)
+    length, limit = request.content_length, request.max_content_length
+    if length is not None and (limit is None or length <= limit):
+        # A body of known length within the limit is read in one call: Werkzeug's stream reads
+        # through several layers in 64 KiB pieces, a noticeable part of a small write's CPU.
+        raw = request.environ["wsgi.input"].read(length) if length else b""
+        if len(raw) != length:
+            raise BadRequest(f"The request body holds {len(raw)} bytes, not the {length} of its "
+                             "Content-Length.")
+    else:
+        raw = request.get_data(cache=False)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
