@@ -1,5 +1,11 @@
 """How fixed SQL is written for each driver (``berth.store.rawsql``)."""
-from berth.store.rawsql import _translate
+import datetime
+
+import sqlalchemy as sa
+from hypothesis import given, strategies as st
+from sqlalchemy.dialects.sqlite import DATETIME
+
+from berth.store.rawsql import _translate, db_time, py_time
 
 SQL = "SELECT id FROM t WHERE a = ? AND id IN {ids} AND b LIKE '%x'"
 
@@ -16,3 +22,22 @@ def test_postgresql_gets_one_array_typed_like_integer_id_columns():
         "SELECT id FROM t WHERE a = %s AND id = ANY(%s::integer[]) AND b LIKE '%%x'"
     assert _translate(SQL, True, 0, False) == \
         "SELECT id FROM t WHERE a = %s AND id = ANY(%s) AND b LIKE '%%x'"
+
+
+_SQLITE = sa.create_engine("sqlite://")
+_SQLALCHEMY_SQLITE_TIME = DATETIME().bind_processor(_SQLITE.dialect)
+
+
+@given(st.datetimes())
+def test_sqlite_times_are_written_as_sqlalchemy_writes_them(moment):
+    # Rows written by raw SQL and by SQLAlchemy Core must compare and sort alike.
+    with _SQLITE.connect() as conn:
+        written = db_time(conn, moment)
+    assert written == _SQLALCHEMY_SQLITE_TIME(moment)
+    assert py_time(written) == moment
+
+
+def test_postgresql_times_go_to_the_driver_as_they_are():
+    moment = datetime.datetime(2026, 11, 22, 23, 30, 1, 5)
+    engine = sa.create_engine("postgresql+psycopg://")  # never connects
+    assert db_time(engine, moment) is moment

@@ -152,7 +152,9 @@ def db_time(conn, moment: datetime.datetime):
     """``moment`` (naive UTC) as the driver should receive it."""
     if _is_postgres(conn):
         return moment
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+    # SQLAlchemy's text form for SQLite (zero-padded year, always six digits of microseconds), which
+    # isoformat writes at a fraction of strftime's cost.
+    return moment.isoformat(" ", "microseconds")
 
 
 def py_time(value) -> datetime.datetime | None:
