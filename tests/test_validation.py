@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from berth.api import schemas
 from berth.api.microversion import Version
-from berth.api.validation import _FORMAT_CHECKER, _fast_validator, validate
+from berth.api.validation import _FORMAT_CHECKER, _fast_validator, compile_validators, validate
 from berth.domain.errors import BadRequest
 
 RP = "7b9a2c7e-4f4e-4a59-9d5e-0d6a3f0c1a11"
@@ -154,3 +154,13 @@ def test_cached_schemas_are_not_shared_mutably():
     schemas.reshaper_schema(V(1, 39))
     assert post["minProperties"] == 1
     assert not _agree(post, {})
+
+
+def test_every_schema_compiles_and_equal_schemas_share_one_validator():
+    every = list(schemas.every_schema())
+    compile_validators(every)
+    assert all(_fast_validator(schema) is not None for schema in every)
+    at_20 = schemas.provider_body_schema(Version(1, 20), create=True)
+    at_21 = schemas.provider_body_schema(Version(1, 21), create=True)
+    assert at_20 is not at_21 and _fast_validator(at_20) is _fast_validator(at_21)
+    assert _fast_validator(at_20) is not _fast_validator(schemas.provider_body_schema(Version(1, 13), create=True))

@@ -16,6 +16,8 @@ from granian.log import LogLevels
 from granian.server import Server
 
 from berth.api.app import Settings
+from berth.api.schemas import every_schema
+from berth.api.validation import compile_validators
 from berth.store.database import Database
 from berth.store.migrate import upgrade
 
@@ -52,6 +54,7 @@ def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, acces
     # fork) in the master, so that every worker shares their pages instead of loading its own copy;
     # frozen, the collector of each worker leaves those objects, and so their pages, alone.
     importlib.import_module("berth.api.wsgi")  # and through it the routes and every handler
+    compile_validators(every_schema())
     gc.collect()
     gc.freeze()
     server = Server(

@@ -294,3 +294,24 @@ def reshaper_schema(version):
         "required": ["inventories", "allocations"],
         "additionalProperties": False,
     }
+
+
+# --- all of them -------------------------------------------------------------------------------
+
+def every_schema():
+    """Every schema a request can be checked against, at every microversion (built once each)."""
+    from berth.api.microversion import MAX, MIN, Version
+
+    yield from (INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE, RESOURCE_CLASS_BODY,
+                PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY)
+    for minor in range(MIN.minor, MAX.minor + 1):
+        version = Version(1, minor)
+        yield provider_body_schema(version, create=True)
+        yield provider_body_schema(version, create=False)
+        yield provider_list_query_schema(version)
+        yield allocation_candidates_query_schema(version)
+        yield aggregates_put_schema(version)
+        yield allocations_put_schema(version)
+        yield allocations_post_schema(version)
+        yield usages_query_schema(version)
+        yield reshaper_schema(version)
