@@ -16,7 +16,7 @@ def test_bench_runs_and_reports(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "memory MB" in done.stdout
+    assert "memory MB" in done.stdout and "cpu check ms" in done.stdout
     result = json.loads(report.read_text())["results"][0]
     # 60 hosts, a GPU child for every fifth, one sharing provider for hosts i % 10 == 1.
     assert result["build"]["providers"] == 60 + 12 + 1
@@ -26,5 +26,6 @@ def test_bench_runs_and_reports(tmp_path):
     assert result["claims"]["claims"] > 0 and result["claims"]["errors"] == 0
     assert result["verification"]["violations"] == 0
     assert result["verification"]["usage_mismatches"] == 0
+    assert result["cpu_check_ms"]["before"] > 0 and result["cpu_check_ms"]["after"] > 0
     memory = result["memory"]
     assert memory["processes"] == 3 and 0 < memory["pss_total_mb"] <= memory["rss_total_mb"]

@@ -82,6 +82,35 @@ class BenchError(Exception):
     """A failure that ends the benchmark with a message instead of a traceback."""
 
 
+# --------------------------------------------------------------------------------------------------
+# The machine's own speed
+
+CPU_CHECK_ROUNDS = 7
+
+
+def _cpu_check_workload() -> int:
+    # Fixed work in the interpreter (arithmetic, a dict, strings), like the server's requests.
+    table = {}
+    for i in range(20_000):
+        table[f"k{i % 5000}"] = (i * 7919) % 104729
+    return sum(table.values())
+
+
+def cpu_check_ms() -> float:
+    """Median wall time, in ms, of a fixed piece of Python work while the server is idle.
+
+    A shared virtual machine's speed changes from one minute to the next (by up to a third between
+    runs here); this figure, taken before the build and after the claims of each host count, says
+    whether a run fell in a slow period, so that runs can be compared.
+    """
+    times = []
+    for _ in range(CPU_CHECK_ROUNDS):
+        started = time.perf_counter()
+        _cpu_check_workload()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -819,6 +848,7 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
     try:
         if reused:
             check_empty(base_url)
+        result["cpu_check_ms"] = {"before": cpu_check_ms()}
         log(f"hosts={hosts}: building the layout with {args.create_clients} clients at {base_url}")
         layout = build_layout(base_url, hosts, args.create_clients, stop)
         result["build"] = {k: layout[k] for k in ("providers", "seconds", "providers_per_second")}
@@ -852,6 +882,9 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         log(f"hosts={hosts}: {claims['claims']} claims ({claims['claims_per_second']:.1f}/s), "
             f"{claims['conflicts']} conflicts {claims['conflict_codes']}, {claims['errors']} errors, "
             f"{claims['no_candidates']} empty candidate lists")
+        result["cpu_check_ms"]["after"] = cpu_check_ms()
+        log(f"hosts={hosts}: CPU check {result['cpu_check_ms']['before']:.1f} ms before the build, "
+            f"{result['cpu_check_ms']['after']:.1f} ms after the claims")
         result["memory"] = server.memory() if server else None
         if result["memory"]:
             log(f"hosts={hosts}: server PSS {result['memory']['pss_total_mb']} MB, "
@@ -898,7 +931,7 @@ def _ms(entry: dict | None) -> str:
 def format_table(results: list[dict]) -> str:
     headers = ["hosts", "providers", "create/s", "basic ms", "traits ms", "granular_nested ms",
                "forbidden_agg_sharing ms", "unlimited ms", "claims/s", "conflicts", "errors", "violations",
-               "memory MB"]
+               "memory MB", "cpu check ms"]
     rows = []
     for r in results:
         c = r["candidates"]
@@ -910,13 +943,15 @@ def format_table(results: list[dict]) -> str:
             f"{r['claims']['claims_per_second']:.1f}", str(r["claims"]["conflicts"]), str(r["claims"]["errors"]),
             str(r["verification"]["violations"]),
             f"{mem['pss_total_mb']:.0f} (RSS {mem['rss_total_mb']:.0f})" if mem else "-",
+            "{before:.1f}/{after:.1f}".format(**r["cpu_check_ms"]),
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
     lines.append("latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
-                 "memory MB: PSS of master + workers (their RSS summed)")
+                 "memory MB: PSS of master + workers (their RSS summed); cpu check ms: a fixed piece "
+                 "of Python work before the build / after the claims (higher: a slower machine)")
     return "\n".join(lines)
 
 
