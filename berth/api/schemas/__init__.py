@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from functools import lru_cache
 
+from berth.api.microversion import MAX, MIN, Version
 from berth.domain.capacity import MAX_INT
 
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
@@ -300,8 +301,6 @@ def reshaper_schema(version):
 
 def every_schema():
     """Every schema a request can be checked against, at every microversion (built once each)."""
-    from berth.api.microversion import MAX, MIN, Version
-
     yield from (INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE, RESOURCE_CLASS_BODY,
                 PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY)
     for minor in range(MIN.minor, MAX.minor + 1):
