@@ -86,8 +86,11 @@ class Database:
     @contextmanager
     def _transaction(self, write: bool, single_statement: bool):
         if write and self._writer_lock is not None:
-            with self._writer_lock, self.engine.connect() as conn:
-                with conn.execution_options(berth_write=True).begin():
+            # The lock covers the transaction only: every other writer of the file waits while it
+            # is held, and taking a connection from the pool and giving it back need not be inside.
+            with self.engine.connect() as conn:
+                writer = conn.execution_options(berth_write=True)
+                with self._writer_lock, writer.begin():
                     yield conn
             return
         with self.engine.connect() as conn:
