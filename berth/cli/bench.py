@@ -100,8 +100,9 @@ def cpu_check_ms() -> float:
     """Median wall time, in ms, of a fixed piece of Python work while the server is idle.
 
     A shared virtual machine's speed changes from one minute to the next (by up to a third between
-    runs here); this figure, taken before the build and after the claims of each host count, says
-    whether a run fell in a slow period, so that runs can be compared.
+    runs here); this figure, taken before the server starts and after the claims of each host
+    count, hints whether a run fell in a slow period.  It is a point sample: the speed also moves
+    within a run.
     """
     times = []
     for _ in range(CPU_CHECK_ROUNDS):
@@ -832,6 +833,8 @@ def check_empty(base_url: str) -> None:
 def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir: str, stop: Stop,
                 servers: list) -> dict:
     server = None
+    # Before the server starts, whose workers would otherwise still be setting up.
+    cpu_before = cpu_check_ms()
     if args.url:
         base_url = args.url
     else:
@@ -848,7 +851,7 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
     try:
         if reused:
             check_empty(base_url)
-        result["cpu_check_ms"] = {"before": cpu_check_ms()}
+        result["cpu_check_ms"] = {"before": cpu_before}
         log(f"hosts={hosts}: building the layout with {args.create_clients} clients at {base_url}")
         layout = build_layout(base_url, hosts, args.create_clients, stop)
         result["build"] = {k: layout[k] for k in ("providers", "seconds", "providers_per_second")}
@@ -883,8 +886,8 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
             f"{claims['conflicts']} conflicts {claims['conflict_codes']}, {claims['errors']} errors, "
             f"{claims['no_candidates']} empty candidate lists")
         result["cpu_check_ms"]["after"] = cpu_check_ms()
-        log(f"hosts={hosts}: CPU check {result['cpu_check_ms']['before']:.1f} ms before the build, "
-            f"{result['cpu_check_ms']['after']:.1f} ms after the claims")
+        log(f"hosts={hosts}: CPU check {result['cpu_check_ms']['before']:.1f} ms before the server "
+            f"started, {result['cpu_check_ms']['after']:.1f} ms after the claims")
         result["memory"] = server.memory() if server else None
         if result["memory"]:
             log(f"hosts={hosts}: server PSS {result['memory']['pss_total_mb']} MB, "
@@ -951,7 +954,8 @@ def format_table(results: list[dict]) -> str:
     lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
     lines.append("latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
                  "memory MB: PSS of master + workers (their RSS summed); cpu check ms: a fixed piece "
-                 "of Python work before the build / after the claims (higher: a slower machine)")
+                 "of Python work before the server started / after the claims (higher: a slower "
+                 "machine)")
     return "\n".join(lines)
 
 
