@@ -48,3 +48,90 @@ def test_failed_work_leaves_no_transaction_and_no_autocommit_behind(db):
         return _in_transaction(conn)
 
     assert db.write(work) is True
+
+
+def _dbapi(conn):
+    return conn.connection.dbapi_connection
+
+
+def test_a_thread_keeps_its_connection_between_units_of_work(db):
+    first = db.read(_dbapi)
+    assert db.write(_dbapi) is first
+    assert db.write_statement(_dbapi) is first
+    assert db.engine.pool.checkedout() == 1
+
+
+def test_a_unit_nested_in_another_gets_a_connection_of_its_own(db):
+    def outer(conn):
+        inner = db.read(lambda c: (_dbapi(c), fetch_value(c, "SELECT 2")))
+        return _dbapi(conn), inner
+
+    outer_connection, (inner_connection, value) = db.write(outer)
+    assert value == 2
+    assert inner_connection is not outer_connection
+    assert db.read(_dbapi) is outer_connection  # the kept one, free again
+    assert db.engine.pool.checkedout() == 1
+
+
+def test_a_failure_gives_the_connection_back_but_a_refusal_keeps_it(db):
+    from berth.domain.errors import NotFound
+
+    kept = db.read(_dbapi)
+
+    def refused(conn):
+        fetch_value(conn, "SELECT 1")
+        raise NotFound("no such thing")
+
+    with pytest.raises(NotFound):
+        db.write(refused)
+    assert db.read(_dbapi) is kept
+
+    def broken(conn):
+        fetch_value(conn, "SELECT no_such_column FROM resource_providers")
+
+    with pytest.raises(sa.exc.DBAPIError):
+        db.write(broken)
+    assert db.engine.pool.checkedout() == 0
+    assert db.read(lambda conn: fetch_value(conn, "SELECT 3")) == 3
+
+
+def test_connections_go_back_when_their_thread_ends_and_on_dispose(db):
+    import threading
+
+    db.read(_dbapi)
+    thread = threading.Thread(target=lambda: db.read(_dbapi))
+    thread.start()
+    thread.join()
+    assert db.engine.pool.checkedout() == 1  # the ended thread's went back
+    db.dispose()
+    assert db.engine.pool.checkedout() == 0
+    assert db.read(lambda conn: fetch_value(conn, "SELECT 4")) == 4
+
+
+def test_core_statements_in_autocommit_leave_the_kept_connection_usable(db):
+    def work(conn):
+        conn.execute(sa.text("SELECT 1"))
+        return _in_transaction(conn)
+
+    db.read(work)
+    assert db.write(work) is True
+
+
+def test_a_sqlite_read_after_a_write_does_not_take_the_write_lock(db):
+    if not db.is_sqlite:
+        pytest.skip("SQLite's write lock")
+    import sqlite3
+
+    db.write(lambda conn: fetch_value(conn, "SELECT 1"))
+
+    def read_while_another_writes(conn):
+        fetch_value(conn, "SELECT count(*) FROM resource_providers")
+        other = sqlite3.connect(db.engine.url.database, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # refused at once if this read held the write lock
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        return True
+
+    assert db.read(read_while_another_writes) is True
