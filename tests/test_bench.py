@@ -27,5 +27,20 @@ def test_bench_runs_and_reports(tmp_path):
     assert result["verification"]["violations"] == 0
     assert result["verification"]["usage_mismatches"] == 0
     assert result["cpu_check_ms"]["before"] > 0 and result["cpu_check_ms"]["after"] > 0
+    assert "steal %" in done.stdout
+    for phase in (result["build"], result["claims"]):
+        assert 0 <= phase["steal_percent"] <= 100
     memory = result["memory"]
     assert memory["processes"] == 3 and 0 < memory["pss_total_mb"] <= memory["rss_total_mb"]
+
+
+def test_stolen_share_of_cpu_time():
+    from berth.cli.bench import cpu_times, stolen_percent
+
+    before = [100, 0, 50, 800, 10, 0, 5, 35]
+    after = [160, 0, 70, 880, 10, 0, 10, 70]  # 200 ticks in all, 35 of them stolen
+    assert stolen_percent(before, after) == 17.5
+    assert stolen_percent(before, before) is None
+    assert stolen_percent(None, after) is None
+    now = cpu_times()
+    assert now is not None and len(now) == 8 and all(value >= 0 for value in now)

@@ -112,6 +112,26 @@ def cpu_check_ms() -> float:
     return statistics.median(times)
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's CPU time counters (``/proc/stat``), or None where there are none."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    return [int(value) for value in fields[1:9]] if fields[:1] == ["cpu"] and len(fields) >= 9 else None
+
+
+def stolen_percent(before: list[int] | None, after: list[int] | None) -> float | None:
+    """The share of the machine's CPU time between two ``cpu_times`` that its host gave to other
+    machines ("steal"): the CPU time a phase could not have, whatever the server did."""
+    if before is None or after is None:
+        return None
+    delta = [b - a for a, b in zip(before, after)]
+    total = sum(delta)  # user nice system idle iowait irq softirq steal; guest time is in user
+    return round(100 * delta[7] / total, 1) if total > 0 else None
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -853,13 +873,16 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
             check_empty(base_url)
         result["cpu_check_ms"] = {"before": cpu_before}
         log(f"hosts={hosts}: building the layout with {args.create_clients} clients at {base_url}")
+        times = cpu_times()
         layout = build_layout(base_url, hosts, args.create_clients, stop)
         result["build"] = {k: layout[k] for k in ("providers", "seconds", "providers_per_second")}
+        result["build"]["steal_percent"] = stolen_percent(times, cpu_times())
         result["build"]["hosts"] = hosts
         result["build"]["gpu_children"] = len(layout["gpus"])
         result["build"]["sharing_providers"] = len(layout["sharing"])
         log(f"hosts={hosts}: {layout['providers']} providers in {layout['seconds']:.1f} s "
-            f"({layout['providers_per_second']:.1f}/s)")
+            f"({layout['providers_per_second']:.1f}/s, {_percent(result['build']['steal_percent'])} "
+            "of the CPU time stolen by the host)")
 
         preloaded = {}
         if args.allocations:
@@ -878,7 +901,9 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         result["candidates"] = measure_candidates(base_url, args.queries, hosts, layout, cap, stop)
 
         log(f"hosts={hosts}: claiming with {args.clients} clients for {args.claims_seconds:g} s")
+        times = cpu_times()
         claims = run_claims(base_url, args.clients, args.claims_seconds, stop)
+        claims["steal_percent"] = stolen_percent(times, cpu_times())
         claimed = claims.pop("_claimed")
         consumers = consumers + claims.pop("_consumers")
         result["claims"] = claims
@@ -922,6 +947,10 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
 # Output
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
 def _ms(entry: dict | None) -> str:
     if not entry or entry.get("median_ms") is None:
         return "ERR"
@@ -934,7 +963,7 @@ def _ms(entry: dict | None) -> str:
 def format_table(results: list[dict]) -> str:
     headers = ["hosts", "providers", "create/s", "basic ms", "traits ms", "granular_nested ms",
                "forbidden_agg_sharing ms", "unlimited ms", "claims/s", "conflicts", "errors", "violations",
-               "memory MB", "cpu check ms"]
+               "memory MB", "cpu check ms", "steal %"]
     rows = []
     for r in results:
         c = r["candidates"]
@@ -947,6 +976,7 @@ def format_table(results: list[dict]) -> str:
             str(r["verification"]["violations"]),
             f"{mem['pss_total_mb']:.0f} (RSS {mem['rss_total_mb']:.0f})" if mem else "-",
             "{before:.1f}/{after:.1f}".format(**r["cpu_check_ms"]),
+            f"{_percent(r['build'].get('steal_percent'))}/{_percent(r['claims'].get('steal_percent'))}",
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
@@ -955,7 +985,8 @@ def format_table(results: list[dict]) -> str:
     lines.append("latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
                  "memory MB: PSS of master + workers (their RSS summed); cpu check ms: a fixed piece "
                  "of Python work before the server started / after the claims (higher: a slower "
-                 "machine)")
+                 "machine); steal %: CPU time the host gave to other machines while the layout "
+                 "was built / during the claims")
     return "\n".join(lines)
 
 
