@@ -135,3 +135,16 @@ def test_a_sqlite_read_after_a_write_does_not_take_the_write_lock(db):
         return True
 
     assert db.read(read_while_another_writes) is True
+
+
+def test_a_kept_postgresql_connection_goes_back_to_the_pool_out_of_autocommit(db):
+    if db.is_sqlite:
+        pytest.skip("psycopg's autocommit")
+    kept = db.read(_dbapi)
+    assert kept.autocommit is True  # kept so between units that need no transaction
+    assert db.write(lambda conn: _dbapi(conn).autocommit) is False
+    db.read(_dbapi)
+    db.dispose()
+    assert kept.autocommit is False
+    with db.engine.connect() as conn:
+        assert conn.connection.dbapi_connection.autocommit is False

@@ -92,16 +92,16 @@ class Database:
         """Give every thread's kept connection back to the pool (shutdown and tests: no unit of
         work may be running)."""
         with self._held_lock:
-            held, self._every_held = list(self._every_held), weakref.WeakSet()
-        for connection in held:
-            connection.release()
+            every_held = list(self._every_held)
+        for held in every_held:
+            held.release()
 
     def _connection(self) -> tuple[sa.Connection, _HeldConnection | None]:
         """This thread's kept connection, checked out of the pool once and kept between units of
         work, or a connection of its own for a unit of work nested in another."""
         held = getattr(self._held, "connection", None)
         if held is None:
-            held = self._held.connection = _HeldConnection()
+            held = self._held.connection = _HeldConnection(postgres=not self.is_sqlite)
             with self._held_lock:
                 self._every_held.add(held)
         if held.busy:
@@ -124,9 +124,19 @@ class Database:
                 # while it is held.
                 with self._writer_lock, conn.begin():
                     yield conn
-            elif self.is_sqlite or (write and not single_statement):
+            elif self.is_sqlite:
                 with conn.begin():
                     yield conn
+            elif write and not single_statement:
+                if held is not None:
+                    _set_autocommit(conn, False)
+                with conn.begin():
+                    yield conn
+            elif held is not None:
+                # Kept in autocommit between units: most requests need it, and switching costs
+                # Python on every request; it is switched off for transactions and on release.
+                _set_autocommit(conn, True)
+                yield conn
             else:
                 with _autocommit(conn):
                     yield conn
@@ -178,6 +188,12 @@ class Database:
         raise AssertionError("unreachable")
 
 
+def _set_autocommit(conn: sa.Connection, on: bool) -> None:
+    dbapi_connection = conn.connection.dbapi_connection
+    if dbapi_connection.autocommit != on:
+        dbapi_connection.autocommit = on
+
+
 @contextmanager
 def _autocommit(conn: sa.Connection):
     """The psycopg connection in autocommit for the duration: no BEGIN, and SQLAlchemy's own
@@ -202,20 +218,27 @@ class _HeldConnection:
     as long as the worker and serve one request at a time, so each keeps one.  It goes back to the
     pool after a failure, when its thread ends, and on ``Database.dispose``.
     """
-    __slots__ = ("conn", "busy", "__weakref__")
+    __slots__ = ("conn", "busy", "postgres", "__weakref__")
 
-    def __init__(self):
+    def __init__(self, postgres: bool):
         self.conn: sa.Connection | None = None
         self.busy = False
+        self.postgres = postgres
 
     def release(self) -> None:
         conn, self.conn = self.conn, None
         self.busy = False
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001 - a lost connection: the pool drops it
-                LOG.debug("closing a kept connection failed", exc_info=True)
+        if conn is None:
+            return
+        try:
+            if self.postgres and not conn.invalidated:
+                _set_autocommit(conn, False)  # the pool hands out connections with transactions
+        except Exception:  # noqa: BLE001 - closed or broken: never pool it in autocommit
+            conn.invalidate()
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - a lost connection: the pool drops it
+            LOG.debug("closing a kept connection failed", exc_info=True)
 
     def __del__(self):
         # The thread-local storage holding this object is cleared when its thread ends.
