@@ -151,11 +151,15 @@ class Database:
         finally:
             if held is None:
                 conn.close()
-            else:
-                if held.conn is not None and conn.in_transaction():
-                    # Core statements in autocommit still open SQLAlchemy's own (empty)
-                    # transaction, which would refuse the next unit's begin().
+            elif held.conn is not None and conn.in_transaction():
+                # Core statements in autocommit still open SQLAlchemy's own (empty) transaction,
+                # which would refuse the next unit's begin().
+                try:
                     conn.rollback()
+                    held.busy = False
+                except Exception:  # noqa: BLE001 - lost on the way: the next unit takes another
+                    held.release()
+            else:
                 held.busy = False
 
     def read(self, work: Callable[[sa.Connection], T]) -> T:
@@ -214,7 +218,7 @@ class _HeldConnection:
     """The connection a thread keeps checked out of the pool between its units of work.
 
     Taking a connection from SQLAlchemy's pool and giving it back (with its reset) cost about
-    40 µs of Python per request, a tenth of a provider write in process; a worker's threads live
+    60 µs of Python per request, a tenth of a provider write in process; a worker's threads live
     as long as the worker and serve one request at a time, so each keeps one.  It goes back to the
     pool after a failure, when its thread ends, and on ``Database.dispose``.
     """
@@ -228,7 +232,7 @@ class _HeldConnection:
     def release(self) -> None:
         conn, self.conn = self.conn, None
         self.busy = False
-        if conn is None:
+        if conn is None or conn.closed:
             return
         try:
             if self.postgres and not conn.invalidated:
@@ -242,7 +246,10 @@ class _HeldConnection:
 
     def __del__(self):
         # The thread-local storage holding this object is cleared when its thread ends.
-        self.release()
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - at interpreter exit: the process takes the connection
+            pass
 
 
 class _WriterLock:
