@@ -148,3 +148,32 @@ def test_a_kept_postgresql_connection_goes_back_to_the_pool_out_of_autocommit(db
     assert kept.autocommit is False
     with db.engine.connect() as conn:
         assert conn.connection.dbapi_connection.autocommit is False
+
+
+def test_only_as_many_threads_keep_a_connection_as_the_pool_holds(db):
+    import threading
+
+    from berth.store.database import Database
+
+    small = Database(db.url, pool_size=2)
+    ran, finish = threading.Barrier(4), threading.Event()
+    values = []
+
+    def client():
+        values.append(small.read(lambda conn: fetch_value(conn, "SELECT 5")))
+        ran.wait(timeout=30)
+        finish.wait(timeout=30)
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    try:
+        for thread in threads:
+            thread.start()
+        ran.wait(timeout=30)
+        # Two threads keep theirs; the third gave its connection back after its unit of work.
+        assert small.engine.pool.checkedout() == 2
+    finally:
+        finish.set()
+        for thread in threads:
+            thread.join()
+        small.dispose()
+    assert values == [5, 5, 5]

@@ -83,6 +83,9 @@ class Database:
         self._held = threading.local()
         self._held_lock = threading.Lock()
         self._every_held: weakref.WeakSet[_HeldConnection] = weakref.WeakSet()
+        # Threads beyond this many take a connection per unit of work, as before: kept ones must not
+        # leave a server with many threads waiting for the pool while they sit idle.
+        self._most_held = pool_size
 
     def dispose(self):
         self._release_held_connections()
@@ -98,12 +101,16 @@ class Database:
 
     def _connection(self) -> tuple[sa.Connection, _HeldConnection | None]:
         """This thread's kept connection, checked out of the pool once and kept between units of
-        work, or a connection of its own for a unit of work nested in another."""
+        work; or a connection for this unit alone, when it is nested in another or too many threads
+        keep one already."""
         held = getattr(self._held, "connection", None)
         if held is None:
-            held = self._held.connection = _HeldConnection(postgres=not self.is_sqlite)
             with self._held_lock:
-                self._every_held.add(held)
+                if len(self._every_held) < self._most_held:
+                    held = self._held.connection = _HeldConnection(postgres=not self.is_sqlite)
+                    self._every_held.add(held)
+            if held is None:
+                return self.engine.connect(), None
         if held.busy:
             return self.engine.connect(), None
         conn = held.conn
