@@ -1,5 +1,6 @@
 """A client of the WSGI application speaking Placement's conventions, and small helpers of the API
 tests."""
+
 from __future__ import annotations
 
 import uuid
@@ -16,8 +17,18 @@ class Api:
         self.version = version
         self.token = token
 
-    def request(self, method, path, body=None, *, version=None, headers=None, token=None, raw=None,
-                content_type="application/json"):
+    def request(
+        self,
+        method,
+        path,
+        body=None,
+        *,
+        version=None,
+        headers=None,
+        token=None,
+        raw=None,
+        content_type="application/json",
+    ):
         all_headers = {}
         version = self.version if version is None else version
         if version:
@@ -32,8 +43,9 @@ class Api:
             all_headers["Content-Type"] = content_type
         all_headers.update(headers or {})
         response = self.client.open(path, method=method, data=data, headers=all_headers)
-        response.json_body = orjson.loads(response.data) if response.data and \
-            response.mimetype == "application/json" else None
+        response.json_body = (
+            orjson.loads(response.data) if response.data and response.mimetype == "application/json" else None
+        )
         return response
 
     def get(self, path, **kw):
@@ -50,8 +62,7 @@ class Api:
 
     # -- shortcuts for building fixtures through the API itself --
 
-    def create_provider(self, name=None, *, uuid_=None, parent=None, inventory=None, traits=None,
-                        aggregates=None):
+    def create_provider(self, name=None, *, uuid_=None, parent=None, inventory=None, traits=None, aggregates=None):
         uuid_ = uuid_ or str(uuid.uuid4())
         body = {"name": name or f"rp-{uuid_[:8]}", "uuid": uuid_}
         if parent:
@@ -65,29 +76,45 @@ class Api:
                 if t.startswith("CUSTOM_"):
                     self.put(f"/traits/{t}")
             gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-            r = self.put(f"/resource_providers/{uuid_}/traits",
-                         {"traits": traits, "resource_provider_generation": gen})
+            r = self.put(f"/resource_providers/{uuid_}/traits", {"traits": traits, "resource_provider_generation": gen})
             assert r.status_code == 200, r.data
         if aggregates:
             gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-            r = self.put(f"/resource_providers/{uuid_}/aggregates",
-                         {"aggregates": aggregates, "resource_provider_generation": gen})
+            r = self.put(
+                f"/resource_providers/{uuid_}/aggregates",
+                {"aggregates": aggregates, "resource_provider_generation": gen},
+            )
             assert r.status_code == 200, r.data
         return uuid_
 
     def set_inventory(self, uuid_, inventory):
         gen = self.get(f"/resource_providers/{uuid_}").json_body["generation"]
-        body = {"resource_provider_generation": gen,
-                "inventories": {rc: (v if isinstance(v, dict) else {"total": v}) for rc, v in inventory.items()}}
+        body = {
+            "resource_provider_generation": gen,
+            "inventories": {rc: (v if isinstance(v, dict) else {"total": v}) for rc, v in inventory.items()},
+        }
         r = self.put(f"/resource_providers/{uuid_}/inventories", body)
         assert r.status_code == 200, r.data
         return r.json_body
 
-    def allocate(self, consumer, allocations, *, project="proj", user="user", generation=None,
-                 consumer_type="INSTANCE", expect=204):
-        body = {"allocations": {rp: {"resources": res} for rp, res in allocations.items()},
-                "project_id": project, "user_id": user, "consumer_generation": generation,
-                "consumer_type": consumer_type}
+    def allocate(
+        self,
+        consumer,
+        allocations,
+        *,
+        project="proj",
+        user="user",
+        generation=None,
+        consumer_type="INSTANCE",
+        expect=204,
+    ):
+        body = {
+            "allocations": {rp: {"resources": res} for rp, res in allocations.items()},
+            "project_id": project,
+            "user_id": user,
+            "consumer_generation": generation,
+            "consumer_type": consumer_type,
+        }
         r = self.put(f"/allocations/{consumer}", body)
         assert r.status_code == expect, r.data
         return r

@@ -1,5 +1,6 @@
 """Fixtures: a real database of each kind (a SQLite file, a PostgreSQL server started here) behind
 the real WSGI application, and helpers to talk to it as a client would."""
+
 from __future__ import annotations
 
 import os
@@ -10,11 +11,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from apihelpers import Api  # noqa: E402
+
 from berth.api.app import PlacementApp  # noqa: E402
 from berth.store import schema  # noqa: E402
 from berth.store.database import Database  # noqa: E402
 from berth.store.migrate import sync_standard_names, upgrade  # noqa: E402
-from apihelpers import Api  # noqa: E402
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -46,8 +48,14 @@ def session_db(request, tmp_path_factory):
 
 
 _MUTABLE_TABLES = [
-    schema.allocations, schema.consumers, schema.inventories, schema.resource_provider_traits,
-    schema.resource_provider_aggregates, schema.placement_aggregates, schema.projects, schema.users,
+    schema.allocations,
+    schema.consumers,
+    schema.inventories,
+    schema.resource_provider_traits,
+    schema.resource_provider_aggregates,
+    schema.placement_aggregates,
+    schema.projects,
+    schema.users,
     schema.consumer_types,
 ]
 
@@ -58,7 +66,9 @@ def reset(db: Database) -> None:
             conn.execute(table.delete())
         conn.execute(schema.resource_providers.update().values(parent_provider_id=None, root_provider_id=None))
         conn.execute(schema.resource_providers.delete())
-        conn.execute(schema.resource_classes.delete().where(schema.resource_classes.c.name.like("CUSTOM\\_%", escape="\\")))
+        conn.execute(
+            schema.resource_classes.delete().where(schema.resource_classes.c.name.like("CUSTOM\\_%", escape="\\"))
+        )
         conn.execute(schema.traits.delete().where(schema.traits.c.name.like("CUSTOM\\_%", escape="\\")))
         sync_standard_names(conn)
 

@@ -1,4 +1,5 @@
 """Running ``berth serve`` as a real multi-worker server for the tests that need one."""
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,21 @@ class LiveServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{self.port}",
-             "--database", database_url, "--workers", str(workers)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "berth.cli.main",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--database",
+                database_url,
+                "--workers",
+                str(workers),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -133,8 +133,9 @@ class PostgresServer:
             return "(no log)"
 
     def start(self) -> None:
-        r = self._run("initdb", "-D", self.datadir, "-A", "trust", "-U", USER,
-                      "--encoding", "UTF8", "--no-locale", "--no-sync")
+        r = self._run(
+            "initdb", "-D", self.datadir, "-A", "trust", "-U", USER, "--encoding", "UTF8", "--no-locale", "--no-sync"
+        )
         if r.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{r.stdout}{r.stderr}")
 
@@ -146,9 +147,7 @@ class PostgresServer:
             if r.returncode == 0:
                 break
         else:
-            raise RuntimeError(
-                f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}"
-            )
+            raise RuntimeError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
         self._wait_accepting()
         self.create_database(DBNAME)
 
@@ -156,8 +155,9 @@ class PostgresServer:
         """Start the postmaster on ``self.port`` with the standard settings."""
         settings = dict(SETTINGS, unix_socket_directories=self.tmpdir, port=str(self.port))
         opts = " ".join(f"-c {k}={shlex.quote(v)}" for k, v in settings.items())
-        return self._run("pg_ctl", "-w", "-t", str(int(START_TIMEOUT)), "-D", self.datadir,
-                         "-o", opts, "-l", self.logfile, "start")
+        return self._run(
+            "pg_ctl", "-w", "-t", str(int(START_TIMEOUT)), "-D", self.datadir, "-o", opts, "-l", self.logfile, "start"
+        )
 
     def _wait_accepting(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -200,9 +200,7 @@ class PostgresServer:
                 break
             time.sleep(0.5)
         else:
-            raise RuntimeError(
-                f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}"
-            )
+            raise RuntimeError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
         self._wait_accepting()
         return time.monotonic() - began
 

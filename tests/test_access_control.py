@@ -1,13 +1,14 @@
 """Authentication strategies, legacy and secure-RBAC policy defaults, policy files, CORS, and the
 refusal to expose the development mode beyond loopback."""
+
 import pytest
 import yaml
+from apihelpers import Api, error_detail, new_uuid
 
 from berth.api.app import PlacementApp, Settings
 from berth.api.policy import OPERATIONS
 from berth.api.wsgi import create_app
 from berth.cli.main import main as berth_main
-from apihelpers import Api, error_detail, new_uuid
 
 TOKENS = {
     "admin-token": {"user_id": "ops", "project_id": "admin", "roles": ["admin"]},
@@ -31,8 +32,12 @@ def _api(db, **settings):
 
 
 def _concrete(path):
-    return (path.replace("{uuid}", new_uuid()).replace("{consumer_uuid}", new_uuid())
-            .replace("{resource_class}", "VCPU").replace("{name}", "CUSTOM_X"))
+    return (
+        path.replace("{uuid}", new_uuid())
+        .replace("{consumer_uuid}", new_uuid())
+        .replace("{resource_class}", "VCPU")
+        .replace("{name}", "CUSTOM_X")
+    )
 
 
 WRITES = [op for op in OPERATIONS if not op.reads]
@@ -43,8 +48,9 @@ def _call(api, op, token, headers=None):
     path = _concrete(op.path)
     if op.name == "placement:usages":
         path += "?project_id=tenant-a"
-    return api.request(op.method, path, raw=b"{}" if op.method in ("PUT", "POST") else None, token=token,
-                       headers=headers)
+    return api.request(
+        op.method, path, raw=b"{}" if op.method in ("PUT", "POST") else None, token=token, headers=headers
+    )
 
 
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
@@ -109,12 +115,22 @@ def test_keystone_strategy_trusts_confirmed_identity_headers(db):
 
 
 def test_cors_preflight_and_simple_requests(session_db):
-    app = create_app(session_db.engine.url.render_as_string(hide_password=False),
-                     Settings(cors_allowed_origins=("https://dash.example",), cors_allow_headers=("X-Custom",)))
+    app = create_app(
+        session_db.engine.url.render_as_string(hide_password=False),
+        Settings(cors_allowed_origins=("https://dash.example",), cors_allow_headers=("X-Custom",)),
+    )
     api = Api(app)
-    r = api.request("OPTIONS", "/resource_providers", token="", version="", headers={
-        "Origin": "https://dash.example", "Access-Control-Request-Method": "GET",
-        "Access-Control-Request-Headers": "X-Auth-Token,X-Custom"})
+    r = api.request(
+        "OPTIONS",
+        "/resource_providers",
+        token="",
+        version="",
+        headers={
+            "Origin": "https://dash.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "X-Auth-Token,X-Custom",
+        },
+    )
     assert r.status_code == 200
     assert r.headers["Access-Control-Allow-Origin"] == "https://dash.example"
     r = api.get("/", token="", headers={"Origin": "https://evil.example"})

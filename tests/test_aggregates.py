@@ -1,7 +1,7 @@
 """/resource_providers/{uuid}/aggregates, per the Placement API reference
 (api-ref/source/aggregates.inc, parameters.yaml, generations.inc, errors.inc)."""
-import pytest
 
+import pytest
 from apihelpers import error_code, new_uuid
 
 OLD_VERSIONS = ["1.1", "1.18"]
@@ -23,6 +23,7 @@ def _aggregates(api, rp):
 
 
 # --- microversions 1.1 - 1.18 ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", OLD_VERSIONS)
 def test_get_before_1_19_has_no_generation(api, version):
@@ -67,6 +68,7 @@ def test_put_before_1_19_rejects_the_1_19_object_body(api):
 
 # --- microversion 1.19 onwards ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", NEW_VERSIONS)
 def test_get_from_1_19_includes_generation(api, version):
     rp = api.create_provider()
@@ -94,8 +96,9 @@ def test_put_from_1_19_sets_aggregates_and_bumps_generation(api, version):
 def test_put_from_1_19_replaces_and_clears(api):
     rp = api.create_provider()
     a, b, c = new_uuid(), new_uuid(), new_uuid()
-    gen = api.put(_path(rp), {"aggregates": [a, b], "resource_provider_generation": _generation(api, rp)}) \
-        .json_body["resource_provider_generation"]
+    gen = api.put(_path(rp), {"aggregates": [a, b], "resource_provider_generation": _generation(api, rp)}).json_body[
+        "resource_provider_generation"
+    ]
     r = api.put(_path(rp), {"aggregates": [c], "resource_provider_generation": gen})
     assert r.status_code == 200
     assert r.json_body["aggregates"] == [c]
@@ -137,12 +140,15 @@ def test_put_with_stale_generation_at_1_19_has_no_code(api):
     assert "code" not in r.json_body["errors"][0]
 
 
-@pytest.mark.parametrize("body", [
-    [],                                                       # the pre-1.19 bare list
-    {"aggregates": []},                                       # no generation
-    {"resource_provider_generation": 0},                      # no aggregates
-    {"aggregates": [], "resource_provider_generation": 0, "extra": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],  # the pre-1.19 bare list
+        {"aggregates": []},  # no generation
+        {"resource_provider_generation": 0},  # no aggregates
+        {"aggregates": [], "resource_provider_generation": 0, "extra": 1},
+    ],
+)
 def test_put_from_1_19_needs_the_object_body(api, body):
     rp = api.create_provider()
     r = api.put(_path(rp), body, version="1.19")
@@ -151,6 +157,7 @@ def test_put_from_1_19_needs_the_object_body(api, body):
 
 
 # --- invalid input, missing provider, microversion 1.0 -----------------------------------------
+
 
 @pytest.mark.parametrize("bad", ["not-a-uuid", "", "12345", 42])
 @pytest.mark.parametrize("version", ["1.1", "latest"])
@@ -178,7 +185,6 @@ def test_routes_are_404_at_1_0(api):
     assert api.get(_path(rp), version="1.0").status_code == 404
     assert api.put(_path(rp), [new_uuid()], version="1.0").status_code == 404
     assert _aggregates(api, rp) == [agg]
-
 
 
 def test_put_before_1_19_leaves_the_generation_alone(api):

@@ -1,6 +1,6 @@
 """GET /allocation_candidates: groups, trees, sharing providers and the shapes of every version."""
-import pytest
 
+import pytest
 from apihelpers import error_detail, new_uuid
 
 COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
@@ -30,8 +30,7 @@ def test_single_providers_with_capacity(api):
     full = api.create_provider("full", inventory={"VCPU": 1, "MEMORY_MB": 4096})
     api.create_provider("nomem", inventory={"VCPU": 8})
     body = _ac(api, "resources=VCPU:2,MEMORY_MB:1024")
-    assert _allocs(body) == _norm([
-        ((a, "MEMORY_MB", 1024), (a, "VCPU", 2)), ((b, "MEMORY_MB", 1024), (b, "VCPU", 2))])
+    assert _allocs(body) == _norm([((a, "MEMORY_MB", 1024), (a, "VCPU", 2)), ((b, "MEMORY_MB", 1024), (b, "VCPU", 2))])
     assert full not in body["provider_summaries"]
     summary = body["provider_summaries"][a]
     assert summary["resources"]["VCPU"] == {"capacity": 8, "used": 0}
@@ -44,7 +43,8 @@ def test_response_shapes_by_version(api):
     a = api.create_provider("a", inventory=COMPUTE)
     body = _ac(api, "resources=VCPU:1", version="1.10")
     assert body["allocation_requests"] == [
-        {"allocations": [{"resource_provider": {"uuid": a}, "resources": {"VCPU": 1}}]}]
+        {"allocations": [{"resource_provider": {"uuid": a}, "resources": {"VCPU": 1}}]}
+    ]
     assert body["provider_summaries"][a] == {"resources": {"VCPU": {"capacity": 8, "used": 0}}}
     body = _ac(api, "resources=VCPU:1", version="1.12")
     assert body["allocation_requests"] == [{"allocations": {a: {"resources": {"VCPU": 1}}}}]
@@ -85,8 +85,9 @@ def test_nested_children_serve_the_unsuffixed_group(api):
     numa0 = api.create_provider("numa0", parent=root, inventory={"VCPU": 4})
     numa1 = api.create_provider("numa1", parent=root, inventory={"VCPU": 4})
     body = _ac(api, "resources=VCPU:2,MEMORY_MB:512")
-    assert _allocs(body) == _norm([
-        ((numa0, "VCPU", 2), (root, "MEMORY_MB", 512)), ((numa1, "VCPU", 2), (root, "MEMORY_MB", 512))])
+    assert _allocs(body) == _norm(
+        [((numa0, "VCPU", 2), (root, "MEMORY_MB", 512)), ((numa1, "VCPU", 2), (root, "MEMORY_MB", 512))]
+    )
     assert set(body["provider_summaries"]) == {root, numa0, numa1}
     assert body["provider_summaries"][numa0]["parent_provider_uuid"] == root
 
@@ -95,8 +96,9 @@ def test_sharing_provider_serves_disk(api):
     agg = new_uuid()
     cn = api.create_provider("cn", inventory={"VCPU": 8}, aggregates=[agg])
     lonely = api.create_provider("lonely", inventory={"VCPU": 8})
-    share = api.create_provider("nfs", inventory={"DISK_GB": 1000}, aggregates=[agg],
-                                traits=["MISC_SHARES_VIA_AGGREGATE"])
+    share = api.create_provider(
+        "nfs", inventory={"DISK_GB": 1000}, aggregates=[agg], traits=["MISC_SHARES_VIA_AGGREGATE"]
+    )
     body = _ac(api, "resources=VCPU:1,DISK_GB:100")
     assert _allocs(body) == _norm([((cn, "VCPU", 1), (share, "DISK_GB", 100))])
     assert lonely not in body["provider_summaries"]
@@ -112,10 +114,12 @@ def test_granular_groups_and_isolation(api):
     query = "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1"
     _ac(api, query, expect=400)  # group_policy is required with several groups
     body = _ac(api, query + "&group_policy=isolate")
-    assert _allocs(body) == _norm([
-        ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
-        ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
-    ])
+    assert _allocs(body) == _norm(
+        [
+            ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
+            ((cn, "VCPU", 1), (pf1, "SRIOV_NET_VF", 1), (pf2, "SRIOV_NET_VF", 1)),
+        ]
+    )
     mappings = sorted((ar["mappings"]["1"], ar["mappings"]["2"]) for ar in body["allocation_requests"])
     assert mappings == sorted([([pf1], [pf2]), ([pf2], [pf1])])
     body = _ac(api, query + "&group_policy=none")
@@ -155,19 +159,24 @@ def test_in_tree_root_required_and_same_subtree(api):
     api.create_provider("pf1", parent=numa1, inventory={"SRIOV_NET_VF": 2})
     gen = api.get(f"/resource_providers/{numa0}").json_body["generation"]
     api.put(f"/resource_providers/{numa0}/traits", {"traits": ["HW_NUMA_ROOT"], "resource_provider_generation": gen})
-    body = _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&same_subtree=_VF,_NUMA"
-                    "&group_policy=none")
+    body = _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&same_subtree=_VF,_NUMA&group_policy=none")
     assert _allocs(body) == _norm([((pf0, "SRIOV_NET_VF", 1),)])
     assert body["allocation_requests"][0]["mappings"] == {"_VF": [pf0], "_NUMA": [numa0]}
-    _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&group_policy=none", version="1.35",
-        expect=400)
+    _ac(api, "resources_VF=SRIOV_NET_VF:1&required_NUMA=HW_NUMA_ROOT&group_policy=none", version="1.35", expect=400)
 
 
-@pytest.mark.parametrize("query", [
-    "", "resources=VCPU", "resources=VCPU:1&foo=bar", "resources=CUSTOM_NOPE:1",
-    "resources=VCPU:1&group_policy=bogus", "resources=VCPU:1&same_subtree=_X",
-    "resources=VCPU:1&member_of=notauuid",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "resources=VCPU",
+        "resources=VCPU:1&foo=bar",
+        "resources=CUSTOM_NOPE:1",
+        "resources=VCPU:1&group_policy=bogus",
+        "resources=VCPU:1&same_subtree=_X",
+        "resources=VCPU:1&member_of=notauuid",
+    ],
+)
 def test_bad_queries_are_400(api, query):
     _ac(api, query, expect=400)
 
@@ -183,8 +192,7 @@ def test_explain_counts_what_each_condition_excluded(api):
     report = r.json_body
     assert report["providers"] == 4 and report["candidates"] == 0
     steps = [(c["kind"], c["excluded"], c["remaining"]) for c in report["groups"][0]["conditions"]]
-    assert steps == [("inventory", 1, 3), ("capacity", 1, 2), ("units", 0, 2), ("traits", 1, 1),
-                     ("aggregates", 1, 0)]
+    assert steps == [("inventory", 1, 3), ("capacity", 1, 2), ("units", 0, 2), ("traits", 1, 1), ("aggregates", 1, 0)]
     r = api.get("/berth/allocation_candidates/explain?resources=VCPU:4&required=HW_CPU_X86_AVX")
     assert r.json_body["candidates"] == 1
 
@@ -193,8 +201,9 @@ def test_sharing_provider_with_nested_tree(api):
     agg = new_uuid()
     cn = api.create_provider("cn", inventory={"MEMORY_MB": 4096}, aggregates=[agg])
     numa = api.create_provider("numa", parent=cn, inventory={"VCPU": 4})
-    share = api.create_provider("nfs", inventory={"DISK_GB": 100}, aggregates=[agg],
-                                traits=["MISC_SHARES_VIA_AGGREGATE"])
+    share = api.create_provider(
+        "nfs", inventory={"DISK_GB": 100}, aggregates=[agg], traits=["MISC_SHARES_VIA_AGGREGATE"]
+    )
     body = _ac(api, "resources=VCPU:1,MEMORY_MB:64,DISK_GB:10")
     assert _allocs(body) == _norm([((numa, "VCPU", 1), (cn, "MEMORY_MB", 64), (share, "DISK_GB", 10))])
     assert set(body["provider_summaries"]) == {cn, numa, share}
@@ -211,15 +220,18 @@ def test_capacity_at_the_exact_limit(api):
     assert _ac(api, "resources=VCPU:2")["provider_summaries"][rp]["resources"]["VCPU"] == {"capacity": 12, "used": 10}
 
 
-@pytest.mark.parametrize("query,first", [
-    ("resources=VCPU:1&required=HW_CPU_X86_AVX", "1.17"),
-    ("resources=VCPU:1&member_of={agg}", "1.21"),
-    ("resources=VCPU:1&in_tree={rp}", "1.31"),
-    ("resources=VCPU:1&root_required=HW_CPU_X86_AVX", "1.35"),
-    ("resources=VCPU:1&required=in:HW_CPU_X86_AVX,HW_CPU_X86_SSE", "1.39"),
-    ("resources1=VCPU:1", "1.25"),
-    ("resources_A=VCPU:1", "1.33"),
-])
+@pytest.mark.parametrize(
+    "query,first",
+    [
+        ("resources=VCPU:1&required=HW_CPU_X86_AVX", "1.17"),
+        ("resources=VCPU:1&member_of={agg}", "1.21"),
+        ("resources=VCPU:1&in_tree={rp}", "1.31"),
+        ("resources=VCPU:1&root_required=HW_CPU_X86_AVX", "1.35"),
+        ("resources=VCPU:1&required=in:HW_CPU_X86_AVX,HW_CPU_X86_SSE", "1.39"),
+        ("resources1=VCPU:1", "1.25"),
+        ("resources_A=VCPU:1", "1.33"),
+    ],
+)
 def test_parameters_at_their_microversion_boundary(api, query, first):
     agg = new_uuid()
     rp = api.create_provider("p", inventory=COMPUTE, traits=["HW_CPU_X86_AVX"], aggregates=[agg])

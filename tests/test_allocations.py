@@ -1,4 +1,5 @@
 """/allocations: formats of every microversion, consumer generations, capacity and atomicity."""
+
 from apihelpers import error_code, error_detail, new_uuid
 
 
@@ -58,8 +59,7 @@ def test_empty_allocations_remove_the_consumer_from_1_28(api):
     rp = api.create_provider("p", inventory={"VCPU": 8})
     c = new_uuid()
     api.allocate(c, {rp: {"VCPU": 3}})
-    body = {"allocations": {}, "project_id": "p", "user_id": "u", "consumer_generation": 1,
-            "consumer_type": "INSTANCE"}
+    body = {"allocations": {}, "project_id": "p", "user_id": "u", "consumer_generation": 1, "consumer_type": "INSTANCE"}
     assert api.put(f"/allocations/{c}", body).status_code == 204
     assert api.get(f"/allocations/{c}").json_body == {"allocations": {}}
     assert _usage(api, rp) == {"VCPU": 0}
@@ -135,10 +135,18 @@ def test_post_allocations_moves_atomically_between_consumers(api):
     api.allocate(instance, {src: {"VCPU": 4}})
     common = {"project_id": "p", "user_id": "u"}
     body = {
-        migration: {"allocations": {src: {"resources": {"VCPU": 4}}}, "consumer_generation": None,
-                    "consumer_type": "MIGRATION", **common},
-        instance: {"allocations": {dst: {"resources": {"VCPU": 4}}}, "consumer_generation": 1,
-                   "consumer_type": "INSTANCE", **common},
+        migration: {
+            "allocations": {src: {"resources": {"VCPU": 4}}},
+            "consumer_generation": None,
+            "consumer_type": "MIGRATION",
+            **common,
+        },
+        instance: {
+            "allocations": {dst: {"resources": {"VCPU": 4}}},
+            "consumer_generation": 1,
+            "consumer_type": "INSTANCE",
+            **common,
+        },
     }
     assert api.post("/allocations", body).status_code == 204
     assert list(api.get(f"/allocations/{migration}").json_body["allocations"]) == [src]
@@ -153,8 +161,10 @@ def test_post_allocations_moves_atomically_between_consumers(api):
 def test_post_allocations_all_or_nothing(api):
     rp = api.create_provider("p", inventory={"VCPU": 4})
     common = {"project_id": "p", "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"}
-    body = {new_uuid(): {"allocations": {rp: {"resources": {"VCPU": 2}}}, **common},
-            new_uuid(): {"allocations": {rp: {"resources": {"VCPU": 3}}}, **common}}
+    body = {
+        new_uuid(): {"allocations": {rp: {"resources": {"VCPU": 2}}}, **common},
+        new_uuid(): {"allocations": {rp: {"resources": {"VCPU": 3}}}, **common},
+    }
     assert api.post("/allocations", body).status_code == 409
     assert _usage(api, rp) == {"VCPU": 0}
 
@@ -175,8 +185,7 @@ def test_provider_allocations_view(api):
     api.allocate(c1, {rp: {"VCPU": 1, "MEMORY_MB": 128}})
     api.allocate(c2, {rp: {"VCPU": 2}})
     r = api.get(f"/resource_providers/{rp}/allocations").json_body
-    assert r["allocations"] == {c1: {"resources": {"VCPU": 1, "MEMORY_MB": 128}},
-                                c2: {"resources": {"VCPU": 2}}}
+    assert r["allocations"] == {c1: {"resources": {"VCPU": 1, "MEMORY_MB": 128}}, c2: {"resources": {"VCPU": 2}}}
     assert r["resource_provider_generation"] == api.get(f"/resource_providers/{rp}").json_body["generation"]
 
 

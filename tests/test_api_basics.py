@@ -1,7 +1,7 @@
 """Version discovery, microversion negotiation, authentication and the error format."""
-from werkzeug.test import EnvironBuilder
 
 from apihelpers import error_code, error_detail
+from werkzeug.test import EnvironBuilder
 
 
 def test_root_needs_no_token_and_lists_versions(api):
@@ -112,9 +112,16 @@ def test_huge_integer_and_deep_json_are_clean_400s(api):
 
 def test_body_shorter_than_its_content_length_is_400(api):
     body = b'{"name": "short"}'
-    environ = EnvironBuilder(path="/resource_providers", method="POST", data=body, headers={
-        "X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest",
-        "Content-Type": "application/json"}).get_environ()
+    environ = EnvironBuilder(
+        path="/resource_providers",
+        method="POST",
+        data=body,
+        headers={
+            "X-Auth-Token": "admin",
+            "OpenStack-API-Version": "placement latest",
+            "Content-Type": "application/json",
+        },
+    ).get_environ()
     environ["CONTENT_LENGTH"] = str(len(body) + 10)
     sent = {}
     answer = b"".join(api.client.application(environ, lambda status, headers: sent.update(status=status)))

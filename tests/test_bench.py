@@ -1,5 +1,6 @@
 """``berth bench`` end to end at a tiny size: it builds its layout, preloads allocations, measures,
 verifies and reports; the figures themselves are not judged here (timing goals live in the bench)."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,29 @@ import sys
 def test_bench_runs_and_reports(tmp_path):
     report = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "berth.cli.main", "bench", "--hosts", "60", "--queries", "3",
-         "--claims-seconds", "1", "--clients", "4", "--allocations", "90", "--workers", "2",
-         "--json", str(report)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "bench",
+            "--hosts",
+            "60",
+            "--queries",
+            "3",
+            "--claims-seconds",
+            "1",
+            "--clients",
+            "4",
+            "--allocations",
+            "90",
+            "--workers",
+            "2",
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "memory MB" in done.stdout and "cpu check ms" in done.stdout

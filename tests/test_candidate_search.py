@@ -1,10 +1,18 @@
 """The search's shortcut for a lone unsuffixed group gives exactly what the general walk gives."""
+
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from berth.domain.candidates import (
-    CandidateRequest, InventoryData, ProviderData, RequestGroup, SearchBudget, TreeView, search_tree,
+    CandidateRequest,
+    InventoryData,
+    ProviderData,
+    RequestGroup,
+    SearchBudget,
+    TreeView,
+    search_tree,
 )
 
 CLASSES = [1, 2, 3]
@@ -21,8 +29,14 @@ def trees(draw):
         for rc in draw(st.sets(st.sampled_from(CLASSES))):
             total = draw(st.integers(min_value=1, max_value=8))
             provider.inventories[rc] = InventoryData(
-                total, draw(st.integers(0, 2)), 1, draw(st.integers(1, 8)), draw(st.sampled_from([1, 2])),
-                draw(st.sampled_from([1.0, 2.0])), draw(st.integers(0, 4)))
+                total,
+                draw(st.integers(0, 2)),
+                1,
+                draw(st.integers(1, 8)),
+                draw(st.sampled_from([1, 2])),
+                draw(st.sampled_from([1.0, 2.0])),
+                draw(st.integers(0, 4)),
+            )
         provider.traits = frozenset(draw(st.sets(st.sampled_from(TRAITS))))
         providers.append(provider)
     sharing = []
@@ -36,8 +50,10 @@ def trees(draw):
 @st.composite
 def requests(draw):
     resources = draw(st.dictionaries(st.sampled_from(CLASSES), st.integers(1, 4), min_size=1))
-    required = [frozenset(draw(st.sets(st.sampled_from(TRAITS), min_size=1, max_size=2)))
-                for _ in range(draw(st.integers(0, 2)))]
+    required = [
+        frozenset(draw(st.sets(st.sampled_from(TRAITS), min_size=1, max_size=2)))
+        for _ in range(draw(st.integers(0, 2)))
+    ]
     forbidden = frozenset(draw(st.sets(st.sampled_from(TRAITS), max_size=1)))
     group = RequestGroup("", resources, required, forbidden)
     return CandidateRequest([group], one_provider_per_tree=draw(st.booleans()))

@@ -1,5 +1,6 @@
 """The cycle collector is held off during requests and back on after them, also when they fail
 and when several threads serve requests at once."""
+
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
 """Transactions as ``berth.store.database`` runs them, on the real databases."""
+
 import pytest
 import sqlalchemy as sa
 

@@ -1,17 +1,18 @@
 """Property-based fuzzing of every operation against the published OpenAPI document, plus hostile
 inputs: no 5xx, every status documented, every error in Placement's JSON format."""
+
 import json
 
 import orjson
 import pytest
 import schemathesis
+from apihelpers import Api, new_uuid
 from hypothesis import HealthCheck, settings
 from schemathesis.core import NOT_SET
 from werkzeug.test import Client
 
 from berth.api.app import MAX_BODY_BYTES, PlacementApp
 from berth.api.openapi import build_document
-from apihelpers import Api, new_uuid
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"}
 
@@ -33,15 +34,17 @@ def _error_format(response):
 
 
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_every_operation_survives_generated_input(fuzz_app, case):
     body = None
     if case.body is not NOT_SET:
         body = case.body if isinstance(case.body, bytes) else json.dumps(case.body).encode()
     response = Client(fuzz_app).open(
-        case.formatted_path, method=case.method, query_string=case.query or None,
-        headers={**(case.headers or {}), **ADMIN}, data=body,
+        case.formatted_path,
+        method=case.method,
+        query_string=case.query or None,
+        headers={**(case.headers or {}), **ADMIN},
+        data=body,
         content_type="application/json" if body is not None else None,
     )
     assert response.status_code < 500, response.data
@@ -56,9 +59,17 @@ def test_the_document_is_served_without_a_token(fuzz_app):
     assert "/allocation_candidates" in r.json_body["paths"]
 
 
-@pytest.mark.parametrize("value", [
-    "x' OR '1'='1", "\"; DROP TABLE resource_providers; --", "名前-ünïcødé-🚀", "%00", "\\x00", "a" * 200,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "x' OR '1'='1",
+        '"; DROP TABLE resource_providers; --',
+        "名前-ünïcødé-🚀",
+        "%00",
+        "\\x00",
+        "a" * 200,
+    ],
+)
 def test_sql_metacharacters_and_unicode_are_plain_data(api, value):
     r = api.post("/resource_providers", {"name": value})
     assert r.status_code == 200, r.data
@@ -66,9 +77,14 @@ def test_sql_metacharacters_and_unicode_are_plain_data(api, value):
     assert api.get(f"/resource_providers/{uuid}").json_body["name"] == value
     listed = api.get("/resource_providers", headers={}, version="latest")
     assert [p["name"] for p in listed.json_body["resource_providers"]] == [value]
-    for path in (f"/resource_providers?name={value}", f"/traits?name=startswith:{value}",
-                 f"/usages?project_id={value}", f"/allocations/{value}",
-                 f"/resource_classes/{value}", f"/allocation_candidates?resources={value}"):
+    for path in (
+        f"/resource_providers?name={value}",
+        f"/traits?name=startswith:{value}",
+        f"/usages?project_id={value}",
+        f"/allocations/{value}",
+        f"/resource_classes/{value}",
+        f"/allocation_candidates?resources={value}",
+    ):
         assert api.get(path).status_code < 500
 
 
@@ -84,9 +100,14 @@ def test_invalid_utf8_is_400(api):
 
 def test_huge_integers_are_400_not_500(api):
     rp = api.create_provider("p", inventory={"VCPU": 8})
-    for amount in (10 ** 30, 2 ** 31, 2 ** 63):
-        body = {"allocations": {rp: {"resources": {"VCPU": amount}}}, "project_id": "p", "user_id": "u",
-                "consumer_generation": amount, "consumer_type": "INSTANCE"}
+    for amount in (10**30, 2**31, 2**63):
+        body = {
+            "allocations": {rp: {"resources": {"VCPU": amount}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": amount,
+            "consumer_type": "INSTANCE",
+        }
         assert api.put(f"/allocations/{new_uuid()}", raw=json.dumps(body).encode()).status_code == 400
         body = {"resource_provider_generation": amount, "inventories": {"VCPU": {"total": 8}}}
         r = api.put(f"/resource_providers/{rp}/inventories", raw=json.dumps(body).encode())

@@ -1,6 +1,6 @@
 """/resource_providers/{uuid}/inventories: defaults, validation, generations and in-use guards."""
-import pytest
 
+import pytest
 from apihelpers import error_code, error_detail, new_uuid
 
 
@@ -10,33 +10,57 @@ def _gen(api, u):
 
 def test_put_inventories_applies_defaults_and_bumps_generation(api):
     u = api.create_provider("p")
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
     assert r.status_code == 200
-    assert r.json_body == {"resource_provider_generation": 1, "inventories": {"VCPU": {
-        "total": 8, "reserved": 0, "min_unit": 1, "max_unit": 2147483647, "step_size": 1,
-        "allocation_ratio": 1.0}}}
+    assert r.json_body == {
+        "resource_provider_generation": 1,
+        "inventories": {
+            "VCPU": {
+                "total": 8,
+                "reserved": 0,
+                "min_unit": 1,
+                "max_unit": 2147483647,
+                "step_size": 1,
+                "allocation_ratio": 1.0,
+            }
+        },
+    }
     listed = api.get(f"/resource_providers/{u}/inventories").json_body
     assert listed == r.json_body
 
 
 def test_stale_generation_is_409_concurrent_update(api):
     u = api.create_provider("p", inventory={"VCPU": 8})
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}},
+    )
     assert r.status_code == 409 and error_code(r) == "placement.concurrent_update"
     assert api.get(f"/resource_providers/{u}/inventories/VCPU").json_body["total"] == 8
 
 
-@pytest.mark.parametrize("bad", [
-    {"total": 0}, {"total": -1}, {"total": 2147483648}, {"total": 1, "reserved": -1},
-    {"total": 1, "min_unit": 0}, {"total": 1, "step_size": 0}, {"total": "8"}, {"reserved": 1},
-    {"total": 1, "bogus": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"total": 0},
+        {"total": -1},
+        {"total": 2147483648},
+        {"total": 1, "reserved": -1},
+        {"total": 1, "min_unit": 0},
+        {"total": 1, "step_size": 0},
+        {"total": "8"},
+        {"reserved": 1},
+        {"total": 1, "bogus": 1},
+    ],
+)
 def test_invalid_records_are_400(api, bad):
     u = api.create_provider("p")
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 0, "inventories": {"VCPU": bad}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories", {"resource_provider_generation": 0, "inventories": {"VCPU": bad}}
+    )
     assert r.status_code == 400, r.data
 
 
@@ -53,26 +77,34 @@ def test_reserved_equal_total_allowed_from_1_26(api):
 
 def test_unknown_resource_class_is_400(api):
     u = api.create_provider("p")
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 0, "inventories": {"CUSTOM_NOPE": {"total": 1}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"CUSTOM_NOPE": {"total": 1}}},
+    )
     assert r.status_code == 400 and "CUSTOM_NOPE" in error_detail(r)
 
 
 def test_post_show_update_delete_single_inventory(api):
     u = api.create_provider("p")
-    r = api.post(f"/resource_providers/{u}/inventories",
-                 {"resource_class": "DISK_GB", "total": 100, "resource_provider_generation": 0})
+    r = api.post(
+        f"/resource_providers/{u}/inventories",
+        {"resource_class": "DISK_GB", "total": 100, "resource_provider_generation": 0},
+    )
     assert r.status_code == 201
     assert r.headers["Location"].endswith(f"/resource_providers/{u}/inventories/DISK_GB")
     assert r.json_body["resource_provider_generation"] == 1 and r.json_body["total"] == 100
-    r = api.post(f"/resource_providers/{u}/inventories",
-                 {"resource_class": "DISK_GB", "total": 100, "resource_provider_generation": 1})
+    r = api.post(
+        f"/resource_providers/{u}/inventories",
+        {"resource_class": "DISK_GB", "total": 100, "resource_provider_generation": 1},
+    )
     assert r.status_code == 409
     r = api.get(f"/resource_providers/{u}/inventories/DISK_GB")
     assert r.status_code == 200 and r.json_body["total"] == 100
     assert api.get(f"/resource_providers/{u}/inventories/VCPU").status_code == 404
-    r = api.put(f"/resource_providers/{u}/inventories/DISK_GB",
-                {"total": 200, "reserved": 10, "resource_provider_generation": 1})
+    r = api.put(
+        f"/resource_providers/{u}/inventories/DISK_GB",
+        {"total": 200, "reserved": 10, "resource_provider_generation": 1},
+    )
     assert r.status_code == 200 and r.json_body["total"] == 200 and r.json_body["resource_provider_generation"] == 2
     r = api.put(f"/resource_providers/{u}/inventories/VCPU", {"total": 2, "resource_provider_generation": 2})
     assert r.status_code == 400, "updating a class without inventory is refused, as the reference does"
@@ -87,8 +119,10 @@ def test_in_use_inventory_cannot_be_removed_but_may_shrink_below_usage(api):
     r = api.delete(f"/resource_providers/{u}/inventories/VCPU")
     assert r.status_code == 409 and error_code(r) == "placement.inventory.inuse"
     gen = _gen(api, u)
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": gen, "inventories": {"DISK_GB": {"total": 1024}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": gen, "inventories": {"DISK_GB": {"total": 1024}}},
+    )
     assert r.status_code == 409 and error_code(r) == "placement.inventory.inuse"
     assert "'VCPU, MEMORY_MB'" in error_detail(r)
     # Refused whole: nothing added, and the generation did not move.
@@ -97,9 +131,10 @@ def test_in_use_inventory_cannot_be_removed_but_may_shrink_below_usage(api):
     assert api.delete(f"/resource_providers/{u}/inventories", version="1.5").status_code == 409
     # As the reference: a host may report less than is allocated (a disk shrank, a reservation grew);
     # nothing more fits until usage is back under capacity.
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": gen,
-                 "inventories": {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 1024}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": gen, "inventories": {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 1024}}},
+    )
     assert r.status_code == 200
     api.allocate(new_uuid(), {u: {"VCPU": 1}}, expect=409)
     assert api.get(f"/resource_providers/{u}/usages").json_body["usages"]["VCPU"] == 6
@@ -119,9 +154,14 @@ def test_inventory_of_missing_provider_is_404(api):
 def test_put_answer_equals_what_is_read_back_with_several_classes(api):
     u = api.create_provider("p")
     api.post("/resource_classes", {"name": "CUSTOM_FPGA"})
-    body = {"resource_provider_generation": 0, "inventories": {
-        "CUSTOM_FPGA": {"total": 2}, "VCPU": {"total": 8, "allocation_ratio": 4},
-        "DISK_GB": {"total": 100, "reserved": 10, "step_size": 10, "min_unit": 10, "max_unit": 50}}}
+    body = {
+        "resource_provider_generation": 0,
+        "inventories": {
+            "CUSTOM_FPGA": {"total": 2},
+            "VCPU": {"total": 8, "allocation_ratio": 4},
+            "DISK_GB": {"total": 100, "reserved": 10, "step_size": 10, "min_unit": 10, "max_unit": 50},
+        },
+    }
     r = api.put(f"/resource_providers/{u}/inventories", body)
     assert r.status_code == 200, r.data
     assert r.json_body == api.get(f"/resource_providers/{u}/inventories").json_body
@@ -133,19 +173,30 @@ def test_a_custom_class_deleted_and_created_again_is_not_confused_with_another(a
     # given to the next class created, and the re-created CUSTOM_B gets another one.
     u = api.create_provider("p")
     api.post("/resource_classes", {"name": "CUSTOM_B"})
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 0, "inventories": {"CUSTOM_B": {"total": 1}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"CUSTOM_B": {"total": 1}}},
+    )
     assert r.status_code == 200, r.data
     assert api.delete(f"/resource_providers/{u}/inventories").status_code == 204
     assert api.delete("/resource_classes/CUSTOM_B").status_code == 204
     api.post("/resource_classes", {"name": "CUSTOM_C"})
     api.post("/resource_classes", {"name": "CUSTOM_B"})
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": _gen(api, u), "inventories": {"CUSTOM_B": {"total": 3}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": _gen(api, u), "inventories": {"CUSTOM_B": {"total": 3}}},
+    )
     assert r.status_code == 200, r.data
     assert api.get(f"/resource_providers/{u}/inventories").json_body["inventories"] == {
-        "CUSTOM_B": {"total": 3, "reserved": 0, "min_unit": 1, "max_unit": 2147483647, "step_size": 1,
-                     "allocation_ratio": 1.0}}
+        "CUSTOM_B": {
+            "total": 3,
+            "reserved": 0,
+            "min_unit": 1,
+            "max_unit": 2147483647,
+            "step_size": 1,
+            "allocation_ratio": 1.0,
+        }
+    }
 
 
 def test_put_checks_provider_then_classes_then_generation(api):
@@ -157,11 +208,15 @@ def test_put_checks_provider_then_classes_then_generation(api):
     u = api.create_provider("p", inventory={"VCPU": 8})
     r = api.put(f"/resource_providers/{u}/inventories", body)
     assert r.status_code == 400 and "CUSTOM_NOPE" in error_detail(r), r.data
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": 7, "inventories": {"VCPU": {"total": 1}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": 7, "inventories": {"VCPU": {"total": 1}}},
+    )
     assert r.status_code == 409 and error_code(r) == "placement.concurrent_update"
     assert api.get(f"/resource_providers/{u}/inventories/VCPU").json_body["total"] == 8
-    r = api.put(f"/resource_providers/{u}/inventories",
-                {"resource_provider_generation": _gen(api, u), "inventories": {"VCPU": {"total": 1, "reserved": 2}}})
+    r = api.put(
+        f"/resource_providers/{u}/inventories",
+        {"resource_provider_generation": _gen(api, u), "inventories": {"VCPU": {"total": 1, "reserved": 2}}},
+    )
     assert r.status_code == 400
     assert _gen(api, u) == 1, "a refused write leaves the generation alone"

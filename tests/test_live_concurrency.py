@@ -1,4 +1,5 @@
 """Many processes racing for the last units of one provider through a real multi-worker server."""
+
 from __future__ import annotations
 
 import uuid
@@ -6,7 +7,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import requests
-
 from livehelpers import ADMIN, LiveServer
 
 CAPACITY = 10
@@ -32,9 +32,17 @@ def _claim(args):
     results = []
     for _ in range(attempts):
         consumer = str(uuid.uuid4())
-        r = session.put(f"{base}/allocations/{consumer}", headers=ADMIN, json={
-            "allocations": {provider: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
-            "consumer_generation": None, "consumer_type": "INSTANCE"})
+        r = session.put(
+            f"{base}/allocations/{consumer}",
+            headers=ADMIN,
+            json={
+                "allocations": {provider: {"resources": {"VCPU": 1}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
         results.append((r.status_code, consumer, r.text))
     return results
 
@@ -43,13 +51,17 @@ def test_racing_claimers_get_exactly_the_capacity(live):
     provider = str(uuid.uuid4())
     r = requests.post(f"{live.url}/resource_providers", headers=ADMIN, json={"name": "host", "uuid": provider})
     assert r.status_code == 200
-    r = requests.put(f"{live.url}/resource_providers/{provider}/inventories", headers=ADMIN, json={
-        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": CAPACITY}}})
+    r = requests.put(
+        f"{live.url}/resource_providers/{provider}/inventories",
+        headers=ADMIN,
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": CAPACITY}}},
+    )
     assert r.status_code == 200
 
     with ProcessPoolExecutor(CLAIMERS) as pool:
-        outcomes = [o for batch in pool.map(_claim, [(live.url, provider, ATTEMPTS_PER_CLAIMER)] * CLAIMERS)
-                    for o in batch]
+        outcomes = [
+            o for batch in pool.map(_claim, [(live.url, provider, ATTEMPTS_PER_CLAIMER)] * CLAIMERS) for o in batch
+        ]
 
     statuses = [status for status, _, _ in outcomes]
     assert set(statuses) <= {204, 409}, [o for o in outcomes if o[0] not in (204, 409)][:3]

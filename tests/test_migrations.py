@@ -1,4 +1,5 @@
 """The migrations build exactly the schema the code describes, and carry existing data forward."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,13 +7,13 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from apihelpers import Api
+from conftest import BACKENDS, _make_database
 
 from berth.api.app import PlacementApp
 from berth.store import schema
 from berth.store.database import Database
 from berth.store.migrate import alembic_config, upgrade
-from apihelpers import Api
-from conftest import BACKENDS, _make_database
 
 
 @pytest.fixture(params=BACKENDS)
@@ -36,18 +37,26 @@ def test_migrated_schema_matches_the_code(empty_db):
 def test_providers_of_an_older_schema_get_a_revision_and_are_found(empty_db):
     _migrate(empty_db, "0002")
     with empty_db.engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id, created_at, updated_at) "
-            "VALUES (1, 'a0b1c2d3-0000-4000-8000-000000000001', 'old-host', 0, 1, :now, :now)"),
-            {"now": "2026-01-01 00:00:00"})
+        conn.execute(
+            sa.text(
+                "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id, created_at, updated_at) "
+                "VALUES (1, 'a0b1c2d3-0000-4000-8000-000000000001', 'old-host', 0, 1, :now, :now)"
+            ),
+            {"now": "2026-01-01 00:00:00"},
+        )
     upgrade(empty_db)
     with empty_db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT revision FROM resource_providers")).scalar_one() == 0
     api = Api(PlacementApp(empty_db))
     provider = "a0b1c2d3-0000-4000-8000-000000000001"
     generation = api.get(f"/resource_providers/{provider}").json_body["generation"]
-    assert api.put(f"/resource_providers/{provider}/inventories", {
-        "resource_provider_generation": generation, "inventories": {"VCPU": {"total": 4}}}).status_code == 200
+    assert (
+        api.put(
+            f"/resource_providers/{provider}/inventories",
+            {"resource_provider_generation": generation, "inventories": {"VCPU": {"total": 4}}},
+        ).status_code
+        == 200
+    )
     answer = api.get("/allocation_candidates?resources=VCPU:1").json_body
     assert list(answer["provider_summaries"]) == [provider]
 

@@ -5,15 +5,16 @@ An application that keeps copies from request to request must answer exactly as 
 none, after every kind of write, including those that leave a provider's generation alone (freeing
 allocations, aggregates set before 1.19) and a provider created with the id of a deleted one.
 """
+
 from __future__ import annotations
 
 import random
 
 import pytest
+from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
 from berth.api.handlers import allocation_candidates
-from apihelpers import Api, new_uuid
 
 QUERIES = [
     "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
@@ -63,9 +64,13 @@ class CloudOfChanges:
         self.roots.append(self.api.create_provider(inventory=inventory))
 
     def add_sharing_disk(self):
-        self.roots.append(self.api.create_provider(
-            inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"],
-            aggregates=[self.rng.choice(self.aggregates)]))
+        self.roots.append(
+            self.api.create_provider(
+                inventory={"DISK_GB": 1000},
+                traits=["MISC_SHARES_VIA_AGGREGATE"],
+                aggregates=[self.rng.choice(self.aggregates)],
+            )
+        )
 
     def add_gpu(self):
         if self.roots:
@@ -79,17 +84,26 @@ class CloudOfChanges:
         if not inventories:
             return
         rc = self.rng.choice(sorted(inventories))
-        changed = dict(inventories[rc], total=inventories[rc]["total"] + self.rng.choice([-1, 1, 5]),
-                       reserved=self.rng.choice([0, 1]))
+        changed = dict(
+            inventories[rc],
+            total=inventories[rc]["total"] + self.rng.choice([-1, 1, 5]),
+            reserved=self.rng.choice([0, 1]),
+        )
         changed["max_unit"] = changed["total"]
-        self.api.put(f"/resource_providers/{provider}/inventories/{rc}",
-                     dict(changed, resource_provider_generation=current["resource_provider_generation"]))
+        self.api.put(
+            f"/resource_providers/{provider}/inventories/{rc}",
+            dict(changed, resource_provider_generation=current["resource_provider_generation"]),
+        )
 
     def set_traits(self):
         provider = self.rng.choice(self.providers())
-        traits = self.rng.sample(["CUSTOM_FAST", "HW_CPU_X86_AVX2", "MISC_SHARES_VIA_AGGREGATE"], self.rng.randint(0, 2))
-        self.api.put(f"/resource_providers/{provider}/traits",
-                     {"traits": traits, "resource_provider_generation": _generation(self.api, provider)})
+        traits = self.rng.sample(
+            ["CUSTOM_FAST", "HW_CPU_X86_AVX2", "MISC_SHARES_VIA_AGGREGATE"], self.rng.randint(0, 2)
+        )
+        self.api.put(
+            f"/resource_providers/{provider}/traits",
+            {"traits": traits, "resource_provider_generation": _generation(self.api, provider)},
+        )
 
     def set_aggregates(self):
         provider = self.rng.choice(self.providers())
@@ -97,9 +111,10 @@ class CloudOfChanges:
         if self.rng.random() < 0.5:  # before 1.19: a bare list, and the generation stays
             response = self.api.put(f"/resource_providers/{provider}/aggregates", chosen, version="1.1")
         else:
-            response = self.api.put(f"/resource_providers/{provider}/aggregates",
-                                    {"aggregates": chosen,
-                                     "resource_provider_generation": _generation(self.api, provider)})
+            response = self.api.put(
+                f"/resource_providers/{provider}/aggregates",
+                {"aggregates": chosen, "resource_provider_generation": _generation(self.api, provider)},
+            )
         assert response.status_code == 200, response.data
 
     def claim(self):
@@ -108,9 +123,16 @@ class CloudOfChanges:
             return
         consumer = new_uuid()
         chosen = self.rng.choice(answer["allocation_requests"])
-        response = self.api.put(f"/allocations/{consumer}", {
-            "allocations": chosen["allocations"], "project_id": "p", "user_id": "u", "consumer_generation": None,
-            "consumer_type": "INSTANCE"})
+        response = self.api.put(
+            f"/allocations/{consumer}",
+            {
+                "allocations": chosen["allocations"],
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
         if response.status_code == 204:
             self.consumers.append(consumer)
 
@@ -126,9 +148,17 @@ class CloudOfChanges:
         consumer = self.rng.choice(self.consumers)
         current = self.api.get(f"/allocations/{consumer}").json_body
         allocations = {rp: {"resources": {rc: 1 for rc in a["resources"]}} for rp, a in current["allocations"].items()}
-        self.api.post("/allocations", {consumer: {
-            "allocations": allocations, "project_id": "p", "user_id": "u",
-            "consumer_generation": current["consumer_generation"]}})
+        self.api.post(
+            "/allocations",
+            {
+                consumer: {
+                    "allocations": allocations,
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": current["consumer_generation"],
+                }
+            },
+        )
 
     def reparent(self):
         if not self.children or len(self.roots) < 2:
@@ -136,8 +166,9 @@ class CloudOfChanges:
         child = self.rng.choice(sorted(self.children))
         parent = self.rng.choice(self.roots)
         body = self.api.get(f"/resource_providers/{child}").json_body
-        response = self.api.put(f"/resource_providers/{child}", {"name": body["name"], "parent_provider_uuid": parent},
-                                version="1.37")
+        response = self.api.put(
+            f"/resource_providers/{child}", {"name": body["name"], "parent_provider_uuid": parent}, version="1.37"
+        )
         if response.status_code == 200:
             self.children[child] = parent
 
@@ -162,9 +193,20 @@ def test_answers_equal_to_an_uncached_application_after_random_writes(apis):
         cloud.add_host()
     cloud.add_sharing_disk()
     cloud.add_gpu()
-    changes = [cloud.add_host, cloud.add_sharing_disk, cloud.add_gpu, cloud.change_inventory, cloud.set_traits,
-               cloud.set_aggregates, cloud.claim, cloud.claim, cloud.free, cloud.move, cloud.reparent,
-               cloud.delete_provider]
+    changes = [
+        cloud.add_host,
+        cloud.add_sharing_disk,
+        cloud.add_gpu,
+        cloud.change_inventory,
+        cloud.set_traits,
+        cloud.set_aggregates,
+        cloud.claim,
+        cloud.claim,
+        cloud.free,
+        cloud.move,
+        cloud.reparent,
+        cloud.delete_provider,
+    ]
     _same_answers(warm, cold, aggregates)
     for step in range(60):
         rng.choice(changes)()
@@ -213,8 +255,13 @@ def test_a_provider_with_a_deleted_ones_id_is_not_taken_for_it(apis):
     # On SQLite the new row takes the free id again; PostgreSQL draws a new one from its sequence.
     # As many writes as the first had, so that a revision counted from the same start would match.
     second = warm.create_provider(inventory={"VCPU": 4})
-    assert warm.put(f"/resource_providers/{second}/traits",
-                    {"traits": [], "resource_provider_generation": _generation(warm, second)}).status_code == 200
+    assert (
+        warm.put(
+            f"/resource_providers/{second}/traits",
+            {"traits": [], "resource_provider_generation": _generation(warm, second)},
+        ).status_code
+        == 200
+    )
     summaries = warm.get(query).json_body["provider_summaries"]
     assert list(summaries) == [second]
     assert summaries[second]["resources"]["VCPU"]["capacity"] == 4
@@ -252,7 +299,7 @@ def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
         assert len(warm.get(f"/allocation_candidates?resources=VCPU:{amount}").json_body["allocation_requests"]) == 1
     for version in ("1.27", "1.29", "1.30", "1.33", "1.34", "1.35", "1.36", "1.37", "1.38", "1.39"):
         assert warm.get("/allocation_candidates?resources=VCPU:1", version=version).status_code == 200
-    (_, copy), = warm.client.application.provider_cache._copies.items()
+    ((_, copy),) = warm.client.application.provider_cache._copies.items()
     derived = copy[1].derived
     assert 0 < len(derived) <= allocation_candidates.MOST_SHAPES_PER_PROVIDER
     for pieces in derived.values():

@@ -1,8 +1,10 @@
 """How fixed SQL is written for each driver (``berth.store.rawsql``)."""
+
 import datetime
 
 import sqlalchemy as sa
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy.dialects.sqlite import DATETIME
 
 from berth.store.rawsql import _translate, db_time, py_time
@@ -18,10 +20,10 @@ def test_sqlite_gets_one_placeholder_per_id():
 def test_postgresql_gets_one_array_typed_like_integer_id_columns():
     # An untyped list of small numbers would arrive as smallint[], which PostgreSQL cannot hash
     # against an integer column.
-    assert _translate(SQL, True, 0, True) == \
-        "SELECT id FROM t WHERE a = %s AND id = ANY(%s::integer[]) AND b LIKE '%%x'"
-    assert _translate(SQL, True, 0, False) == \
-        "SELECT id FROM t WHERE a = %s AND id = ANY(%s) AND b LIKE '%%x'"
+    assert (
+        _translate(SQL, True, 0, True) == "SELECT id FROM t WHERE a = %s AND id = ANY(%s::integer[]) AND b LIKE '%%x'"
+    )
+    assert _translate(SQL, True, 0, False) == "SELECT id FROM t WHERE a = %s AND id = ANY(%s) AND b LIKE '%%x'"
 
 
 _SQLITE = sa.create_engine("sqlite://")

@@ -1,4 +1,5 @@
 """POST /reshaper: inventory and allocations move inside a tree in one transaction."""
+
 from apihelpers import error_code, new_uuid
 
 
@@ -7,18 +8,27 @@ def _gen(api, u):
 
 
 def _reshape_vgpu_to_child(api, root, child, consumer, *, root_gen=None, consumer_gen=1):
-    return api.post("/reshaper", {
-        "inventories": {
-            root: {"resource_provider_generation": _gen(api, root) if root_gen is None else root_gen,
-                   "inventories": {"VCPU": {"total": 8}}},
-            child: {"resource_provider_generation": _gen(api, child), "inventories": {"VGPU": {"total": 4}}},
+    return api.post(
+        "/reshaper",
+        {
+            "inventories": {
+                root: {
+                    "resource_provider_generation": _gen(api, root) if root_gen is None else root_gen,
+                    "inventories": {"VCPU": {"total": 8}},
+                },
+                child: {"resource_provider_generation": _gen(api, child), "inventories": {"VGPU": {"total": 4}}},
+            },
+            "allocations": {
+                consumer: {
+                    "allocations": {root: {"resources": {"VCPU": 2}}, child: {"resources": {"VGPU": 1}}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": consumer_gen,
+                    "consumer_type": "INSTANCE",
+                },
+            },
         },
-        "allocations": {
-            consumer: {"allocations": {root: {"resources": {"VCPU": 2}}, child: {"resources": {"VGPU": 1}}},
-                       "project_id": "p", "user_id": "u", "consumer_generation": consumer_gen,
-                       "consumer_type": "INSTANCE"},
-        },
-    })
+    )
 
 
 def test_move_vgpu_inventory_and_its_allocation_to_a_child(api):
@@ -51,13 +61,24 @@ def test_over_capacity_after_reshape_is_refused(api):
     consumer = new_uuid()
     api.allocate(consumer, {root: {"VCPU": 2, "VGPU": 1}})
     child = api.create_provider("gpu0", parent=root)
-    r = api.post("/reshaper", {
-        "inventories": {child: {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 1}}},
-                        root: {"resource_provider_generation": _gen(api, root), "inventories": {"VCPU": {"total": 8}}}},
-        "allocations": {consumer: {"allocations": {child: {"resources": {"VGPU": 2}}, root: {"resources": {"VCPU": 2}}},
-                                   "project_id": "p", "user_id": "u", "consumer_generation": 1,
-                                   "consumer_type": "INSTANCE"}},
-    })
+    r = api.post(
+        "/reshaper",
+        {
+            "inventories": {
+                child: {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 1}}},
+                root: {"resource_provider_generation": _gen(api, root), "inventories": {"VCPU": {"total": 8}}},
+            },
+            "allocations": {
+                consumer: {
+                    "allocations": {child: {"resources": {"VGPU": 2}}, root: {"resources": {"VCPU": 2}}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": 1,
+                    "consumer_type": "INSTANCE",
+                }
+            },
+        },
+    )
     assert r.status_code == 409
     assert api.get(f"/resource_providers/{root}/usages").json_body["usages"] == {"VCPU": 2, "VGPU": 1}
 

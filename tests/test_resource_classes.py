@@ -4,8 +4,8 @@
 The reference's resource_classes.inc (list and create) is not in the local index; those cases follow
 the reference's published behaviour: 200 list of {name, links}, POST 201 + Location, 409 on duplicates.
 """
-import pytest
 
+import pytest
 from apihelpers import error_code, error_detail
 
 STANDARD = ["VCPU", "MEMORY_MB", "DISK_GB"]
@@ -26,6 +26,7 @@ def _create(api, name):
 
 
 # --- list ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", ["1.2", "latest"])
 def test_fresh_database_lists_standard_classes_only(api, version):
@@ -55,6 +56,7 @@ def test_list_includes_custom_classes_once_created(api):
 
 
 # --- create ----------------------------------------------------------------------------------
+
 
 def test_create_custom_class_is_201_with_location_and_no_body(api):
     r = api.post("/resource_classes", {"name": "CUSTOM_FPGA"})
@@ -86,18 +88,21 @@ def test_duplicate_create_is_409_duplicate_name_from_1_23(api, version):
     assert _names(api.get("/resource_classes")).count("CUSTOM_DUP") == 1
 
 
-@pytest.mark.parametrize("body", [
-    {"name": "VCPU"},                       # standard name, not CUSTOM_
-    {"name": "IRON_NFV"},                   # no CUSTOM_ prefix
-    {"name": "CUSTOM_lower"},               # lower case
-    {"name": "CUSTOM_Illegal&@!Name?"},     # illegal characters
-    {"name": "CUSTOM_"},                    # nothing after the prefix
-    {"name": "CUSTOM_" + "A" * 249},        # 256 characters
-    {"name": ""},
-    {"name": 5},
-    {},
-    {"name": "CUSTOM_OK", "additional": "x"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "VCPU"},  # standard name, not CUSTOM_
+        {"name": "IRON_NFV"},  # no CUSTOM_ prefix
+        {"name": "CUSTOM_lower"},  # lower case
+        {"name": "CUSTOM_Illegal&@!Name?"},  # illegal characters
+        {"name": "CUSTOM_"},  # nothing after the prefix
+        {"name": "CUSTOM_" + "A" * 249},  # 256 characters
+        {"name": ""},
+        {"name": 5},
+        {},
+        {"name": "CUSTOM_OK", "additional": "x"},
+    ],
+)
 def test_create_with_invalid_body_is_400(api, body):
     before = _names(api.get("/resource_classes"))
     r = api.post("/resource_classes", body)
@@ -125,6 +130,7 @@ def test_create_with_malformed_json_is_400(api):
 
 # --- show ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", STANDARD)
 def test_show_standard_class(api, name):
     r = api.get(f"/resource_classes/{name}")
@@ -139,6 +145,7 @@ def test_show_missing_class_is_404(api):
 
 
 # --- update, microversions 1.2 - 1.6: rename ---------------------------------------------------
+
 
 @pytest.mark.parametrize("version", ["1.2", "1.6"])
 def test_put_before_1_7_renames_custom_class(api, version):
@@ -173,8 +180,10 @@ def test_put_before_1_7_standard_class_is_400(api):
     assert api.get("/resource_classes/CUSTOM_VCPU").status_code == 404
 
 
-@pytest.mark.parametrize("body", [{"name": "VCPU"}, {"name": "NOT_CUSTOM"}, {"name": "CUSTOM_lower"},
-                                  {"name": "CUSTOM_X", "additional": 1}, {}])
+@pytest.mark.parametrize(
+    "body",
+    [{"name": "VCPU"}, {"name": "NOT_CUSTOM"}, {"name": "CUSTOM_lower"}, {"name": "CUSTOM_X", "additional": 1}, {}],
+)
 def test_put_before_1_7_invalid_new_name_is_400(api, body):
     _create(api, "CUSTOM_A")
     r = api.put("/resource_classes/CUSTOM_A", body, version="1.6")
@@ -183,6 +192,7 @@ def test_put_before_1_7_invalid_new_name_is_400(api, body):
 
 
 # --- update, microversion 1.7 onwards: create or confirm ----------------------------------------
+
 
 @pytest.mark.parametrize("version", ["1.7", "latest"])
 def test_put_from_1_7_creates_then_confirms(api, version):
@@ -221,6 +231,7 @@ def test_put_from_1_7_non_custom_or_invalid_name_is_400(api, name):
 
 
 # --- delete ----------------------------------------------------------------------------------
+
 
 def test_delete_custom_class(api):
     _create(api, "CUSTOM_GONE")
@@ -262,13 +273,17 @@ def test_delete_class_with_inventory_is_409_until_inventory_removed(api):
 
 # --- microversion boundaries -----------------------------------------------------------------
 
-@pytest.mark.parametrize("method, path, body", [
-    ("GET", "/resource_classes", None),
-    ("POST", "/resource_classes", {"name": "CUSTOM_EARLY"}),
-    ("GET", "/resource_classes/VCPU", None),
-    ("PUT", "/resource_classes/CUSTOM_EARLY", {"name": "CUSTOM_LATE"}),
-    ("DELETE", "/resource_classes/CUSTOM_EARLY", None),
-])
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("GET", "/resource_classes", None),
+        ("POST", "/resource_classes", {"name": "CUSTOM_EARLY"}),
+        ("GET", "/resource_classes/VCPU", None),
+        ("PUT", "/resource_classes/CUSTOM_EARLY", {"name": "CUSTOM_LATE"}),
+        ("DELETE", "/resource_classes/CUSTOM_EARLY", None),
+    ],
+)
 def test_routes_are_404_at_1_1(api, method, path, body):
     # resource_class.inc: resource class API calls are available starting from version 1.2.
     _create(api, "CUSTOM_EARLY")

@@ -1,6 +1,6 @@
 """/resource_providers: creation, trees, filters and deletion at their microversion boundaries."""
-import pytest
 
+import pytest
 from apihelpers import error_code, error_detail, new_uuid
 
 
@@ -19,16 +19,25 @@ def test_create_at_1_20_returns_the_provider(api):
     assert body["name"] == "a" and body["generation"] == 0
     assert body["root_provider_uuid"] == body["uuid"] and body["parent_provider_uuid"] is None
     assert {link["rel"] for link in body["links"]} == {
-        "self", "inventories", "usages", "aggregates", "traits", "allocations"}
+        "self",
+        "inventories",
+        "usages",
+        "aggregates",
+        "traits",
+        "allocations",
+    }
 
 
-@pytest.mark.parametrize("version,rels,nested", [
-    ("1.0", {"self", "inventories", "usages"}, False),
-    ("1.1", {"self", "inventories", "usages", "aggregates"}, False),
-    ("1.6", {"self", "inventories", "usages", "aggregates", "traits"}, False),
-    ("1.11", {"self", "inventories", "usages", "aggregates", "traits", "allocations"}, False),
-    ("1.14", {"self", "inventories", "usages", "aggregates", "traits", "allocations"}, True),
-])
+@pytest.mark.parametrize(
+    "version,rels,nested",
+    [
+        ("1.0", {"self", "inventories", "usages"}, False),
+        ("1.1", {"self", "inventories", "usages", "aggregates"}, False),
+        ("1.6", {"self", "inventories", "usages", "aggregates", "traits"}, False),
+        ("1.11", {"self", "inventories", "usages", "aggregates", "traits", "allocations"}, False),
+        ("1.14", {"self", "inventories", "usages", "aggregates", "traits", "allocations"}, True),
+    ],
+)
 def test_links_and_tree_fields_follow_microversion(api, version, rels, nested):
     u = api.create_provider("p")
     body = api.get(f"/resource_providers/{u}", version=version).json_body
@@ -187,8 +196,7 @@ def test_filter_required_and_forbidden_traits(api):
     assert _names(api.get("/resource_providers?required=HW_CPU_X86_AVX,!HW_CPU_X86_AVX2")) == ["avx"]
     assert api.get("/resource_providers?required=!HW_CPU_X86_AVX2", version="1.21").status_code == 400
     assert _names(api.get("/resource_providers?required=in:HW_CPU_X86_AVX2,STORAGE_DISK_SSD")) == ["avx2", "ssd"]
-    assert _names(api.get(
-        "/resource_providers?required=HW_CPU_X86_AVX&required=!HW_CPU_X86_AVX2")) == ["avx"]
+    assert _names(api.get("/resource_providers?required=HW_CPU_X86_AVX&required=!HW_CPU_X86_AVX2")) == ["avx"]
     r = api.get("/resource_providers?required=CUSTOM_MISSING")
     assert r.status_code == 400 and "No such trait(s): CUSTOM_MISSING" in error_detail(r)
     assert api.get("/resource_providers?required=HW_CPU_X86_AVX", version="1.17").status_code == 400

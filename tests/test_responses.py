@@ -1,4 +1,5 @@
 """What ``berth.api.responses.Reply`` puts on the wire."""
+
 from berth.api.responses import Reply
 
 
@@ -39,25 +40,34 @@ def test_head_gets_the_headers_without_the_body():
 import datetime  # noqa: E402
 import email.utils  # noqa: E402
 
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from berth.api.responses import http_date  # noqa: E402
 
 
-@given(st.datetimes(min_value=datetime.datetime(1971, 1, 1), max_value=datetime.datetime(9998, 12, 31),
-                    timezones=st.none() | st.just(datetime.timezone.utc)
-                    | st.builds(datetime.timezone, st.timedeltas(min_value=datetime.timedelta(hours=-23),
-                                                                 max_value=datetime.timedelta(hours=23)))))
+@given(
+    st.datetimes(
+        min_value=datetime.datetime(1971, 1, 1),
+        max_value=datetime.datetime(9998, 12, 31),
+        timezones=st.none()
+        | st.just(datetime.UTC)
+        | st.builds(
+            datetime.timezone,
+            st.timedeltas(min_value=datetime.timedelta(hours=-23), max_value=datetime.timedelta(hours=23)),
+        ),
+    )
+)
 def test_http_date_writes_what_the_standard_library_writes(moment):
-    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.timezone.utc)
-    expected = email.utils.format_datetime(aware.astimezone(datetime.timezone.utc), usegmt=True)
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
+    expected = email.utils.format_datetime(aware.astimezone(datetime.UTC), usegmt=True)
     assert http_date(moment) == expected
 
 
 def test_http_date_without_moment_is_now():
-    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     written = email.utils.parsedate_to_datetime(http_date())
-    after = datetime.datetime.now(datetime.timezone.utc)
+    after = datetime.datetime.now(datetime.UTC)
     assert before <= written <= after
 
 
@@ -65,6 +75,10 @@ def test_location_follows_the_host_each_request_names(api):
     for host in ("placement.example.org", "10.0.0.5:8778", "placement.example.org"):
         r = api.put("/traits/CUSTOM_WHERE", headers={"Host": host})
         assert r.headers["Location"] == f"http://{host}/traits/CUSTOM_WHERE"
-    r = api.client.open("/traits/CUSTOM_WHERE", method="PUT", base_url="https://secure.example.org/placement",
-                        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"})
+    r = api.client.open(
+        "/traits/CUSTOM_WHERE",
+        method="PUT",
+        base_url="https://secure.example.org/placement",
+        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"},
+    )
     assert r.headers["Location"] == "https://secure.example.org/placement/traits/CUSTOM_WHERE"

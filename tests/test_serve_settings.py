@@ -1,4 +1,5 @@
 """How ``berth serve`` turns its command line, configuration file and environment into settings."""
+
 from __future__ import annotations
 
 import pytest

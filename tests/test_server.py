@@ -1,4 +1,5 @@
 """How ``berth serve --bind`` is turned into the address the HTTP server listens on."""
+
 import ipaddress
 
 from berth.api.server import _address

@@ -1,10 +1,11 @@
 """Interleavings of two transactions on PostgreSQL, driven step by step on the store."""
+
 import threading
 import time
 
 import pytest
-
 from apihelpers import Api, new_uuid
+
 from berth.api.app import PlacementApp
 from berth.domain.errors import DuplicateName, InventoryInUse
 from berth.store import inventories, providers
@@ -16,18 +17,23 @@ def test_inventory_delete_after_a_concurrent_claim_is_refused(db):
         pytest.skip("SQLite writers hold the database lock: no interleaving is possible")
     api = Api(PlacementApp(db))
     rp = api.create_provider("host", inventory={"VCPU": 8})
-    with db.engine.connect() as deleting, db.engine.connect() as claiming:
-        with deleting.begin():
-            provider = providers.get_provider(deleting, rp)
-            # The deleting transaction has seen the inventory unused...
-            row = inventories.list_inventories(deleting, provider["id"])["VCPU"]
-            assert row["used"] == 0
-            # ...when a claim commits on the other connection, before the delete is sent.
-            with claiming.begin():
-                replace_allocations(claiming, [ConsumerAllocations(
-                    new_uuid(), {rp: {"VCPU": 2}}, project_id="p", user_id="u", consumer_generation=None)])
-            with pytest.raises(InventoryInUse):
-                inventories._delete_unused(deleting, provider, [("VCPU", row)])
+    with db.engine.connect() as deleting, db.engine.connect() as claiming, deleting.begin():
+        provider = providers.get_provider(deleting, rp)
+        # The deleting transaction has seen the inventory unused...
+        row = inventories.list_inventories(deleting, provider["id"])["VCPU"]
+        assert row["used"] == 0
+        # ...when a claim commits on the other connection, before the delete is sent.
+        with claiming.begin():
+            replace_allocations(
+                claiming,
+                [
+                    ConsumerAllocations(
+                        new_uuid(), {rp: {"VCPU": 2}}, project_id="p", user_id="u", consumer_generation=None
+                    )
+                ],
+            )
+        with pytest.raises(InventoryInUse):
+            inventories._delete_unused(deleting, provider, [("VCPU", row)])
     assert api.get(f"/resource_providers/{rp}/usages").json_body["usages"] == {"VCPU": 2}
 
 
@@ -43,13 +49,12 @@ def test_provider_created_concurrently_under_the_same_name_is_a_conflict(db):
             except DuplicateName as error:
                 outcome["error"] = error
 
-    with db.engine.connect() as first:
-        with first.begin():
-            providers.create_provider(first, uuid=new_uuid(), name="twin")
-            # The second transaction finds the name free (the first row is not committed) and its
-            # insert waits on the unique index...
-            racer = _start_until_it_waits_on_a_lock(db, second_creates)
-            assert racer.is_alive(), outcome
+    with db.engine.connect() as first, first.begin():
+        providers.create_provider(first, uuid=new_uuid(), name="twin")
+        # The second transaction finds the name free (the first row is not committed) and its
+        # insert waits on the unique index...
+        racer = _start_until_it_waits_on_a_lock(db, second_creates)
+        assert racer.is_alive(), outcome
         # ...until the first commits: then it is a 409, not an unhandled integrity error.
     racer.join(30)
     assert "Conflicting resource provider name: twin" in str(outcome.get("error"))
@@ -67,9 +72,11 @@ def _start_until_it_waits_on_a_lock(db, work) -> threading.Thread:
 
 def _someone_waits_on_a_lock(db) -> bool:
     with db.engine.connect() as watcher:
-        return bool(watcher.exec_driver_sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database()").scalar())
+        return bool(
+            watcher.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).scalar()
+        )
 
 
 def test_inventory_put_that_loses_the_generation_race_while_waiting_is_a_generation_conflict(db):
@@ -81,16 +88,16 @@ def test_inventory_put_that_loses_the_generation_race_while_waiting_is_a_generat
     outcome = {}
 
     def put_inventories():
-        outcome["response"] = api.put(f"/resource_providers/{rp}/inventories", {
-            "resource_provider_generation": generation, "inventories": {"VCPU": {"total": 16}}})
+        outcome["response"] = api.put(
+            f"/resource_providers/{rp}/inventories",
+            {"resource_provider_generation": generation, "inventories": {"VCPU": {"total": 16}}},
+        )
 
-    with db.engine.connect() as first:
-        with first.begin():
-            # Another writer holds the provider row with its generation moved on...
-            first.exec_driver_sql("UPDATE resource_providers SET generation = generation + 1 WHERE uuid = %s",
-                                  (rp,))
-            racer = _start_until_it_waits_on_a_lock(db, put_inventories)
-            assert racer.is_alive(), outcome
+    with db.engine.connect() as first, first.begin():
+        # Another writer holds the provider row with its generation moved on...
+        first.exec_driver_sql("UPDATE resource_providers SET generation = generation + 1 WHERE uuid = %s", (rp,))
+        racer = _start_until_it_waits_on_a_lock(db, put_inventories)
+        assert racer.is_alive(), outcome
         # ...and commits while the PUT, whose snapshot still shows the old generation, waits.
     racer.join(30)
     response = outcome["response"]

@@ -1,13 +1,14 @@
 """``berth stress`` at CI size: racing claimers against a real multi-worker server, with and without
 faults, on SQLite and PostgreSQL; then the audit's own logic on hand-made logs (it must catch what it
 claims to catch)."""
+
 from __future__ import annotations
 
 import uuid
 
+import pgserver
 import pytest
 
-import pgserver
 from berth.cli import stress
 
 # 6 claimer processes for ~4 s.  The plain run and the two server faults of a backend share one
@@ -30,8 +31,7 @@ def sqlite_server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def postgresql_server(postgres_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("stress-postgresql")
-    server = stress.OwnServer(postgres_server.create_database(f"stress_{uuid.uuid4().hex[:10]}"), 3,
-                              str(folder))
+    server = stress.OwnServer(postgres_server.create_database(f"stress_{uuid.uuid4().hex[:10]}"), 3, str(folder))
     server.start()
     yield server
     server.stop()
@@ -45,7 +45,7 @@ def assert_clean(result: stress.StressResult, fault: str) -> None:
     report = result.table() + "\n" + result.violation_report()
     assert result.violations == [], report
     assert result.http_500s == 0, report
-    assert result.count("2xx", stress.KINDS) > 0, report      # the load did write
+    assert result.count("2xx", stress.KINDS) > 0, report  # the load did write
     if fault == "none":
         assert result.count("409", stress.KINDS) > 0, report  # ... and raced for the last units
     assert len(result.faults) == (0 if fault == "none" else 1), report
@@ -77,8 +77,11 @@ def test_stress_postgresql_restart(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # The audit itself, on logs and provider views made by hand.
 
-A, B, M = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002", \
-    "cccccccc-0000-4000-8000-000000000003"
+A, B, M = (
+    "aaaaaaaa-0000-4000-8000-000000000001",
+    "bbbbbbbb-0000-4000-8000-000000000002",
+    "cccccccc-0000-4000-8000-000000000003",
+)
 HOST1, HOST2 = "11111111-0000-4000-8000-000000000001", "22222222-0000-4000-8000-000000000002"
 S1 = ((HOST1, "VCPU", 2),)
 S2 = ((HOST2, "VCPU", 1),)
@@ -98,10 +101,12 @@ def kinds(events, actual):
 
 
 def test_replay_accepts_what_the_log_allows():
-    events = [write(1, "create", "ack", {A: S1}),
-              write(2, "move", "ack", {A: S2, M: S1}),
-              write(3, "delete", "ack", {M: ()}),
-              write(4, "create", "refused", {B: S1})]
+    events = [
+        write(1, "create", "ack", {A: S1}),
+        write(2, "move", "ack", {A: S2, M: S1}),
+        write(3, "delete", "ack", {M: ()}),
+        write(4, "create", "refused", {B: S1}),
+    ]
     assert kinds(events, {A: S2}) == []
 
 
@@ -118,8 +123,8 @@ def test_replay_catches_a_refused_write_that_was_applied():
 
 def test_replay_allows_either_side_of_an_uncertain_write_but_never_a_mix():
     events = [write(1, "create", "ack", {A: S1}), write(2, "move", "uncertain", {A: S2, M: S1})]
-    assert kinds(events, {A: S1}) == []            # not applied
-    assert kinds(events, {A: S2, M: S1}) == []     # applied as a whole
+    assert kinds(events, {A: S1}) == []  # not applied
+    assert kinds(events, {A: S2, M: S1}) == []  # applied as a whole
     assert kinds(events, {A: S2}) == ["final state contradicts the log"]  # half of it
     # After a read-back the claimer's next acknowledged write is what counts.
     events += [observe(3, {A: S2, M: S1}), write(4, "delete", "ack", {M: ()})]
@@ -139,10 +144,16 @@ class FakeApi:
 def test_provider_audit_catches_overcommit_and_usage_drift():
     layout = {"all": [HOST1, HOST2], "names": {HOST1: "host-1", HOST2: "host-2"}}
     views = {
-        HOST1: {"inventories": {"VCPU": {"total": 4, "reserved": 1, "allocation_ratio": 1.0}},
-                "usages": {"VCPU": 4}, "allocations": {A: {"resources": {"VCPU": 4}}}},
-        HOST2: {"inventories": {"VCPU": {"total": 4, "reserved": 0, "allocation_ratio": 2.0}},
-                "usages": {"VCPU": 3}, "allocations": {B: {"resources": {"VCPU": 2}}}},
+        HOST1: {
+            "inventories": {"VCPU": {"total": 4, "reserved": 1, "allocation_ratio": 1.0}},
+            "usages": {"VCPU": 4},
+            "allocations": {A: {"resources": {"VCPU": 4}}},
+        },
+        HOST2: {
+            "inventories": {"VCPU": {"total": 4, "reserved": 0, "allocation_ratio": 2.0}},
+            "usages": {"VCPU": 3},
+            "allocations": {B: {"resources": {"VCPU": 2}}},
+        },
     }
     holdings, violations = stress.audit_providers(FakeApi(views), layout)
     assert sorted(v["what"] for v in violations) == ["over capacity", "usage mismatch"]
@@ -156,6 +167,7 @@ def test_error_body_format():
 
         def json(self):
             import json
+
             return json.loads(self._body)
 
     good = '{"errors": [{"status": 409, "title": "Conflict", "detail": "x", "request_id": "r"}]}'

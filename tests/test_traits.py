@@ -1,7 +1,7 @@
 """/traits, /traits/{name} and /resource_providers/{uuid}/traits, per the Placement API reference
 (api-ref/source/traits.inc, resource_provider_traits.inc, parameters.yaml, generations.inc, errors.inc)."""
-import pytest
 
+import pytest
 from apihelpers import error_code, error_detail, new_uuid
 
 AVX, SSE, AVX2 = "HW_CPU_X86_AVX", "HW_CPU_X86_SSE", "HW_CPU_X86_AVX2"
@@ -29,6 +29,7 @@ def _generation(api, rp):
 
 
 # --- GET /traits -----------------------------------------------------------------------------
+
 
 def test_list_contains_standard_traits_and_no_custom_on_fresh_database(api):
     r = api.get("/traits")
@@ -102,14 +103,17 @@ def test_list_filters_are_anded(api):
     assert _traits(api, f"?name=in:{AVX},{SSE}&associated=false") == [SSE]
 
 
-@pytest.mark.parametrize("query", [
-    "?name=CUSTOM_FOO",          # no operator
-    "?name=HW_CPU_X86_AVX",
-    "?associated=maybe",
-    "?associated=1",
-    "?associated=",
-    "?unknown=1",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?name=CUSTOM_FOO",  # no operator
+        "?name=HW_CPU_X86_AVX",
+        "?associated=maybe",
+        "?associated=1",
+        "?associated=",
+        "?unknown=1",
+    ],
+)
 def test_list_bad_filters_are_400(api, query):
     r = api.get(f"/traits{query}")
     assert r.status_code == 400
@@ -117,6 +121,7 @@ def test_list_bad_filters_are_400(api, query):
 
 
 # --- PUT /traits/{name} ----------------------------------------------------------------------
+
 
 def test_put_custom_trait_is_201_then_204_with_location(api):
     r = api.put("/traits/CUSTOM_NEW_TRAIT")
@@ -147,6 +152,7 @@ def test_put_custom_trait_of_255_characters_is_accepted(api):
 
 # --- GET /traits/{name} ----------------------------------------------------------------------
 
+
 def test_get_existing_traits_is_204_without_body(api):
     r = api.get(f"/traits/{AVX}")
     assert r.status_code == 204
@@ -165,6 +171,7 @@ def test_get_missing_trait_is_404(api, name):
 
 
 # --- DELETE /traits/{name} -------------------------------------------------------------------
+
 
 def test_delete_custom_trait(api):
     _put_trait(api, "CUSTOM_DOOMED")
@@ -204,6 +211,7 @@ def test_deleted_trait_can_be_created_again(api):
 
 # --- provider traits -------------------------------------------------------------------------
 
+
 def test_new_provider_has_no_traits(api):
     rp = api.create_provider()
     body = _provider_traits(api, rp)
@@ -214,8 +222,9 @@ def test_put_provider_traits_sets_and_bumps_generation(api):
     _put_trait(api, "CUSTOM_RACK_1")
     rp = api.create_provider()
     gen = _generation(api, rp)
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": [AVX, "CUSTOM_RACK_1"], "resource_provider_generation": gen})
+    r = api.put(
+        f"/resource_providers/{rp}/traits", {"traits": [AVX, "CUSTOM_RACK_1"], "resource_provider_generation": gen}
+    )
     assert r.status_code == 200
     assert sorted(r.json_body["traits"]) == sorted([AVX, "CUSTOM_RACK_1"])
     new_gen = r.json_body["resource_provider_generation"]
@@ -252,8 +261,9 @@ def test_put_provider_traits_with_stale_generation_is_409_concurrent_update(api,
     # resource_provider_traits.inc / generations.inc: mismatch -> 409 placement.concurrent_update.
     rp = api.create_provider(traits=[AVX])
     gen = _generation(api, rp)
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": [SSE], "resource_provider_generation": gen - 1}, version=version)
+    r = api.put(
+        f"/resource_providers/{rp}/traits", {"traits": [SSE], "resource_provider_generation": gen - 1}, version=version
+    )
     assert r.status_code == 409
     assert error_code(r) == "placement.concurrent_update"
     assert _provider_traits(api, rp) == {"traits": [AVX], "resource_provider_generation": gen}
@@ -261,8 +271,9 @@ def test_put_provider_traits_with_stale_generation_is_409_concurrent_update(api,
 
 def test_put_provider_traits_with_stale_generation_before_1_23_has_no_code(api):
     rp = api.create_provider()
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": [SSE], "resource_provider_generation": 99}, version="1.22")
+    r = api.put(
+        f"/resource_providers/{rp}/traits", {"traits": [SSE], "resource_provider_generation": 99}, version="1.22"
+    )
     assert r.status_code == 409
     assert "code" not in r.json_body["errors"][0]
 
@@ -270,19 +281,24 @@ def test_put_provider_traits_with_stale_generation_before_1_23_has_no_code(api):
 def test_put_provider_traits_with_unknown_trait_is_400(api):
     rp = api.create_provider(traits=[AVX])
     gen = _generation(api, rp)
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": [SSE, "CUSTOM_NO_SUCH_TRAIT"], "resource_provider_generation": gen})
+    r = api.put(
+        f"/resource_providers/{rp}/traits",
+        {"traits": [SSE, "CUSTOM_NO_SUCH_TRAIT"], "resource_provider_generation": gen},
+    )
     assert r.status_code == 400
     assert "CUSTOM_NO_SUCH_TRAIT" in r.json_body["errors"][0]["detail"]
     assert _provider_traits(api, rp) == {"traits": [AVX], "resource_provider_generation": gen}
 
 
-@pytest.mark.parametrize("body", [
-    {"traits": [AVX]},                                           # no generation
-    {"resource_provider_generation": 0},                         # no traits
-    {"traits": AVX, "resource_provider_generation": 0},          # not a list
-    {"traits": [AVX], "resource_provider_generation": 0, "x": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"traits": [AVX]},  # no generation
+        {"resource_provider_generation": 0},  # no traits
+        {"traits": AVX, "resource_provider_generation": 0},  # not a list
+        {"traits": [AVX], "resource_provider_generation": 0, "x": 1},
+    ],
+)
 def test_put_provider_traits_malformed_body_is_400(api, body):
     rp = api.create_provider()
     r = api.put(f"/resource_providers/{rp}/traits", body)
@@ -304,11 +320,14 @@ def test_delete_provider_traits(api):
     assert api.get("/traits/CUSTOM_GONE_SOON").status_code == 204
 
 
-@pytest.mark.parametrize("method, body", [
-    ("GET", None),
-    ("PUT", {"traits": [AVX], "resource_provider_generation": 0}),
-    ("DELETE", None),
-])
+@pytest.mark.parametrize(
+    "method, body",
+    [
+        ("GET", None),
+        ("PUT", {"traits": [AVX], "resource_provider_generation": 0}),
+        ("DELETE", None),
+    ],
+)
 def test_provider_traits_of_missing_provider_is_404(api, method, body):
     r = api.request(method, f"/resource_providers/{new_uuid()}/traits", body)
     assert r.status_code == 404
@@ -316,12 +335,16 @@ def test_provider_traits_of_missing_provider_is_404(api, method, body):
 
 # --- microversion boundaries -----------------------------------------------------------------
 
-@pytest.mark.parametrize("method, path", [
-    ("GET", "/traits"),
-    ("GET", f"/traits/{AVX}"),
-    ("PUT", "/traits/CUSTOM_EARLY"),
-    ("DELETE", "/traits/CUSTOM_EXISTING"),
-])
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/traits"),
+        ("GET", f"/traits/{AVX}"),
+        ("PUT", "/traits/CUSTOM_EARLY"),
+        ("DELETE", "/traits/CUSTOM_EXISTING"),
+    ],
+)
 def test_trait_routes_are_404_at_1_5(api, method, path):
     # traits.inc: traits API requests are available starting from version 1.6.
     _put_trait(api, "CUSTOM_EXISTING")
@@ -331,11 +354,14 @@ def test_trait_routes_are_404_at_1_5(api, method, path):
     assert api.get("/traits/CUSTOM_EXISTING").status_code == 204
 
 
-@pytest.mark.parametrize("method, body", [
-    ("GET", None),
-    ("PUT", {"traits": [], "resource_provider_generation": 0}),
-    ("DELETE", None),
-])
+@pytest.mark.parametrize(
+    "method, body",
+    [
+        ("GET", None),
+        ("PUT", {"traits": [], "resource_provider_generation": 0}),
+        ("DELETE", None),
+    ],
+)
 def test_provider_traits_routes_are_404_at_1_5(api, method, body):
     # resource_provider_traits.inc: available starting from version 1.6.
     rp = api.create_provider(traits=[AVX])
@@ -348,8 +374,11 @@ def test_trait_routes_work_at_1_6(api):
     assert api.put("/traits/CUSTOM_SIX", version="1.6").status_code == 201
     assert api.get("/traits/CUSTOM_SIX", version="1.6").status_code == 204
     rp = api.create_provider()
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": ["CUSTOM_SIX"], "resource_provider_generation": _generation(api, rp)}, version="1.6")
+    r = api.put(
+        f"/resource_providers/{rp}/traits",
+        {"traits": ["CUSTOM_SIX"], "resource_provider_generation": _generation(api, rp)},
+        version="1.6",
+    )
     assert r.status_code == 200
     assert api.get(f"/resource_providers/{rp}/traits", version="1.6").json_body["traits"] == ["CUSTOM_SIX"]
     assert api.get("/traits?associated=true", version="1.6").json_body["traits"] == ["CUSTOM_SIX"]
@@ -365,9 +394,10 @@ def test_put_provider_traits_answers_exactly_what_get_reads_back(api):
     _put_trait(api, "CUSTOM_Z_LAST")
     _put_trait(api, "CUSTOM_A_FIRST")
     rp = api.create_provider()
-    r = api.put(f"/resource_providers/{rp}/traits",
-                {"traits": ["CUSTOM_Z_LAST", SSE, "CUSTOM_A_FIRST", AVX],
-                 "resource_provider_generation": _generation(api, rp)})
+    r = api.put(
+        f"/resource_providers/{rp}/traits",
+        {"traits": ["CUSTOM_Z_LAST", SSE, "CUSTOM_A_FIRST", AVX], "resource_provider_generation": _generation(api, rp)},
+    )
     assert r.status_code == 200, r.data
     assert r.json_body == _provider_traits(api, rp)
     assert r.json_body["traits"] == sorted([AVX, SSE, "CUSTOM_A_FIRST", "CUSTOM_Z_LAST"])

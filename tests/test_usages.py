@@ -5,8 +5,8 @@ The reference's resource_provider_usages.inc is not in the local index; the prov
 follow parameters.yaml ``resource_provider_usages`` ("how much each class of resource is being
 consumed on this resource provider") and the response fields resource_provider_generation/usages.
 """
-import pytest
 
+import pytest
 from apihelpers import new_uuid
 
 PROJECT, OTHER_PROJECT = "proj", "proj-b"  # "proj" is api.allocate's default project
@@ -28,13 +28,18 @@ def _usages(api, query, version=None):
 
 def _allocate_untyped(api, consumer, allocations, project=PROJECT, user=ALICE):
     """Allocations written before 1.38 carry no consumer type: they count as ``unknown``."""
-    body = {"allocations": {rp: {"resources": res} for rp, res in allocations.items()},
-            "project_id": project, "user_id": user, "consumer_generation": None}
+    body = {
+        "allocations": {rp: {"resources": res} for rp, res in allocations.items()},
+        "project_id": project,
+        "user_id": user,
+        "consumer_generation": None,
+    }
     r = api.put(f"/allocations/{consumer}", body, version="1.37")
     assert r.status_code == 204, r.data
 
 
 # --- provider usages -------------------------------------------------------------------------
+
 
 def test_provider_without_inventory_has_empty_usages(api):
     rp = api.create_provider()
@@ -90,6 +95,7 @@ def test_provider_usages_of_missing_provider_is_404(api):
 
 # --- /usages: request validation ---------------------------------------------------------------
 
+
 def test_usages_is_404_before_1_9(api):
     # usages.inc: usages API requests are available starting from version 1.9.
     assert api.get(f"/usages?project_id={PROJECT}", version="1.8").status_code == 404
@@ -97,14 +103,17 @@ def test_usages_is_404_before_1_9(api):
 
 
 @pytest.mark.parametrize("version", ["1.9", "latest"])
-@pytest.mark.parametrize("query", [
-    "",                                     # project_id is required
-    f"user_id={ALICE}",
-    "project_id=",
-    f"project_id={PROJECT}&user_id=",
-    "project_id=" + "x" * 256,
-    f"project_id={PROJECT}&dummy=1",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",  # project_id is required
+        f"user_id={ALICE}",
+        "project_id=",
+        f"project_id={PROJECT}&user_id=",
+        "project_id=" + "x" * 256,
+        f"project_id={PROJECT}&dummy=1",
+    ],
+)
 def test_usages_bad_query_is_400(api, version, query):
     r = api.get(f"/usages?{query}", version=version)
     assert r.status_code == 400
@@ -134,6 +143,7 @@ def test_unknown_project_has_empty_usages(api, version):
 
 # --- /usages 1.9 - 1.37: flat sums -----------------------------------------------------------
 
+
 @pytest.fixture
 def populated(api):
     rp1 = api.create_provider(inventory={"VCPU": 16, "MEMORY_MB": 8192, "DISK_GB": 500})
@@ -145,25 +155,32 @@ def populated(api):
     api.allocate(new_uuid(), {rp2: {"VCPU": 2, "DISK_GB": 5}}, user=BOB, consumer_type="MIGRATION")
     _allocate_untyped(api, new_uuid(), {rp1: {"VCPU": 4, "MEMORY_MB": 512}}, user=BOB)
     # Another project entirely.
-    api.allocate(new_uuid(), {rp1: {"VCPU": 8, "MEMORY_MB": 1024, "DISK_GB": 100}}, project=OTHER_PROJECT,
-                 user=ALICE)
+    api.allocate(new_uuid(), {rp1: {"VCPU": 8, "MEMORY_MB": 1024, "DISK_GB": 100}}, project=OTHER_PROJECT, user=ALICE)
     return rp1, rp2
 
 
 @pytest.mark.parametrize("version", ["1.9", "1.37"])
 def test_flat_project_usages(api, populated, version):
-    assert _usages(api, f"project_id={PROJECT}", version=version) == \
-        {"VCPU": 8, "MEMORY_MB": 896, "DISK_GB": 20}
-    assert _usages(api, f"project_id={OTHER_PROJECT}", version=version) == \
-        {"VCPU": 8, "MEMORY_MB": 1024, "DISK_GB": 100}
+    assert _usages(api, f"project_id={PROJECT}", version=version) == {"VCPU": 8, "MEMORY_MB": 896, "DISK_GB": 20}
+    assert _usages(api, f"project_id={OTHER_PROJECT}", version=version) == {
+        "VCPU": 8,
+        "MEMORY_MB": 1024,
+        "DISK_GB": 100,
+    }
 
 
 @pytest.mark.parametrize("version", ["1.9", "1.37"])
 def test_flat_project_and_user_usages(api, populated, version):
-    assert _usages(api, f"project_id={PROJECT}&user_id={ALICE}", version=version) == \
-        {"VCPU": 2, "MEMORY_MB": 384, "DISK_GB": 15}
-    assert _usages(api, f"project_id={PROJECT}&user_id={BOB}", version=version) == \
-        {"VCPU": 6, "MEMORY_MB": 512, "DISK_GB": 5}
+    assert _usages(api, f"project_id={PROJECT}&user_id={ALICE}", version=version) == {
+        "VCPU": 2,
+        "MEMORY_MB": 384,
+        "DISK_GB": 15,
+    }
+    assert _usages(api, f"project_id={PROJECT}&user_id={BOB}", version=version) == {
+        "VCPU": 6,
+        "MEMORY_MB": 512,
+        "DISK_GB": 5,
+    }
     assert _usages(api, f"project_id={OTHER_PROJECT}&user_id={BOB}", version=version) == {}
 
 
@@ -178,6 +195,7 @@ def test_flat_usages_drop_deleted_allocations(api):
 
 
 # --- /usages 1.38: grouped by consumer type ------------------------------------------------------
+
 
 @pytest.mark.parametrize("version", ["1.38", "latest"])
 def test_usages_grouped_by_consumer_type(api, populated, version):

@@ -5,13 +5,15 @@ jsonschema (Draft 4, the reference's validator) only judges what the fast one re
 mutate valid bodies of every write schema at random and check that whenever the fast validator says
 yes, jsonschema says yes too, and that the error text still comes from jsonschema.
 """
+
 from __future__ import annotations
 
 import copy
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from berth.api import schemas
 from berth.api.microversion import Version
@@ -25,8 +27,11 @@ AGG = "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
 
 
 def _allocations_body(version):
-    body = {"allocations": {RP: {"resources": {"VCPU": 2, "MEMORY_MB": 512}, "generation": 3}},
-            "project_id": "p", "user_id": "u"}
+    body = {
+        "allocations": {RP: {"resources": {"VCPU": 2, "MEMORY_MB": 512}, "generation": 3}},
+        "project_id": "p",
+        "user_id": "u",
+    }
     if version.at_least(28):
         body["consumer_generation"] = None
     if version.at_least(34):
@@ -38,45 +43,106 @@ def _allocations_body(version):
 
 V = Version
 CASES = [
-    ("provider create", schemas.provider_body_schema(V(1, 39), create=True),
-     {"name": "cn-1", "uuid": RP, "parent_provider_uuid": None}),
+    (
+        "provider create",
+        schemas.provider_body_schema(V(1, 39), create=True),
+        {"name": "cn-1", "uuid": RP, "parent_provider_uuid": None},
+    ),
     ("provider update 1.13", schemas.provider_body_schema(V(1, 13), create=False), {"name": "cn-1"}),
-    ("inventories", schemas.INVENTORIES_PUT,
-     {"resource_provider_generation": 0,
-      "inventories": {"VCPU": {"total": 32, "allocation_ratio": 4.0, "reserved": 0, "min_unit": 1,
-                               "max_unit": 32, "step_size": 1},
-                      "CUSTOM_X": {"total": 1}}}),
+    (
+        "inventories",
+        schemas.INVENTORIES_PUT,
+        {
+            "resource_provider_generation": 0,
+            "inventories": {
+                "VCPU": {
+                    "total": 32,
+                    "allocation_ratio": 4.0,
+                    "reserved": 0,
+                    "min_unit": 1,
+                    "max_unit": 32,
+                    "step_size": 1,
+                },
+                "CUSTOM_X": {"total": 1},
+            },
+        },
+    ),
     ("inventory post", schemas.INVENTORY_POST, {"resource_class": "DISK_GB", "total": 10}),
     ("inventory put", schemas.INVENTORY_PUT_ONE, {"resource_provider_generation": 1, "total": 10}),
-    ("traits", schemas.PROVIDER_TRAITS_PUT,
-     {"resource_provider_generation": 2, "traits": ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]}),
+    (
+        "traits",
+        schemas.PROVIDER_TRAITS_PUT,
+        {"resource_provider_generation": 2, "traits": ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]},
+    ),
     ("resource class", schemas.RESOURCE_CLASS_BODY, {"name": "CUSTOM_GOLD"}),
-    ("aggregates 1.19", schemas.aggregates_put_schema(V(1, 19)),
-     {"aggregates": [AGG], "resource_provider_generation": 0}),
+    (
+        "aggregates 1.19",
+        schemas.aggregates_put_schema(V(1, 19)),
+        {"aggregates": [AGG], "resource_provider_generation": 0},
+    ),
     ("aggregates 1.1", schemas.aggregates_put_schema(V(1, 1)), [AGG]),
     ("allocations put 1.39", schemas.allocations_put_schema(V(1, 39)), _allocations_body(V(1, 39))),
     ("allocations put 1.28", schemas.allocations_put_schema(V(1, 28)), _allocations_body(V(1, 28))),
-    ("allocations put 1.8", schemas.allocations_put_schema(V(1, 8)),
-     {"allocations": [{"resource_provider": {"uuid": RP}, "resources": {"VCPU": 1}}],
-      "project_id": "p", "user_id": "u"}),
+    (
+        "allocations put 1.8",
+        schemas.allocations_put_schema(V(1, 8)),
+        {
+            "allocations": [{"resource_provider": {"uuid": RP}, "resources": {"VCPU": 1}}],
+            "project_id": "p",
+            "user_id": "u",
+        },
+    ),
     ("allocations post 1.39", schemas.allocations_post_schema(V(1, 39)), {CONSUMER: _allocations_body(V(1, 39))}),
-    ("reshaper 1.39", schemas.reshaper_schema(V(1, 39)),
-     {"inventories": {RP: {"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 4}}}},
-      "allocations": {CONSUMER: _allocations_body(V(1, 39))}}),
-    ("candidates query 1.39", schemas.allocation_candidates_query_schema(V(1, 39)),
-     {"resources": "VCPU:1", "limit": "5", "required_GPU": "CUSTOM_X", "group_policy": "none"}),
+    (
+        "reshaper 1.39",
+        schemas.reshaper_schema(V(1, 39)),
+        {
+            "inventories": {RP: {"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 4}}}},
+            "allocations": {CONSUMER: _allocations_body(V(1, 39))},
+        },
+    ),
+    (
+        "candidates query 1.39",
+        schemas.allocation_candidates_query_schema(V(1, 39)),
+        {"resources": "VCPU:1", "limit": "5", "required_GPU": "CUSTOM_X", "group_policy": "none"},
+    ),
     ("usages query 1.39", schemas.usages_query_schema(V(1, 39)), {"project_id": "p", "consumer_type": "all"}),
 ]
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.sampled_from(["", "VCPU", "CUSTOM_X", "lower", "VCPU\n", RP, RP.upper(), RP.replace("-", ""),
-                       "not-a-uuid", "x" * 256, "1.0", "0", "01", "none", "isolate", "all"])
+    | st.sampled_from(
+        [
+            "",
+            "VCPU",
+            "CUSTOM_X",
+            "lower",
+            "VCPU\n",
+            RP,
+            RP.upper(),
+            RP.replace("-", ""),
+            "not-a-uuid",
+            "x" * 256,
+            "1.0",
+            "0",
+            "01",
+            "none",
+            "isolate",
+            "all",
+        ]
+    )
     | st.text(max_size=12),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.sampled_from(["VCPU", "total", "name", "", RP, "x", "resources"]) | st.text(max_size=6),
-                      children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["VCPU", "total", "name", "", RP, "x", "resources"]) | st.text(max_size=6),
+            children,
+            max_size=3,
+        )
+    ),
     max_leaves=8,
 )
 
@@ -133,9 +199,17 @@ def test_mutations_never_pass_fast_only(name, schema, body, data):
     _agree(schema, mutated)
 
 
-@pytest.mark.parametrize("value,accepted", [
-    (1, True), (1.0, False), (True, False), (2**63, False), (-1, False), ("1", False),
-])
+@pytest.mark.parametrize(
+    "value,accepted",
+    [
+        (1, True),
+        (1.0, False),
+        (True, False),
+        (2**63, False),
+        (-1, False),
+        ("1", False),
+    ],
+)
 def test_integer_rules_are_draft4(value, accepted):
     body = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": value}}}
     assert _agree(schemas.INVENTORIES_PUT, body) is accepted
@@ -143,8 +217,7 @@ def test_integer_rules_are_draft4(value, accepted):
 
 def test_refusal_carries_jsonschema_text():
     with pytest.raises(BadRequest) as caught:
-        validate({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": "x"}}},
-                 schemas.INVENTORIES_PUT)
+        validate({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": "x"}}}, schemas.INVENTORIES_PUT)
     assert "JSON does not validate: 'x' is not of type 'integer'" in caught.value.detail
     assert "Failed validating 'type'" in caught.value.detail
 

@@ -4,13 +4,15 @@ Kept as one small function over Werkzeug's request and routing objects so that t
 visible in one place and matches the reference's middleware order: request id, then authentication
 (``GET /`` is exempt), then microversion negotiation, then routing, policy and the handler.
 """
+
 from __future__ import annotations
 
 import logging
 import uuid
 from dataclasses import dataclass
 
-from werkzeug.exceptions import NotFound as RouteNotFound, RequestEntityTooLarge
+from werkzeug.exceptions import NotFound as RouteNotFound
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request
 
@@ -32,6 +34,7 @@ PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"])
 @dataclass(frozen=True)
 class Settings:
     """Operator settings of the API."""
+
     # Upper bound of allocation candidates generated for one request, whatever its limit.
     max_candidates: int = 1000
     # Visit trees from a random starting point and shuffle the answer, instead of provider order.
@@ -51,6 +54,7 @@ class Settings:
 @dataclass
 class Call:
     """Everything a handler needs to know about the request it serves."""
+
     request: Request
     version: microversion.Version
     request_id: str
@@ -83,7 +87,8 @@ class PlacementApp:
         # and none of it matters to which handler serves a path.
         self.routes = Map(
             [Rule(path, endpoint=path) for path in ROUTES],
-            strict_slashes=False, merge_slashes=False,
+            strict_slashes=False,
+            merge_slashes=False,
         ).bind("placement")
 
     def __call__(self, environ, start_response):
@@ -103,15 +108,21 @@ class PlacementApp:
                 raise BerthError("content-type header required when content-length > 0", status=400)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:
-            response = self._error(error.status, error.detail, error.code, request_id, version,
-                                   version_known, error.headers, request=request)
+            response = self._error(
+                error.status,
+                error.detail,
+                error.code,
+                request_id,
+                version,
+                version_known,
+                error.headers,
+                request=request,
+            )
         except RequestEntityTooLarge:
-            response = self._error(413, "The request body is too large.", None, request_id, version,
-                                   version_known)
+            response = self._error(413, "The request body is too large.", None, request_id, version, version_known)
         except Exception:  # noqa: BLE001 - the last line of defence must catch everything
             LOG.exception("unexpected error serving %s %s", request.method, request.path)
-            response = self._error(500, "An unexpected error occurred.", None, request_id, version,
-                                   version_known)
+            response = self._error(500, "An unexpected error occurred.", None, request_id, version, version_known)
         response.headers["x-openstack-request-id"] = request_id
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
@@ -128,17 +139,29 @@ class PlacementApp:
         if route is None:
             raise BerthError(
                 "The method specified is not allowed for this resource.",
-                status=405, headers={"Allow": ", ".join(methods)},
+                status=405,
+                headers={"Allow": ", ".join(methods)},
             )
         if version < route.min_version:
             if route.too_old_status == 405:
                 allowed = [m for m, r in methods.items() if version >= r.min_version]
-                raise BerthError("The method specified is not allowed for this resource.",
-                                 status=405, headers={"Allow": ", ".join(allowed)})
+                raise BerthError(
+                    "The method specified is not allowed for this resource.",
+                    status=405,
+                    headers={"Allow": ", ".join(allowed)},
+                )
             raise BerthError("The resource could not be found.", status=404)
-        call = Call(request=request, version=version, request_id=request_id, caller=caller,
-                    db=self.db, policy=self.policy, params=params,
-                    settings=self.settings, provider_cache=self.provider_cache)
+        call = Call(
+            request=request,
+            version=version,
+            request_id=request_id,
+            caller=caller,
+            db=self.db,
+            policy=self.policy,
+            params=params,
+            settings=self.settings,
+            provider_cache=self.provider_cache,
+        )
         if route.policy:
             call.authorize(route.policy)
         if request.method == "GET":
@@ -151,28 +174,43 @@ class PlacementApp:
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
         body = errors.error_body(
-            status, detail, code=code, request_id=request_id,
-            include_code=version_known and version.at_least(23), extra=extra,
+            status,
+            detail,
+            code=code,
+            request_id=request_id,
+            include_code=version_known and version.at_least(23),
+            extra=extra,
             explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
         response = Reply(body if isinstance(body, bytes) else body.encode(), status, headers=headers)
-        if request is not None and request.headers.get("Accept") and \
-                request.accept_mimetypes.best_match([JSON, "text/html"]) == "text/html":
+        if (
+            request is not None
+            and request.headers.get("Accept")
+            and request.accept_mimetypes.best_match([JSON, "text/html"]) == "text/html"
+        ):
             # A browser asking for HTML gets the same error as a page, as from the reference.
-            response = Reply(errors.html_body(status, detail).encode(), status, content_type="text/html",
-                             headers=headers)
+            response = Reply(
+                errors.html_body(status, detail).encode(), status, content_type="text/html", headers=headers
+            )
         return response
 
 
 def _refuse_nul_characters(request: Request) -> None:
     """No identifier or name may hold a NUL: PostgreSQL cannot store one, and no client needs it."""
-    if "\x00" in request.path or "%00" in request.query_string.decode("latin-1") or \
-            "\x00" in request.query_string.decode("latin-1"):
+    if (
+        "\x00" in request.path
+        or "%00" in request.query_string.decode("latin-1")
+        or "\x00" in request.query_string.decode("latin-1")
+    ):
         raise BerthError("NUL characters are not allowed in the request.", status=400)
 
 
 def _check_accept(request: Request) -> None:
     accept = request.headers.get("Accept")
-    if accept and accept.strip() and not request.accept_mimetypes.accept_json \
-            and request.accept_mimetypes.best_match([JSON]) is None:
+    if (
+        accept
+        and accept.strip()
+        and not request.accept_mimetypes.accept_json
+        and request.accept_mimetypes.best_match([JSON]) is None
+    ):
         raise BerthError("Only application/json is provided", status=406)

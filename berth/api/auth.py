@@ -11,6 +11,7 @@ Three strategies, chosen with ``berth serve --auth-strategy``:
 - ``keystone`` trusts the identity headers set by keystonemiddleware's ``auth_token`` filter, which
   must wrap the application (see the README).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,17 +46,21 @@ def noauth_caller(headers) -> Caller:
     roles = ["admin"] if user_id == "admin" else []
     if headers.get("X-Roles"):
         roles = [r.strip() for r in headers["X-Roles"].split(",") if r.strip()]
-    return Caller(user_id=user_id, project_id=headers.get("X-Project-Id") or project_id, roles=roles,
-                  system_scope=headers.get("OpenStack-System-Scope"))
+    return Caller(
+        user_id=user_id,
+        project_id=headers.get("X-Project-Id") or project_id,
+        roles=roles,
+        system_scope=headers.get("OpenStack-System-Scope"),
+    )
 
 
 class TokenFile:
     """Tokens and what they stand for, read once from a YAML file::
 
-        tokens:
-          7f3c...: {user_id: ops, project_id: admin, roles: [admin], system_scope: all}
-          9a1e...: {user_id: nova, project_id: service, roles: [service]}
-          c0d2...: {user_id: auditor, project_id: admin, roles: [reader], system_scope: all}
+    tokens:
+      7f3c...: {user_id: ops, project_id: admin, roles: [admin], system_scope: all}
+      9a1e...: {user_id: nova, project_id: service, roles: [service]}
+      c0d2...: {user_id: auditor, project_id: admin, roles: [reader], system_scope: all}
     """
 
     def __init__(self, path: str):

@@ -8,6 +8,7 @@ its CPU in the collector.  Nearly everything a request builds is freed by refere
 as the answer is sent, so the collector loses nothing by waiting for the end of the request; the few
 reference cycles a request leaves behind are collected then, by the collector's usual thresholds.
 """
+
 from __future__ import annotations
 
 import gc

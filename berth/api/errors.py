@@ -4,6 +4,7 @@ Clients and the reference's tests read ``detail`` (Nova looks for "consumer gene
 the CLI prints it), so the detail keeps the reference's shape: the status's standard explanation, a
 blank line, then the specific message.
 """
+
 from __future__ import annotations
 
 import html
@@ -14,8 +15,8 @@ import orjson
 EXPLANATIONS = {
     400: "The server could not comply with the request since it is either malformed or otherwise incorrect.",
     401: "This server could not verify that you are authorized to access the document you requested. "
-         "Either you supplied the wrong credentials (e.g., bad password), or your browser does not "
-         "understand how to supply the credentials required.",
+    "Either you supplied the wrong credentials (e.g., bad password), or your browser does not "
+    "understand how to supply the credentials required.",
     403: "Access was denied to this resource.",
     404: "The resource could not be found.",
     405: "The method specified is not allowed for this resource.",
@@ -38,12 +39,22 @@ def title(status: int) -> str:
 def html_body(status: int, detail: str) -> str:
     text = html.escape(detail or "")
     explanation = html.escape(EXPLANATIONS.get(status, title(status)))
-    return (f"<html>\n <head>\n  <title>{status} {title(status)}</title>\n </head>\n <body>\n"
-            f"  <h1>{status} {title(status)}</h1>\n  {explanation}<br /><br />\n{text}\n\n </body>\n</html>")
+    return (
+        f"<html>\n <head>\n  <title>{status} {title(status)}</title>\n </head>\n <body>\n"
+        f"  <h1>{status} {title(status)}</h1>\n  {explanation}<br /><br />\n{text}\n\n </body>\n</html>"
+    )
 
 
-def error_body(status: int, detail: str, *, code: str | None, request_id: str,
-               include_code: bool, extra: dict | None = None, explanation: str | None = None) -> bytes:
+def error_body(
+    status: int,
+    detail: str,
+    *,
+    code: str | None,
+    request_id: str,
+    include_code: bool,
+    extra: dict | None = None,
+    explanation: str | None = None,
+) -> bytes:
     explanation = explanation or EXPLANATIONS.get(status, title(status))
     error = {
         "status": status,

@@ -1,4 +1,5 @@
 """Microversion negotiation through the ``OpenStack-API-Version: placement X.Y`` header."""
+
 from __future__ import annotations
 
 import re

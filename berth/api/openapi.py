@@ -3,6 +3,7 @@
 Built from the routing table and the very schemas that validate requests, so the document cannot
 drift from what the service accepts.  Served at ``GET /berth/openapi.json``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -54,9 +55,19 @@ _BODIES = {
 
 _CANDIDATE_QUERY = {
     "type": "object",
-    "properties": {name: {"type": "string"} for name in (
-        "resources", "required", "member_of", "in_tree", "limit", "group_policy", "root_required",
-        "same_subtree")},
+    "properties": {
+        name: {"type": "string"}
+        for name in (
+            "resources",
+            "required",
+            "member_of",
+            "in_tree",
+            "limit",
+            "group_policy",
+            "root_required",
+            "same_subtree",
+        )
+    },
 }
 _QUERIES = {
     ("GET", "/resource_providers"): schemas.provider_list_query_schema(MAX),
@@ -117,15 +128,22 @@ def build_document() -> dict:
                 operation["security"] = [{"token": []}]
             for code in _success_codes(method, path):
                 empty = code == 204 or (code == 201 and path != "/resource_providers/<uuid>/inventories")
-                operation["responses"][str(code)] = {"description": "success"} if empty else {
-                    "description": "success", "content": {"application/json": {"schema": {"type": "object"}}}}
+                operation["responses"][str(code)] = (
+                    {"description": "success"}
+                    if empty
+                    else {"description": "success", "content": {"application/json": {"schema": {"type": "object"}}}}
+                )
             for code in _ERRORS:
                 operation["responses"][str(code)] = {
-                    "description": "error", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+                    "description": "error",
+                    "content": {"application/json": {"schema": ERROR_SCHEMA}},
+                }
             body = _BODIES.get((method, path))
             if body is not None:
                 operation["requestBody"] = {
-                    "required": True, "content": {"application/json": {"schema": copy.deepcopy(body)}}}
+                    "required": True,
+                    "content": {"application/json": {"schema": copy.deepcopy(body)}},
+                }
             entry[method.lower()] = operation
     return {
         "openapi": "3.1.0",
@@ -133,8 +151,8 @@ def build_document() -> dict:
             "title": "Berth (OpenStack Placement API)",
             "version": str(MAX),
             "description": "Requests select a microversion with the header "
-                           "`OpenStack-API-Version: placement X.Y` (1.0 when absent); this document "
-                           f"describes {MAX}.",
+            "`OpenStack-API-Version: placement X.Y` (1.0 when absent); this document "
+            f"describes {MAX}.",
         },
         "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}}},
         "paths": paths,

@@ -10,6 +10,7 @@ Every rule is project-scoped, so a system-scoped token is refused whatever its r
 does for Placement.  A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by
 name, e.g. ``"placement:resource_providers:list": "role:reader"``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -95,8 +96,15 @@ class PolicyEnforcer:
         scope = ["project"]
         self.enforcer.register_defaults(
             [oslo_policy.RuleDefault(name, check, scope_types=scope) for name, check in BASE_RULES.items()]
-            + [oslo_policy.RuleDefault(op.name, default_rule(op, enforce_new_defaults), scope_types=scope,
-                                       description=f"{op.method} {op.path}") for op in OPERATIONS]
+            + [
+                oslo_policy.RuleDefault(
+                    op.name,
+                    default_rule(op, enforce_new_defaults),
+                    scope_types=scope,
+                    description=f"{op.method} {op.path}",
+                )
+                for op in OPERATIONS
+            ]
         )
         self.enforcer.load_rules(force_reload=True)
         # Rules are evaluated directly, not through Enforcer.enforce (which looks for changes to the
@@ -106,8 +114,7 @@ class PolicyEnforcer:
 
         @lru_cache(maxsize=4096)
         def decide(rule, roles, user_id, project_id, target_items):
-            credentials = {"user_id": user_id, "project_id": project_id, "roles": list(roles),
-                           "system_scope": None}
+            credentials = {"user_id": user_id, "project_id": project_id, "roles": list(roles), "system_scope": None}
             return bool(rules[rule](dict(target_items), credentials, self.enforcer))
 
         self._decide = decide
@@ -116,8 +123,12 @@ class PolicyEnforcer:
         target = target if target is not None else {"project_id": caller.project_id, "user_id": caller.user_id}
         # Every rule is project-scoped; a system-scoped token is refused before any rule is read.
         allowed = caller.system_scope is None and self._decide(
-            rule, tuple(sorted(caller.roles)), caller.user_id, caller.project_id,
-            tuple(sorted((k, str(v)) for k, v in target.items())))
+            rule,
+            tuple(sorted(caller.roles)),
+            caller.user_id,
+            caller.project_id,
+            tuple(sorted((k, str(v)) for k, v in target.items())),
+        )
         if not allowed:
             # The reference names only the rule; clients print the detail as it is.
             raise Forbidden(rule)

@@ -1,4 +1,5 @@
 """Parsers of the query-string mini-languages: resources, member_of and required."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,14 +24,14 @@ def parse_resources(value: str) -> dict[str, int]:
         try:
             number = int(amount)
         except ValueError:
-            raise BadRequest(
-                f"Requested resource {name} expected positive integer amount. Got: {amount}."
-            ) from None
+            raise BadRequest(f"Requested resource {name} expected positive integer amount. Got: {amount}.") from None
         if number < 1:
             raise BadRequest(f"Requested resource {name} requires amount >= 1. Got: {amount}.")
         if number > MAX_INT:
-            raise BadRequest(f"Requested resource {name} amount {amount} exceeds the largest amount "
-                             f"an inventory can hold ({MAX_INT}).")
+            raise BadRequest(
+                f"Requested resource {name} amount {amount} exceeds the largest amount "
+                f"an inventory can hold ({MAX_INT})."
+            )
         result[name] = number
     return result
 
@@ -39,6 +40,7 @@ def parse_resources(value: str) -> dict[str, int]:
 class AggregateFilter:
     """``member_of`` values: each group must be matched by one of its aggregates; none of
     ``forbidden`` may be matched."""
+
     groups: list[list[str]] = field(default_factory=list)
     forbidden: list[str] = field(default_factory=list)
 
@@ -55,8 +57,10 @@ def parse_member_of(values: list[str], *, allow_forbidden: bool) -> AggregateFil
             body = body[3:]
         uuids = [u.strip() for u in body.split(",")]
         if not any_of and len(uuids) > 1:
-            raise BadRequest("Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' "
-                             f"keyword using the valid microversion. Got: {value}")
+            raise BadRequest(
+                "Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' "
+                f"keyword using the valid microversion. Got: {value}"
+            )
         if not all(is_uuid(u) for u in uuids):
             raise BadRequest(
                 f"Invalid query string parameters: Expected 'member_of' parameter to contain valid "
@@ -82,6 +86,7 @@ def parse_member_of(values: list[str], *, allow_forbidden: bool) -> AggregateFil
 class TraitFilter:
     """``required`` values: every group needs one of its traits (plain names are groups of one);
     ``forbidden`` traits must be absent."""
+
     groups: list[list[str]] = field(default_factory=list)
     forbidden: list[str] = field(default_factory=list)
 
@@ -89,13 +94,16 @@ class TraitFilter:
         return {name for group in self.groups for name in group} | set(self.forbidden)
 
 
-def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bool,
-                   param: str = "required") -> TraitFilter:
+def parse_required(
+    values: list[str], *, allow_forbidden: bool, allow_any_of: bool, param: str = "required"
+) -> TraitFilter:
     result = TraitFilter()
     for value in values:
         if value.startswith("in:") and not allow_any_of:
-            raise BadRequest("Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
-                             f"only supported since microversion 1.39. Got: {value}")
+            raise BadRequest(
+                "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
+                f"only supported since microversion 1.39. Got: {value}"
+            )
         if allow_any_of and value.startswith("in:"):
             names = [n.strip() for n in value[3:].split(",")]
             if not all(names) or any(n.startswith("!") for n in names):
@@ -120,6 +128,5 @@ def parse_required(values: list[str], *, allow_forbidden: bool, allow_any_of: bo
 def _bad_traits(param, value, allow_forbidden=True):
     example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
     return BadRequest(
-        f"Invalid query string parameters: Expected '{param}' parameter value of the form: "
-        f"{example}. Got: {value}"
+        f"Invalid query string parameters: Expected '{param}' parameter value of the form: {example}. Got: {value}"
     )

@@ -1,4 +1,5 @@
 """Response helpers shared by the handlers."""
+
 from __future__ import annotations
 
 import datetime
@@ -55,8 +56,13 @@ _MOST_ROOT_URLS = 256
 def location(call, path: str) -> str:
     """An absolute URL for a Location header, as the reference sends."""
     environ = call.request.environ
-    key = (environ.get("wsgi.url_scheme"), environ.get("HTTP_HOST"), environ.get("SERVER_NAME"),
-           environ.get("SERVER_PORT"), environ.get("SCRIPT_NAME"))
+    key = (
+        environ.get("wsgi.url_scheme"),
+        environ.get("HTTP_HOST"),
+        environ.get("SERVER_NAME"),
+        environ.get("SERVER_PORT"),
+        environ.get("SCRIPT_NAME"),
+    )
     root = _ROOT_URLS.get(key)
     if root is None:
         if len(_ROOT_URLS) >= _MOST_ROOT_URLS:
@@ -80,8 +86,10 @@ def http_date(moment=None) -> str:
     carry one, and the generic formatter cost several times as much.
     """
     if moment is None:
-        moment = datetime.datetime.now(datetime.timezone.utc)
+        moment = datetime.datetime.now(datetime.UTC)
     elif moment.tzinfo is not None:
-        moment = moment.astimezone(datetime.timezone.utc)
-    return (f"{_WEEKDAYS[moment.weekday()]}, {moment.day:02d} {_MONTHS[moment.month - 1]} "
-            f"{moment.year:04d} {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} GMT")
+        moment = moment.astimezone(datetime.UTC)
+    return (
+        f"{_WEEKDAYS[moment.weekday()]}, {moment.day:02d} {_MONTHS[moment.month - 1]} "
+        f"{moment.year:04d} {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} GMT"
+    )

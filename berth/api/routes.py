@@ -1,12 +1,23 @@
 """The URL map: every path, its methods, the microversion each appeared in and its policy rule."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from berth.api.handlers import (
-    aggregates, allocation_candidates, allocations, inventories, reshaper, resource_classes,
-    resource_providers as rps, root, traits, usages,
+    aggregates,
+    allocation_candidates,
+    allocations,
+    inventories,
+    reshaper,
+    resource_classes,
+    root,
+    traits,
+    usages,
+)
+from berth.api.handlers import (
+    resource_providers as rps,
 )
 from berth.api.microversion import Version
 from berth.api.responses import json_response
@@ -50,8 +61,7 @@ def _build():
             "GET": _r(inventories.list_inventories, RP + "inventories:list"),
             "POST": _r(inventories.create_inventory, RP + "inventories:create"),
             "PUT": _r(inventories.replace_inventories, RP + "inventories:update"),
-            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5,
-                         too_old_status=405),
+            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5, too_old_status=405),
         },
         "/resource_providers/<uuid>/inventories/<resource_class>": {
             "GET": _r(inventories.show_inventory, RP + "inventories:show"),
@@ -99,14 +109,12 @@ def _build():
             "DELETE": _r(allocations.delete_consumer_allocations, P + "allocations:delete"),
         },
         "/allocation_candidates": {
-            "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list",
-                      since=10),
+            "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list", since=10),
         },
         # Berth's own extensions, outside the Placement API.
         "/berth/openapi.json": {"GET": _r(openapi_document)},
         "/berth/allocation_candidates/explain": {
-            "GET": _r(allocation_candidates.explain_allocation_candidates, P + "allocation_candidates:list",
-                      since=10),
+            "GET": _r(allocation_candidates.explain_allocation_candidates, P + "allocation_candidates:list", since=10),
         },
         "/reshaper": {
             "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=30),

@@ -3,6 +3,7 @@
 Each worker builds its own application and connection pool after the fork; the schema is upgraded
 once, and the application's modules are imported once, in the master, before any worker starts.
 """
+
 from __future__ import annotations
 
 import gc
@@ -33,8 +34,15 @@ def _address(bind: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def serve(*, bind: str, database_url: str, workers: int, threads: int = 1, access_log: bool = False,
-          settings: Settings | None = None) -> int:
+def serve(
+    *,
+    bind: str,
+    database_url: str,
+    workers: int,
+    threads: int = 1,
+    access_log: bool = False,
+    settings: Settings | None = None,
+) -> int:
     db = Database(database_url)
     upgrade(db)
     db.dispose()

@@ -1,4 +1,5 @@
 """Request bodies and query strings: parsing and validation with the reference's messages."""
+
 from __future__ import annotations
 
 import uuid as uuidlib
@@ -44,7 +45,8 @@ def _fast_validator(schema):
         if text not in _fast_validators_by_text:
             try:
                 _fast_validators_by_text[text] = fastjsonschema.compile(
-                    {"$schema": _DRAFT4, **schema}, formats={"uuid": lambda value: _is_uuid(value)})
+                    {"$schema": _DRAFT4, **schema}, formats={"uuid": lambda value: _is_uuid(value)}
+                )
             except fastjsonschema.JsonSchemaDefinitionException:
                 _fast_validators_by_text[text] = None
         _fast_validators[key] = _fast_validators_by_text[text]
@@ -94,8 +96,7 @@ def parse_json_body(call, schema=None):
         # through several layers in 64 KiB pieces, a noticeable part of a small write's CPU.
         raw = request.environ["wsgi.input"].read(length) if length else b""
         if len(raw) != length:
-            raise BadRequest(f"The request body holds {len(raw)} bytes, not the {length} of its "
-                             "Content-Length.")
+            raise BadRequest(f"The request body holds {len(raw)} bytes, not the {length} of its Content-Length.")
     else:
         raw = request.get_data(cache=False)
     try:
@@ -137,5 +138,5 @@ def is_uuid(value: str) -> bool:
 
 def query_schema_check(args, schema) -> None:
     """Validate the query string (last value of each key) against a JSON schema."""
-    data = {key: args.getlist(key)[-1] for key in args.keys()}
+    data = {key: args.getlist(key)[-1] for key in args}
     validate(data, schema, "Invalid query string parameters")

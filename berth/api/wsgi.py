@@ -2,6 +2,7 @@
 
 The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current folder by default).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,14 @@ def settings_from_environment() -> Settings:
 
 # Headers a browser client of Placement needs to send and read, as Placement's CORS defaults.
 CORS_DEFAULT_HEADERS = [
-    "X-Auth-Token", "X-Openstack-Request-Id", "X-Identity-Status", "X-Roles", "X-Service-Catalog",
-    "X-User-Id", "X-Tenant-Id", "OpenStack-API-Version",
+    "X-Auth-Token",
+    "X-Openstack-Request-Id",
+    "X-Identity-Status",
+    "X-Roles",
+    "X-Service-Catalog",
+    "X-User-Id",
+    "X-Tenant-Id",
+    "OpenStack-API-Version",
 ]
 
 
@@ -46,14 +53,17 @@ def _keystone_wrapped(app):
     try:
         from keystonemiddleware import auth_token
     except ImportError as error:
-        raise SystemExit("the keystone auth strategy needs keystonemiddleware: pip install 'berth[keystone]'") \
-            from error
+        raise SystemExit(
+            "the keystone auth strategy needs keystonemiddleware: pip install 'berth[keystone]'"
+        ) from error
     import configparser
 
     path = os.environ.get("BERTH_KEYSTONE_CONFIG")
     if not path:
-        raise SystemExit("the keystone auth strategy needs $BERTH_KEYSTONE_CONFIG naming an INI file with a "
-                         "[keystone_authtoken] section")
+        raise SystemExit(
+            "the keystone auth strategy needs $BERTH_KEYSTONE_CONFIG naming an INI file with a "
+            "[keystone_authtoken] section"
+        )
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(path)
     return auth_token.AuthProtocol(app, dict(parser["keystone_authtoken"]))

@@ -17,6 +17,7 @@ loopback port) and its own empty database.  All HTTP traffic goes to the loopbac
 Requests go through ``harness.KeepAliveClient`` (libcurl through pycurl, on kept-alive connections), so that
 the client's own cost, on the same cores as the server, stays small.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -127,7 +128,7 @@ def stolen_percent(before: list[int] | None, after: list[int] | None) -> float |
     machines ("steal"): the CPU time a phase could not have, whatever the server did."""
     if before is None or after is None:
         return None
-    delta = [b - a for a, b in zip(before, after)]
+    delta = [b - a for a, b in zip(before, after, strict=True)]
     total = sum(delta)  # user nice system idle iowait irq softirq steal; guest time is in user
     return round(100 * delta[7] / total, 1) if total > 0 else None
 
@@ -163,30 +164,62 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "candidate latency, concurrent claims and (for a server it started) memory. Without --url it "
         "starts its own `berth serve` on a free loopback port, with a fresh database per host count."
     )
-    parser.add_argument("--url", default=None,
-                        help="base URL of an already running server (loopback only); the bench then "
-                             "removes what it created after each host count")
-    parser.add_argument("--database", default=None,
-                        help="database of the server the bench starts: a SQLAlchemy URL, or "
-                             "'postgresql' for a throwaway PostgreSQL (needs tests/pgserver.py and the "
-                             "PostgreSQL server programs); default: a fresh SQLite file in a temp dir")
-    parser.add_argument("--workers", type=harness.positive_int, default=harness.DEFAULT_WORKERS,
-                        help="worker processes of the server the bench starts (default: as berth serve, "
-                             f"cores + 1, at most 4: {harness.DEFAULT_WORKERS} here)")
-    parser.add_argument("--hosts", type=_host_counts, default=[1000], metavar="N[,N...]",
-                        help="compute host counts, one run each (default 1000)")
-    parser.add_argument("--queries", type=harness.positive_int, default=200,
-                        help="timed GET /allocation_candidates per variant (default 200)")
-    parser.add_argument("--clients", type=harness.positive_int, default=8,
-                        help="concurrent claiming threads (default 8)")
-    parser.add_argument("--claims-seconds", type=harness.positive_float, default=10.0,
-                        help="duration of the claims phase in seconds (default 10)")
-    parser.add_argument("--create-clients", type=harness.positive_int, default=8,
-                        help="concurrent threads building the layout (default 8)")
-    parser.add_argument("--allocations", type=_non_negative_int, default=0,
-                        help="allocation records (one per consumer and resource class) written with "
-                             "POST /allocations after the layout and before the measurements "
-                             "(default 0)")
+    parser.add_argument(
+        "--url",
+        default=None,
+        help="base URL of an already running server (loopback only); the bench then "
+        "removes what it created after each host count",
+    )
+    parser.add_argument(
+        "--database",
+        default=None,
+        help="database of the server the bench starts: a SQLAlchemy URL, or "
+        "'postgresql' for a throwaway PostgreSQL (needs tests/pgserver.py and the "
+        "PostgreSQL server programs); default: a fresh SQLite file in a temp dir",
+    )
+    parser.add_argument(
+        "--workers",
+        type=harness.positive_int,
+        default=harness.DEFAULT_WORKERS,
+        help="worker processes of the server the bench starts (default: as berth serve, "
+        f"cores + 1, at most 4: {harness.DEFAULT_WORKERS} here)",
+    )
+    parser.add_argument(
+        "--hosts",
+        type=_host_counts,
+        default=[1000],
+        metavar="N[,N...]",
+        help="compute host counts, one run each (default 1000)",
+    )
+    parser.add_argument(
+        "--queries",
+        type=harness.positive_int,
+        default=200,
+        help="timed GET /allocation_candidates per variant (default 200)",
+    )
+    parser.add_argument(
+        "--clients", type=harness.positive_int, default=8, help="concurrent claiming threads (default 8)"
+    )
+    parser.add_argument(
+        "--claims-seconds",
+        type=harness.positive_float,
+        default=10.0,
+        help="duration of the claims phase in seconds (default 10)",
+    )
+    parser.add_argument(
+        "--create-clients",
+        type=harness.positive_int,
+        default=8,
+        help="concurrent threads building the layout (default 8)",
+    )
+    parser.add_argument(
+        "--allocations",
+        type=_non_negative_int,
+        default=0,
+        help="allocation records (one per consumer and resource class) written with "
+        "POST /allocations after the layout and before the measurements "
+        "(default 0)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
 
 
@@ -205,8 +238,10 @@ class Api:
 
     def __init__(self, base_url: str):
         self.http = harness.KeepAliveClient(
-            base_url, {"X-Auth-Token": TOKEN, "OpenStack-API-Version": f"placement {VERSION}",
-                       "Accept": "application/json"}, REQUEST_TIMEOUT)
+            base_url,
+            {"X-Auth-Token": TOKEN, "OpenStack-API-Version": f"placement {VERSION}", "Accept": "application/json"},
+            REQUEST_TIMEOUT,
+        )
 
     def call(self, method, path, body=None, version=VERSION, expect=(200,)):
         headers = {"OpenStack-API-Version": f"placement {version}"} if version != VERSION else None
@@ -488,21 +523,30 @@ def create_provider(api: Api, name: str, parent: str | None = None) -> dict:
 
 
 def set_inventories(api: Api, rp: dict, spec: dict) -> int:
-    out = api.call("PUT", f"/resource_providers/{rp['uuid']}/inventories",
-                   {"resource_provider_generation": rp["generation"], "inventories": _inventories(spec)})
+    out = api.call(
+        "PUT",
+        f"/resource_providers/{rp['uuid']}/inventories",
+        {"resource_provider_generation": rp["generation"], "inventories": _inventories(spec)},
+    )
     rp["generation"] = out["resource_provider_generation"]
     return rp["generation"]
 
 
 def set_traits(api: Api, rp: dict, traits: list[str]) -> None:
-    out = api.call("PUT", f"/resource_providers/{rp['uuid']}/traits",
-                   {"resource_provider_generation": rp["generation"], "traits": traits})
+    out = api.call(
+        "PUT",
+        f"/resource_providers/{rp['uuid']}/traits",
+        {"resource_provider_generation": rp["generation"], "traits": traits},
+    )
     rp["generation"] = out["resource_provider_generation"]
 
 
 def set_aggregates(api: Api, rp: dict, aggregates: list[str]) -> None:
-    out = api.call("PUT", f"/resource_providers/{rp['uuid']}/aggregates",
-                   {"resource_provider_generation": rp["generation"], "aggregates": aggregates})
+    out = api.call(
+        "PUT",
+        f"/resource_providers/{rp['uuid']}/aggregates",
+        {"resource_provider_generation": rp["generation"], "aggregates": aggregates},
+    )
     rp["generation"] = out["resource_provider_generation"]
 
 
@@ -565,14 +609,20 @@ def preload_allocations(base_url: str, layout: dict, records: int, threads: int,
     hosts = layout["hosts"]
     per_consumer = len(PRELOAD_RESOURCES)
     consumers = [str(uuidlib.uuid4()) for _ in range(-(-records // per_consumer))]
-    batches = [list(range(start, min(start + PRELOAD_CONSUMERS_PER_REQUEST, len(consumers))))
-               for start in range(0, len(consumers), PRELOAD_CONSUMERS_PER_REQUEST)]
+    batches = [
+        list(range(start, min(start + PRELOAD_CONSUMERS_PER_REQUEST, len(consumers))))
+        for start in range(0, len(consumers), PRELOAD_CONSUMERS_PER_REQUEST)
+    ]
 
     def write(api, batch):
         body = {
-            consumers[n]: {"allocations": {hosts[n % len(hosts)]: {"resources": PRELOAD_RESOURCES}},
-                           "project_id": BENCH_PROJECT, "user_id": BENCH_USER,
-                           "consumer_generation": None, "consumer_type": "INSTANCE"}
+            consumers[n]: {
+                "allocations": {hosts[n % len(hosts)]: {"resources": PRELOAD_RESOURCES}},
+                "project_id": BENCH_PROJECT,
+                "user_id": BENCH_USER,
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            }
             for n in batch
         }
         api.call("POST", "/allocations", body, expect=(204,))
@@ -585,8 +635,13 @@ def preload_allocations(base_url: str, layout: dict, records: int, threads: int,
         used = held.setdefault(hosts[n % len(hosts)], {})
         for rc, amount in PRELOAD_RESOURCES.items():
             used[rc] = used.get(rc, 0) + amount
-    return {"consumers": consumers, "held": held, "records": len(consumers) * per_consumer,
-            "seconds": elapsed, "records_per_second": len(consumers) * per_consumer / elapsed}
+    return {
+        "consumers": consumers,
+        "held": held,
+        "records": len(consumers) * per_consumer,
+        "seconds": elapsed,
+        "records_per_second": len(consumers) * per_consumer / elapsed,
+    }
 
 
 def remove_layout(base_url: str, layout: dict, consumers: list[str], threads: int, stop: Stop) -> None:
@@ -600,8 +655,14 @@ def remove_layout(base_url: str, layout: dict, consumers: list[str], threads: in
 
     parallel(consumers, threads, delete_consumer, stop, base_url, label="consumers removed")
     parallel(layout.get("gpus", []), threads, delete_provider, stop, base_url)
-    parallel(layout.get("hosts", []) + layout.get("sharing", []), threads, delete_provider, stop, base_url,
-             label="providers removed")
+    parallel(
+        layout.get("hosts", []) + layout.get("sharing", []),
+        threads,
+        delete_provider,
+        stop,
+        base_url,
+        label="providers removed",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -662,8 +723,9 @@ def measure_candidates(base_url: str, queries: int, hosts: int, layout: dict, ca
                         problem = check_variant(name, body, layout_sets)
                         if problem:
                             problems.append(problem)
-                        sharing_used = sum(1 for req in body["allocation_requests"]
-                                           if set(req["allocations"]) & layout_sets["sharing"])
+                        sharing_used = sum(
+                            1 for req in body["allocation_requests"] if set(req["allocations"]) & layout_sets["sharing"]
+                        )
                     continue
                 times.append(elapsed * 1000)
                 counts.add(len(r.json()["allocation_requests"]))
@@ -683,8 +745,10 @@ def measure_candidates(base_url: str, queries: int, hosts: int, layout: dict, ca
             for problem in problems:
                 log(f"  WARNING {problem}")
             results[name] = entry
-            log(f"  {name}: median {entry['median_ms']} ms, p95 {entry['p95_ms']} ms, "
-                f"{entry['allocation_requests']} allocation requests")
+            log(
+                f"  {name}: median {entry['median_ms']} ms, p95 {entry['p95_ms']} ms, "
+                f"{entry['allocation_requests']} allocation requests"
+            )
     finally:
         api.close()
     return results
@@ -723,8 +787,13 @@ def run_claims(base_url: str, clients: int, seconds: float, stop: Stop) -> dict:
                         continue
                     choice = rng.choice(requests_)["allocations"]
                     consumer = str(uuidlib.uuid4())
-                    body = {"allocations": choice, "project_id": BENCH_PROJECT, "user_id": BENCH_USER,
-                            "consumer_generation": None, "consumer_type": "INSTANCE"}
+                    body = {
+                        "allocations": choice,
+                        "project_id": BENCH_PROJECT,
+                        "user_id": BENCH_USER,
+                        "consumer_generation": None,
+                        "consumer_type": "INSTANCE",
+                    }
                     t0 = time.perf_counter()
                     r = api.http.request("PUT", f"/allocations/{consumer}", body)
                     my_put.append((time.perf_counter() - t0) * 1000)
@@ -820,8 +889,14 @@ def verify_capacity(base_url: str, claimed: dict, threads: int, stop: Stop) -> d
                 violations.append({"provider": rp, "resource_class": rc, "used": used, "capacity": capacity})
         for rc in set(usages) | set(claimed[rp]):
             if usages.get(rc, 0) != claimed[rp].get(rc, 0):
-                mismatches.append({"provider": rp, "resource_class": rc, "server_used": usages.get(rc, 0),
-                                   "accepted_claims": claimed[rp].get(rc, 0)})
+                mismatches.append(
+                    {
+                        "provider": rp,
+                        "resource_class": rc,
+                        "server_used": usages.get(rc, 0),
+                        "accepted_claims": claimed[rp].get(rc, 0),
+                    }
+                )
         return violations, mismatches
 
     checked = parallel(sorted(claimed), threads, check, stop, base_url, label="providers verified")
@@ -831,8 +906,13 @@ def verify_capacity(base_url: str, claimed: dict, threads: int, stop: Stop) -> d
         log(f"  VIOLATION {v}")
     for m in mismatches[:5]:
         log(f"  MISMATCH {m}")
-    return {"providers_checked": len(checked), "violations": len(violations), "usage_mismatches": len(mismatches),
-            "violation_samples": violations[:20], "mismatch_samples": mismatches[:20]}
+    return {
+        "providers_checked": len(checked),
+        "violations": len(violations),
+        "usage_mismatches": len(mismatches),
+        "violation_samples": violations[:20],
+        "mismatch_samples": mismatches[:20],
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -846,12 +926,15 @@ def check_empty(base_url: str) -> None:
     finally:
         api.close()
     if found:
-        raise BenchError("the server already has a provider named cn-0 (left over from an interrupted run?); "
-                         "use an empty server/database")
+        raise BenchError(
+            "the server already has a provider named cn-0 (left over from an interrupted run?); "
+            "use an empty server/database"
+        )
 
 
-def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir: str, stop: Stop,
-                servers: list) -> dict:
+def bench_round(
+    args, hosts: int, run: int, databases: Databases | None, tmpdir: str, stop: Stop, servers: list
+) -> dict:
     server = None
     # Before the server starts, whose workers would otherwise still be setting up.
     cpu_before = cpu_check_ms()
@@ -880,9 +963,11 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         result["build"]["hosts"] = hosts
         result["build"]["gpu_children"] = len(layout["gpus"])
         result["build"]["sharing_providers"] = len(layout["sharing"])
-        log(f"hosts={hosts}: {layout['providers']} providers in {layout['seconds']:.1f} s "
+        log(
+            f"hosts={hosts}: {layout['providers']} providers in {layout['seconds']:.1f} s "
             f"({layout['providers_per_second']:.1f}/s, {_percent(result['build']['steal_percent'])} "
-            "of the CPU time stolen by the host)")
+            "of the CPU time stolen by the host)"
+        )
 
         preloaded = {}
         if args.allocations:
@@ -892,8 +977,10 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
             consumers = loaded["consumers"]
             result["preload"] = {k: loaded[k] for k in ("records", "seconds", "records_per_second")}
             result["preload"]["consumers"] = len(loaded["consumers"])
-            log(f"hosts={hosts}: {loaded['records']} allocation records in {loaded['seconds']:.1f} s "
-                f"({loaded['records_per_second']:.0f}/s)")
+            log(
+                f"hosts={hosts}: {loaded['records']} allocation records in {loaded['seconds']:.1f} s "
+                f"({loaded['records_per_second']:.0f}/s)"
+            )
 
         log(f"hosts={hosts}: timing allocation candidates ({args.queries} queries per variant)")
         cap = DEFAULT_MAX_CANDIDATES if args.url else server_max_candidates()
@@ -907,18 +994,24 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
         claimed = claims.pop("_claimed")
         consumers = consumers + claims.pop("_consumers")
         result["claims"] = claims
-        log(f"hosts={hosts}: {claims['claims']} claims ({claims['claims_per_second']:.1f}/s), "
+        log(
+            f"hosts={hosts}: {claims['claims']} claims ({claims['claims_per_second']:.1f}/s), "
             f"{claims['conflicts']} conflicts {claims['conflict_codes']}, {claims['errors']} errors, "
-            f"{claims['no_candidates']} empty candidate lists")
+            f"{claims['no_candidates']} empty candidate lists"
+        )
         result["cpu_check_ms"]["after"] = cpu_check_ms()
-        log(f"hosts={hosts}: CPU check {result['cpu_check_ms']['before']:.1f} ms before the server "
-            f"started, {result['cpu_check_ms']['after']:.1f} ms after the claims")
+        log(
+            f"hosts={hosts}: CPU check {result['cpu_check_ms']['before']:.1f} ms before the server "
+            f"started, {result['cpu_check_ms']['after']:.1f} ms after the claims"
+        )
         result["memory"] = server.memory() if server else None
         if result["memory"]:
-            log(f"hosts={hosts}: server PSS {result['memory']['pss_total_mb']} MB, "
+            log(
+                f"hosts={hosts}: server PSS {result['memory']['pss_total_mb']} MB, "
                 f"RSS {result['memory']['rss_total_mb']} MB in "
                 f"{result['memory']['processes']} processes (largest worker "
-                f"{result['memory']['rss_max_worker_mb']} MB)")
+                f"{result['memory']['rss_max_worker_mb']} MB)"
+            )
 
         log(f"hosts={hosts}: verifying capacity of {len(claimed)} providers")
         expected_usage = {rp: dict(used) for rp, used in claimed.items()}
@@ -927,8 +1020,10 @@ def bench_round(args, hosts: int, run: int, databases: Databases | None, tmpdir:
                 for rc, amount in used.items():
                     expected_usage[rp][rc] = expected_usage[rp].get(rc, 0) + amount
         result["verification"] = verify_capacity(base_url, expected_usage, args.create_clients, stop)
-        log(f"hosts={hosts}: {result['verification']['violations']} violations, "
-            f"{result['verification']['usage_mismatches']} usage mismatches")
+        log(
+            f"hosts={hosts}: {result['verification']['violations']} violations, "
+            f"{result['verification']['usage_mismatches']} usage mismatches"
+        )
         if reused:
             log(f"hosts={hosts}: removing the bench's consumers and providers")
             remove_layout(base_url, layout, consumers, args.create_clients, stop)
@@ -961,32 +1056,56 @@ def _ms(entry: dict | None) -> str:
 
 
 def format_table(results: list[dict]) -> str:
-    headers = ["hosts", "providers", "create/s", "basic ms", "traits ms", "granular_nested ms",
-               "forbidden_agg_sharing ms", "unlimited ms", "claims/s", "conflicts", "errors", "violations",
-               "memory MB", "cpu check ms", "steal %"]
+    headers = [
+        "hosts",
+        "providers",
+        "create/s",
+        "basic ms",
+        "traits ms",
+        "granular_nested ms",
+        "forbidden_agg_sharing ms",
+        "unlimited ms",
+        "claims/s",
+        "conflicts",
+        "errors",
+        "violations",
+        "memory MB",
+        "cpu check ms",
+        "steal %",
+    ]
     rows = []
     for r in results:
         c = r["candidates"]
         mem = r.get("memory")
-        rows.append([
-            str(r["hosts"]), str(r["build"]["providers"]), f"{r['build']['providers_per_second']:.1f}",
-            _ms(c.get("basic")), _ms(c.get("traits")), _ms(c.get("granular_nested")),
-            _ms(c.get("forbidden_agg_sharing")), _ms(c.get("unlimited")),
-            f"{r['claims']['claims_per_second']:.1f}", str(r["claims"]["conflicts"]), str(r["claims"]["errors"]),
-            str(r["verification"]["violations"]),
-            f"{mem['pss_total_mb']:.0f} (RSS {mem['rss_total_mb']:.0f})" if mem else "-",
-            "{before:.1f}/{after:.1f}".format(**r["cpu_check_ms"]),
-            f"{_percent(r['build'].get('steal_percent'))}/{_percent(r['claims'].get('steal_percent'))}",
-        ])
+        rows.append(
+            [
+                str(r["hosts"]),
+                str(r["build"]["providers"]),
+                f"{r['build']['providers_per_second']:.1f}",
+                _ms(c.get("basic")),
+                _ms(c.get("traits")),
+                _ms(c.get("granular_nested")),
+                _ms(c.get("forbidden_agg_sharing")),
+                _ms(c.get("unlimited")),
+                f"{r['claims']['claims_per_second']:.1f}",
+                str(r["claims"]["conflicts"]),
+                str(r["claims"]["errors"]),
+                str(r["verification"]["violations"]),
+                f"{mem['pss_total_mb']:.0f} (RSS {mem['rss_total_mb']:.0f})" if mem else "-",
+                "{before:.1f}/{after:.1f}".format(**r["cpu_check_ms"]),
+                f"{_percent(r['build'].get('steal_percent'))}/{_percent(r['claims'].get('steal_percent'))}",
+            ]
+        )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
-    lines.append("latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
-                 "memory MB: PSS of master + workers (their RSS summed); cpu check ms: a fixed piece "
-                 "of Python work before the server started / after the claims (higher: a slower "
-                 "machine); steal %: CPU time the host gave to other machines while the layout "
-                 "was built / during the claims")
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in rows]
+    lines.append(
+        "latency columns: median/p95 in ms over sequential GET /allocation_candidates; "
+        "memory MB: PSS of master + workers (their RSS summed); cpu check ms: a fixed piece "
+        "of Python work before the server started / after the claims (higher: a slower "
+        "machine); steal %: CPU time the host gave to other machines while the layout "
+        "was built / during the claims"
+    )
     return "\n".join(lines)
 
 
@@ -1019,12 +1138,19 @@ def run(args) -> int:
         if args.json:
             document = {
                 "config": {
-                    "url": args.url, "database": databases.kind if databases else None,
-                    "workers": None if args.url else args.workers, "hosts": args.hosts, "queries": args.queries,
-                    "clients": args.clients, "claims_seconds": args.claims_seconds,
-                    "create_clients": args.create_clients, "allocations": args.allocations,
+                    "url": args.url,
+                    "database": databases.kind if databases else None,
+                    "workers": None if args.url else args.workers,
+                    "hosts": args.hosts,
+                    "queries": args.queries,
+                    "clients": args.clients,
+                    "claims_seconds": args.claims_seconds,
+                    "create_clients": args.create_clients,
+                    "allocations": args.allocations,
                     "microversion": VERSION,
-                    "python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 },
                 "results": results,

@@ -1,4 +1,5 @@
 """Pieces shared by the commands that drive a running server: ``berth bench`` and ``berth stress``."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,9 @@ def new_session(token: str, version: str) -> requests.Session:
     session = requests.Session()
     # No proxies, no .netrc: the traffic must stay on the loopback interface.
     session.trust_env = False
-    session.headers.update({"X-Auth-Token": token, "OpenStack-API-Version": f"placement {version}",
-                            "Accept": "application/json"})
+    session.headers.update(
+        {"X-Auth-Token": token, "OpenStack-API-Version": f"placement {version}", "Accept": "application/json"}
+    )
     return session
 
 
@@ -176,7 +178,20 @@ def spawn_server(port: int, database_url: str, workers: int, logpath) -> subproc
     """``berth serve`` on 127.0.0.1:port in a process group of its own, logging to ``logpath``."""
     with open(logpath, "ab") as logfile:
         return subprocess.Popen(
-            [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{port}",
-             "--database", database_url, "--workers", str(workers)],
-            stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "berth.cli.main",
+                "serve",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--database",
+                database_url,
+                "--workers",
+                str(workers),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )

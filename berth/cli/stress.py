@@ -34,6 +34,7 @@ of the throwaway PostgreSQL this run started).
 
 Only the standard library and ``requests`` are used; the service's own code is not imported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,10 @@ VERSION = "1.39"
 CREATE_VERSION = "1.20"
 REQUEST_TIMEOUT = 60.0
 SERVER_START_TIMEOUT = 90.0
-RESOLVE_GRACE = 60.0       # how long a claimer keeps trying to read back an uncertain write
+RESOLVE_GRACE = 60.0  # how long a claimer keeps trying to read back an uncertain write
 MAX_WORLDS = 256
 AUDIT_THREADS = 4
-ABSENT_SAMPLE = 100        # consumers that should hold nothing, read back one by one at the end
+ABSENT_SAMPLE = 100  # consumers that should hold nothing, read back one by one at the end
 FAULTS = ("none", "kill-worker", "kill-server", "restart-postgres")
 KINDS = ("create", "replace", "move", "delete")
 READS = ("candidates", "providers", "read-back")
@@ -82,10 +83,9 @@ USER = "5eeeeeee-0000-4000-8000-000000000002"
 
 # Small hosts, so that claimers race for the last units.  Odd hosts exercise reserved and the ratio.
 HOST_INVENTORY_EVEN = {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}}
-HOST_INVENTORY_ODD = {"VCPU": {"total": 4, "allocation_ratio": 2.0},
-                      "MEMORY_MB": {"total": 8704, "reserved": 512}}
+HOST_INVENTORY_ODD = {"VCPU": {"total": 4, "allocation_ratio": 2.0}, "MEMORY_MB": {"total": 8704, "reserved": 512}}
 GPU_INVENTORY = {"VGPU": {"total": 2}}
-GPU_EVERY = 3              # every third host has a nested child with VGPUs
+GPU_EVERY = 3  # every third host has a nested child with VGPUs
 SHARING_DISK_GB = 400
 
 
@@ -103,21 +103,21 @@ def log(message: str) -> None:
 
 @dataclass
 class StressConfig:
-    url: str | None = None             # a running server; else one is started
-    database: str | None = None        # for a started server: sqlite (default), postgresql, or a URL
+    url: str | None = None  # a running server; else one is started
+    database: str | None = None  # for a started server: sqlite (default), postgresql, or a URL
     workers: int = 4
     concurrency: int = 8
     seconds: float = 30.0
-    operations: int | None = None      # per claimer, instead of --seconds
+    operations: int | None = None  # per claimer, instead of --seconds
     providers: int = 20
     fault: str = "none"
     fault_count: int = 1
-    down_seconds: float = 1.0          # kill-server, restart-postgres: how long to stay down
-    server_pid: int | None = None      # kill-worker against --url: the server's master process
+    down_seconds: float = 1.0  # kill-server, restart-postgres: how long to stay down
+    server_pid: int | None = None  # kill-worker against --url: the server's master process
     seed: int | None = None
-    keep: bool = False                 # with --url: leave the providers and consumers behind
+    keep: bool = False  # with --url: leave the providers and consumers behind
     json: str | None = None
-    server_log: str | None = None      # copy the started server's log there
+    server_log: str | None = None  # copy the started server's log there
 
 
 def add_stress_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,45 +127,81 @@ def add_stress_arguments(parser: argparse.ArgumentParser) -> None:
         "non-zero on any violation (over-commit, lost or partial write, 500, non-JSON error). "
         "See docs/reliability.md."
     )
-    parser.add_argument("--url", default=None,
-                        help="base URL of a running server (loopback only); default: start one")
-    parser.add_argument("--database", default=None,
-                        help="database of the server this run starts: 'sqlite' (default, a fresh "
-                             "file), 'postgresql' (a throwaway PostgreSQL, needs tests/pgserver.py) "
-                             "or a SQLAlchemy URL")
-    parser.add_argument("--workers", type=harness.positive_int, default=4,
-                        help="worker processes of the server this run starts (default 4)")
-    parser.add_argument("--concurrency", "-c", type=harness.positive_int, default=8,
-                        help="concurrent claimer processes (default 8)")
-    parser.add_argument("--seconds", type=harness.positive_float, default=30.0,
-                        help="duration of the load (default 30)")
-    parser.add_argument("--operations", type=harness.positive_int, default=None,
-                        help="rounds per claimer instead of a duration")
-    parser.add_argument("--providers", type=harness.positive_int, default=20,
-                        help="compute hosts (default 20), plus nested GPU children and one sharing "
-                             "DISK_GB provider")
-    parser.add_argument("--fault", choices=FAULTS, default="none",
-                        help="fault injected during the load (default none)")
-    parser.add_argument("--fault-count", type=harness.positive_int, default=1,
-                        help="how many times, evenly spread over the run (default 1)")
-    parser.add_argument("--down-seconds", type=float, default=1.0,
-                        help="kill-server / restart-postgres: time the server stays down (default 1)")
-    parser.add_argument("--server-pid", type=int, default=None,
-                        help="with --url and --fault kill-worker: pid of the server's master process")
+    parser.add_argument("--url", default=None, help="base URL of a running server (loopback only); default: start one")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help="database of the server this run starts: 'sqlite' (default, a fresh "
+        "file), 'postgresql' (a throwaway PostgreSQL, needs tests/pgserver.py) "
+        "or a SQLAlchemy URL",
+    )
+    parser.add_argument(
+        "--workers",
+        type=harness.positive_int,
+        default=4,
+        help="worker processes of the server this run starts (default 4)",
+    )
+    parser.add_argument(
+        "--concurrency", "-c", type=harness.positive_int, default=8, help="concurrent claimer processes (default 8)"
+    )
+    parser.add_argument(
+        "--seconds", type=harness.positive_float, default=30.0, help="duration of the load (default 30)"
+    )
+    parser.add_argument(
+        "--operations", type=harness.positive_int, default=None, help="rounds per claimer instead of a duration"
+    )
+    parser.add_argument(
+        "--providers",
+        type=harness.positive_int,
+        default=20,
+        help="compute hosts (default 20), plus nested GPU children and one sharing DISK_GB provider",
+    )
+    parser.add_argument("--fault", choices=FAULTS, default="none", help="fault injected during the load (default none)")
+    parser.add_argument(
+        "--fault-count",
+        type=harness.positive_int,
+        default=1,
+        help="how many times, evenly spread over the run (default 1)",
+    )
+    parser.add_argument(
+        "--down-seconds",
+        type=float,
+        default=1.0,
+        help="kill-server / restart-postgres: time the server stays down (default 1)",
+    )
+    parser.add_argument(
+        "--server-pid",
+        type=int,
+        default=None,
+        help="with --url and --fault kill-worker: pid of the server's master process",
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
-    parser.add_argument("--keep", action="store_true",
-                        help="with --url: leave the providers and consumers of the run behind")
+    parser.add_argument(
+        "--keep", action="store_true", help="with --url: leave the providers and consumers of the run behind"
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the summary as JSON")
-    parser.add_argument("--server-log", default=None, metavar="FILE",
-                        help="copy the log of the server this run started to FILE")
+    parser.add_argument(
+        "--server-log", default=None, metavar="FILE", help="copy the log of the server this run started to FILE"
+    )
 
 
 def config_from_args(args) -> StressConfig:
     return StressConfig(
-        url=args.url, database=args.database, workers=args.workers, concurrency=args.concurrency,
-        seconds=args.seconds, operations=args.operations, providers=args.providers, fault=args.fault,
-        fault_count=args.fault_count, down_seconds=args.down_seconds, server_pid=args.server_pid,
-        seed=args.seed, keep=args.keep, json=args.json, server_log=args.server_log,
+        url=args.url,
+        database=args.database,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        seconds=args.seconds,
+        operations=args.operations,
+        providers=args.providers,
+        fault=args.fault,
+        fault_count=args.fault_count,
+        down_seconds=args.down_seconds,
+        server_pid=args.server_pid,
+        seed=args.seed,
+        keep=args.keep,
+        json=args.json,
+        server_log=args.server_log,
     )
 
 
@@ -217,6 +253,7 @@ def error_code(response: requests.Response) -> str | None:
 
 # State of a consumer: a sorted tuple of (provider, class, amount); () when it holds nothing.
 
+
 def freeze(allocations: dict) -> tuple:
     items = []
     for rp, entry in allocations.items():
@@ -267,12 +304,12 @@ class Claimer:
         self.stop = stop
         self.operations = operations
         self.session = harness.new_session(TOKEN, VERSION)
-        self.owned: dict[str, dict] = {}     # consumer -> {"state": tuple, "gen": int}
+        self.owned: dict[str, dict] = {}  # consumer -> {"state": tuple, "gen": int}
         # ("write", seq, time, kind, outcome, {consumer: state}) | ("observe", seq, time, {consumer: state})
         self.events: list = []
-        self.stats = Counter()               # (row, column) -> n
-        self.problems: list[dict] = []       # violations seen by this claimer
-        self.unresolved: list[str] = []      # consumers named by an uncertain write not read back yet
+        self.stats = Counter()  # (row, column) -> n
+        self.problems: list[dict] = []  # violations seen by this claimer
+        self.unresolved: list[str] = []  # consumers named by an uncertain write not read back yet
         self.seq = 0
         self.ours = set(layout["all"])
         self.connection_failed = False
@@ -286,22 +323,23 @@ class Claimer:
         sent_at = time.time()
         self.connection_failed = False
         try:
-            r = self.session.request(method, self.base + path, json=body, headers=headers,
-                                     timeout=REQUEST_TIMEOUT)
+            r = self.session.request(method, self.base + path, json=body, headers=headers, timeout=REQUEST_TIMEOUT)
         except requests.ConnectionError as e:
             column = "refused-conn" if _refused_before_sending(e) else "lost-conn"
             self.stats[(row, column)] += 1
             self.connection_failed = True
             if not self.faulty:
-                self.problem("connection error without a fault", method, path, body, None,
-                             f"{type(e).__name__}: {e}", sent_at)
+                self.problem(
+                    "connection error without a fault", method, path, body, None, f"{type(e).__name__}: {e}", sent_at
+                )
             return column, None
         except requests.RequestException as e:  # timeouts, chunked encoding errors, ...
             self.stats[(row, "lost-conn")] += 1
             self.connection_failed = True
             if not self.faulty:
-                self.problem("request failed without a fault", method, path, body, None,
-                             f"{type(e).__name__}: {e}", sent_at)
+                self.problem(
+                    "request failed without a fault", method, path, body, None, f"{type(e).__name__}: {e}", sent_at
+                )
             return "lost-conn", None
         status = r.status_code
         if 200 <= status < 300:
@@ -316,8 +354,7 @@ class Claimer:
         if status >= 400:
             problem = error_body_problem(r)
             if problem:
-                self.problem(f"error body not in Placement's format ({problem})", method, path, body, r,
-                             None, sent_at)
+                self.problem(f"error body not in Placement's format ({problem})", method, path, body, r, None, sent_at)
         if status >= 500 and status != 503:
             self.problem(f"HTTP {status}", method, path, body, r, None, sent_at)
         elif 400 <= status < 500 and status != 409:
@@ -328,13 +365,18 @@ class Claimer:
         return column, r
 
     def problem(self, what, method, path, body, response, error, at):
-        self.problems.append({
-            "what": what, "claimer": self.index, "time": at, "request": f"{method} {path}",
-            "body": json.dumps(body)[:2000] if body is not None else None,
-            "status": response.status_code if response is not None else None,
-            "response": response.text[:2000] if response is not None else error,
-            "request_id": response.headers.get("x-openstack-request-id") if response is not None else None,
-        })
+        self.problems.append(
+            {
+                "what": what,
+                "claimer": self.index,
+                "time": at,
+                "request": f"{method} {path}",
+                "body": json.dumps(body)[:2000] if body is not None else None,
+                "status": response.status_code if response is not None else None,
+                "response": response.text[:2000] if response is not None else error,
+                "request_id": response.headers.get("x-openstack-request-id") if response is not None else None,
+            }
+        )
 
     # -- the log
 
@@ -342,8 +384,7 @@ class Claimer:
         self.seq += 1
         if column == "2xx":
             outcome = Outcome.ACK
-        elif column in ("409", "503", "refused-conn") or (
-                response is not None and 400 <= response.status_code < 500):
+        elif column in ("409", "503", "refused-conn") or (response is not None and 400 <= response.status_code < 500):
             outcome = Outcome.REFUSED
         else:  # lost connection, timeout, 500
             outcome = Outcome.UNCERTAIN
@@ -406,8 +447,15 @@ class Claimer:
         found = [req["allocations"] for req in r.json().get("allocation_requests", [])]
         foreign = [a for a in found if not set(a) <= self.ours]
         if foreign:
-            self.problem("allocation candidate outside member_of", "GET", f"/allocation_candidates?{query}",
-                         None, r, None, time.time())
+            self.problem(
+                "allocation candidate outside member_of",
+                "GET",
+                f"/allocation_candidates?{query}",
+                None,
+                r,
+                None,
+                time.time(),
+            )
             found = [a for a in found if set(a) <= self.ours]
         if not found:
             self.stats[("no-candidates", "2xx")] += 1
@@ -417,8 +465,9 @@ class Claimer:
         """The ``GET /resource_providers?resources=`` way: hosts alone (no disk, no GPU)."""
         plain = {rc: n for rc, n in wanted.items() if rc in ("VCPU", "MEMORY_MB")}
         query = ",".join(f"{rc}:{n}" for rc, n in plain.items())
-        column, r = self.request("providers", "GET", f"/resource_providers?resources={query}"
-                                                    f"&member_of={self.layout['aggregate']}")
+        column, r = self.request(
+            "providers", "GET", f"/resource_providers?resources={query}&member_of={self.layout['aggregate']}"
+        )
         if r is None or r.status_code != 200:
             return []
         hosts = set(self.layout["hosts"])
@@ -449,8 +498,13 @@ class Claimer:
     # -- the four writes
 
     def body(self, allocations: dict, generation, consumer_type="INSTANCE") -> dict:
-        return {"allocations": allocations, "project_id": PROJECT, "user_id": USER,
-                "consumer_generation": generation, "consumer_type": consumer_type}
+        return {
+            "allocations": allocations,
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": generation,
+            "consumer_type": consumer_type,
+        }
 
     def after_write(self, kind, column, r, changes: dict, generations: dict) -> None:
         outcome = self.record_write(kind, column, r, changes)
@@ -471,8 +525,15 @@ class Claimer:
             existing = [c for c in changes if generations.get(c) is not None]
             if existing:
                 self.stats[("generation-conflicts", "409")] += 1
-                self.problem("unexpected consumer generation conflict", r.request.method,
-                             urllib.parse.urlsplit(r.request.url).path, None, r, None, time.time())
+                self.problem(
+                    "unexpected consumer generation conflict",
+                    r.request.method,
+                    urllib.parse.urlsplit(r.request.url).path,
+                    None,
+                    r,
+                    None,
+                    time.time(),
+                )
                 self.resolve(existing)
 
     def do_create(self) -> None:
@@ -501,8 +562,7 @@ class Claimer:
             allocations = self.destination(self.random_request())
             if allocations is None:
                 return
-        column, r = self.request("replace", "PUT", f"/allocations/{consumer}",
-                                 self.body(allocations, known["gen"]))
+        column, r = self.request("replace", "PUT", f"/allocations/{consumer}", self.body(allocations, known["gen"]))
         self.after_write("replace", column, r, {consumer: freeze(allocations)}, {consumer: known["gen"]})
 
     def do_move(self) -> None:
@@ -520,8 +580,13 @@ class Claimer:
             migration: self.body(thaw(known["state"]), None, "MIGRATION"),
         }
         column, r = self.request("move", "POST", "/allocations", body)
-        self.after_write("move", column, r, {consumer: freeze(destination), migration: known["state"]},
-                         {consumer: known["gen"], migration: None})
+        self.after_write(
+            "move",
+            column,
+            r,
+            {consumer: freeze(destination), migration: known["state"]},
+            {consumer: known["gen"], migration: None},
+        )
 
     def do_delete(self) -> None:
         consumer = self.pick_owned()
@@ -545,9 +610,18 @@ class Claimer:
                 else:
                     self.do_delete()
             except Exception:  # noqa: BLE001 - a bug of the tool: report it, keep the log
-                self.problems.append({"what": "claimer crashed", "claimer": self.index, "time": time.time(),
-                                      "request": None, "body": None, "status": None,
-                                      "response": traceback.format_exc(), "request_id": None})
+                self.problems.append(
+                    {
+                        "what": "claimer crashed",
+                        "claimer": self.index,
+                        "time": time.time(),
+                        "request": None,
+                        "body": None,
+                        "status": None,
+                        "response": traceback.format_exc(),
+                        "request_id": None,
+                    }
+                )
                 break
             if self.connection_failed:
                 time.sleep(0.05)  # the server is away: do not spin
@@ -565,11 +639,14 @@ def _refused_before_sending(error: requests.ConnectionError) -> bool:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, ConnectionRefusedError) or type(e).__name__ in ("NewConnectionError",
-                                                                         "ConnectTimeoutError"):
+        if isinstance(e, ConnectionRefusedError) or type(e).__name__ in ("NewConnectionError", "ConnectTimeoutError"):
             return True
-        pending += [getattr(e, "reason", None), e.__cause__, e.__context__,
-                    *(a for a in e.args if isinstance(a, BaseException))]
+        pending += [
+            getattr(e, "reason", None),
+            e.__cause__,
+            e.__context__,
+            *(a for a in e.args if isinstance(a, BaseException)),
+        ]
     return False
 
 
@@ -584,10 +661,17 @@ def claimer_main(index, base, layout, seed, fault, operations, ready, go, stop, 
     try:
         claimer.loop()
     finally:
-        results.put((index, {
-            "events": claimer.events, "stats": dict(claimer.stats), "problems": claimer.problems,
-            "unresolved": claimer.unresolved,
-        }))
+        results.put(
+            (
+                index,
+                {
+                    "events": claimer.events,
+                    "stats": dict(claimer.stats),
+                    "problems": claimer.problems,
+                    "unresolved": claimer.unresolved,
+                },
+            )
+        )
         claimer.session.close()
 
 
@@ -694,8 +778,13 @@ class SetupApi:
         return session
 
     def call(self, method, path, body=None, version=VERSION, expect=(200, 201, 204)):
-        r = self.session.request(method, self.base + path, json=body, timeout=REQUEST_TIMEOUT,
-                                 headers={"OpenStack-API-Version": f"placement {version}"})
+        r = self.session.request(
+            method,
+            self.base + path,
+            json=body,
+            timeout=REQUEST_TIMEOUT,
+            headers={"OpenStack-API-Version": f"placement {version}"},
+        )
         if r.status_code not in expect:
             raise StressError(f"{method} {path} -> HTTP {r.status_code}: {r.text[:500]}")
         return r.json() if r.content else None
@@ -722,24 +811,43 @@ class SetupApi:
             body["parent_provider_uuid"] = parent
         generation = self.call("POST", "/resource_providers", body, version=CREATE_VERSION)["generation"]
         if inventory:
-            generation = self.call("PUT", f"/resource_providers/{uuid}/inventories", {
-                "resource_provider_generation": generation, "inventories": inventory,
-            })["resource_provider_generation"]
+            generation = self.call(
+                "PUT",
+                f"/resource_providers/{uuid}/inventories",
+                {
+                    "resource_provider_generation": generation,
+                    "inventories": inventory,
+                },
+            )["resource_provider_generation"]
         if traits:
-            generation = self.call("PUT", f"/resource_providers/{uuid}/traits", {
-                "resource_provider_generation": generation, "traits": list(traits),
-            })["resource_provider_generation"]
+            generation = self.call(
+                "PUT",
+                f"/resource_providers/{uuid}/traits",
+                {
+                    "resource_provider_generation": generation,
+                    "traits": list(traits),
+                },
+            )["resource_provider_generation"]
         if aggregates:
-            self.call("PUT", f"/resource_providers/{uuid}/aggregates", {
-                "resource_provider_generation": generation, "aggregates": list(aggregates),
-            })
+            self.call(
+                "PUT",
+                f"/resource_providers/{uuid}/aggregates",
+                {
+                    "resource_provider_generation": generation,
+                    "aggregates": list(aggregates),
+                },
+            )
         return uuid
 
 
 def build_layout(api: SetupApi, hosts: int, run_id: str) -> dict:
     aggregate = str(uuidlib.uuid4())
-    sharing = api.provider(f"stress-{run_id}-shared-disk", inventory={"DISK_GB": {"total": SHARING_DISK_GB}},
-                           traits=[SHARING_TRAIT], aggregates=[aggregate])
+    sharing = api.provider(
+        f"stress-{run_id}-shared-disk",
+        inventory={"DISK_GB": {"total": SHARING_DISK_GB}},
+        traits=[SHARING_TRAIT],
+        aggregates=[aggregate],
+    )
     layout = {"hosts": [], "gpus": {}, "sharing": sharing, "aggregate": aggregate, "names": {sharing: "shared-disk"}}
 
     def make_host(i):
@@ -782,9 +890,12 @@ def audit_providers(api: SetupApi, layout: dict) -> tuple[dict, list[dict]]:
     holdings: dict[str, list] = {}
 
     def read(rp):
-        return (rp, api.get_retrying(f"/resource_providers/{rp}/inventories")["inventories"],
-                api.get_retrying(f"/resource_providers/{rp}/usages")["usages"],
-                api.get_retrying(f"/resource_providers/{rp}/allocations")["allocations"])
+        return (
+            rp,
+            api.get_retrying(f"/resource_providers/{rp}/inventories")["inventories"],
+            api.get_retrying(f"/resource_providers/{rp}/usages")["usages"],
+            api.get_retrying(f"/resource_providers/{rp}/allocations")["allocations"],
+        )
 
     with ThreadPoolExecutor(AUDIT_THREADS) as pool:
         views = list(pool.map(read, layout["all"]))
@@ -798,9 +909,12 @@ def audit_providers(api: SetupApi, layout: dict) -> tuple[dict, list[dict]]:
         for rc in sorted(set(usages) | set(summed) | set(inventories)):
             used = usages.get(rc, 0)
             if used != summed.get(rc, 0):
-                violations.append(_violation(
-                    "usage mismatch", f"{name} ({rp}) {rc}: usages say {used}, its allocations sum to "
-                                      f"{summed.get(rc, 0)}"))
+                violations.append(
+                    _violation(
+                        "usage mismatch",
+                        f"{name} ({rp}) {rc}: usages say {used}, its allocations sum to {summed.get(rc, 0)}",
+                    )
+                )
             inv = inventories.get(rc)
             if inv is None:
                 if used:
@@ -808,9 +922,13 @@ def audit_providers(api: SetupApi, layout: dict) -> tuple[dict, list[dict]]:
                 continue
             capacity = (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
             if used > capacity:
-                violations.append(_violation(
-                    "over capacity", f"{name} ({rp}) {rc}: used {used} > (total {inv['total']} - reserved "
-                                     f"{inv['reserved']}) * ratio {inv['allocation_ratio']} = {capacity:g}"))
+                violations.append(
+                    _violation(
+                        "over capacity",
+                        f"{name} ({rp}) {rc}: used {used} > (total {inv['total']} - reserved "
+                        f"{inv['reserved']}) * ratio {inv['allocation_ratio']} = {capacity:g}",
+                    )
+                )
     return {c: tuple(sorted(items)) for c, items in holdings.items()}, violations
 
 
@@ -848,12 +966,16 @@ def replay(index: int, events: list, actual: dict | None) -> tuple[list[dict], d
             allowed = {w.get(consumer, ()) for w in worlds}
             if state not in allowed:
                 lw = last_write.get(consumer)
-                how = (f"last write #{lw[0]} {lw[1]} ({lw[2]}) at {lw[3] - t0:.2f}s" if lw else "never written")
-                lines.append(f"consumer {consumer} holds [{show(state)}] but the log allows only "
-                             f"{' or '.join('[' + show(a) + ']' for a in sorted(allowed))}; {how}")
+                how = f"last write #{lw[0]} {lw[1]} ({lw[2]}) at {lw[3] - t0:.2f}s" if lw else "never written"
+                lines.append(
+                    f"consumer {consumer} holds [{show(state)}] but the log allows only "
+                    f"{' or '.join('[' + show(a) + ']' for a in sorted(allowed))}; {how}"
+                )
         if not lines:
-            lines.append("the consumers hold a mix of old and new states of one uncertain write: "
-                         + "; ".join(f"{c} [{show(s)}]" for c, s in sorted(seen.items())))
+            lines.append(
+                "the consumers hold a mix of old and new states of one uncertain write: "
+                + "; ".join(f"{c} [{show(s)}]" for c, s in sorted(seen.items()))
+            )
         kind = "read-back contradicts the log" if when == "read-back" else "final state contradicts the log"
         for line in lines:
             violations.append(_violation(kind, f"claimer {index}, {when} #{seq}: {line}"))
@@ -929,8 +1051,10 @@ class StressResult:
         return sum(n for (row, _), n in self.stats.items() if row in KINDS)
 
     def table(self) -> str:
-        head = (f"berth stress: {self.backend}, {self.workers or '?'} workers, {self.concurrency} claimers, "
-                f"fault {self.fault}, {self.providers} providers")
+        head = (
+            f"berth stress: {self.backend}, {self.workers or '?'} workers, {self.concurrency} claimers, "
+            f"fault {self.fault}, {self.providers} providers"
+        )
         width = max(len(k) for k in (*KINDS, *READS, "all requests")) + 2
         lines = [head, "", f"{'operation':<{width}}{'total':>8}" + "".join(f"{c:>14}" for c in OUTCOME_COLUMNS)]
         rows = [*KINDS, *READS]
@@ -942,22 +1066,28 @@ class StressResult:
             lines.append(f"{row:<{width}}{sum(counts):>8}" + "".join(f"{n:>14}" for n in counts))
         lines.append("")
         no_cand = self.stats.get(("no-candidates", "2xx"), 0)
-        lines.append(f"rounds without any candidate: {no_cand}; unexpected consumer generation "
-                     f"conflicts: {self.stats.get(('generation-conflicts', '409'), 0)}")
+        lines.append(
+            f"rounds without any candidate: {no_cand}; unexpected consumer generation "
+            f"conflicts: {self.stats.get(('generation-conflicts', '409'), 0)}"
+        )
         if self.faults:
             for f in self.faults:
                 lines.append(f"fault injected: {f['kind']} at {f['at']:.1f}s ({f['detail']})")
         else:
             lines.append("faults injected: 0")
-        lines.append(f"consumers audited: {self.consumers_seen} ({self.consumers_present} holding allocations "
-                     f"at the end); uncertain writes: {self.notes.get('uncertain writes', 0)}")
+        lines.append(
+            f"consumers audited: {self.consumers_seen} ({self.consumers_present} holding allocations "
+            f"at the end); uncertain writes: {self.notes.get('uncertain writes', 0)}"
+        )
         if self.server_tracebacks:
             lines.append(f"server log: {self.server_tracebacks} traceback(s)")
             for line, n in list(self.server_exceptions.items())[:5]:
                 lines.append(f"  {n} x {line[:160]}")
         kinds = Counter(v["what"] for v in self.violations)
-        lines.append(f"violations: {len(self.violations)}"
-                     + (" (" + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()) + ")" if kinds else ""))
+        lines.append(
+            f"violations: {len(self.violations)}"
+            + (" (" + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()) + ")" if kinds else "")
+        )
         rate = self.requests / self.elapsed if self.elapsed else 0.0
         wrate = self.writes / self.elapsed if self.elapsed else 0.0
         lines.append(f"elapsed: {self.elapsed:.1f}s   requests/s: {rate:.1f}   writes/s: {wrate:.1f}")
@@ -966,9 +1096,14 @@ class StressResult:
     def violation_report(self, limit: int = 20) -> str:
         lines = [f"{len(self.violations)} violation(s):"]
         for v in self.violations[:limit]:
-            lines.append(f"- {v['what']}: " + ", ".join(
-                f"{k}={v[k]}" for k in ("detail", "request", "status", "request_id", "body", "response")
-                if v.get(k) is not None))
+            lines.append(
+                f"- {v['what']}: "
+                + ", ".join(
+                    f"{k}={v[k]}"
+                    for k in ("detail", "request", "status", "request_id", "body", "response")
+                    if v.get(k) is not None
+                )
+            )
         if len(self.violations) > limit:
             lines.append(f"... and {len(self.violations) - limit} more")
         if self.server_log_excerpt:
@@ -1034,10 +1169,16 @@ def run_stress(config: StressConfig, *, postgres=None, server: OwnServer | None 
             base = server.url
             log(f"berth serve ({backend}, {config.workers} workers) at {base}, log {server.logpath}")
         if config.fault == "restart-postgres" and postgres is None:
-            raise StressError("--fault restart-postgres needs --database postgresql (a PostgreSQL this run "
-                              "starts and may restart)")
-        result = StressResult(backend=backend, workers=workers, concurrency=config.concurrency,
-                              fault=config.fault, seconds_planned=None if config.operations else config.seconds)
+            raise StressError(
+                "--fault restart-postgres needs --database postgresql (a PostgreSQL this run starts and may restart)"
+            )
+        result = StressResult(
+            backend=backend,
+            workers=workers,
+            concurrency=config.concurrency,
+            fault=config.fault,
+            seconds_planned=None if config.operations else config.seconds,
+        )
         log_offset = len(server.log_text()) if server is not None else 0
         _load_and_audit(config, base, server, postgres, result)
         if server is not None:
@@ -1047,7 +1188,7 @@ def run_stress(config: StressConfig, *, postgres=None, server: OwnServer | None 
             if result.server_tracebacks:
                 start = text.index("Traceback (most recent call last)")
                 head = text.rfind("\n", 0, max(0, start - 1))
-                result.server_log_excerpt = "\n".join(text[head + 1:].splitlines()[:80])
+                result.server_log_excerpt = "\n".join(text[head + 1 :].splitlines()[:80])
             if config.server_log:
                 shutil.copyfile(server.logpath, config.server_log)
         return result
@@ -1105,14 +1246,13 @@ def _inject(config: StressConfig, server: OwnServer | None, postgres, rng: rando
 
 
 def _load_and_audit(config: StressConfig, base: str, server, postgres, result: StressResult) -> None:
-    seed = config.seed if config.seed is not None else random.randrange(2 ** 32)
+    seed = config.seed if config.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
     run_id = uuidlib.uuid4().hex[:8]
     api = SetupApi(base)
     layout = build_layout(api, config.providers, run_id)
     result.providers = len(layout["all"])
-    log(f"layout: {config.providers} hosts, {len(layout['gpus'])} GPU children, 1 sharing disk provider; "
-        f"seed {seed}")
+    log(f"layout: {config.providers} hosts, {len(layout['gpus'])} GPU children, 1 sharing disk provider; seed {seed}")
 
     # Forked claimers start in milliseconds; "spawn" and "forkserver" would import the main module
     # (all of berth.cli.main, or pytest) again in every claimer, seconds each on a small machine.
@@ -1122,9 +1262,24 @@ def _load_and_audit(config: StressConfig, base: str, server, postgres, result: S
     go, stop = ctx.Event(), ctx.Event()
     end_at = ctx.Value("d", float("inf"), lock=False)
     processes = [
-        ctx.Process(target=claimer_main, name=f"stress-claimer-{i}", daemon=True,
-                    args=(i, base, layout, rng.randrange(2 ** 32), config.fault, config.operations,
-                          ready, go, stop, end_at, results))
+        ctx.Process(
+            target=claimer_main,
+            name=f"stress-claimer-{i}",
+            daemon=True,
+            args=(
+                i,
+                base,
+                layout,
+                rng.randrange(2**32),
+                config.fault,
+                config.operations,
+                ready,
+                go,
+                stop,
+                end_at,
+                results,
+            ),
+        )
         for i in range(config.concurrency)
     ]
     for p in processes:
@@ -1133,9 +1288,11 @@ def _load_and_audit(config: StressConfig, base: str, server, postgres, result: S
     try:
         for _ in processes:
             ready.get(timeout=120)
-        log(f"{config.concurrency} claimers running"
+        log(
+            f"{config.concurrency} claimers running"
             + (f" for {config.seconds:g}s" if not config.operations else f", {config.operations} rounds each")
-            + (f", fault {config.fault} x{config.fault_count}" if config.fault != "none" else ""))
+            + (f", fault {config.fault} x{config.fault_count}" if config.fault != "none" else "")
+        )
         t0 = time.monotonic()
         if not config.operations:
             end_at.value = time.time() + config.seconds  # claimers stop even while a fault blocks us
@@ -1197,8 +1354,11 @@ def _load_and_audit(config: StressConfig, base: str, server, postgres, result: S
         result.notes.update(info["notes"])
         known |= info["consumers"]
     for consumer in sorted(set(actual) - known):
-        result.violations.append(_violation(
-            "unknown consumer", f"consumer {consumer} holds [{show(actual[consumer])}] but no claimer wrote it"))
+        result.violations.append(
+            _violation(
+                "unknown consumer", f"consumer {consumer} holds [{show(actual[consumer])}] but no claimer wrote it"
+            )
+        )
     # GET /allocations/{consumer} must agree with the providers' lists: every holder, and a sample
     # of the consumers that should hold nothing (refused creates, deletes, moves away).
     empty = sorted(known - set(actual))
@@ -1208,10 +1368,13 @@ def _load_and_audit(config: StressConfig, base: str, server, postgres, result: S
     for consumer, body in views:
         state = freeze(body.get("allocations", {}))
         if state != actual.get(consumer, ()):
-            result.violations.append(_violation(
-                "consumer view differs from provider view",
-                f"GET /allocations/{consumer} says [{show(state)}], the providers' lists say "
-                f"[{show(actual.get(consumer, ()))}]"))
+            result.violations.append(
+                _violation(
+                    "consumer view differs from provider view",
+                    f"GET /allocations/{consumer} says [{show(state)}], the providers' lists say "
+                    f"[{show(actual.get(consumer, ()))}]",
+                )
+            )
     result.consumers_seen = len(known)
     result.consumers_present = len(actual)
     if config.url and not config.keep:

@@ -22,12 +22,13 @@ group), with the per-provider running totals checked at every step, so the first
 are found without enumerating the whole product of choices.  A step budget bounds pathological
 requests; a perfect-matching check skips trees where ``isolate`` cannot be satisfied at all.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
-from typing import Iterator
 
 from berth.domain.capacity import capacity
 
@@ -38,8 +39,16 @@ class InventoryData:
 
     __slots__ = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio", "used", "free")
 
-    def __init__(self, total: int, reserved: int, min_unit: int, max_unit: int, step_size: int,
-                 allocation_ratio: float, used: int):
+    def __init__(
+        self,
+        total: int,
+        reserved: int,
+        min_unit: int,
+        max_unit: int,
+        step_size: int,
+        allocation_ratio: float,
+        used: int,
+    ):
         self.total = total
         self.reserved = reserved
         self.min_unit = min_unit
@@ -50,8 +59,7 @@ class InventoryData:
         self.free = capacity(total, reserved, allocation_ratio) - used
 
     def __repr__(self):
-        return (f"InventoryData(total={self.total}, reserved={self.reserved}, used={self.used}, "
-                f"free={self.free})")
+        return f"InventoryData(total={self.total}, reserved={self.reserved}, used={self.used}, free={self.free})"
 
     @property
     def capacity(self) -> int:
@@ -123,8 +131,13 @@ class CandidateRequest:
         group = self.unsuffixed
         if group is None or self.suffixed or not group.resources or group.impossible:
             return None
-        if group.required or group.forbidden or group.member_of or group.forbidden_aggregates \
-                or group.in_tree_root is not None:
+        if (
+            group.required
+            or group.forbidden
+            or group.member_of
+            or group.forbidden_aggregates
+            or group.in_tree_root is not None
+        ):
             return None
         if self.root_required or self.root_forbidden or self.same_subtree or self.one_provider_per_tree:
             return None
@@ -214,8 +227,10 @@ def _group_candidates(tree: TreeView, group: RequestGroup) -> list[ProviderData]
             continue
         if not _traits_ok(provider.traits, group.required, group.forbidden):
             continue
-        if all(rc in provider.inventories and provider.inventories[rc].can_take(amount)
-               for rc, amount in group.resources.items()):
+        if all(
+            rc in provider.inventories and provider.inventories[rc].can_take(amount)
+            for rc, amount in group.resources.items()
+        ):
             found.append(provider)
     return found
 
@@ -252,15 +267,17 @@ def _isolation_possible(options: list[list[ProviderData]]) -> bool:
     return all(assign(i, set()) for i in range(len(options)))
 
 
-def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
-                shortcut: bool = True) -> Iterator[Candidate]:
+def search_tree(
+    tree: TreeView, request: CandidateRequest, budget: SearchBudget, shortcut: bool = True
+) -> Iterator[Candidate]:
     """Every way to place the request on this tree, in order.  ``shortcut=False`` forces the
     general walk even where a cheaper equivalent exists (the tests compare the two)."""
     if shortcut and request.plain_resources is not None:
         yield from _plain_candidates(tree.pool, request.plain_resources, budget)
         return
-    if (request.root_required or request.root_forbidden) and \
-            not _traits_ok(tree.root.traits, request.root_required, request.root_forbidden):
+    if (request.root_required or request.root_forbidden) and not _traits_ok(
+        tree.root.traits, request.root_required, request.root_forbidden
+    ):
         return
     unsuffixed = request.unsuffixed
     slots = []  # (kind, group, rc, amount, options)
@@ -285,9 +302,8 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
         if not options:
             return
         group_slots.append(("group", group, None, None, options))
-    if request.isolate and len(group_slots) > 1:
-        if not _isolation_possible([slot[4] for slot in group_slots]):
-            return
+    if request.isolate and len(group_slots) > 1 and not _isolation_possible([slot[4] for slot in group_slots]):
+        return
     if shortcut and not group_slots and slots and all(slot[0] == "class" for slot in slots):
         yield from _unsuffixed_only(tree, request, slots, budget)
         return
@@ -302,7 +318,7 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
     def finish() -> Candidate | None:
         mappings: dict[str, list[int]] = {}
         unsuffixed_providers = []
-        for slot, provider in zip(slots, chosen):
+        for slot, provider in zip(slots, chosen, strict=True):
             suffix = slot[1].suffix
             ids = mappings.setdefault(suffix, [])
             if provider.id not in ids:
@@ -314,8 +330,7 @@ def search_tree(tree: TreeView, request: CandidateRequest, budget: SearchBudget,
             if not _traits_ok(union, unsuffixed.required, unsuffixed.forbidden):
                 return None
         if request.one_provider_per_tree:
-            in_tree = {pid for ids in mappings.values() for pid in ids
-                       if tree.by_id[pid].root_id == tree.root.id}
+            in_tree = {pid for ids in mappings.values() for pid in ids if tree.by_id[pid].root_id == tree.root.id}
             if len(in_tree) > 1:
                 return None
         for suffixes in request.same_subtree:
@@ -373,26 +388,30 @@ def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: S
         if budget.remaining < 0:
             return
         allocations: dict[int, dict[int, int]] = {}
-        for slot, provider in zip(slots, combination):
+        for slot, provider in zip(slots, combination, strict=True):
             allocations.setdefault(provider.id, {})[slot[2]] = slot[3]
         if check_traits:
             union = frozenset().union(*(p.traits for p in combination))
             if not _traits_ok(union, group.required, group.forbidden):
                 continue
         provider_ids = list(allocations)
-        if request.one_provider_per_tree and sum(
-                1 for pid in provider_ids if tree.by_id[pid].root_id == tree.root.id) > 1:
+        if (
+            request.one_provider_per_tree
+            and sum(1 for pid in provider_ids if tree.by_id[pid].root_id == tree.root.id) > 1
+        ):
             continue
         mappings = {"": provider_ids}
         if request.same_subtree and any(
-                not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
-                for suffixes in request.same_subtree):
+            not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
+            for suffixes in request.same_subtree
+        ):
             continue
         yield Candidate(allocations, mappings)
 
 
-def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]],
-                      budget: SearchBudget) -> list[Candidate]:
+def _plain_candidates(
+    pool: list[ProviderData], resources: list[tuple[int, int]], budget: SearchBudget
+) -> list[Candidate]:
     """The walk for a plain request (``CandidateRequest.plain_resources``), a list rather than a
     generator and with the capacity test written out: an unlimited request runs it for every tree
     of a thousand, and what it does per tree is the whole of its cost.
@@ -406,8 +425,12 @@ def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]]
         found = []
         for provider in pool:
             inventory = provider.inventories.get(rc)
-            if inventory is not None and inventory.min_unit <= amount <= inventory.max_unit \
-                    and amount <= inventory.free and amount % inventory.step_size == 0:
+            if (
+                inventory is not None
+                and inventory.min_unit <= amount <= inventory.max_unit
+                and amount <= inventory.free
+                and amount % inventory.step_size == 0
+            ):
                 found.append(provider)
         if not found:
             return []
@@ -427,7 +450,7 @@ def _plain_candidates(pool: list[ProviderData], resources: list[tuple[int, int]]
         if budget.remaining < 0:
             break
         allocations: dict[int, dict[int, int]] = {}
-        for (rc, amount), provider in zip(resources, combination):
+        for (rc, amount), provider in zip(resources, combination, strict=True):
             on_provider = allocations.get(provider.id)
             if on_provider is None:
                 allocations[provider.id] = {rc: amount}
@@ -450,14 +473,22 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
     return bool(common & set(provider_ids))
 
 
-def search(trees: list[TreeView], request: CandidateRequest, *, limit: int | None, budget: SearchBudget,
-           seen: set, sharing_ids: frozenset[int] = frozenset()) -> list[Candidate]:
+def search(
+    trees: list[TreeView],
+    request: CandidateRequest,
+    *,
+    limit: int | None,
+    budget: SearchBudget,
+    seen: set,
+    sharing_ids: frozenset[int] = frozenset(),
+) -> list[Candidate]:
     """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
     found = []
     plain = request.plain_resources
     for tree in trees:
-        candidates = _plain_candidates(tree.pool, plain, budget) if plain is not None \
-            else search_tree(tree, request, budget)
+        candidates = (
+            _plain_candidates(tree.pool, plain, budget) if plain is not None else search_tree(tree, request, budget)
+        )
         for candidate in candidates:
             # Only an answer made of sharing providers alone can come again from another tree.
             if sharing_ids and not candidate.allocations.keys() - sharing_ids:

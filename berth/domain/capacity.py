@@ -1,4 +1,5 @@
 """Capacity arithmetic shared by inventory updates, allocation checks and candidate search."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ Each carries the HTTP status and the Placement error code it maps to, so that th
 it without a lookup table that could drift from the place the error is raised.  The ``code`` values are
 Placement's (``placement.*``) because clients and its test suites match on them.
 """
+
 from __future__ import annotations
 
 
@@ -11,8 +12,7 @@ class BerthError(Exception):
     status = 400
     code = "placement.undefined_code"
 
-    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None,
-                 headers: dict | None = None):
+    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None, headers: dict | None = None):
         super().__init__(detail)
         self.detail = detail
         if code is not None:
@@ -48,6 +48,7 @@ class DuplicateName(Conflict):
 
 class Unavailable(BerthError):
     """The database stayed busy or unreachable through every retry."""
+
     status = 503
 
 

@@ -1,4 +1,5 @@
 """Aggregates a provider belongs to."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -8,25 +9,35 @@ import sqlalchemy as sa
 from berth.domain.errors import ConcurrentUpdate
 from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider, revise
 from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
-from berth.store.schema import placement_aggregates as aggs, resource_provider_aggregates as rpa
+from berth.store.schema import placement_aggregates as aggs
+from berth.store.schema import resource_provider_aggregates as rpa
 from berth.store.util import utcnow
 
 
 def provider_aggregates(conn, provider_id) -> list[str]:
     # In the order the aggregates were first seen, so a PUT's answer lists them as they were sent.
-    return conn.execute(
-        sa.select(aggs.c.uuid).join(rpa, rpa.c.aggregate_id == aggs.c.id)
-        .where(rpa.c.resource_provider_id == provider_id).order_by(aggs.c.id)
-    ).scalars().all()
+    return (
+        conn.execute(
+            sa.select(aggs.c.uuid)
+            .join(rpa, rpa.c.aggregate_id == aggs.c.id)
+            .where(rpa.c.resource_provider_id == provider_id)
+            .order_by(aggs.c.id)
+        )
+        .scalars()
+        .all()
+    )
 
 
-_CREATE = ("INSERT INTO placement_aggregates (uuid, created_at, updated_at) VALUES (?, ?, ?) "
-           "ON CONFLICT (uuid) DO NOTHING")
+_CREATE = (
+    "INSERT INTO placement_aggregates (uuid, created_at, updated_at) VALUES (?, ?, ?) ON CONFLICT (uuid) DO NOTHING"
+)
 _IDS = "SELECT uuid, id FROM placement_aggregates WHERE uuid IN {ids}"
 _UNLINK_ALL = "DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?"
 _UNLINK_OTHERS = _UNLINK_ALL + " AND NOT (aggregate_id IN {ids})"
-_LINK = ("INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id, created_at, updated_at) "
-         "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
+_LINK = (
+    "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
 
 
 def set_provider_aggregates(conn, provider_id, uuids) -> None:
@@ -68,16 +79,20 @@ added AS (
     ON CONFLICT DO NOTHING
 )
 SELECT (SELECT id FROM target), (SELECT generation FROM found)"""
-_BUMP_TARGET = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
-                "WHERE uuid = ? AND generation = ? RETURNING id")
+_BUMP_TARGET = (
+    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+    "WHERE uuid = ? AND generation = ? RETURNING id"
+)
 # Before 1.19 the generation stays, but the revision moves on all the same.
 _PLAIN_TARGET = "UPDATE resource_providers SET revision = revision + 1 WHERE id = (SELECT id FROM found) RETURNING id"
 
 
 @lru_cache(maxsize=64)
 def _replace_pg(aggregates: int, bump: bool) -> str:
-    return _REPLACE_PG.format(wanted_rows=values_rows("(?)", aggregates, "SELECT NULL::varchar WHERE false"),
-                              target=_BUMP_TARGET if bump else _PLAIN_TARGET)
+    return _REPLACE_PG.format(
+        wanted_rows=values_rows("(?)", aggregates, "SELECT NULL::varchar WHERE false"),
+        target=_BUMP_TARGET if bump else _PLAIN_TARGET,
+    )
 
 
 def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generation: int | None) -> int:
@@ -101,8 +116,9 @@ def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generatio
     wanted = list(dict.fromkeys(uuids))
     now = db_time(conn, utcnow())
     target_params = (now, uuid, expected_generation) if bump else ()
-    target_id, generation = fetch(conn, _replace_pg(len(wanted), bump),
-                                  (*wanted, uuid, *target_params, now, now, now, now))[0]
+    target_id, generation = fetch(
+        conn, _replace_pg(len(wanted), bump), (*wanted, uuid, *target_params, now, now, now, now)
+    )[0]
     if generation is None:
         require_provider(conn, uuid)
     if target_id is None:

@@ -14,6 +14,7 @@ A write replaces every allocation of the named consumers in one transaction:
 Rows are touched in a fixed order (consumers by uuid, inventories by id) so that concurrent writers
 on PostgreSQL queue behind each other instead of deadlocking.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -24,12 +25,16 @@ import sqlalchemy as sa
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store import consumers as consumer_store
 from berth.store import names
-from berth.store.schema import (
-    allocations, resource_classes, resource_providers as rp,
-)
-from berth.store.rawsql import db_time, execute, execute_many, fetch
-from berth.store.util import utcnow
 from berth.store.providers import revise
+from berth.store.rawsql import db_time, execute, execute_many, fetch
+from berth.store.schema import (
+    allocations,
+    resource_classes,
+)
+from berth.store.schema import (
+    resource_providers as rp,
+)
+from berth.store.util import utcnow
 
 UNSET = object()
 
@@ -48,25 +53,45 @@ class ConsumerAllocations:
 
 
 def allocations_of_consumer(conn, consumer_uuid):
-    return conn.execute(
-        sa.select(rp.c.uuid.label("provider_uuid"), rp.c.generation.label("provider_generation"),
-                  resource_classes.c.name.label("resource_class"), allocations.c.used,
-                  allocations.c.created_at, allocations.c.updated_at)
-        .select_from(allocations.join(rp, rp.c.id == allocations.c.resource_provider_id)
-                     .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id))
-        .where(allocations.c.consumer_id == consumer_uuid)
-        .order_by(rp.c.id, resource_classes.c.id)
-    ).mappings().all()
+    return (
+        conn.execute(
+            sa.select(
+                rp.c.uuid.label("provider_uuid"),
+                rp.c.generation.label("provider_generation"),
+                resource_classes.c.name.label("resource_class"),
+                allocations.c.used,
+                allocations.c.created_at,
+                allocations.c.updated_at,
+            )
+            .select_from(
+                allocations.join(rp, rp.c.id == allocations.c.resource_provider_id).join(
+                    resource_classes, resource_classes.c.id == allocations.c.resource_class_id
+                )
+            )
+            .where(allocations.c.consumer_id == consumer_uuid)
+            .order_by(rp.c.id, resource_classes.c.id)
+        )
+        .mappings()
+        .all()
+    )
 
 
 def allocations_on_provider(conn, provider_id):
-    return conn.execute(
-        sa.select(allocations.c.consumer_id, resource_classes.c.name.label("resource_class"),
-                  allocations.c.used, allocations.c.updated_at)
-        .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
-        .where(allocations.c.resource_provider_id == provider_id)
-        .order_by(allocations.c.consumer_id, resource_classes.c.id)
-    ).mappings().all()
+    return (
+        conn.execute(
+            sa.select(
+                allocations.c.consumer_id,
+                resource_classes.c.name.label("resource_class"),
+                allocations.c.used,
+                allocations.c.updated_at,
+            )
+            .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
+            .where(allocations.c.resource_provider_id == provider_id)
+            .order_by(allocations.c.consumer_id, resource_classes.c.id)
+        )
+        .mappings()
+        .all()
+    )
 
 
 def _check_consumer_generation(existing, request: ConsumerAllocations):
@@ -75,17 +100,11 @@ def _check_consumer_generation(existing, request: ConsumerAllocations):
     expected = request.consumer_generation
     if existing is None:
         if expected is not None:
-            raise ConcurrentUpdate(
-                f"consumer generation conflict - expected null but got {expected}"
-            )
+            raise ConcurrentUpdate(f"consumer generation conflict - expected null but got {expected}")
     elif expected is None:
-        raise ConcurrentUpdate(
-            f"consumer generation conflict - expected {existing['generation']} but got null"
-        )
+        raise ConcurrentUpdate(f"consumer generation conflict - expected {existing['generation']} but got null")
     elif expected != existing["generation"]:
-        raise ConcurrentUpdate(
-            f"consumer generation conflict - expected {existing['generation']} but got {expected}"
-        )
+        raise ConcurrentUpdate(f"consumer generation conflict - expected {existing['generation']} but got {expected}")
 
 
 _OF_CONSUMER = "SELECT resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id = ?"
@@ -133,8 +152,9 @@ UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = C
 WHERE id = ? AND generation = ?"""
 # Allocation writes take no provider generation from the client (the reference ignores one), so the
 # bump only tells other writers of the provider that something changed.
-_TOUCH_PROVIDER = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
-                   "WHERE id = ?")
+_TOUCH_PROVIDER = (
+    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ?"
+)
 
 
 def _remove_allocations(conn, consumer_uuid):
@@ -180,8 +200,10 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
         for by_rc in request.allocations.values():
             for rc in by_rc:
                 if rc not in class_ids:
-                    raise BadRequest(f"Unable to allocate inventory for consumer {request.consumer_uuid}: "
-                                     f"No such resource class {rc}.")
+                    raise BadRequest(
+                        f"Unable to allocate inventory for consumer {request.consumer_uuid}: "
+                        f"No such resource class {rc}."
+                    )
 
     now = db_time(conn, utcnow())
     owners = _OwnerIds(conn)
@@ -213,8 +235,9 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
     postgres = conn.dialect.name == "postgresql"
     inventory_rows = {
         (row[1], row[2]): row
-        for row in fetch(conn, _INVENTORIES_OF + (" FOR UPDATE" if postgres else ""),
-                         ids=sorted({pid for pid, _ in wanted}))
+        for row in fetch(
+            conn, _INVENTORIES_OF + (" FOR UPDATE" if postgres else ""), ids=sorted({pid for pid, _ in wanted})
+        )
     }
     uuid_of = {id_: uuid for uuid, id_ in provider_ids.items()}
     rc_names = {v: k for k, v in class_ids.items()}
@@ -243,7 +266,7 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
     if postgres:
         taken = set()
         for start in range(0, len(ordered), _TAKE_CHUNK):
-            chunk = ordered[start:start + _TAKE_CHUNK]
+            chunk = ordered[start : start + _TAKE_CHUNK]
             sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(chunk)))
             params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
             taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, [*params, now]))
@@ -274,12 +297,15 @@ class _OwnerIds:
 
     def prefetch(self, project, user, consumer_type) -> None:
         """Look the three up in one round trip (a new consumer needs all of them)."""
-        keys = ((consumer_store.project_pk, project), (consumer_store.user_pk, user),
-                (consumer_store.consumer_type_pk, consumer_type))
+        keys = (
+            (consumer_store.project_pk, project),
+            (consumer_store.user_pk, user),
+            (consumer_store.consumer_type_pk, consumer_type),
+        )
         if all(key in self.found for key in keys):
             return
         ids = fetch(self.conn, _OWNER_IDS, (project, user, consumer_type))[0]
-        for key, found in zip(keys, ids):
+        for key, found in zip(keys, ids, strict=True):
             if found is not None:
                 self.found[key] = found
 
@@ -302,8 +328,12 @@ class _OwnerIds:
 def _create_consumer(conn, request, now, owners):
     owners.prefetch(request.project_id, request.user_id, request.consumer_type)
     values = (
-        request.consumer_uuid, owners.project(request.project_id), owners.user(request.user_id),
-        owners.consumer_type(request.consumer_type) if request.consumer_type else None, now, now,
+        request.consumer_uuid,
+        owners.project(request.project_id),
+        owners.user(request.user_id),
+        owners.consumer_type(request.consumer_type) if request.consumer_type else None,
+        now,
+        now,
     )
     try:
         # No savepoint: a clash ends this transaction anyway, with a 409.
@@ -325,19 +355,16 @@ def _update_consumer(conn, existing, request, now, owners, *, delete):
             user = owners.user(request.user_id)
         if request.consumer_type is not None and request.consumer_type != existing["consumer_type"]:
             consumer_type = owners.consumer_type(request.consumer_type)
-        changed = execute(conn, _UPDATE_CONSUMER, (now, project, user, consumer_type,
-                                                   existing["id"], existing["generation"]))
-    if changed != 1:
-        raise ConcurrentUpdate(
-            f"consumer generation conflict - the consumer {request.consumer_uuid} changed meanwhile"
+        changed = execute(
+            conn, _UPDATE_CONSUMER, (now, project, user, consumer_type, existing["id"], existing["generation"])
         )
+    if changed != 1:
+        raise ConcurrentUpdate(f"consumer generation conflict - the consumer {request.consumer_uuid} changed meanwhile")
 
 
 def delete_consumer_allocations(conn, consumer_uuid) -> bool:
     """Remove every allocation of the consumer and the consumer itself; False when it had none."""
     existing = consumer_store.get_consumer(conn, consumer_uuid)
-    if existing is not None:
-        if execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:
-            raise ConcurrentUpdate(
-                f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
+    if existing is not None and execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:
+        raise ConcurrentUpdate(f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
     return bool(_remove_allocations(conn, consumer_uuid))

@@ -6,6 +6,7 @@ answer must have it inside its own tree), read through the (provider, class) ind
 Only the trees of that batch are loaded and searched, and the walk stops as soon as ``limit``
 candidates are found, so the cost of a limited request follows the limit, not the size of the cloud.
 """
+
 from __future__ import annotations
 
 import random
@@ -13,7 +14,12 @@ import threading
 from collections import defaultdict
 
 from berth.domain.candidates import (
-    CandidateRequest, InventoryData, ProviderData, SearchBudget, TreeView, search,
+    CandidateRequest,
+    InventoryData,
+    ProviderData,
+    SearchBudget,
+    TreeView,
+    search,
 )
 from berth.store import names
 from berth.store.rawsql import fetch
@@ -175,8 +181,12 @@ class ProviderCache:
             copy = copies.get(provider_id)
             # The parent and root are compared too, although moving a provider changes its revision:
             # a tree built from a copy of another shape would be wrong in ways no check would see.
-            if copy is not None and copy[0] == revision and copy[1].root_id == root_id \
-                    and copy[1].parent_id == parent_id:
+            if (
+                copy is not None
+                and copy[0] == revision
+                and copy[1].root_id == root_id
+                and copy[1].parent_id == parent_id
+            ):
                 found[provider_id] = copy[1]
             else:
                 stale.append(provider_id)
@@ -203,8 +213,17 @@ def _sharing_providers(conn, cache: ProviderCache) -> dict[int, ProviderData]:
 
 
 class CandidateFinder:
-    def __init__(self, conn, request: CandidateRequest, cache: ProviderCache, *, limit: int | None,
-                 max_candidates: int, randomize: bool = False, max_steps: int = 200_000):
+    def __init__(
+        self,
+        conn,
+        request: CandidateRequest,
+        cache: ProviderCache,
+        *,
+        limit: int | None,
+        max_candidates: int,
+        randomize: bool = False,
+        max_steps: int = 200_000,
+    ):
         self.conn = conn
         self.request = request
         self.cache = cache
@@ -239,7 +258,8 @@ class CandidateFinder:
     def _filters_beyond_room(self) -> bool:
         request = self.request
         return bool(request.root_required or request.root_forbidden) or any(
-            g.required or g.forbidden or g.member_of or g.forbidden_aggregates for g in request.groups)
+            g.required or g.forbidden or g.member_of or g.forbidden_aggregates for g in request.groups
+        )
 
     def _root_batches(self):
         driving = self._driving_class()
@@ -265,8 +285,11 @@ class CandidateFinder:
             # have to match, rather than a second round of statements.
             first = self.want + self.want // 4 + 2
             cursor, batch = lower, min(first * 2 if self._filters_beyond_room() else first, MAX_BATCH)
-            bounded = (sql + (f" AND {column} < ?" if upper is not None else "")
-                       + f" AND {column} > ? ORDER BY {column} LIMIT ?")
+            bounded = (
+                sql
+                + (f" AND {column} < ?" if upper is not None else "")
+                + f" AND {column} > ? ORDER BY {column} LIMIT ?"
+            )
             while True:
                 params = fixed + ([upper] if upper is not None else []) + [cursor, batch]
                 rows = fetch(self.conn, bounded, params)
@@ -310,8 +333,13 @@ class CandidateFinder:
             anchored = []
             if self.sharing and any(p.aggregates for p in tree_members):
                 # Through the aggregate index: a large cloud has hundreds of sharing providers.
-                anchored_ids = {s.id for p in tree_members for a in p.aggregates
-                                for s in self.sharing_by_aggregate.get(a, ()) if s.root_id != root_id}
+                anchored_ids = {
+                    s.id
+                    for p in tree_members
+                    for a in p.aggregates
+                    for s in self.sharing_by_aggregate.get(a, ())
+                    if s.root_id != root_id
+                }
                 if anchored_ids:
                     anchored = sorted((s for s in self.sharing.values() if s.id in anchored_ids), key=_provider_id)
             trees.append(TreeView(members[root_id], tree_members, anchored))
@@ -322,8 +350,14 @@ class CandidateFinder:
         results = []
         seen = set()
         for roots in self._root_batches():
-            found = search(self._trees(roots), self.request, limit=self.want - len(results),
-                           budget=self.budget, seen=seen, sharing_ids=frozenset(self.sharing))
+            found = search(
+                self._trees(roots),
+                self.request,
+                limit=self.want - len(results),
+                budget=self.budget,
+                seen=seen,
+                sharing_ids=frozenset(self.sharing),
+            )
             results.extend(found)
             if len(results) >= self.want or self.budget.remaining < 0:
                 break

@@ -1,4 +1,5 @@
 """Consumers and the projects, users and consumer types they belong to."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -22,8 +22,10 @@ Transient failures (deadlock, serialisation failure, lock timeout, lost connecti
 running the whole unit of work again in a fresh transaction, never by continuing a failed one: a retry
 inside the same transaction would see its own earlier writes and count them twice.
 """
+
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -32,8 +34,9 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
@@ -77,7 +80,9 @@ class Database:
             self.engine = sa.create_engine(
                 # No pre-ping: a dead connection fails its first statement, is invalidated and the
                 # transaction is retried on a fresh one (see _run), without a round trip per request.
-                self.url, pool_size=pool_size, max_overflow=pool_size * 2,
+                self.url,
+                pool_size=pool_size,
+                max_overflow=pool_size * 2,
             )
             self._writer_lock = None
         self._held = threading.local()
@@ -190,12 +195,10 @@ class Database:
                 if not _is_transient(error) or attempt == MAX_ATTEMPTS:
                     if _is_transient(error):
                         LOG.warning("giving up after %d attempts: %s", attempt, error)
-                        raise Unavailable(
-                            "The database is busy or unreachable; try the request again."
-                        ) from error
+                        raise Unavailable("The database is busy or unreachable; try the request again.") from error
                     raise
                 LOG.info("retrying transaction after transient error (attempt %d): %s", attempt, error.orig)
-                time.sleep(random.uniform(0, 0.01 * 2 ** attempt))
+                time.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise AssertionError("unreachable")
 
 
@@ -229,6 +232,7 @@ class _HeldConnection:
     as long as the worker and serve one request at a time, so each keeps one.  It goes back to the
     pool after a failure, when its thread ends, and on ``Database.dispose``.
     """
+
     __slots__ = ("conn", "busy", "postgres", "__weakref__")
 
     def __init__(self, postgres: bool):
@@ -253,10 +257,9 @@ class _HeldConnection:
 
     def __del__(self):
         # The thread-local storage holding this object is cleared when its thread ends.
-        try:
+        # At interpreter exit this may fail: the process takes the connection with it.
+        with contextlib.suppress(Exception):
             self.release()
-        except Exception:  # noqa: BLE001 - at interpreter exit: the process takes the connection
-            pass
 
 
 class _WriterLock:

@@ -5,13 +5,22 @@ answer says how many providers each condition removed from those still in the ru
 unsuffixed group may combine several providers of a tree, so its counts tell which single
 conditions are scarce rather than which trees fail.
 """
+
 from __future__ import annotations
 
 import sqlalchemy as sa
 
 from berth.domain.candidates import CandidateRequest
 from berth.store.schema import (
-    inventories as inv, resource_provider_aggregates as rpa, resource_provider_traits as rpt,
+    inventories as inv,
+)
+from berth.store.schema import (
+    resource_provider_aggregates as rpa,
+)
+from berth.store.schema import (
+    resource_provider_traits as rpt,
+)
+from berth.store.schema import (
     resource_providers as rp,
 )
 
@@ -24,14 +33,20 @@ def _has_inventory(rc):
 
 def _has_capacity(rc, amount):
     return sa.exists().where(
-        inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc,
-        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount)
+        inv.c.resource_provider_id == rp.c.id,
+        inv.c.resource_class_id == rc,
+        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount,
+    )
 
 
 def _fits_units(rc, amount):
     return sa.exists().where(
-        inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc,
-        inv.c.min_unit <= amount, inv.c.max_unit >= amount, sa.literal(amount) % inv.c.step_size == 0)
+        inv.c.resource_provider_id == rp.c.id,
+        inv.c.resource_class_id == rc,
+        inv.c.min_unit <= amount,
+        inv.c.max_unit >= amount,
+        sa.literal(amount) % inv.c.step_size == 0,
+    )
 
 
 def _has_trait(provider_col, trait_ids):
@@ -56,8 +71,11 @@ def explain(conn, request: CandidateRequest, *, class_names, trait_names, aggreg
             steps += [
                 ("inventory", f"has {name} inventory", _has_inventory(rc)),
                 ("capacity", f"has {amount} {name} free", _has_capacity(rc, amount)),
-                ("units", f"allows {amount} {name} in one allocation (min_unit, max_unit, step_size)",
-                 _fits_units(rc, amount)),
+                (
+                    "units",
+                    f"allows {amount} {name} in one allocation (min_unit, max_unit, step_size)",
+                    _fits_units(rc, amount),
+                ),
             ]
         for any_of in group.required:
             names = " or ".join(sorted(trait_names[t] for t in any_of))
@@ -67,12 +85,12 @@ def explain(conn, request: CandidateRequest, *, class_names, trait_names, aggreg
             steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
         for any_of in group.member_of:
             uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
-            steps.append(("aggregates", f"is in aggregate {uuids}",
-                          _in_aggregates(any_of) if any_of else sa.false()))
+            steps.append(("aggregates", f"is in aggregate {uuids}", _in_aggregates(any_of) if any_of else sa.false()))
         if group.forbidden_aggregates:
             uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
-            steps.append(("aggregates", f"is in none of aggregates {uuids}",
-                          ~_in_aggregates(group.forbidden_aggregates)))
+            steps.append(
+                ("aggregates", f"is in none of aggregates {uuids}", ~_in_aggregates(group.forbidden_aggregates))
+            )
         if group.impossible:
             steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
         elif group.in_tree_root is not None:
@@ -85,8 +103,9 @@ def explain(conn, request: CandidateRequest, *, class_names, trait_names, aggreg
         root_steps.append(("root", f"root has trait {names}", _has_trait(rp.c.root_provider_id, any_of)))
     if request.root_forbidden:
         names = ", ".join(sorted(trait_names[t] for t in request.root_forbidden))
-        root_steps.append(("root", f"root lacks traits {names}",
-                           ~_has_trait(rp.c.root_provider_id, request.root_forbidden)))
+        root_steps.append(
+            ("root", f"root lacks traits {names}", ~_has_trait(rp.c.root_provider_id, request.root_forbidden))
+        )
     return {"providers": total, "groups": groups, "root": _funnel(conn, root_steps, total)}
 
 

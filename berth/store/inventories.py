@@ -1,4 +1,5 @@
 """Inventories of a provider: what it has of each resource class, and how it may be allocated."""
+
 from __future__ import annotations
 
 import logging
@@ -46,11 +47,11 @@ def _class_ids(conn, provider, class_names, creating=False):
     unknown = sorted(set(class_names) - set(ids))
     if unknown:
         if creating:
-            raise BadRequest(f"Unable to create inventory for resource provider {provider['uuid']}: "
-                             f"No such resource class {unknown[0]}.")
-        raise BadRequest(
-            f"Unknown resource class in inventory for resource provider {provider['uuid']}: {unknown[0]}"
-        )
+            raise BadRequest(
+                f"Unable to create inventory for resource provider {provider['uuid']}: "
+                f"No such resource class {unknown[0]}."
+            )
+        raise BadRequest(f"Unknown resource class in inventory for resource provider {provider['uuid']}: {unknown[0]}")
     return ids
 
 
@@ -67,14 +68,17 @@ def _warn_if_over_used(provider, rc_name, inventory: Inventory, used: int):
     # Allowed, as in the reference: a host whose disk shrank or whose reservation grew must still
     # be able to report it.  New allocations are refused until usage is back under capacity.
     if used > inventory.capacity:
-        LOG.warning("resource provider %s is now over capacity for %s: %d used of %d",
-                    provider["uuid"], rc_name, used, inventory.capacity)
+        LOG.warning(
+            "resource provider %s is now over capacity for %s: %d used of %d",
+            provider["uuid"],
+            rc_name,
+            used,
+            inventory.capacity,
+        )
 
 
 def _in_use_error(provider, rc_names):
-    return InventoryInUse(
-        f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use."
-    )
+    return InventoryInUse(f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use.")
 
 
 # PUT .../inventories on PostgreSQL as one statement, so that it runs without BEGIN and COMMIT: one
@@ -131,9 +135,13 @@ SELECT (SELECT id FROM bumped), (SELECT generation FROM target),
 
 @lru_cache(maxsize=64)
 def _replace_pg(classes: int) -> str:
-    return _REPLACE_PG.format(new_rows=values_rows(
-        "(?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::float8)", classes,
-        "SELECT NULL::integer, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::float8 WHERE false"))
+    return _REPLACE_PG.format(
+        new_rows=values_rows(
+            "(?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::float8)",
+            classes,
+            "SELECT NULL::integer, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::float8 WHERE false",
+        )
+    )
 
 
 def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *, reserved_can_be_total) -> int:
@@ -144,8 +152,9 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
     """
     if conn.dialect.name != "postgresql":
         provider, bumped = bump_generation_by_uuid(conn, uuid, generation)
-        return replace_inventories(conn, provider, generation, new, reserved_can_be_total=reserved_can_be_total,
-                                   already_bumped=bumped)
+        return replace_inventories(
+            conn, provider, generation, new, reserved_can_be_total=reserved_can_be_total, already_bumped=bumped
+        )
     ids = names.resource_class_ids(conn, new)
     if len(ids) < len(new) or any(inv.invalid_reason(reserved_can_be_total) for inv in new.values()):
         provider = require_provider(conn, uuid)
@@ -155,7 +164,8 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
     values = [v for rc, inv in new.items() for v in (ids[rc], *(getattr(inv, f) for f in INVENTORY_FIELDS))]
     now = db_time(conn, utcnow())
     bumped_id, found_generation, in_use, over = fetch(
-        conn, _replace_pg(len(new)), (*values, uuid, now, uuid, generation, now, now, now))[0]
+        conn, _replace_pg(len(new)), (*values, uuid, now, uuid, generation, now, now, now)
+    )[0]
     provider = {"uuid": uuid}
     if bumped_id is None:
         if found_generation is None:
@@ -172,8 +182,9 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
     return generation + 1
 
 
-def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total,
-                        already_bumped=False):
+def replace_inventories(
+    conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total, already_bumped=False
+):
     """Make the provider's inventories exactly ``new`` (PUT .../inventories).  ``already_bumped``:
     the caller has moved the generation from ``generation`` on already."""
     ids = _class_ids(conn, provider, new)
@@ -196,7 +207,7 @@ def replace_inventories(conn, provider, generation, new: dict[str, Inventory], *
             added.append((provider["id"], ids[rc_name], *values, now, now))
         else:
             _warn_if_over_used(provider, rc_name, inventory, row["used"])
-            if any(row[f] != v for f, v in zip(INVENTORY_FIELDS, values)):
+            if any(row[f] != v for f, v in zip(INVENTORY_FIELDS, values, strict=True)):
                 execute(conn, _UPDATE, (*values, now, row["id"]))
     execute_many(conn, _INSERT, added)
     return new_generation
@@ -208,12 +219,10 @@ def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, 
     new_generation = bump_generation(conn, provider, generation)
     if rc_name in list_inventories(conn, provider["id"]):
         raise Conflict(
-            f"Update conflict: Inventory for '{rc_name}' on resource provider "
-            f"'{provider['uuid']}' already exists."
+            f"Update conflict: Inventory for '{rc_name}' on resource provider '{provider['uuid']}' already exists."
         )
     now = db_time(conn, utcnow())
-    execute(conn, _INSERT, (provider["id"], ids[rc_name], *(getattr(inventory, f) for f in INVENTORY_FIELDS),
-                            now, now))
+    execute(conn, _INSERT, (provider["id"], ids[rc_name], *(getattr(inventory, f) for f in INVENTORY_FIELDS), now, now))
     return new_generation
 
 
@@ -223,12 +232,9 @@ def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, 
     new_generation = bump_generation(conn, provider, generation)
     row = list_inventories(conn, provider["id"]).get(rc_name)
     if row is None:
-        raise BadRequest(
-            f"No inventory record with resource class for resource provider {provider['uuid']}"
-        )
+        raise BadRequest(f"No inventory record with resource class for resource provider {provider['uuid']}")
     _warn_if_over_used(provider, rc_name, inventory, row["used"])
-    execute(conn, _UPDATE, (*(getattr(inventory, f) for f in INVENTORY_FIELDS), db_time(conn, utcnow()),
-                            row["id"]))
+    execute(conn, _UPDATE, (*(getattr(inventory, f) for f in INVENTORY_FIELDS), db_time(conn, utcnow()), row["id"]))
     return new_generation
 
 

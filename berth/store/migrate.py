@@ -1,4 +1,5 @@
 """Schema creation and upgrade through Alembic, then the standard names every database must hold."""
+
 from __future__ import annotations
 
 import datetime
@@ -37,7 +38,7 @@ def upgrade(db: Database) -> None:
 
 
 def sync_standard_names(conn: sa.Connection) -> None:
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     for table, names in (
         (schema.resource_classes, os_resource_classes.STANDARDS),
         (schema.traits, os_traits.get_traits()),

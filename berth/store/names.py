@@ -1,4 +1,5 @@
 """Resource classes and traits: the names providers and requests speak in."""
+
 from __future__ import annotations
 
 import weakref
@@ -8,10 +9,14 @@ import os_traits
 import sqlalchemy as sa
 
 from berth.domain.errors import BadRequest, Conflict, DuplicateName, NotFound
-from berth.store.schema import (
-    allocations, inventories, resource_classes, resource_provider_traits, traits,
-)
 from berth.store.rawsql import fetch
+from berth.store.schema import (
+    allocations,
+    inventories,
+    resource_classes,
+    resource_provider_traits,
+    traits,
+)
 from berth.store.util import utcnow
 
 STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
@@ -41,29 +46,35 @@ def _lookup(conn, sql: str, keys, standard: frozenset[str], name_is_key: bool) -
 
 # --- resource classes -------------------------------------------------------------------------
 
+
 def list_resource_classes(conn):
-    return conn.execute(
-        sa.select(resource_classes.c.name, resource_classes.c.created_at, resource_classes.c.updated_at)
-        .order_by(resource_classes.c.id)
-    ).mappings().all()
+    return (
+        conn.execute(
+            sa.select(resource_classes.c.name, resource_classes.c.created_at, resource_classes.c.updated_at).order_by(
+                resource_classes.c.id
+            )
+        )
+        .mappings()
+        .all()
+    )
 
 
 def get_resource_class(conn, name):
-    return conn.execute(
-        sa.select(resource_classes).where(resource_classes.c.name == name)
-    ).mappings().first()
+    return conn.execute(sa.select(resource_classes).where(resource_classes.c.name == name)).mappings().first()
 
 
 def resource_class_ids(conn, names) -> dict[str, int]:
     """Ids of the named classes; unknown names are absent from the answer."""
-    return _lookup(conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names,
-                   STANDARD_CLASSES, name_is_key=True)
+    return _lookup(
+        conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names, STANDARD_CLASSES, name_is_key=True
+    )
 
 
 def resource_class_names_of(conn, ids) -> dict[int, str]:
     """Names of the classes with these ids; unknown ids are absent from the answer."""
-    return _lookup(conn, "SELECT id, name FROM resource_classes WHERE id IN {ids}", ids,
-                   STANDARD_CLASSES, name_is_key=False)
+    return _lookup(
+        conn, "SELECT id, name FROM resource_classes WHERE id IN {ids}", ids, STANDARD_CLASSES, name_is_key=False
+    )
 
 
 def create_resource_class(conn, name):
@@ -81,8 +92,9 @@ def update_resource_class(conn, old_name, new_name):
         raise BadRequest(f"Cannot update standard resource class {old_name}")
     if get_resource_class(conn, new_name) is not None:
         raise DuplicateName(f"Resource class already exists: {new_name}")
-    conn.execute(resource_classes.update().where(resource_classes.c.id == row["id"])
-                 .values(name=new_name, updated_at=utcnow()))
+    conn.execute(
+        resource_classes.update().where(resource_classes.c.id == row["id"]).values(name=new_name, updated_at=utcnow())
+    )
 
 
 def delete_resource_class(conn, name):
@@ -100,12 +112,14 @@ def delete_resource_class(conn, name):
         )
     ).first()
     if in_use:
-        raise Conflict(f"Error in delete resource class: Cannot delete resource class {name}. "
-                       "Class is in use in inventory.")
+        raise Conflict(
+            f"Error in delete resource class: Cannot delete resource class {name}. Class is in use in inventory."
+        )
     conn.execute(resource_classes.delete().where(resource_classes.c.id == row["id"]))
 
 
 # --- traits -----------------------------------------------------------------------------------
+
 
 def list_traits(conn, *, names=None, prefix=None, associated=None):
     query = sa.select(traits.c.name, traits.c.created_at, traits.c.updated_at)
@@ -127,14 +141,12 @@ def get_trait(conn, name):
 
 def trait_ids(conn, names) -> dict[str, int]:
     """Ids of the named traits; unknown names are absent from the answer."""
-    return _lookup(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS,
-                   name_is_key=True)
+    return _lookup(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS, name_is_key=True)
 
 
 def trait_names_of(conn, ids) -> dict[int, str]:
     """Names of the traits with these ids; unknown ids are absent from the answer."""
-    return _lookup(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids, STANDARD_TRAITS,
-                   name_is_key=False)
+    return _lookup(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids, STANDARD_TRAITS, name_is_key=False)
 
 
 def require_trait_ids(conn, names) -> dict[str, int]:

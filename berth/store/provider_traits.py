@@ -1,4 +1,5 @@
 """Traits a provider has."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -81,7 +82,8 @@ def replace_provider_traits(conn, uuid, generation, trait_names) -> int:
     wanted = sorted(set(trait_names))
     now = db_time(conn, utcnow())
     bumped_id, found_generation, found_traits = fetch(
-        conn, _replace_pg(len(wanted)), (*wanted, uuid, now, uuid, generation, len(wanted), now, now))[0]
+        conn, _replace_pg(len(wanted)), (*wanted, uuid, now, uuid, generation, len(wanted), now, now)
+    )[0]
     if bumped_id is None:
         if found_generation is None:
             require_provider(conn, uuid)

@@ -1,4 +1,5 @@
 """Resource providers: creation, trees, generations, and the filters that select them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,27 +7,42 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
-from berth.store.schema import (
-    allocations, inventories, placement_aggregates, resource_provider_aggregates,
-    new_revision, resource_provider_traits, resource_providers as rp,
-)
 from berth.store.rawsql import db_time, execute, fetch, fetch_records, fetch_value
+from berth.store.schema import (
+    allocations,
+    inventories,
+    new_revision,
+    placement_aggregates,
+    resource_provider_aggregates,
+    resource_provider_traits,
+)
+from berth.store.schema import (
+    resource_providers as rp,
+)
 from berth.store.util import utcnow
 
 _parent = rp.alias("parent")
 _root = rp.alias("root")
 
 PROVIDER_COLUMNS = (
-    rp.c.id, rp.c.uuid, rp.c.name, rp.c.generation, rp.c.created_at, rp.c.updated_at,
-    rp.c.parent_provider_id, rp.c.root_provider_id,
-    _parent.c.uuid.label("parent_provider_uuid"), _root.c.uuid.label("root_provider_uuid"),
+    rp.c.id,
+    rp.c.uuid,
+    rp.c.name,
+    rp.c.generation,
+    rp.c.created_at,
+    rp.c.updated_at,
+    rp.c.parent_provider_id,
+    rp.c.root_provider_id,
+    _parent.c.uuid.label("parent_provider_uuid"),
+    _root.c.uuid.label("root_provider_uuid"),
 )
 
 
 def _provider_select():
     return sa.select(*PROVIDER_COLUMNS).select_from(
-        rp.outerjoin(_parent, rp.c.parent_provider_id == _parent.c.id)
-        .outerjoin(_root, rp.c.root_provider_id == _root.c.id)
+        rp.outerjoin(_parent, rp.c.parent_provider_id == _parent.c.id).outerjoin(
+            _root, rp.c.root_provider_id == _root.c.id
+        )
     )
 
 
@@ -38,8 +54,10 @@ FROM resource_providers rp
 LEFT JOIN resource_providers parent ON parent.id = rp.parent_provider_id
 LEFT JOIN resource_providers root ON root.id = rp.root_provider_id
 WHERE rp.uuid = ?"""
-_BUMP = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
-         "WHERE id = ? AND generation = ?")
+_BUMP = (
+    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+    "WHERE id = ? AND generation = ?"
+)
 
 
 def get_provider(conn, uuid):
@@ -54,10 +72,10 @@ def require_provider(conn, uuid, detail=None):
     return row
 
 
-GENERATION_CONFLICT = ("resource provider generation conflict: Another thread concurrently updated the data. "
-                       "Please retry your update")
-GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the generation "
-                      "and try again.")
+GENERATION_CONFLICT = (
+    "resource provider generation conflict: Another thread concurrently updated the data. Please retry your update"
+)
+GENERATION_CHANGED = "Resource provider's generation already changed. Please update the generation and try again."
 
 
 _REVISE = "UPDATE resource_providers SET revision = revision + 1 WHERE id IN {ids}"
@@ -81,8 +99,10 @@ def bump_generation(conn, provider, expected_generation=None, conflict_detail=No
     return expected + 1
 
 
-_BUMP_BY_UUID = ("UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
-                 "WHERE uuid = ? AND generation = ? RETURNING id")
+_BUMP_BY_UUID = (
+    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+    "WHERE uuid = ? AND generation = ? RETURNING id"
+)
 
 
 def bump_generation_by_uuid(conn, uuid, expected_generation) -> tuple[dict, bool]:
@@ -137,16 +157,19 @@ def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
         if row_name == name:
             clashes.append(f"name: {name}")
     if clashes:
-        raise DuplicateName(f"Conflicting resource provider {', '.join(sorted(set(clashes), reverse=True))} already exists.")
+        raise DuplicateName(
+            f"Conflicting resource provider {', '.join(sorted(set(clashes), reverse=True))} already exists."
+        )
 
 
 def create_provider(conn, *, uuid, name, parent_uuid=None):
     parent = None
     if parent_uuid is not None and parent_uuid == uuid:
         raise BadRequest(
-            f"Unable to create resource provider \"{name}\", {uuid}: Object action create failed because: "
+            f'Unable to create resource provider "{name}", {uuid}: Object action create failed because: '
             "parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if "
-            "there is no parent.")
+            "there is no parent."
+        )
     now = utcnow()
     stored_now = db_time(conn, now)
     postgres = conn.dialect.name == "postgresql"
@@ -161,8 +184,7 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
             parent = get_provider(conn, parent_uuid)
         if parent is None:
             raise BadRequest(
-                f"Unable to create resource provider \"{name}\", {uuid}: "
-                f"parent provider UUID does not exist."
+                f'Unable to create resource provider "{name}", {uuid}: parent provider UUID does not exist.'
             )
         parent["uuid"] = parent_uuid
     # A taken uuid or name inserts nothing (no error, so the transaction stays usable on PostgreSQL,
@@ -172,10 +194,19 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     if own_root_in_insert:
         new_id = fetch_value(conn, _INSERT_ROOT_PG, (uuid, name, new_revision(), stored_now, stored_now))
     elif not postgres:  # on PostgreSQL a child was inserted along with its parent's lookup above
-        new_id = fetch_value(conn, _INSERT, (
-            uuid, name, new_revision(), stored_now, stored_now,
-            parent["id"] if parent else None, parent["root_provider_id"] if parent else None,
-        ))
+        new_id = fetch_value(
+            conn,
+            _INSERT,
+            (
+                uuid,
+                name,
+                new_revision(),
+                stored_now,
+                stored_now,
+                parent["id"] if parent else None,
+                parent["root_provider_id"] if parent else None,
+            ),
+        )
     if new_id is None:
         _name_or_uuid_taken(conn, uuid, name)
         raise DuplicateName(f"Conflicting resource provider name: {name} already exists.")
@@ -183,7 +214,12 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
         execute(conn, _SET_OWN_ROOT, (new_id,))
     # Everything the row holds is known: no need to read it back.
     return {
-        "id": new_id, "uuid": uuid, "name": name, "generation": 0, "created_at": now, "updated_at": now,
+        "id": new_id,
+        "uuid": uuid,
+        "name": name,
+        "generation": 0,
+        "created_at": now,
+        "updated_at": now,
         "parent_provider_id": parent["id"] if parent else None,
         "root_provider_id": parent["root_provider_id"] if parent else new_id,
         "parent_provider_uuid": parent["uuid"] if parent else None,
@@ -195,9 +231,7 @@ def descendant_ids(conn, provider_id) -> set[int]:
     found = set()
     frontier = [provider_id]
     while frontier:
-        children = conn.execute(
-            sa.select(rp.c.id).where(rp.c.parent_provider_id.in_(frontier))
-        ).scalars().all()
+        children = conn.execute(sa.select(rp.c.id).where(rp.c.parent_provider_id.in_(frontier))).scalars().all()
         frontier = [c for c in children if c not in found]
         found.update(frontier)
     return found
@@ -215,32 +249,40 @@ def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_re
 def _reparent(conn, provider, parent_uuid, allow_reparent):
     if provider["parent_provider_uuid"] is not None and not allow_reparent:
         if parent_uuid is None:
-            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: Object action update "
-                             "failed because: un-parenting a provider is not currently allowed.")
-        raise BadRequest("Unable to save resource provider "
-                         f"{provider['uuid']}: Object action update failed because: "
-                         "re-parenting a provider is not currently allowed.")
+            raise BadRequest(
+                f"Unable to save resource provider {provider['uuid']}: Object action update "
+                "failed because: un-parenting a provider is not currently allowed."
+            )
+        raise BadRequest(
+            "Unable to save resource provider "
+            f"{provider['uuid']}: Object action update failed because: "
+            "re-parenting a provider is not currently allowed."
+        )
     subtree = descendant_ids(conn, provider["id"])
     if parent_uuid is None:
         new_root, new_parent = provider["id"], None
     else:
         parent = get_provider(conn, parent_uuid)
         if parent is None:
-            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: "
-                             "parent provider UUID does not exist.")
+            raise BadRequest(
+                f"Unable to save resource provider {provider['uuid']}: parent provider UUID does not exist."
+            )
         if parent["id"] == provider["id"] or parent["id"] in subtree:
-            raise BadRequest(f"Unable to save resource provider {provider['uuid']}: "
-                             "creating loop in the provider tree is not allowed.")
+            raise BadRequest(
+                f"Unable to save resource provider {provider['uuid']}: "
+                "creating loop in the provider tree is not allowed."
+            )
         new_root, new_parent = parent["root_provider_id"], parent["id"]
     conn.execute(rp.update().where(rp.c.id == provider["id"]).values(parent_provider_id=new_parent))
-    conn.execute(rp.update().where(rp.c.id.in_(subtree | {provider["id"]}))
-                 .values(root_provider_id=new_root, revision=rp.c.revision + 1))
+    conn.execute(
+        rp.update()
+        .where(rp.c.id.in_(subtree | {provider["id"]}))
+        .values(root_provider_id=new_root, revision=rp.c.revision + 1)
+    )
 
 
 def delete_provider(conn, provider):
-    has_children = conn.execute(
-        sa.select(rp.c.id).where(rp.c.parent_provider_id == provider["id"]).limit(1)
-    ).first()
+    has_children = conn.execute(sa.select(rp.c.id).where(rp.c.parent_provider_id == provider["id"]).limit(1)).first()
     if has_children:
         raise Conflict(
             f"Unable to delete parent resource provider {provider['uuid']}: It has child resource providers.",
@@ -254,8 +296,9 @@ def delete_provider(conn, provider):
             f"Unable to delete resource provider {provider['uuid']}: Resource provider has allocations.",
             code="placement.resource_provider.inuse",
         )
-    conn.execute(inventories.delete().where(inventories.c.resource_provider_id == provider["id"],
-                                            inventories.c.used == 0))
+    conn.execute(
+        inventories.delete().where(inventories.c.resource_provider_id == provider["id"], inventories.c.used == 0)
+    )
     for table in (resource_provider_traits, resource_provider_aggregates):
         conn.execute(table.delete().where(table.c.resource_provider_id == provider["id"]))
     result = conn.execute(rp.delete().where(rp.c.id == provider["id"], rp.c.generation == provider["generation"]))
@@ -265,9 +308,11 @@ def delete_provider(conn, provider):
 
 # --- filtering --------------------------------------------------------------------------------
 
+
 @dataclass
 class ProviderFilter:
     """Conditions one provider must meet by itself (not through its tree or sharing providers)."""
+
     uuid: str | None = None
     name: str | None = None
     in_tree: str | None = None
@@ -314,19 +359,23 @@ def filter_conditions(conn, flt: ProviderFilter, id_col=rp.c.id):
     if flt.forbidden_aggregates:
         conditions.append(~aggregate_member_condition(id_col, flt.forbidden_aggregates))
     for group in flt.required_traits:
-        conditions.append(sa.exists().where(
-            resource_provider_traits.c.resource_provider_id == id_col,
-            resource_provider_traits.c.trait_id.in_(group),
-        ))
+        conditions.append(
+            sa.exists().where(
+                resource_provider_traits.c.resource_provider_id == id_col,
+                resource_provider_traits.c.trait_id.in_(group),
+            )
+        )
     if flt.forbidden_traits:
-        conditions.append(~sa.exists().where(
-            resource_provider_traits.c.resource_provider_id == id_col,
-            resource_provider_traits.c.trait_id.in_(flt.forbidden_traits),
-        ))
+        conditions.append(
+            ~sa.exists().where(
+                resource_provider_traits.c.resource_provider_id == id_col,
+                resource_provider_traits.c.trait_id.in_(flt.forbidden_traits),
+            )
+        )
     for rc_id, amount in flt.resources.items():
-        conditions.append(sa.exists().where(
-            inventories.c.resource_provider_id == id_col, capacity_condition(rc_id, amount)
-        ))
+        conditions.append(
+            sa.exists().where(inventories.c.resource_provider_id == id_col, capacity_condition(rc_id, amount))
+        )
     return conditions
 
 

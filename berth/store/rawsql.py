@@ -4,7 +4,8 @@ Building and caching a SQLAlchemy statement costs a few hundred microseconds of 
 and running even a prebuilt one costs tens: on a provider or allocation write, or a candidate search,
 that was most of the request.  These helpers send fixed SQL text straight to the driver instead,
 inside the same transaction.  SQL is written once with ``?`` placeholders and ``{ids}`` markers for
-one list of values (after the other parameters, repeated for each marker); it is translated for psycopg (``%s``, ``= ANY(%s)``) on first use.
+one list of values (after the other parameters, repeated for each marker); it is translated for
+psycopg (``%s``, ``= ANY(%s)``) on first use.
 
 Driver errors are raised as SQLAlchemy's exceptions (``IntegrityError``, ``OperationalError`` ...)
 and a lost connection is invalidated, exactly as if SQLAlchemy had run the statement, so that the
@@ -13,6 +14,7 @@ transaction retry in ``berth.store.database`` and the callers' ``except`` clause
 Timestamps are stored as SQLAlchemy stores them: native on PostgreSQL, on SQLite as text in
 SQLAlchemy's format (``db_time`` writes it, ``py_time`` reads it back).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -49,8 +51,12 @@ def _wrapped(conn, error, text, params, cursor):
     if invalidated:
         conn.invalidate(error)
     return sa.exc.DBAPIError.instance(
-        text, params, error, conn.dialect.loaded_dbapi.Error,
-        connection_invalidated=invalidated, dialect=conn.dialect,
+        text,
+        params,
+        error,
+        conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=invalidated,
+        dialect=conn.dialect,
     )
 
 
@@ -108,7 +114,7 @@ def fetch_dicts(conn, sql: str, params=(), ids=None) -> list[dict]:
     cursor = _cursor(conn, sql, params, ids)
     try:
         names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
         cursor.close()
 

@@ -6,6 +6,7 @@ against that inventory.  It is maintained in the same transaction as every alloc
 conditional UPDATE that refuses to go over capacity, so that capacity checks and candidate searches
 never have to sum the allocations table.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -87,8 +88,7 @@ inventories = sa.Table(
     *_timestamps(),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
     # Candidate search reads the providers of one class in provider order.
-    sa.Index("ix_inventories_resource_class_id_resource_provider_id", "resource_class_id",
-             "resource_provider_id"),
+    sa.Index("ix_inventories_resource_class_id_resource_provider_id", "resource_class_id", "resource_provider_id"),
 )
 
 projects = sa.Table(

@@ -1,4 +1,5 @@
 """Usage totals, read from the inventories' maintained ``used`` counters or summed per project."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -25,8 +26,12 @@ def project_usages(conn, project_pk, user_pk=None, *, by_consumer_type=False, co
     """
     type_name = sa.func.coalesce(consumer_types.c.name, "unknown")
     query = (
-        sa.select(type_name.label("consumer_type"), resource_classes.c.name,
-                  sa.func.sum(allocations.c.used), sa.func.count(sa.distinct(consumers.c.id)))
+        sa.select(
+            type_name.label("consumer_type"),
+            resource_classes.c.name,
+            sa.func.sum(allocations.c.used),
+            sa.func.count(sa.distinct(consumers.c.id)),
+        )
         .select_from(
             allocations.join(consumers, consumers.c.uuid == allocations.c.consumer_id)
             .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
@@ -51,8 +56,7 @@ def project_usages(conn, project_pk, user_pk=None, *, by_consumer_type=False, co
     count_query = (
         sa.select(type_name, sa.func.count(sa.distinct(consumers.c.id)))
         .select_from(consumers.outerjoin(consumer_types, consumer_types.c.id == consumers.c.consumer_type_id))
-        .where(consumers.c.project_id == project_pk,
-               sa.exists().where(allocations.c.consumer_id == consumers.c.uuid))
+        .where(consumers.c.project_id == project_pk, sa.exists().where(allocations.c.consumer_id == consumers.c.uuid))
         .group_by(type_name)
     )
     if user_pk is not None:

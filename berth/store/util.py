@@ -1,4 +1,5 @@
 """Small helpers shared by the store modules."""
+
 from __future__ import annotations
 
 import datetime
@@ -7,7 +8,7 @@ import datetime
 def utcnow() -> datetime.datetime:
     # Stored naive in UTC: SQLite has no time zones, and one convention for both databases keeps
     # last-modified headers identical whichever database serves them.
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
 def latest(*moments):

@@ -11,9 +11,19 @@
 
 See docs/tracker.md.
 """
+
 from berth.tracker.claims import (  # noqa: F401
-    Claim, ClaimError, ClaimFailed, ClaimNotFound, Flavor, InstanceSpec, InvalidRequest, NopClaim, NumaRequest,
-    PciRequest, SourceContext,
+    Claim,
+    ClaimError,
+    ClaimFailed,
+    ClaimNotFound,
+    Flavor,
+    InstanceSpec,
+    InvalidRequest,
+    NopClaim,
+    NumaRequest,
+    PciRequest,
+    SourceContext,
 )
 from berth.tracker.config import TrackerConfig  # noqa: F401
 from berth.tracker.placement_client import PlacementClient  # noqa: F401

@@ -15,6 +15,7 @@ JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with
     POST   /instances/<u>/{delete,soft_delete,restore,shelve,shelve_offload}
     POST   /reclaim  /audit  /sync
 """
+
 from __future__ import annotations
 
 import hmac
@@ -31,22 +32,33 @@ from berth.tracker.placement_client import PlacementError
 
 LOG = logging.getLogger(__name__)
 
-_URLS = Map([
-    Rule("/", endpoint="index", methods=["GET"]),
-    Rule("/capacity", endpoint="capacity", methods=["GET"]),
-    Rule("/claims", endpoint="list_claims", methods=["GET"]),
-    Rule("/claims/<claim_id>", endpoint="show_claim", methods=["GET"]),
-    Rule("/claims/<claim_id>", endpoint="abort_claim", methods=["DELETE"]),
-    Rule("/claims/<any(instance, resize, live_migration, evacuate, rebuild, unshelve):kind>",
-         endpoint="claim", methods=["POST"]),
-    Rule("/migrations/<migration_uuid>/<any(source, confirm, revert, drop, cleanup_evacuated):action>",
-         endpoint="migration", methods=["POST"]),
-    Rule("/instances/<instance_uuid>/<any(delete, soft_delete, restore, shelve, shelve_offload):action>",
-         endpoint="instance", methods=["POST"]),
-    Rule("/reclaim", endpoint="reclaim", methods=["POST"]),
-    Rule("/audit", endpoint="audit", methods=["POST"]),
-    Rule("/sync", endpoint="sync", methods=["POST"]),
-])
+_URLS = Map(
+    [
+        Rule("/", endpoint="index", methods=["GET"]),
+        Rule("/capacity", endpoint="capacity", methods=["GET"]),
+        Rule("/claims", endpoint="list_claims", methods=["GET"]),
+        Rule("/claims/<claim_id>", endpoint="show_claim", methods=["GET"]),
+        Rule("/claims/<claim_id>", endpoint="abort_claim", methods=["DELETE"]),
+        Rule(
+            "/claims/<any(instance, resize, live_migration, evacuate, rebuild, unshelve):kind>",
+            endpoint="claim",
+            methods=["POST"],
+        ),
+        Rule(
+            "/migrations/<migration_uuid>/<any(source, confirm, revert, drop, cleanup_evacuated):action>",
+            endpoint="migration",
+            methods=["POST"],
+        ),
+        Rule(
+            "/instances/<instance_uuid>/<any(delete, soft_delete, restore, shelve, shelve_offload):action>",
+            endpoint="instance",
+            methods=["POST"],
+        ),
+        Rule("/reclaim", endpoint="reclaim", methods=["POST"]),
+        Rule("/audit", endpoint="audit", methods=["POST"]),
+        Rule("/sync", endpoint="sync", methods=["POST"]),
+    ]
+)
 
 
 def _json(body, status=200) -> Response:
@@ -74,7 +86,7 @@ class AgentApp:
             response = _error(503 if e.status in (0, 503) else 502, "placement.error", str(e))
         except HTTPException as e:
             response = _error(e.code, "http.error", e.description or e.name)
-        except Exception:   # noqa: BLE001 - the agent answers, and logs, whatever went wrong
+        except Exception:  # noqa: BLE001 - the agent answers, and logs, whatever went wrong
             LOG.exception("agent request %s %s failed", request.method, request.path)
             response = _error(500, "internal", "internal error; see the agent's log")
         return response(environ, start_response)
@@ -90,7 +102,7 @@ class AgentApp:
 
     @staticmethod
     def _body(request) -> dict:
-        raw = request.get_data(cache=True)     # whatever the Content-Type says (curl -d sends a form's)
+        raw = request.get_data(cache=True)  # whatever the Content-Type says (curl -d sends a form's)
         if not raw:
             return {}
         try:
@@ -112,8 +124,13 @@ class AgentApp:
 
     def on_index(self, request):
         tree = self.tracker.tree
-        return _json({"host": self.tracker.host, "driver": self.driver_name,
-                      "root_provider_uuid": tree.root.uuid if tree else None})
+        return _json(
+            {
+                "host": self.tracker.host,
+                "driver": self.driver_name,
+                "root_provider_uuid": tree.root.uuid if tree else None,
+            }
+        )
 
     def on_capacity(self, request):
         return _json(self.tracker.capacity())
@@ -170,8 +187,11 @@ class AgentApp:
     def on_instance(self, request, instance_uuid, action):
         t = self.tracker
         result = {
-            "delete": t.delete_instance, "soft_delete": t.soft_delete_instance, "restore": t.restore_instance,
-            "shelve": t.shelve_instance, "shelve_offload": t.shelve_offload_instance,
+            "delete": t.delete_instance,
+            "soft_delete": t.soft_delete_instance,
+            "restore": t.restore_instance,
+            "shelve": t.shelve_instance,
+            "shelve_offload": t.shelve_offload_instance,
         }[action](instance_uuid)
         return _json({"result": [r.to_dict() if hasattr(r, "to_dict") else r for r in result]})
 
@@ -212,12 +232,13 @@ class PeriodicTask:
                 audit = result.get("audit", {}) if isinstance(result, dict) else {}
                 if audit.get("findings"):
                     LOG.warning("audit findings: %s", audit["findings"])
-            except Exception:   # noqa: BLE001 - the next round tries again
+            except Exception:  # noqa: BLE001 - the next round tries again
                 LOG.exception("periodic task failed")
 
 
-def serve_agent(*, bind: str, build_tracker, token: str | None, driver_name: str, audit_interval: float,
-                access_log: bool = False) -> int:
+def serve_agent(
+    *, bind: str, build_tracker, token: str | None, driver_name: str, audit_interval: float, access_log: bool = False
+) -> int:
     """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads."""
     from gunicorn.app.base import BaseApplication
 
@@ -234,8 +255,15 @@ def serve_agent(*, bind: str, build_tracker, token: str | None, driver_name: str
     class _Agent(BaseApplication):
         def load_config(self):
             options = {
-                "bind": bind, "workers": 1, "threads": 4, "worker_class": "gthread", "timeout": 120,
-                "graceful_timeout": 10, "keepalive": 5, "preload_app": False, "control_socket_disable": True,
+                "bind": bind,
+                "workers": 1,
+                "threads": 4,
+                "worker_class": "gthread",
+                "timeout": 120,
+                "graceful_timeout": 10,
+                "keepalive": 5,
+                "preload_app": False,
+                "control_socket_disable": True,
                 "worker_exit": worker_exit,
             }
             if access_log:
@@ -246,9 +274,14 @@ def serve_agent(*, bind: str, build_tracker, token: str | None, driver_name: str
         def load(self):
             tracker = build_tracker()
             started = tracker.start()
-            LOG.info("agent for %s started: %d providers, %d claims, %d operations recovered, "
-                     "%d evacuations cleaned up", tracker.host, len(tracker.tree), len(tracker.store.all()),
-                     len(started["recovered"]), len(started["evacuations"]))
+            LOG.info(
+                "agent for %s started: %d providers, %d claims, %d operations recovered, %d evacuations cleaned up",
+                tracker.host,
+                len(tracker.tree),
+                len(tracker.store.all()),
+                len(started["recovered"]),
+                len(started["evacuations"]),
+            )
             state["tracker"] = tracker
             if audit_interval > 0:
                 state["periodic"] = PeriodicTask(tracker.periodic, audit_interval).start()

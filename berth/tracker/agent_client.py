@@ -1,15 +1,23 @@
 """A client for ``berth agent``: the tracker's methods, over HTTP, for a conductor elsewhere."""
+
 from __future__ import annotations
 
 import requests
 
 from berth.tracker.claims import (
-    Claim, ClaimError, ClaimFailed, ClaimNotFound, ClaimRecord, Flavor, InstanceSpec, InvalidRequest,
-    NopClaim, SourceContext,
+    Claim,
+    ClaimError,
+    ClaimFailed,
+    ClaimNotFound,
+    ClaimRecord,
+    Flavor,
+    InstanceSpec,
+    InvalidRequest,
+    NopClaim,
+    SourceContext,
 )
 
-_ERRORS = {"claim.does_not_fit": ClaimFailed, "claim.not_found": ClaimNotFound,
-           "claim.invalid_request": InvalidRequest}
+_ERRORS = {"claim.does_not_fit": ClaimFailed, "claim.not_found": ClaimNotFound, "claim.invalid_request": InvalidRequest}
 
 
 class AgentError(ClaimError):
@@ -61,23 +69,48 @@ class AgentClient:
     def unshelve_claim(self, instance: InstanceSpec) -> Claim:
         return self._claim(self._call("POST", "/claims/unshelve", {"instance": instance.to_dict()}))
 
-    def resize_claim(self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str,
-                     source: SourceContext) -> Claim:
-        return self._claim(self._call("POST", "/claims/resize", {
-            "instance": instance.to_dict(), "flavor": new_flavor.to_dict(), "migration_uuid": migration_uuid,
-            "source": source.to_dict()}))
+    def resize_claim(
+        self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
+    ) -> Claim:
+        return self._claim(
+            self._call(
+                "POST",
+                "/claims/resize",
+                {
+                    "instance": instance.to_dict(),
+                    "flavor": new_flavor.to_dict(),
+                    "migration_uuid": migration_uuid,
+                    "source": source.to_dict(),
+                },
+            )
+        )
 
     def live_migration_claim(self, instance: InstanceSpec, migration_uuid: str, source: SourceContext) -> Claim:
-        return self._claim(self._call("POST", "/claims/live_migration", {
-            "instance": instance.to_dict(), "migration_uuid": migration_uuid, "source": source.to_dict()}))
+        return self._claim(
+            self._call(
+                "POST",
+                "/claims/live_migration",
+                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source": source.to_dict()},
+            )
+        )
 
     def evacuate_claim(self, instance: InstanceSpec, migration_uuid: str, source_host: str) -> Claim:
-        return self._claim(self._call("POST", "/claims/evacuate", {
-            "instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host}))
+        return self._claim(
+            self._call(
+                "POST",
+                "/claims/evacuate",
+                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host},
+            )
+        )
 
     def rebuild_claim(self, instance: InstanceSpec, migration_uuid=None, source_host=None) -> Claim:
-        return self._claim(self._call("POST", "/claims/rebuild", {
-            "instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host}))
+        return self._claim(
+            self._call(
+                "POST",
+                "/claims/rebuild",
+                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host},
+            )
+        )
 
     def abort(self, claim_id: str):
         return self._call("DELETE", f"/claims/{claim_id}")["result"]
@@ -85,8 +118,9 @@ class AgentClient:
     # -- moves --------------------------------------------------------------------------------
 
     def begin_move_out(self, instance_uuid: str, migration_uuid: str) -> SourceContext:
-        return SourceContext.from_dict(self._call("POST", f"/migrations/{migration_uuid}/source",
-                                                  {"instance_uuid": instance_uuid}))
+        return SourceContext.from_dict(
+            self._call("POST", f"/migrations/{migration_uuid}/source", {"instance_uuid": instance_uuid})
+        )
 
     def confirm_migration(self, migration_uuid: str) -> list:
         return self._call("POST", f"/migrations/{migration_uuid}/confirm")["result"]
@@ -98,8 +132,9 @@ class AgentClient:
         return self._call("POST", f"/migrations/{migration_uuid}/drop")["result"]
 
     def cleanup_evacuated(self, instance_uuid: str, migration_uuid: str) -> list:
-        return self._call("POST", f"/migrations/{migration_uuid}/cleanup_evacuated",
-                          {"instance_uuid": instance_uuid})["result"]
+        return self._call("POST", f"/migrations/{migration_uuid}/cleanup_evacuated", {"instance_uuid": instance_uuid})[
+            "result"
+        ]
 
     # -- instance life cycle ------------------------------------------------------------------
 

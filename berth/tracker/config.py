@@ -18,6 +18,7 @@ One YAML (``.yaml``/``.yml``) or TOML (``.toml``) file, every key optional::
 
 Unknown keys are errors: a misspelt reservation silently ignored is an over-committed host.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,10 +76,11 @@ def format_cpu_set(cpus) -> str:
 @dataclass(frozen=True)
 class PciDeviceSpec:
     """Which PCI devices (or physical functions) may be given to guests, and as what."""
+
     vendor_id: str | None = None
     product_id: str | None = None
-    address: str | None = None          # exact address, or a glob such as "0000:81:*"
-    resource_class: str | None = None   # default CUSTOM_PCI_<VENDOR>_<PRODUCT>, SRIOV_NET_VF for PFs with VFs
+    address: str | None = None  # exact address, or a glob such as "0000:81:*"
+    resource_class: str | None = None  # default CUSTOM_PCI_<VENDOR>_<PRODUCT>, SRIOV_NET_VF for PFs with VFs
     traits: tuple[str, ...] = ()
 
     def matches(self, device) -> bool:
@@ -88,16 +90,15 @@ class PciDeviceSpec:
             return False
         if self.product_id and self.product_id != device.product_id:
             return False
-        if self.address and not fnmatch(device.address, self.address):
-            return False
-        return True
+        return not (self.address and not fnmatch(device.address, self.address))
 
 
 @dataclass(frozen=True)
 class SharedStorage:
     """A sharing provider (``MISC_SHARES_VIA_AGGREGATE``) that holds this host's DISK_GB."""
+
     provider_uuid: str
-    aggregate_uuid: str | None = None   # joined by the compute node so that Placement sees the sharing
+    aggregate_uuid: str | None = None  # joined by the compute node so that Placement sees the sharing
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class AuditConfig:
     interval: float = 60.0
     heal: bool = False
     orphan_grace_seconds: float = 300.0
-    reclaim_instance_interval: float = 0.0   # 0: soft-deleted instances are kept until deleted
+    reclaim_instance_interval: float = 0.0  # 0: soft-deleted instances are kept until deleted
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class TrackerConfig:
     state_dir: str = "/var/lib/berth/agent"
     pci_device_spec: tuple[PciDeviceSpec, ...] = ()
     shared_storage: SharedStorage | None = None
-    provider_config: object = None      # a berth.tracker.provider_config.ProviderConfig
+    provider_config: object = None  # a berth.tracker.provider_config.ProviderConfig
     audit: AuditConfig = field(default_factory=AuditConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     fake: dict = field(default_factory=dict)
@@ -139,10 +140,22 @@ class TrackerConfig:
         return os.path.join(self.state_dir, f"{host}.sqlite")
 
     @classmethod
-    def from_dict(cls, data: dict | None, *, base_dir: str | None = None) -> "TrackerConfig":
+    def from_dict(cls, data: dict | None, *, base_dir: str | None = None) -> TrackerConfig:
         data = dict(data or {})
-        known = {"reserved", "allocation_ratios", "cpu_dedicated_set", "cpu_shared_set", "instances_path",
-                 "state_dir", "pci_device_spec", "shared_storage", "provider_config", "audit", "agent", "fake"}
+        known = {
+            "reserved",
+            "allocation_ratios",
+            "cpu_dedicated_set",
+            "cpu_shared_set",
+            "instances_path",
+            "state_dir",
+            "pci_device_spec",
+            "shared_storage",
+            "provider_config",
+            "audit",
+            "agent",
+            "fake",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown configuration keys: {', '.join(unknown)}")
@@ -156,8 +169,10 @@ class TrackerConfig:
         config.cpu_dedicated_set = parse_cpu_set(data.get("cpu_dedicated_set"))
         config.cpu_shared_set = parse_cpu_set(data.get("cpu_shared_set"))
         if config.cpu_dedicated_set and config.cpu_shared_set and config.cpu_dedicated_set & config.cpu_shared_set:
-            raise ConfigError("cpu_dedicated_set and cpu_shared_set overlap: "
-                              + format_cpu_set(config.cpu_dedicated_set & config.cpu_shared_set))
+            raise ConfigError(
+                "cpu_dedicated_set and cpu_shared_set overlap: "
+                + format_cpu_set(config.cpu_dedicated_set & config.cpu_shared_set)
+            )
         for key in ("instances_path", "state_dir"):
             if key in data:
                 setattr(config, key, _path(data[key], base_dir))
@@ -181,7 +196,7 @@ class TrackerConfig:
         return config
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TrackerConfig":
+    def load(cls, path: str | os.PathLike) -> TrackerConfig:
         path = Path(path)
         return cls.from_dict(read_document(path), base_dir=str(path.parent))
 
@@ -274,6 +289,10 @@ def _pci_spec(item, index):
         from berth.tracker.provider_config import check_trait
 
         check_trait(trait, where)
-    return PciDeviceSpec(vendor_id=_hex4(item.get("vendor_id"), where + ".vendor_id"),
-                         product_id=_hex4(item.get("product_id"), where + ".product_id"),
-                         address=item.get("address"), resource_class=rc, traits=traits)
+    return PciDeviceSpec(
+        vendor_id=_hex4(item.get("vendor_id"), where + ".vendor_id"),
+        product_id=_hex4(item.get("product_id"), where + ".product_id"),
+        address=item.get("address"),
+        resource_class=rc,
+        traits=traits,
+    )

@@ -12,13 +12,19 @@ the tracker's business, persisted with its claim.  PCI devices are providers of 
 device (total 1) or one per physical function (total = its virtual functions), so that Placement
 counts exactly the devices the claims hand out.
 """
+
 from __future__ import annotations
 
 import logging
 
 from berth.tracker.config import TrackerConfig, format_cpu_set
 from berth.tracker.drivers.base import (
-    CellInfo, HostFacts, Inventory, PciPool, ProviderNode, ProviderTree,
+    CellInfo,
+    HostFacts,
+    Inventory,
+    PciPool,
+    ProviderNode,
+    ProviderTree,
 )
 from berth.tracker.provider_config import ProviderConfig, ProviderConfigError
 
@@ -48,10 +54,7 @@ def cpu_sets(facts: HostFacts, config: TrackerConfig) -> tuple[frozenset[int], f
         if wanted is not None and wanted - online:
             LOG.warning("%s names CPUs that are not online, ignored: %s", name, format_cpu_set(wanted - online))
     dedicated = (config.cpu_dedicated_set or frozenset()) & online
-    if config.cpu_shared_set is not None:
-        shared = config.cpu_shared_set & online
-    else:
-        shared = online - dedicated
+    shared = config.cpu_shared_set & online if config.cpu_shared_set is not None else online - dedicated
     return frozenset(shared), frozenset(dedicated)
 
 
@@ -59,12 +62,14 @@ def _root_inventory(total, config, rc, ratio=None) -> Inventory | None:
     if total <= 0:
         return None
     reserved = min(config.reserved_of(rc), total)
-    return Inventory(total=total, reserved=reserved, max_unit=total,
-                     allocation_ratio=config.ratio(rc) if ratio is None else ratio)
+    return Inventory(
+        total=total, reserved=reserved, max_unit=total, allocation_ratio=config.ratio(rc) if ratio is None else ratio
+    )
 
 
-def build_provider_tree(host: str, facts: HostFacts, config: TrackerConfig,
-                        provider_config: ProviderConfig | None = None) -> ProviderTree:
+def build_provider_tree(
+    host: str, facts: HostFacts, config: TrackerConfig, provider_config: ProviderConfig | None = None
+) -> ProviderTree:
     shared, dedicated = cpu_sets(facts, config)
     root = ProviderNode(name=host, parent=None, kind="compute", traits={COMPUTE_TRAIT})
     candidates = [
@@ -85,11 +90,20 @@ def build_provider_tree(host: str, facts: HostFacts, config: TrackerConfig,
     for cell in sorted(facts.cells, key=lambda c: c.id):
         name = cell_provider_name(host, cell.id)
         cell_names[cell.id] = name
-        nodes.append(ProviderNode(
-            name=name, parent=host, kind="numa", traits={NUMA_TRAIT},
-            cell=CellInfo(id=cell.id, shared_cpus=frozenset(cell.cpus & shared),
-                          dedicated_cpus=frozenset(cell.cpus & dedicated), memory_mb=cell.memory_mb),
-        ))
+        nodes.append(
+            ProviderNode(
+                name=name,
+                parent=host,
+                kind="numa",
+                traits={NUMA_TRAIT},
+                cell=CellInfo(
+                    id=cell.id,
+                    shared_cpus=frozenset(cell.cpus & shared),
+                    dedicated_cpus=frozenset(cell.cpus & dedicated),
+                    memory_mb=cell.memory_mb,
+                ),
+            )
+        )
 
     nodes.extend(_pci_nodes(host, facts, config, cell_names))
     if provider_config is not None:
@@ -102,7 +116,7 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
     if not config.pci_device_spec:
         return []
     by_address = {d.address: d for d in facts.pci_devices}
-    pools: dict[str, tuple] = {}     # provider device address -> (device, spec, slots)
+    pools: dict[str, tuple] = {}  # provider device address -> (device, spec, slots)
     for device in sorted(facts.pci_devices, key=lambda d: d.address):
         spec = next((s for s in config.pci_device_spec if s.matches(device)), None)
         if spec is None:
@@ -113,8 +127,9 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
                 LOG.warning("virtual function %s has no physical function %s; skipped", device.address, device.physfn)
                 continue
             if parent.address in pools and pools[parent.address][2] == (parent.address,):
-                LOG.warning("%s is passed through whole; its virtual function %s is skipped",
-                            parent.address, device.address)
+                LOG.warning(
+                    "%s is passed through whole; its virtual function %s is skipped", parent.address, device.address
+                )
                 continue
             entry = pools.setdefault(parent.address, (parent, spec, ()))
             if device.address not in entry[2]:
@@ -129,17 +144,27 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
     nodes = []
     for address, (device, spec, slots) in sorted(pools.items()):
         whole = slots == (address,)
-        rc = spec.resource_class or (default_pci_resource_class(device.vendor_id, device.product_id)
-                                     if whole else "SRIOV_NET_VF")
+        rc = spec.resource_class or (
+            default_pci_resource_class(device.vendor_id, device.product_id) if whole else "SRIOV_NET_VF"
+        )
         parent = cell_names.get(device.numa_node, host)
-        nodes.append(ProviderNode(
-            name=pci_provider_name(host, address), parent=parent, kind="pci",
-            inventories={rc: Inventory(total=len(slots), max_unit=len(slots))},
-            traits={PCI_TRAIT, *spec.traits},
-            pci=PciPool(address=address, vendor_id=device.vendor_id, product_id=device.product_id,
-                        numa_node=device.numa_node if device.numa_node in cell_names else None,
-                        resource_class=rc, slots=slots),
-        ))
+        nodes.append(
+            ProviderNode(
+                name=pci_provider_name(host, address),
+                parent=parent,
+                kind="pci",
+                inventories={rc: Inventory(total=len(slots), max_unit=len(slots))},
+                traits={PCI_TRAIT, *spec.traits},
+                pci=PciPool(
+                    address=address,
+                    vendor_id=device.vendor_id,
+                    product_id=device.product_id,
+                    numa_node=device.numa_node if device.numa_node in cell_names else None,
+                    resource_class=rc,
+                    slots=slots,
+                ),
+            )
+        )
     return nodes
 
 
@@ -151,17 +176,22 @@ def _apply_provider_config(host, nodes, provider_config: ProviderConfig) -> list
         node = by_name.get(name)
         if node is not None:
             if entry.parent is not None:
-                raise ProviderConfigError(f"{entry.source}: {entry.name} is reported by the driver; "
-                                          "its parent cannot be configured")
+                raise ProviderConfigError(
+                    f"{entry.source}: {entry.name} is reported by the driver; its parent cannot be configured"
+                )
             clash = sorted(set(entry.inventories) & set(node.inventories))
             if clash:
                 raise ProviderConfigError(f"{entry.source}: {entry.name} already reports {', '.join(clash)}")
             node.inventories.update({rc: _copy(inv) for rc, inv in entry.inventories.items()})
             node.traits |= entry.traits
         else:
-            node = ProviderNode(name=name, parent=entry.resolved_parent(host), kind="custom",
-                                inventories={rc: _copy(inv) for rc, inv in entry.inventories.items()},
-                                traits=set(entry.traits))
+            node = ProviderNode(
+                name=name,
+                parent=entry.resolved_parent(host),
+                kind="custom",
+                inventories={rc: _copy(inv) for rc, inv in entry.inventories.items()},
+                traits=set(entry.traits),
+            )
             by_name[name] = node
             nodes.append(node)
     try:

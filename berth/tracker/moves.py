@@ -8,6 +8,7 @@ time (never both), so two moves crossing in opposite directions cannot deadlock.
     ...                                   # copy disks, start the guest on the destination
     confirm_move(src, dst, migration)     # or revert_move(src, dst, migration)
 """
+
 from __future__ import annotations
 
 from berth.tracker.claims import Claim, Flavor, InstanceSpec
@@ -43,8 +44,9 @@ def _same_host(source, dest) -> bool:
     return source is dest or source.host == dest.host
 
 
-def start_move(source, dest, instance: InstanceSpec, migration_uuid: str, *, kind: str = "resize",
-               new_flavor: Flavor | None = None) -> MoveClaim:
+def start_move(
+    source, dest, instance: InstanceSpec, migration_uuid: str, *, kind: str = "resize", new_flavor: Flavor | None = None
+) -> MoveClaim:
     """Hand the instance over from ``source`` and claim it on ``dest``, in that order."""
     if kind not in MOVE_KINDS:
         raise ValueError(f"kind is one of {', '.join(MOVE_KINDS)}")

@@ -5,12 +5,13 @@ with 409 ``placement.concurrent_update`` when someone else wrote first; the help
 retry such writes (``retry_on_conflict``), while a 409 for lack of capacity is final and surfaces as
 ``CapacityExceeded``.  Transport errors and 503s are retried a few times with a short back-off.
 """
+
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import urlencode
 
 import requests
@@ -48,6 +49,7 @@ class PlacementUnavailable(PlacementError):
 @dataclass
 class ConsumerState:
     """A consumer's allocations as Placement has them (``generation`` None: no such consumer)."""
+
     uuid: str
     allocations: dict[str, dict[str, int]] = field(default_factory=dict)
     generation: int | None = None
@@ -71,18 +73,28 @@ def retry_on_conflict(fn: Callable, *, attempts: int = 8, what: str = "write"):
             if attempt == attempts:
                 raise
             LOG.info("%s: generation conflict (%s), refreshing and retrying", what, e.detail)
-            time.sleep(min(0.01 * 2 ** attempt, 0.5))
+            time.sleep(min(0.01 * 2**attempt, 0.5))
 
 
 class PlacementClient:
-    def __init__(self, url: str, token: str = "admin", *, timeout: float = 30.0, attempts: int = 4,
-                 session: requests.Session | None = None):
+    def __init__(
+        self,
+        url: str,
+        token: str = "admin",
+        *,
+        timeout: float = 30.0,
+        attempts: int = 4,
+        session: requests.Session | None = None,
+    ):
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.attempts = attempts
         self.session = session or requests.Session()
-        self.headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"placement {MICROVERSION}",
-                        "Accept": "application/json"}
+        self.headers = {
+            "X-Auth-Token": token,
+            "OpenStack-API-Version": f"placement {MICROVERSION}",
+            "Accept": "application/json",
+        }
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
 
@@ -92,8 +104,9 @@ class PlacementClient:
         delay = 0.2
         for attempt in range(1, self.attempts + 1):
             try:
-                response = self.session.request(method, self.url + path, json=body, headers=self.headers,
-                                                timeout=self.timeout)
+                response = self.session.request(
+                    method, self.url + path, json=body, headers=self.headers, timeout=self.timeout
+                )
             except requests.RequestException as e:
                 if attempt == self.attempts:
                     raise PlacementUnavailable(0, None, str(e), method, path) from None
@@ -173,8 +186,7 @@ class PlacementClient:
         return self.request("POST", "/resource_providers", body)
 
     def update_provider(self, uuid: str, name: str, parent_uuid: str | None) -> dict:
-        return self.request("PUT", f"/resource_providers/{uuid}",
-                            {"name": name, "parent_provider_uuid": parent_uuid})
+        return self.request("PUT", f"/resource_providers/{uuid}", {"name": name, "parent_provider_uuid": parent_uuid})
 
     def delete_provider(self, uuid: str) -> None:
         self.request("DELETE", f"/resource_providers/{uuid}")
@@ -184,8 +196,11 @@ class PlacementClient:
         return body["resource_provider_generation"], body["inventories"]
 
     def set_inventories(self, uuid: str, generation: int, inventories: dict) -> int:
-        body = self.request("PUT", f"/resource_providers/{uuid}/inventories",
-                            {"resource_provider_generation": generation, "inventories": inventories})
+        body = self.request(
+            "PUT",
+            f"/resource_providers/{uuid}/inventories",
+            {"resource_provider_generation": generation, "inventories": inventories},
+        )
         return body["resource_provider_generation"]
 
     def get_traits(self, uuid: str) -> tuple[int, set[str]]:
@@ -193,8 +208,11 @@ class PlacementClient:
         return body["resource_provider_generation"], set(body["traits"])
 
     def set_traits(self, uuid: str, generation: int, traits) -> int:
-        body = self.request("PUT", f"/resource_providers/{uuid}/traits",
-                            {"resource_provider_generation": generation, "traits": sorted(traits)})
+        body = self.request(
+            "PUT",
+            f"/resource_providers/{uuid}/traits",
+            {"resource_provider_generation": generation, "traits": sorted(traits)},
+        )
         return body["resource_provider_generation"]
 
     def get_aggregates(self, uuid: str) -> tuple[int, set[str]]:
@@ -202,8 +220,11 @@ class PlacementClient:
         return body["resource_provider_generation"], set(body["aggregates"])
 
     def set_aggregates(self, uuid: str, generation: int, aggregates) -> int:
-        body = self.request("PUT", f"/resource_providers/{uuid}/aggregates",
-                            {"resource_provider_generation": generation, "aggregates": sorted(aggregates)})
+        body = self.request(
+            "PUT",
+            f"/resource_providers/{uuid}/aggregates",
+            {"resource_provider_generation": generation, "aggregates": sorted(aggregates)},
+        )
         return body["resource_provider_generation"]
 
     def usages(self, uuid: str) -> dict[str, int]:
@@ -221,8 +242,14 @@ class PlacementClient:
         allocations = {rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()}
         if not allocations:
             return ConsumerState(uuid)
-        return ConsumerState(uuid, allocations, body.get("consumer_generation"), body.get("project_id"),
-                             body.get("user_id"), body.get("consumer_type"))
+        return ConsumerState(
+            uuid,
+            allocations,
+            body.get("consumer_generation"),
+            body.get("project_id"),
+            body.get("user_id"),
+            body.get("consumer_type"),
+        )
 
     def write_consumers(self, writes: dict[str, dict]) -> None:
         """POST /allocations: every consumer's whole allocation set, atomically.

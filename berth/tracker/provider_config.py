@@ -23,6 +23,7 @@ host.  Each custom resource class carries units and a description for people rea
 cell, a PCI device) may gain inventories of classes the driver does not manage, and traits; any other
 name creates a child provider under ``parent`` (default: the compute node).
 """
+
 from __future__ import annotations
 
 import re
@@ -75,8 +76,8 @@ class ResourceClassInfo:
 
 @dataclass
 class ProviderEntry:
-    name: str                                   # may contain $COMPUTE_NODE
-    parent: str | None = None                   # only for providers the driver does not report
+    name: str  # may contain $COMPUTE_NODE
+    parent: str | None = None  # only for providers the driver does not report
     inventories: dict[str, Inventory] = field(default_factory=dict)
     traits: set[str] = field(default_factory=set)
     source: str = ""
@@ -93,7 +94,7 @@ class ProviderConfig:
     resource_classes: dict[str, ResourceClassInfo] = field(default_factory=dict)
     providers: list[ProviderEntry] = field(default_factory=list)
 
-    def merge(self, other: "ProviderConfig") -> "ProviderConfig":
+    def merge(self, other: ProviderConfig) -> ProviderConfig:
         classes = dict(self.resource_classes)
         for name, info in other.resource_classes.items():
             if name in classes and classes[name] != info:
@@ -135,8 +136,12 @@ def parse_provider_config(data: dict, source: str = "<provider config>") -> Prov
         if unknown:
             raise ProviderConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
         ident = item.get("identification") or {}
-        if not isinstance(ident, dict) or set(ident) != {"name"} or not isinstance(ident["name"], str) \
-                or not ident["name"].strip():
+        if (
+            not isinstance(ident, dict)
+            or set(ident) != {"name"}
+            or not isinstance(ident["name"], str)
+            or not ident["name"].strip()
+        ):
             raise ProviderConfigError(f"{where}: identification must be {{name: ...}}")
         name = ident["name"].strip()
         if name in seen:
@@ -152,13 +157,21 @@ def parse_provider_config(data: dict, source: str = "<provider config>") -> Prov
             check_resource_class(rc, f"{where}.inventories")
             if rc.startswith("CUSTOM_") and rc not in classes:
                 raise ProviderConfigError(
-                    f"{where}.inventories: {rc} is not declared under resource_classes (units, description)")
+                    f"{where}.inventories: {rc} is not declared under resource_classes (units, description)"
+                )
             inventories[rc] = _inventory(body, f"{where}.inventories.{rc}")
         traits = set()
         for trait in item.get("traits") or []:
             traits.add(check_trait(trait, f"{where}.traits"))
-        providers.append(ProviderEntry(name=name, parent=parent.strip() if parent else None,
-                                       inventories=inventories, traits=traits, source=source))
+        providers.append(
+            ProviderEntry(
+                name=name,
+                parent=parent.strip() if parent else None,
+                inventories=inventories,
+                traits=traits,
+                source=source,
+            )
+        )
     return ProviderConfig(classes, providers)
 
 
@@ -172,14 +185,22 @@ def _inventory(body, where) -> Inventory:
         raise ProviderConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
     try:
         inventory = Inventory(
-            total=int(body["total"]), reserved=int(body.get("reserved", 0)), min_unit=int(body.get("min_unit", 1)),
+            total=int(body["total"]),
+            reserved=int(body.get("reserved", 0)),
+            min_unit=int(body.get("min_unit", 1)),
             max_unit=int(body["max_unit"]) if body.get("max_unit") is not None else None,
-            step_size=int(body.get("step_size", 1)), allocation_ratio=float(body.get("allocation_ratio", 1.0)),
+            step_size=int(body.get("step_size", 1)),
+            allocation_ratio=float(body.get("allocation_ratio", 1.0)),
         )
     except (TypeError, ValueError):
         raise ProviderConfigError(f"{where}: amounts must be numbers") from None
-    if inventory.total < 1 or inventory.reserved < 0 or inventory.min_unit < 1 or inventory.step_size < 1 \
-            or inventory.allocation_ratio <= 0:
+    if (
+        inventory.total < 1
+        or inventory.reserved < 0
+        or inventory.min_unit < 1
+        or inventory.step_size < 1
+        or inventory.allocation_ratio <= 0
+    ):
         raise ProviderConfigError(f"{where}: total, min_unit and step_size must be positive, reserved not negative")
     if inventory.reserved > inventory.total:
         raise ProviderConfigError(f"{where}: reserved exceeds total")

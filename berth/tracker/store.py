@@ -5,6 +5,7 @@ claim the tracker reported is a claim a restarted tracker finds again, with its 
 CPUs, PCI devices and migration context.  The columns the tracker looks claims up by are columns;
 the rest of a claim is one JSON document.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,8 @@ SCHEMA_VERSION = "1"
 metadata = sa.MetaData()
 
 claims = sa.Table(
-    "claims", metadata,
+    "claims",
+    metadata,
     sa.Column("claim_id", sa.String(36), primary_key=True),
     sa.Column("host", sa.String(255), nullable=False, index=True),
     sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
@@ -38,7 +40,8 @@ claims = sa.Table(
 )
 
 meta = sa.Table(
-    "meta", metadata,
+    "meta",
+    metadata,
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
@@ -50,11 +53,19 @@ class StoreError(RuntimeError):
 
 def _row(record: ClaimRecord) -> dict:
     return {
-        "claim_id": record.claim_id, "host": record.host, "instance_uuid": record.instance_uuid,
-        "consumer_uuid": record.consumer_uuid, "migration_uuid": record.migration_uuid, "kind": record.kind,
-        "state": record.state, "pending_op": record.pending_op, "project_id": record.project_id,
-        "user_id": record.user_id, "body": orjson.dumps(record.body()).decode(),
-        "created_at": record.created_at, "updated_at": record.updated_at,
+        "claim_id": record.claim_id,
+        "host": record.host,
+        "instance_uuid": record.instance_uuid,
+        "consumer_uuid": record.consumer_uuid,
+        "migration_uuid": record.migration_uuid,
+        "kind": record.kind,
+        "state": record.state,
+        "pending_op": record.pending_op,
+        "project_id": record.project_id,
+        "user_id": record.user_id,
+        "body": orjson.dumps(record.body()).decode(),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
         "state_changed_at": record.state_changed_at,
     }
 
@@ -93,8 +104,9 @@ class ClaimStore:
             for record in add:
                 conn.execute(claims.insert().values(**_row(record)))
             for record in replace:
-                result = conn.execute(claims.update().where(claims.c.claim_id == record.claim_id)
-                                      .values(**_row(record)))
+                result = conn.execute(
+                    claims.update().where(claims.c.claim_id == record.claim_id).values(**_row(record))
+                )
                 if result.rowcount != 1:
                     raise StoreError(f"claim {record.claim_id} is not in the store")
             for claim_id in delete:

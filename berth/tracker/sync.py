@@ -7,6 +7,7 @@ deleted, leaves first, unless it still holds allocations, in which case it is ke
 Inventories and traits are written with the provider's generation; on a generation conflict the
 provider is read again and the write retried.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,7 +16,10 @@ from dataclasses import dataclass, field
 
 from berth.tracker.drivers.base import ProviderTree
 from berth.tracker.placement_client import (
-    INVENTORY_IN_USE, PlacementClient, PlacementError, retry_on_conflict,
+    INVENTORY_IN_USE,
+    PlacementClient,
+    PlacementError,
+    retry_on_conflict,
 )
 
 LOG = logging.getLogger(__name__)
@@ -35,19 +39,25 @@ class SyncResult:
     inventories_updated: list[str] = field(default_factory=list)
     traits_updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    kept: dict[str, str] = field(default_factory=dict)          # provider name -> why it could not go
+    kept: dict[str, str] = field(default_factory=dict)  # provider name -> why it could not go
     warnings: list[str] = field(default_factory=list)
-    leftover_uuids: set[str] = field(default_factory=set)       # kept providers still in the tree
+    leftover_uuids: set[str] = field(default_factory=set)  # kept providers still in the tree
 
     @property
     def changed(self) -> bool:
-        return bool(self.created or self.reparented or self.inventories_updated or self.traits_updated
-                    or self.removed)
+        return bool(self.created or self.reparented or self.inventories_updated or self.traits_updated or self.removed)
 
     def to_dict(self) -> dict:
-        return {"root_uuid": self.root_uuid, "created": self.created, "reparented": self.reparented,
-                "inventories_updated": self.inventories_updated, "traits_updated": self.traits_updated,
-                "removed": self.removed, "kept": self.kept, "warnings": self.warnings}
+        return {
+            "root_uuid": self.root_uuid,
+            "created": self.created,
+            "reparented": self.reparented,
+            "inventories_updated": self.inventories_updated,
+            "traits_updated": self.traits_updated,
+            "removed": self.removed,
+            "kept": self.kept,
+            "warnings": self.warnings,
+        }
 
 
 def same_inventories(current: dict, wanted: dict) -> bool:

@@ -19,21 +19,42 @@ migration consumer and the instance its new allocations (DISK_GB on a sharing pr
 stays with the instance).  Until the move is confirmed or reverted, the source counts its claim (held
 by the migration consumer) and the destination counts the new one.
 """
+
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 
 from berth.tracker.claims import (
-    ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED, Claim, ClaimError, ClaimFailed, ClaimNotFound,
-    ClaimRecord, Flavor, InstanceSpec, InvalidRequest, MigrationContext, NopClaim, SourceContext, plan_claim,
+    ACTIVE,
+    INCOMING,
+    OUTGOING,
+    SHELVED,
+    SOFT_DELETED,
+    Claim,
+    ClaimError,
+    ClaimFailed,
+    ClaimNotFound,
+    ClaimRecord,
+    Flavor,
+    InstanceSpec,
+    InvalidRequest,
+    MigrationContext,
+    NopClaim,
+    SourceContext,
+    plan_claim,
     usage_of,
 )
 from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.base import Driver, ProviderTree
 from berth.tracker.placement_client import (
-    CapacityExceeded, GenerationConflict, PlacementClient, PlacementError, PlacementUnavailable,
+    CapacityExceeded,
+    GenerationConflict,
+    PlacementClient,
+    PlacementError,
+    PlacementUnavailable,
     retry_on_conflict,
 )
 from berth.tracker.store import ClaimStore
@@ -51,8 +72,7 @@ class TrackerUnavailable(ClaimError):
 
 
 def _clean(allocations) -> dict:
-    return {rp: {rc: n for rc, n in res.items() if n} for rp, res in allocations.items()
-            if any(res.values())}
+    return {rp: {rc: n for rc, n in res.items() if n} for rp, res in allocations.items() if any(res.values())}
 
 
 def _contains(allocations, part) -> bool:
@@ -60,8 +80,15 @@ def _contains(allocations, part) -> bool:
 
 
 class ResourceTracker:
-    def __init__(self, host: str, driver: Driver, placement: PlacementClient,
-                 config: TrackerConfig | None = None, *, store: ClaimStore | None = None):
+    def __init__(
+        self,
+        host: str,
+        driver: Driver,
+        placement: PlacementClient,
+        config: TrackerConfig | None = None,
+        *,
+        store: ClaimStore | None = None,
+    ):
         self.host = host
         self.driver = driver
         self.placement = placement
@@ -117,17 +144,28 @@ class ResourceTracker:
                 for rc, inventory in node.inventories.items():
                     used = usage.used(node.uuid, rc)
                     if used > inventory.capacity:
-                        result.warnings.append(f"{node.name} is over capacity: {used} {rc} claimed, "
-                                               f"{inventory.capacity} available; new claims are refused")
+                        result.warnings.append(
+                            f"{node.name} is over capacity: {used} {rc} claimed, "
+                            f"{inventory.capacity} available; new claims are refused"
+                        )
             for record in self.store.all():
                 lost = set(record.allocations) - reported
                 if lost:
-                    result.warnings.append(f"claim {record.claim_id} of {record.instance_uuid} uses providers "
-                                           f"the host no longer reports: {', '.join(sorted(lost))}")
+                    result.warnings.append(
+                        f"claim {record.claim_id} of {record.instance_uuid} uses providers "
+                        f"the host no longer reports: {', '.join(sorted(lost))}"
+                    )
             if result.changed:
-                LOG.info("%s: provider tree updated: created %s, re-parented %s, removed %s, inventories of %s, "
-                         "traits of %s", self.host, result.created, result.reparented, result.removed,
-                         result.inventories_updated, result.traits_updated)
+                LOG.info(
+                    "%s: provider tree updated: created %s, re-parented %s, removed %s, inventories of %s, "
+                    "traits of %s",
+                    self.host,
+                    result.created,
+                    result.reparented,
+                    result.removed,
+                    result.inventories_updated,
+                    result.traits_updated,
+                )
             for warning in result.warnings + [f"{n} kept: {why}" for n, why in result.kept.items()]:
                 LOG.warning("%s: %s", self.host, warning)
             return result
@@ -140,6 +178,7 @@ class ResourceTracker:
         ``desired_fn`` gets fresh ``ConsumerState`` objects on every attempt and returns
         {consumer: (allocations, consumer_type)}; consumers it leaves out are not written.
         """
+
         def attempt():
             states = {uuid: self.placement.consumer(uuid) for uuid in consumers}
             writes = {}
@@ -149,9 +188,13 @@ class ResourceTracker:
                 if allocations == _clean(state.allocations):
                     continue
                 known_type = state.consumer_type if state.consumer_type in (INSTANCE, MIGRATION) else None
-                writes[uuid] = {"allocations": allocations, "generation": state.generation,
-                                "project_id": state.project_id or owner[0], "user_id": state.user_id or owner[1],
-                                "consumer_type": consumer_type or known_type or INSTANCE}
+                writes[uuid] = {
+                    "allocations": allocations,
+                    "generation": state.generation,
+                    "project_id": state.project_id or owner[0],
+                    "user_id": state.user_id or owner[1],
+                    "consumer_type": consumer_type or known_type or INSTANCE,
+                }
             if writes:
                 self.placement.write_consumers(writes)
 
@@ -170,10 +213,8 @@ class ResourceTracker:
             raise
         except PlacementUnavailable as e:
             # The outcome is unknown: look again if the service answers, else leave it to recovery.
-            try:
+            with contextlib.suppress(PlacementError):
                 self._settle_claim(record)
-            except PlacementError:
-                pass
             raise TrackerUnavailable(f"Placement did not answer: {e.detail}") from None
         except (GenerationConflict, PlacementError) as e:
             self.store.delete(record.claim_id)
@@ -203,16 +244,24 @@ class ResourceTracker:
         """The instance gives back what it holds of this host (and its shared disk)."""
         ours = self.our_providers() | set(record.shared_allocations)
         consumer = record.consumer_uuid
-        self._rewrite([consumer], lambda s: {consumer: (s[consumer].outside(ours), None)},
-                      owner=(record.project_id, record.user_id), what=f"release of {record.instance_uuid}")
+        self._rewrite(
+            [consumer],
+            lambda s: {consumer: (s[consumer].outside(ours), None)},
+            owner=(record.project_id, record.user_id),
+            what=f"release of {record.instance_uuid}",
+        )
         self.store.delete(record.claim_id)
         return "released"
 
     def _apply_delete(self, record: ClaimRecord) -> str:
         """The instance is gone: it and its migration hold nothing anywhere."""
         consumers = [record.instance_uuid] + ([record.migration_uuid] if record.migration_uuid else [])
-        self._rewrite(consumers, lambda s: {c: ({}, None) for c in consumers},
-                      owner=(record.project_id, record.user_id), what=f"delete of {record.instance_uuid}")
+        self._rewrite(
+            consumers,
+            lambda s: {c: ({}, None) for c in consumers},
+            owner=(record.project_id, record.user_id),
+            what=f"delete of {record.instance_uuid}",
+        )
         self.store.delete(record.claim_id)
         return "deleted"
 
@@ -224,19 +273,24 @@ class ResourceTracker:
         def desired(s):
             held = s[migration].allocations
             if not held:
-                return {}       # swapped back already (by the source), or never swapped
+                return {}  # swapped back already (by the source), or never swapped
             return {instance: ({**held, **old_shared}, INSTANCE), migration: ({}, MIGRATION)}
 
-        self._rewrite([instance, migration], desired, owner=(record.project_id, record.user_id),
-                      what=f"revert of {migration}")
+        self._rewrite(
+            [instance, migration], desired, owner=(record.project_id, record.user_id), what=f"revert of {migration}"
+        )
         self.store.delete(record.claim_id)
         return "reverted"
 
     def _apply_confirm_out(self, record: ClaimRecord) -> str:
         """Source side of a confirm: the migration consumer's hold on this host ends."""
         migration = record.migration_uuid
-        self._rewrite([migration], lambda s: {migration: ({}, MIGRATION)},
-                      owner=(record.project_id, record.user_id), what=f"confirm of {migration}")
+        self._rewrite(
+            [migration],
+            lambda s: {migration: ({}, MIGRATION)},
+            owner=(record.project_id, record.user_id),
+            what=f"confirm of {migration}",
+        )
         self.store.delete(record.claim_id)
         return "confirmed"
 
@@ -250,8 +304,9 @@ class ResourceTracker:
                 return {}
             return {instance: ({**held, **record.shared_allocations}, INSTANCE), migration: ({}, MIGRATION)}
 
-        self._rewrite([instance, migration], desired, owner=(record.project_id, record.user_id),
-                      what=f"revert of {migration}")
+        self._rewrite(
+            [instance, migration], desired, owner=(record.project_id, record.user_id), what=f"revert of {migration}"
+        )
         self.store.update(record, state=ACTIVE, consumer_uuid=instance, migration_uuid=None, pending_op=None)
         return "restored"
 
@@ -259,8 +314,12 @@ class ResourceTracker:
         """Source side after an evacuation: the migration consumer's hold ends, the claim is forgotten."""
         migration = record.migration_uuid
         if migration:
-            self._rewrite([migration], lambda s: {migration: ({}, MIGRATION)},
-                          owner=(record.project_id, record.user_id), what=f"evacuation cleanup {migration}")
+            self._rewrite(
+                [migration],
+                lambda s: {migration: ({}, MIGRATION)},
+                owner=(record.project_id, record.user_id),
+                what=f"evacuation cleanup {migration}",
+            )
         self.store.delete(record.claim_id)
         return "cleaned"
 
@@ -269,9 +328,14 @@ class ResourceTracker:
         return "forgotten"
 
     _OPS = {
-        "claim": _settle_claim, "release": _apply_release, "delete": _apply_delete,
-        "revert_in": _apply_revert_in, "confirm_out": _apply_confirm_out, "revert_out": _apply_revert_out,
-        "evacuated": _apply_evacuated, "forget": _apply_forget,
+        "claim": _settle_claim,
+        "release": _apply_release,
+        "delete": _apply_delete,
+        "revert_in": _apply_revert_in,
+        "confirm_out": _apply_confirm_out,
+        "revert_out": _apply_revert_out,
+        "evacuated": _apply_evacuated,
+        "forget": _apply_forget,
     }
 
     def recover(self) -> list[dict]:
@@ -281,8 +345,14 @@ class ResourceTracker:
             for record in self.store.pending():
                 outcome = self._OPS[record.pending_op](self, record)
                 LOG.info("%s: recovered %s of claim %s: %s", self.host, record.pending_op, record.claim_id, outcome)
-                done.append({"claim_id": record.claim_id, "instance_uuid": record.instance_uuid,
-                             "op": record.pending_op, "outcome": outcome})
+                done.append(
+                    {
+                        "claim_id": record.claim_id,
+                        "instance_uuid": record.instance_uuid,
+                        "op": record.pending_op,
+                        "outcome": outcome,
+                    }
+                )
             return done
 
     # -- claims ---------------------------------------------------------------------------------
@@ -293,21 +363,37 @@ class ResourceTracker:
             tree = self._require_tree()
             existing = self.store.for_instance(instance.uuid)
             if existing:
-                raise ClaimError(f"instance {instance.uuid} already has a claim on {self.host} "
-                                 f"({', '.join(r.state for r in existing)})")
+                raise ClaimError(
+                    f"instance {instance.uuid} already has a claim on {self.host} "
+                    f"({', '.join(r.state for r in existing)})"
+                )
             plan = plan_claim(instance.flavor, tree, self._usage(), shared_provider=self.shared_provider)
-            record = self.store.add(ClaimRecord.new(
-                host=self.host, instance_uuid=instance.uuid, consumer_uuid=instance.uuid, kind="instance",
-                state=ACTIVE, project_id=instance.project_id, user_id=instance.user_id, flavor=instance.flavor,
-                allocations=plan.allocations, shared_allocations=plan.shared, numa=plan.numa, pci=plan.pci,
-                pending_op="claim"))
+            record = self.store.add(
+                ClaimRecord.new(
+                    host=self.host,
+                    instance_uuid=instance.uuid,
+                    consumer_uuid=instance.uuid,
+                    kind="instance",
+                    state=ACTIVE,
+                    project_id=instance.project_id,
+                    user_id=instance.user_id,
+                    flavor=instance.flavor,
+                    allocations=plan.allocations,
+                    shared_allocations=plan.shared,
+                    numa=plan.numa,
+                    pci=plan.pci,
+                    pending_op="claim",
+                )
+            )
             ours = self.our_providers() | set(plan.shared)
 
             def desired(s):
                 elsewhere = s[instance.uuid].outside(ours)
                 if elsewhere:
-                    raise ClaimError(f"instance {instance.uuid} holds allocations on other providers "
-                                     f"({', '.join(sorted(elsewhere))}); a move needs a move claim")
+                    raise ClaimError(
+                        f"instance {instance.uuid} holds allocations on other providers "
+                        f"({', '.join(sorted(elsewhere))}); a move needs a move claim"
+                    )
                 return {instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE)}
 
             return Claim(self._land(record, [instance.uuid], desired), self)
@@ -322,22 +408,33 @@ class ResourceTracker:
             movable = [r for r in records if r.state == ACTIVE and r.pending_op is None]
             if not movable:
                 if records:
-                    raise ClaimError(f"instance {instance_uuid} cannot move from {self.host} while "
-                                     f"{', '.join(r.state for r in records)}")
+                    raise ClaimError(
+                        f"instance {instance_uuid} cannot move from {self.host} while "
+                        f"{', '.join(r.state for r in records)}"
+                    )
                 raise ClaimNotFound(f"instance {instance_uuid} has no claim on {self.host}")
-            record = self.store.update(movable[0], state=OUTGOING, migration_uuid=migration_uuid,
-                                       consumer_uuid=migration_uuid)
+            record = self.store.update(
+                movable[0], state=OUTGOING, migration_uuid=migration_uuid, consumer_uuid=migration_uuid
+            )
             return self._source_context(record)
 
     def _source_context(self, record: ClaimRecord) -> SourceContext:
-        return SourceContext(host=self.host, instance_uuid=record.instance_uuid,
-                             migration_uuid=record.migration_uuid, flavor=record.flavor,
-                             allocations=record.allocations, shared_allocations=record.shared_allocations,
-                             numa=record.numa, pci=record.pci, project_id=record.project_id,
-                             user_id=record.user_id)
+        return SourceContext(
+            host=self.host,
+            instance_uuid=record.instance_uuid,
+            migration_uuid=record.migration_uuid,
+            flavor=record.flavor,
+            allocations=record.allocations,
+            shared_allocations=record.shared_allocations,
+            numa=record.numa,
+            pci=record.pci,
+            project_id=record.project_id,
+            user_id=record.user_id,
+        )
 
-    def resize_claim(self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str,
-                     source: SourceContext) -> Claim:
+    def resize_claim(
+        self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
+    ) -> Claim:
         """Destination side of a resize or cold migration (the same host is allowed)."""
         return self._move_claim("resize", instance, new_flavor, migration_uuid, source.host, source)
 
@@ -353,35 +450,50 @@ class ResourceTracker:
             raise InvalidRequest("an evacuation goes to another host")
         return self._move_claim("evacuate", instance, instance.flavor, migration_uuid, source_host, None)
 
-    def rebuild_claim(self, instance: InstanceSpec, migration_uuid: str | None = None,
-                      source_host: str | None = None) -> Claim:
+    def rebuild_claim(
+        self, instance: InstanceSpec, migration_uuid: str | None = None, source_host: str | None = None
+    ) -> Claim:
         """Rebuild: nothing to claim on the instance's own host; elsewhere it is an evacuation."""
         with self.lock:
             if any(r.state == ACTIVE for r in self.store.for_instance(instance.uuid)):
                 return NopClaim(instance.uuid, self.host)
             if not migration_uuid or not source_host:
-                raise InvalidRequest(f"instance {instance.uuid} has no claim on {self.host}: a rebuild here is an "
-                                     "evacuation and needs migration_uuid and source_host")
+                raise InvalidRequest(
+                    f"instance {instance.uuid} has no claim on {self.host}: a rebuild here is an "
+                    "evacuation and needs migration_uuid and source_host"
+                )
             return self.evacuate_claim(instance, migration_uuid, source_host)
 
-    def _move_claim(self, kind, instance: InstanceSpec, flavor: Flavor, migration_uuid: str,
-                    source_host: str, source: SourceContext | None) -> Claim:
+    def _move_claim(
+        self,
+        kind,
+        instance: InstanceSpec,
+        flavor: Flavor,
+        migration_uuid: str,
+        source_host: str,
+        source: SourceContext | None,
+    ) -> Claim:
         with self.lock:
             for record in self.store.for_migration(migration_uuid):
                 if record.state == INCOMING:
                     if record.instance_uuid != instance.uuid:
                         raise InvalidRequest(f"migration {migration_uuid} belongs to {record.instance_uuid}")
                     return Claim(record, self)
-            if source is not None and (source.instance_uuid != instance.uuid
-                                       or source.migration_uuid != migration_uuid):
+            if source is not None and (
+                source.instance_uuid != instance.uuid or source.migration_uuid != migration_uuid
+            ):
                 raise InvalidRequest("the source context is for another instance or migration")
             if migration_uuid == instance.uuid:
                 raise InvalidRequest("a migration needs a uuid of its own")
-            here = [r for r in self.store.for_instance(instance.uuid)
-                    if not (r.state == OUTGOING and r.migration_uuid == migration_uuid)]
+            here = [
+                r
+                for r in self.store.for_instance(instance.uuid)
+                if not (r.state == OUTGOING and r.migration_uuid == migration_uuid)
+            ]
             if here:
-                raise ClaimError(f"instance {instance.uuid} already has a claim on {self.host} "
-                                 f"({', '.join(r.state for r in here)})")
+                raise ClaimError(
+                    f"instance {instance.uuid} already has a claim on {self.host} ({', '.join(r.state for r in here)})"
+                )
             tree = self._require_tree()
             plan = plan_claim(flavor, tree, self._usage(), shared_provider=self.shared_provider)
             ours = self.our_providers()
@@ -396,16 +508,38 @@ class ResourceTracker:
             before = self.placement.consumer(instance.uuid)
             moved, kept = split(before)
             context = MigrationContext(
-                migration_uuid=migration_uuid, kind=kind, source_host=source_host, dest_host=self.host,
-                old_flavor=source.flavor if source else instance.flavor, new_flavor=flavor,
-                old_numa=source.numa if source else (), new_numa=plan.numa,
-                old_pci=source.pci if source else (), new_pci=plan.pci,
-                old_allocations=moved, old_shared=kept)
-            record = self.store.add(ClaimRecord.new(
-                host=self.host, instance_uuid=instance.uuid, consumer_uuid=instance.uuid, kind=kind,
-                state=INCOMING, project_id=instance.project_id, user_id=instance.user_id, flavor=flavor,
-                allocations=plan.allocations, shared_allocations=plan.shared, numa=plan.numa, pci=plan.pci,
-                migration_uuid=migration_uuid, migration_context=context, pending_op="claim"))
+                migration_uuid=migration_uuid,
+                kind=kind,
+                source_host=source_host,
+                dest_host=self.host,
+                old_flavor=source.flavor if source else instance.flavor,
+                new_flavor=flavor,
+                old_numa=source.numa if source else (),
+                new_numa=plan.numa,
+                old_pci=source.pci if source else (),
+                new_pci=plan.pci,
+                old_allocations=moved,
+                old_shared=kept,
+            )
+            record = self.store.add(
+                ClaimRecord.new(
+                    host=self.host,
+                    instance_uuid=instance.uuid,
+                    consumer_uuid=instance.uuid,
+                    kind=kind,
+                    state=INCOMING,
+                    project_id=instance.project_id,
+                    user_id=instance.user_id,
+                    flavor=flavor,
+                    allocations=plan.allocations,
+                    shared_allocations=plan.shared,
+                    numa=plan.numa,
+                    pci=plan.pci,
+                    migration_uuid=migration_uuid,
+                    migration_context=context,
+                    pending_op="claim",
+                )
+            )
 
             def desired(s):
                 if s[migration_uuid].allocations:
@@ -414,12 +548,16 @@ class ResourceTracker:
                 if not moved:
                     raise ClaimError(f"instance {instance.uuid} holds no allocations to move")
                 if source is not None and not _contains(s[instance.uuid].allocations, source.allocations):
-                    raise ClaimError(f"the allocations of {instance.uuid} in Placement are not the ones the "
-                                     f"source {source.host} claimed")
+                    raise ClaimError(
+                        f"the allocations of {instance.uuid} in Placement are not the ones the "
+                        f"source {source.host} claimed"
+                    )
                 if not same_host and set(moved) & ours:
                     raise ClaimError(f"instance {instance.uuid} already holds allocations on {self.host}")
-                return {migration_uuid: (moved, MIGRATION),
-                        instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE)}
+                return {
+                    migration_uuid: (moved, MIGRATION),
+                    instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE),
+                }
 
             return Claim(self._land(record, [instance.uuid, migration_uuid], desired), self)
 
@@ -432,8 +570,11 @@ class ResourceTracker:
             done = []
             incoming = [r for r in records if r.state == INCOMING]
             for record in (r for r in records if r.state == OUTGOING):
-                if not incoming and not self.placement.consumer(migration_uuid).allocations \
-                        and self.placement.consumer(record.instance_uuid).on(self.our_providers()) == record.allocations:
+                if (
+                    not incoming
+                    and not self.placement.consumer(migration_uuid).allocations
+                    and self.placement.consumer(record.instance_uuid).on(self.our_providers()) == record.allocations
+                ):
                     raise ClaimError(f"migration {migration_uuid} never reached its destination: revert it")
                 done.append(self._run(record, "confirm_out"))
             for record in incoming:
@@ -488,10 +629,12 @@ class ResourceTracker:
                 raise ClaimNotFound(f"instance {instance_uuid} has no claim on {self.host}")
             blocked = [r for r in records if r.state not in allowed and r.state != state]
             if blocked:
-                raise ClaimError(f"instance {instance_uuid} is {blocked[0].state} on {self.host}; "
-                                 f"it cannot become {state}")
-            return [Claim(self.store.update(r, state=state), self) if r.state != state else Claim(r, self)
-                    for r in records]
+                raise ClaimError(
+                    f"instance {instance_uuid} is {blocked[0].state} on {self.host}; it cannot become {state}"
+                )
+            return [
+                Claim(self.store.update(r, state=state), self) if r.state != state else Claim(r, self) for r in records
+            ]
 
     def soft_delete_instance(self, instance_uuid: str) -> list[Claim]:
         """Soft delete keeps the claims until a hard delete or the reclaim period."""
@@ -545,8 +688,12 @@ class ResourceTracker:
                 return [self._run(r, "evacuated", migration_uuid=migration_uuid) for r in records]
             held = self.placement.consumer(migration_uuid)
             if held.consumer_type == MIGRATION and set(held.allocations) & self.our_providers():
-                self._rewrite([migration_uuid], lambda s: {migration_uuid: ({}, MIGRATION)},
-                              owner=("", ""), what=f"evacuation cleanup {migration_uuid}")
+                self._rewrite(
+                    [migration_uuid],
+                    lambda s: {migration_uuid: ({}, MIGRATION)},
+                    owner=("", ""),
+                    what=f"evacuation cleanup {migration_uuid}",
+                )
                 return ["cleaned"]
             return []
 
@@ -568,8 +715,9 @@ class ResourceTracker:
         evacuation's (Placement keeps no link between the two, so the match is by amounts).
         """
         with self.lock:
-            records = [r for r in self.store.all() if r.state in (ACTIVE, SHELVED, SOFT_DELETED)
-                       and r.pending_op is None]
+            records = [
+                r for r in self.store.all() if r.state in (ACTIVE, SHELVED, SOFT_DELETED) and r.pending_op is None
+            ]
             if not records:
                 return []
             snapshot = self.placement_snapshot() if snapshot is None else snapshot
@@ -584,23 +732,31 @@ class ResourceTracker:
             for record in absent:
                 state = self.placement.consumer(record.instance_uuid)
                 if not state.allocations or state.on(ours):
-                    continue        # lost allocations, not a move: the audit reports it
+                    continue  # lost allocations, not a move: the audit reports it
                 match = None
                 for consumer in strangers:
                     if strangers[consumer] is None:
                         strangers[consumer] = self.placement.consumer(consumer)
                     other = strangers[consumer]
-                    if other is not False and other.consumer_type == MIGRATION \
-                            and other.on(ours) == record.allocations and other.project_id == record.project_id:
+                    if (
+                        other is not False
+                        and other.consumer_type == MIGRATION
+                        and other.on(ours) == record.allocations
+                        and other.project_id == record.project_id
+                    ):
                         match = consumer
-                        strangers[consumer] = False     # matched once only
+                        strangers[consumer] = False  # matched once only
                         break
                 if match is not None:
                     self._run(record, "evacuated", migration_uuid=match)
                 else:
                     self._run(record, "forget")
-                LOG.info("%s: instance %s was evacuated while this host was down; cleaned up (migration %s)",
-                         self.host, record.instance_uuid, match)
+                LOG.info(
+                    "%s: instance %s was evacuated while this host was down; cleaned up (migration %s)",
+                    self.host,
+                    record.instance_uuid,
+                    match,
+                )
                 cleaned.append({"instance_uuid": record.instance_uuid, "migration_uuid": match})
             return cleaned
 
@@ -629,37 +785,65 @@ class ResourceTracker:
                 inventories = {}
                 for rc, inv in node.inventories.items():
                     used = usage.used(node.uuid, rc)
-                    inventories[rc] = {**inv.as_placement(), "capacity": inv.capacity, "used": used,
-                                       "free": inv.capacity - used}
-                providers[node.uuid] = {"name": node.name, "kind": node.kind,
-                                        "parent_uuid": tree.get(node.parent).uuid if node.parent else None,
-                                        "inventories": inventories, "traits": sorted(node.traits)}
+                    inventories[rc] = {
+                        **inv.as_placement(),
+                        "capacity": inv.capacity,
+                        "used": used,
+                        "free": inv.capacity - used,
+                    }
+                providers[node.uuid] = {
+                    "name": node.name,
+                    "kind": node.kind,
+                    "parent_uuid": tree.get(node.parent).uuid if node.parent else None,
+                    "inventories": inventories,
+                    "traits": sorted(node.traits),
+                }
             vcpu = tree.root.inventories.get("VCPU")
             memory = tree.root.inventories.get("MEMORY_MB")
             cells = []
             for cell in tree.cells:
-                cells.append({
-                    "id": cell.id, "shared_cpus": sorted(cell.shared_cpus), "dedicated_cpus": sorted(cell.dedicated_cpus),
-                    "memory_mb": cell.memory_mb,
-                    "vcpus_capacity": int(len(cell.shared_cpus) * (vcpu.allocation_ratio if vcpu else 1.0)),
-                    "vcpus_used": usage.cell_vcpus[cell.id],
-                    "memory_capacity": int(cell.memory_mb * (memory.allocation_ratio if memory else 1.0)),
-                    "memory_used": usage.cell_memory[cell.id],
-                    "pinned_cpus": sorted(usage.pinned.get(cell.id, ())),
-                })
+                cells.append(
+                    {
+                        "id": cell.id,
+                        "shared_cpus": sorted(cell.shared_cpus),
+                        "dedicated_cpus": sorted(cell.dedicated_cpus),
+                        "memory_mb": cell.memory_mb,
+                        "vcpus_capacity": int(len(cell.shared_cpus) * (vcpu.allocation_ratio if vcpu else 1.0)),
+                        "vcpus_used": usage.cell_vcpus[cell.id],
+                        "memory_capacity": int(cell.memory_mb * (memory.allocation_ratio if memory else 1.0)),
+                        "memory_used": usage.cell_memory[cell.id],
+                        "pinned_cpus": sorted(usage.pinned.get(cell.id, ())),
+                    }
+                )
             pci = []
             for node in tree.pci_providers:
-                pci.append({"provider_uuid": node.uuid, "device": node.pci.address, "numa_node": node.pci.numa_node,
-                            "resource_class": node.pci.resource_class, "vendor_id": node.pci.vendor_id,
-                            "product_id": node.pci.product_id,
-                            "slots": {slot: usage.pci.get(slot) for slot in node.pci.slots}})
+                pci.append(
+                    {
+                        "provider_uuid": node.uuid,
+                        "device": node.pci.address,
+                        "numa_node": node.pci.numa_node,
+                        "resource_class": node.pci.resource_class,
+                        "vendor_id": node.pci.vendor_id,
+                        "product_id": node.pci.product_id,
+                        "slots": {slot: usage.pci.get(slot) for slot in node.pci.slots},
+                    }
+                )
             classes = {}
             if self.config.provider_config is not None:
-                classes = {name: {"units": info.units, "description": info.description}
-                           for name, info in self.config.provider_config.resource_classes.items()}
-            return {"host": self.host, "root_provider_uuid": tree.root.uuid, "providers": providers,
-                    "cells": cells, "pci": pci, "resource_classes": classes,
-                    "shared_storage": self.shared_provider, "claims": len(records)}
+                classes = {
+                    name: {"units": info.units, "description": info.description}
+                    for name, info in self.config.provider_config.resource_classes.items()
+                }
+            return {
+                "host": self.host,
+                "root_provider_uuid": tree.root.uuid,
+                "providers": providers,
+                "cells": cells,
+                "pci": pci,
+                "resource_classes": classes,
+                "shared_storage": self.shared_provider,
+                "claims": len(records),
+            }
 
     # -- audit ----------------------------------------------------------------------------------
 

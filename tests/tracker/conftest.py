@@ -4,18 +4,17 @@ Every test names its hosts uniquely, so tests share the server without seeing ea
 ``assert_books_agree`` (trackerhelpers) is the check the tests run after each operation: Placement's allocations and
 usages, the tracker's persisted claims (read back from the store file) and its capacity view agree.
 """
+
 from __future__ import annotations
 
 import uuid
 
 import pytest
-
 from livehelpers import LiveServer
+from trackerhelpers import BASE_CONFIG, TOPOLOGY
 
 from berth.tracker import PlacementClient, ResourceTracker, TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
-
-from trackerhelpers import BASE_CONFIG, TOPOLOGY
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +41,12 @@ class Hosts:
     def __call__(self, name=None, topology=None, *, start=True, driver=None, **config) -> ResourceTracker:
         name = name or f"host-{uuid.uuid4().hex[:8]}"
         settings = {**BASE_CONFIG, "state_dir": str(self.tmp_path / "state"), **config}
-        tracker = ResourceTracker(name, driver or FakeDriver(topology or TOPOLOGY), PlacementClient(self.url),
-                                  TrackerConfig.from_dict(settings))
+        tracker = ResourceTracker(
+            name,
+            driver or FakeDriver(topology or TOPOLOGY),
+            PlacementClient(self.url),
+            TrackerConfig.from_dict(settings),
+        )
         if start:
             tracker.start()
         self.trackers.append(tracker)
@@ -67,5 +70,3 @@ def hosts(placement_service, tmp_path):
     made = Hosts(placement_service.url, tmp_path)
     yield made
     made.close()
-
-

@@ -1,4 +1,5 @@
 """``berth agent`` processes next to a real ``berth serve``, driven over HTTP as a conductor would."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,8 @@ from collections import Counter
 import pytest
 import requests
 import yaml
-
-from trackerhelpers import TOPOLOGY, flavor, instance, new_uuid
 from livehelpers import free_port
+from trackerhelpers import TOPOLOGY, flavor, instance, new_uuid
 
 from berth.tracker import ClaimFailed, ClaimNotFound, PciRequest, moves
 from berth.tracker.agent_client import AgentClient, AgentError
@@ -30,10 +30,17 @@ class Agent:
         self.placement_url = placement_url
         self.state_dir = tmp_path / "state"
         self.config = tmp_path / f"{self.host}.yaml"
-        self.config.write_text(yaml.safe_dump({
-            "reserved": {"MEMORY_MB": 0}, "allocation_ratios": {"VCPU": 1.0},
-            "pci_device_spec": [{"vendor_id": "10de"}, {"vendor_id": "8086", "product_id": "1572"}],
-            "fake": topology, "audit": {"interval": 2.0}}))
+        self.config.write_text(
+            yaml.safe_dump(
+                {
+                    "reserved": {"MEMORY_MB": 0},
+                    "allocation_ratios": {"VCPU": 1.0},
+                    "pci_device_spec": [{"vendor_id": "10de"}, {"vendor_id": "8086", "product_id": "1572"}],
+                    "fake": topology,
+                    "audit": {"interval": 2.0},
+                }
+            )
+        )
         self.token = token
         self.extra = list(extra)
         self.start()
@@ -41,13 +48,30 @@ class Agent:
     def start(self):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "berth.cli.main", "agent", "--host", self.host, "--placement",
-                   self.placement_url, "--driver", "fake", "--config", str(self.config), "--bind",
-                   f"127.0.0.1:{self.port}", "--state-dir", str(self.state_dir), *self.extra]
+        command = [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--host",
+            self.host,
+            "--placement",
+            self.placement_url,
+            "--driver",
+            "fake",
+            "--config",
+            str(self.config),
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--state-dir",
+            str(self.state_dir),
+            *self.extra,
+        ]
         if self.token:
             command += ["--token", self.token]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -128,9 +152,8 @@ def test_a_conductor_claims_moves_and_releases_through_two_agents(agents, placem
     assert b.delete_instance(inst.uuid) == ["deleted"]
     assert placement.consumer(inst.uuid).allocations == {}
 
-    with pytest.raises(RuntimeError):
-        with b.instance_claim(inst):
-            raise RuntimeError("spawn failed")                  # the remote claim aborts itself
+    with pytest.raises(RuntimeError), b.instance_claim(inst):
+        raise RuntimeError("spawn failed")  # the remote claim aborts itself
     assert b.claims_for_instance(inst.uuid) == [] and placement.consumer(inst.uuid).allocations == {}
     assert_remote_books_agree(placement, a, b)
 
@@ -143,13 +166,12 @@ def test_the_agent_api_refuses_what_it_should(agents):
         agent.client.get_claim(new_uuid())
     with pytest.raises(ClaimNotFound):
         agent.client.begin_move_out(new_uuid(), new_uuid())
-    bad = requests.post(agent.url + "/claims/instance", data=b"not json",
-                        headers={"X-Auth-Token": TOKEN}, timeout=5)
+    bad = requests.post(agent.url + "/claims/instance", data=b"not json", headers={"X-Auth-Token": TOKEN}, timeout=5)
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "claim.invalid_request"
     with pytest.raises(ClaimFailed, match="PCPU: this host has none"):
         agent.client.instance_claim(instance(flavor(1, 512, cpu_policy="dedicated")))
     refused = requests.post(agent.url + "/migrations/x/confirm", headers={"X-Auth-Token": TOKEN}, timeout=5)
-    assert refused.status_code == 200 and refused.json() == {"result": []}     # nothing to confirm: harmless
+    assert refused.status_code == 200 and refused.json() == {"result": []}  # nothing to confirm: harmless
     with pytest.raises(InvalidRequest, match="missing migration_uuid, source, flavor"):
         agent.client._call("POST", "/claims/resize", {"instance": instance().to_dict()})
     with pytest.raises(AgentError) as unknown:
@@ -165,14 +187,14 @@ def test_agents_killed_mid_migration_lose_nothing(agents, placement):
     moved = moves.start_move(src.client, dst.client, inst, migration, new_flavor=flavor(3, 2048, 5))
     before = (src.client.capacity(), dst.client.capacity())
 
-    src.stop(signal.SIGKILL)                                  # both hosts die without warning
+    src.stop(signal.SIGKILL)  # both hosts die without warning
     dst.stop(signal.SIGKILL)
     src.start()
     dst.start()
 
     assert (src.client.capacity(), dst.client.capacity()) == before
     [incoming] = dst.client.claims_for_instance(inst.uuid)
-    assert incoming.record == moved.record                    # with its migration context
+    assert incoming.record == moved.record  # with its migration context
     assert [c.state for c in src.client.claims_for_instance(inst.uuid)] == [OUTGOING]
     assert_remote_books_agree(placement, src.client, dst.client)
     moves.revert_move(src.client, dst.client, migration)
@@ -185,10 +207,27 @@ def test_agents_killed_mid_migration_lose_nothing(agents, placement):
 def test_agent_once_reports_this_machine(placement_service, placement, tmp_path):
     host = f"linux-{uuid.uuid4().hex[:8]}"
     done = subprocess.run(
-        [sys.executable, "-m", "berth.cli.main", "agent", "--host", host, "--placement", placement_service.url,
-         "--driver", "linux", "--once", "--state-dir", str(tmp_path / "state"),
-         "--instances-path", str(tmp_path / "instances")],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--host",
+            host,
+            "--placement",
+            placement_service.url,
+            "--driver",
+            "linux",
+            "--once",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--instances-path",
+            str(tmp_path / "instances"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     root = report["capacity"]["root_provider_uuid"]
@@ -201,18 +240,64 @@ def test_agent_once_reports_this_machine(placement_service, placement, tmp_path)
 def test_agent_refuses_a_bad_config_and_a_second_agent_on_the_same_state(agents, placement_service, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("reserverd: {MEMORY_MB: 1}\n")
-    done = subprocess.run([sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--config",
-                           str(bad), "--placement", placement_service.url], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--driver",
+            "fake",
+            "--config",
+            str(bad),
+            "--placement",
+            placement_service.url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "reserverd" in done.stderr
-    exposed = subprocess.run([sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--bind",
-                              "0.0.0.0:0", "--placement", placement_service.url], capture_output=True, text=True,
-                             timeout=60)
+    exposed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--driver",
+            "fake",
+            "--bind",
+            "0.0.0.0:0",
+            "--placement",
+            placement_service.url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert exposed.returncode == 2 and "without a token" in exposed.stderr
 
     first = agents[0]
     second = subprocess.run(
-        [sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--host", first.host,
-         "--placement", placement_service.url, "--config", str(first.config), "--state-dir",
-         str(first.state_dir), "--once"], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--driver",
+            "fake",
+            "--host",
+            first.host,
+            "--placement",
+            placement_service.url,
+            "--config",
+            str(first.config),
+            "--state-dir",
+            str(first.state_dir),
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode != 0 and "another agent" in second.stderr

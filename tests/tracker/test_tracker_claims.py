@@ -1,10 +1,10 @@
 """Instance claims against a real ``berth serve``: fitting, failure, abort, persistence, recovery."""
+
 from __future__ import annotations
 
 import threading
 
 import pytest
-
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NumaRequest, PciRequest
@@ -28,21 +28,35 @@ def test_instance_claim_writes_allocations_and_persists_the_claim(hosts, placeme
 
 def test_numa_and_pci_claim_spans_the_tree_in_one_consumer(hosts, placement):
     host = hosts()
-    inst = instance(flavor(2, 1024, 1, numa=NumaRequest(1), pci=(PciRequest(1, resource_class=GPU),
-                                                                   PciRequest(2, resource_class="SRIOV_NET_VF",
-                                                                              numa_policy="required"))))
+    inst = instance(
+        flavor(
+            2,
+            1024,
+            1,
+            numa=NumaRequest(1),
+            pci=(
+                PciRequest(1, resource_class=GPU),
+                PciRequest(2, resource_class="SRIOV_NET_VF", numa_policy="required"),
+            ),
+        )
+    )
     claim = host.instance_claim(inst)
 
     # The VFs live on cell 1 only, and are required local: the guest lands on cell 1, with its GPU.
     assert [c.host_cell for c in claim.numa] == [1]
     assert {(d.resource_class, d.device) for d in claim.pci} == {
-        (GPU, "0000:c1:00.0"), ("SRIOV_NET_VF", "0000:c2:00.0")}
+        (GPU, "0000:c1:00.0"),
+        ("SRIOV_NET_VF", "0000:c2:00.0"),
+    }
     assert len({d.address for d in claim.pci}) == 3
     held = placement.consumer(inst.uuid).allocations
     gpu1 = host.tree.get(f"{host.host}_0000:c1:00.0").uuid
     nic = host.tree.get(f"{host.host}_0000:c2:00.0").uuid
-    assert held == {host.tree.root.uuid: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1},
-                    gpu1: {GPU: 1}, nic: {"SRIOV_NET_VF": 2}}
+    assert held == {
+        host.tree.root.uuid: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1},
+        gpu1: {GPU: 1},
+        nic: {"SRIOV_NET_VF": 2},
+    }
     assert_books_agree(host)
 
 
@@ -113,34 +127,51 @@ def test_a_second_claim_for_the_same_instance_is_refused(hosts):
 def test_claim_fails_when_placement_refuses_capacity_taken_behind_the_trackers_back(hosts, placement):
     host = hosts(topology=SMALL)
     outsider = new_uuid()
-    placement.write_consumers({outsider: {"allocations": {host.tree.root.uuid: {"VCPU": 3}}, "generation": None,
-                                          "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}})
+    placement.write_consumers(
+        {
+            outsider: {
+                "allocations": {host.tree.root.uuid: {"VCPU": 3}},
+                "generation": None,
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_type": "INSTANCE",
+            }
+        }
+    )
     inst = instance(flavor(2, 512))
     with pytest.raises(ClaimFailed, match="Placement"):
-        host.instance_claim(inst)       # the tracker's own books said yes; the service has the last word
+        host.instance_claim(inst)  # the tracker's own books said yes; the service has the last word
     assert host.claims_for_instance(inst.uuid) == []
     assert placement.consumer(inst.uuid).allocations == {}
-    placement.write_consumers({outsider: {"allocations": {}, "generation": placement.consumer(outsider).generation,
-                                          "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}})
+    placement.write_consumers(
+        {
+            outsider: {
+                "allocations": {},
+                "generation": placement.consumer(outsider).generation,
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_type": "INSTANCE",
+            }
+        }
+    )
     assert_books_agree(host)
 
 
 def test_claim_as_context_manager_aborts_when_the_build_fails(hosts, placement):
     host = hosts()
     inst = instance(flavor(2, 1024, pci=(PciRequest(1, resource_class=GPU),)))
-    with pytest.raises(RuntimeError):
-        with host.instance_claim(inst) as claim:
-            assert placement.consumer(inst.uuid).allocations
-            raise RuntimeError("spawn failed")
+    with pytest.raises(RuntimeError), host.instance_claim(inst) as claim:
+        assert placement.consumer(inst.uuid).allocations
+        raise RuntimeError("spawn failed")
     assert host.claims_for_instance(inst.uuid) == []
     assert placement.consumer(inst.uuid).allocations == {}
     assert all(slot is None for pool in host.capacity()["pci"] for slot in pool["slots"].values())
 
     with host.instance_claim(inst) as claim:
-        pass                                    # success keeps the claim
+        pass  # success keeps the claim
     assert host.get_claim(claim.claim_id).state == ACTIVE
-    claim.abort()                               # explicit abort frees it
-    claim.abort()                               # and is harmless twice
+    claim.abort()  # explicit abort frees it
+    claim.abort()  # and is harmless twice
     assert placement.consumer(inst.uuid).allocations == {}
     assert_books_agree(host)
 
@@ -160,21 +191,24 @@ def test_concurrent_claims_on_one_host_never_overcommit(hosts, placement):
         t.start()
     for t in threads:
         t.join()
-    assert sum(o is not None for o in outcomes) == 4          # 4 CPUs, ratio 1.0
+    assert sum(o is not None for o in outcomes) == 4  # 4 CPUs, ratio 1.0
     assert placement.usages(host.tree.root.uuid)["VCPU"] == 4
     assert_books_agree(host)
 
 
 def test_a_restarted_tracker_recovers_every_claim_with_its_cells_and_devices(hosts, placement):
     host = hosts(cpu_dedicated_set="6-7")
-    numa = host.instance_claim(instance(flavor(2, 1024, cpu_policy="dedicated",
-                                               pci=(PciRequest(1, resource_class="SRIOV_NET_VF"),))))
+    numa = host.instance_claim(
+        instance(flavor(2, 1024, cpu_policy="dedicated", pci=(PciRequest(1, resource_class="SRIOV_NET_VF"),)))
+    )
     plain = host.instance_claim(instance(flavor(1, 512, pci=(PciRequest(1, resource_class=GPU),))))
     before = host.capacity()
 
     again = hosts.restart(host)
     assert {c.claim_id: c.record for c in again.claims_for_host(again.host)} == {
-        numa.claim_id: numa.record, plain.claim_id: plain.record}
+        numa.claim_id: numa.record,
+        plain.claim_id: plain.record,
+    }
     assert again.get_claim(numa.claim_id).numa[0].pinned_cpus == (6, 7)
     assert again.get_claim(plain.claim_id).pci[0].address == plain.pci[0].address
     assert again.capacity() == before
@@ -228,7 +262,7 @@ def test_crash_in_the_middle_of_a_release_is_finished_on_restart(hosts, placemen
     _crash_around_writes(host, after=False)
     with pytest.raises(Crash):
         claim.abort()
-    assert placement.consumer(inst.uuid).allocations          # nothing released yet
+    assert placement.consumer(inst.uuid).allocations  # nothing released yet
     again = hosts.restart(host)
     assert again.claims_for_instance(inst.uuid) == []
     assert placement.consumer(inst.uuid).allocations == {}

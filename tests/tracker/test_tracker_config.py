@@ -1,4 +1,5 @@
 """Parsing the tracker's configuration and provider config files (YAML and TOML)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,10 @@ from berth.tracker.config import ConfigError, TrackerConfig, format_cpu_set, par
 from berth.tracker.drivers.base import Inventory
 from berth.tracker.drivers.fake import FakeDriver
 from berth.tracker.provider_config import (
-    ProviderConfigError, load_provider_config, load_provider_configs, parse_provider_config,
+    ProviderConfigError,
+    load_provider_config,
+    load_provider_configs,
+    parse_provider_config,
 )
 
 YAML = """
@@ -60,8 +64,9 @@ def test_yaml_and_toml_say_the_same(tmp_path):
     from_yaml = load_provider_config(tmp_path / "a.yaml")
     from_toml = load_provider_config(tmp_path / "a.toml")
     assert from_yaml.resource_classes == from_toml.resource_classes
-    assert [(p.name, p.parent, p.inventories, p.traits) for p in from_yaml.providers] == \
-        [(p.name, p.parent, p.inventories, p.traits) for p in from_toml.providers]
+    assert [(p.name, p.parent, p.inventories, p.traits) for p in from_yaml.providers] == [
+        (p.name, p.parent, p.inventories, p.traits) for p in from_toml.providers
+    ]
     seat = from_yaml.resource_classes["CUSTOM_LICENSE_SEAT"]
     assert (seat.units, seat.description) == ("seat", "Seats of the database licence")
     assert from_yaml.providers[0].inventories["CUSTOM_LICENSE_SEAT"] == Inventory(4, 1, 1, 2, 1, 1.0)
@@ -96,25 +101,39 @@ traits = ["CUSTOM_NEAR_GPU"]
         load_provider_configs([tmp_path / "conf"])
 
 
-@pytest.mark.parametrize("document, message", [
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"CUSTOM_X": 1}}]},
-     "not declared"),
-    ({"resource_classes": {"VCPU": {}}}, "only CUSTOM_"),
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "traits": ["NOT_A_TRAIT"]}]}, "trait"),
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"total": 2,
-                                                                                           "reserved": 3}}}]},
-     "reserved exceeds"),
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"total": 2,
-                                                                                           "max_unit": 3}}}]},
-     "max_unit"),
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"used": 1}}}]},
-     "total"),
-    ({"providers": [{"identification": {"uuid": "x"}}]}, "identification"),
-    ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "parent": "x"}]}, "no parent"),
-    ({"providers": [{"identification": {"name": "a"}}, {"identification": {"name": "a"}}]}, "twice"),
-    ({"meta": {"schema_version": "9.9"}}, "schema_version"),
-    ({"whatever": 1}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        (
+            {"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"CUSTOM_X": 1}}]},
+            "not declared",
+        ),
+        ({"resource_classes": {"VCPU": {}}}, "only CUSTOM_"),
+        ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "traits": ["NOT_A_TRAIT"]}]}, "trait"),
+        (
+            {
+                "providers": [
+                    {"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"total": 2, "reserved": 3}}}
+                ]
+            },
+            "reserved exceeds",
+        ),
+        (
+            {
+                "providers": [
+                    {"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"total": 2, "max_unit": 3}}}
+                ]
+            },
+            "max_unit",
+        ),
+        ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"FPGA": {"used": 1}}}]}, "total"),
+        ({"providers": [{"identification": {"uuid": "x"}}]}, "identification"),
+        ({"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "parent": "x"}]}, "no parent"),
+        ({"providers": [{"identification": {"name": "a"}}, {"identification": {"name": "a"}}]}, "twice"),
+        ({"meta": {"schema_version": "9.9"}}, "schema_version"),
+        ({"whatever": 1}, "unknown keys"),
+    ],
+)
 def test_invalid_provider_configs_are_refused(document, message):
     with pytest.raises(ProviderConfigError, match=message):
         parse_provider_config(document)
@@ -122,15 +141,17 @@ def test_invalid_provider_configs_are_refused(document, message):
 
 def test_provider_config_cannot_override_what_the_driver_reports_or_dangle(tmp_path):
     config = TrackerConfig()
-    clash = parse_provider_config({"providers": [{"identification": {"name": "$COMPUTE_NODE"},
-                                                  "inventories": {"VCPU": 4}}]})
+    clash = parse_provider_config(
+        {"providers": [{"identification": {"name": "$COMPUTE_NODE"}, "inventories": {"VCPU": 4}}]}
+    )
     with pytest.raises(ProviderConfigError, match="already reports VCPU"):
         FakeDriver().provider_tree("h", config, clash)
     dangling = parse_provider_config({"providers": [{"identification": {"name": "x"}, "parent": "nowhere"}]})
     with pytest.raises(ProviderConfigError, match="unknown parent"):
         FakeDriver().provider_tree("h", config, dangling)
-    reparent = parse_provider_config({"providers": [{"identification": {"name": "$COMPUTE_NODE_NUMA0"},
-                                                     "parent": "$COMPUTE_NODE_NUMA1"}]})
+    reparent = parse_provider_config(
+        {"providers": [{"identification": {"name": "$COMPUTE_NODE_NUMA0"}, "parent": "$COMPUTE_NODE_NUMA1"}]}
+    )
     with pytest.raises(ProviderConfigError, match="reported by the driver"):
         FakeDriver().provider_tree("h", config, reparent)
 
@@ -176,19 +197,22 @@ token = "secret"
     assert a.instances_path == str(tmp_path / "instances")
     assert a.pci_device_spec[0].vendor_id == "10de" and a.pci_device_spec[0].product_id == "1eb8"
     assert a.audit.heal and a.audit.interval == 30 and a.agent.token == "secret"
-    assert TrackerConfig().reserved == {"MEMORY_MB": 512}          # the defaults a host starts from
+    assert TrackerConfig().reserved == {"MEMORY_MB": 512}  # the defaults a host starts from
 
 
-@pytest.mark.parametrize("document, message", [
-    ({"reserverd": {}}, "unknown configuration keys: reserverd"),
-    ({"allocation_ratios": {"VCPU": 0}}, "above zero"),
-    ({"reserved": {"VCPU": -1}}, "negative"),
-    ({"cpu_dedicated_set": "0-3", "cpu_shared_set": "3-4"}, "overlap"),
-    ({"cpu_shared_set": "4-2"}, "invalid CPU set"),
-    ({"pci_device_spec": [{"resource_class": "CUSTOM_X"}]}, "name a vendor_id"),
-    ({"pci_device_spec": [{"vendor_id": "xyz"}]}, "four hex digits"),
-    ({"audit": {"intervall": 3}}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        ({"reserverd": {}}, "unknown configuration keys: reserverd"),
+        ({"allocation_ratios": {"VCPU": 0}}, "above zero"),
+        ({"reserved": {"VCPU": -1}}, "negative"),
+        ({"cpu_dedicated_set": "0-3", "cpu_shared_set": "3-4"}, "overlap"),
+        ({"cpu_shared_set": "4-2"}, "invalid CPU set"),
+        ({"pci_device_spec": [{"resource_class": "CUSTOM_X"}]}, "name a vendor_id"),
+        ({"pci_device_spec": [{"vendor_id": "xyz"}]}, "four hex digits"),
+        ({"audit": {"intervall": 3}}, "unknown keys"),
+    ],
+)
 def test_invalid_tracker_configs_are_refused(document, message):
     with pytest.raises(ConfigError, match=message):
         TrackerConfig.from_dict(document)

@@ -1,8 +1,8 @@
 """update_available_resource: the driver's tree pushed to a real ``berth serve``."""
+
 from __future__ import annotations
 
 import pytest
-
 from trackerhelpers import GPU, TOPOLOGY, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimFailed, PciRequest, PlacementClient
@@ -26,24 +26,43 @@ identification = {name = "$COMPUTE_NODE_SHELF"}
 inventories = {CUSTOM_FPGA_SLOT = {total = 4, max_unit = 2}}
 traits = ["CUSTOM_SHELF"]
 """)
-    host = hosts(reserved={"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
-                 allocation_ratios={"VCPU": 2.0, "MEMORY_MB": 1.5},
-                 pci_device_spec=[{"vendor_id": "10de", "traits": ["CUSTOM_GPU_BIG"]},
-                                  {"vendor_id": "8086", "product_id": "1572"}],
-                 provider_config=str(config))
+    host = hosts(
+        reserved={"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
+        allocation_ratios={"VCPU": 2.0, "MEMORY_MB": 1.5},
+        pci_device_spec=[
+            {"vendor_id": "10de", "traits": ["CUSTOM_GPU_BIG"]},
+            {"vendor_id": "8086", "product_id": "1572"},
+        ],
+        provider_config=str(config),
+    )
     name = host.host
     tree = _tree(placement, host.tree.root.uuid)
     root = host.tree.root.uuid
-    assert {n: (p["parent_provider_uuid"] and next(q["name"] for q in tree.values()
-                                                   if q["uuid"] == p["parent_provider_uuid"]))
-            for n, p in tree.items()} == {
-        name: None, f"{name}_NUMA0": name, f"{name}_NUMA1": name,
-        f"{name}_0000:81:00.0": f"{name}_NUMA0", f"{name}_0000:c1:00.0": f"{name}_NUMA1",
-        f"{name}_0000:c2:00.0": f"{name}_NUMA1", f"{name}_SHELF": name}
+    assert {
+        n: (
+            p["parent_provider_uuid"]
+            and next(q["name"] for q in tree.values() if q["uuid"] == p["parent_provider_uuid"])
+        )
+        for n, p in tree.items()
+    } == {
+        name: None,
+        f"{name}_NUMA0": name,
+        f"{name}_NUMA1": name,
+        f"{name}_0000:81:00.0": f"{name}_NUMA0",
+        f"{name}_0000:c1:00.0": f"{name}_NUMA1",
+        f"{name}_0000:c2:00.0": f"{name}_NUMA1",
+        f"{name}_SHELF": name,
+    }
 
     _, inventories = placement.get_inventories(root)
-    assert inventories["VCPU"] == {"total": 8, "reserved": 1, "min_unit": 1, "max_unit": 8, "step_size": 1,
-                                   "allocation_ratio": 2.0}
+    assert inventories["VCPU"] == {
+        "total": 8,
+        "reserved": 1,
+        "min_unit": 1,
+        "max_unit": 8,
+        "step_size": 1,
+        "allocation_ratio": 2.0,
+    }
     assert inventories["MEMORY_MB"]["total"] == 16384 and inventories["MEMORY_MB"]["reserved"] == 1024
     assert inventories["MEMORY_MB"]["allocation_ratio"] == 1.5
     assert inventories["DISK_GB"]["total"] == 100 and inventories["DISK_GB"]["reserved"] == 10
@@ -53,11 +72,13 @@ traits = ["CUSTOM_SHELF"]
     assert placement.get_traits(root)[1] == {"COMPUTE_NODE"}
     assert placement.get_traits(tree[f"{name}_NUMA1"]["uuid"])[1] == {"HW_NUMA_ROOT"}
     assert placement.get_traits(tree[f"{name}_0000:81:00.0"]["uuid"])[1] == {
-        "COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_GPU_BIG"}
+        "COMPUTE_MANAGED_PCI_DEVICE",
+        "CUSTOM_GPU_BIG",
+    }
     assert placement.get_traits(tree[f"{name}_SHELF"]["uuid"])[1] == {"CUSTOM_SHELF"}
 
     again = host.update_available_resource()
-    assert not again.changed                                   # a second report writes nothing
+    assert not again.changed  # a second report writes nothing
     assert_books_agree(host)
 
 
@@ -100,9 +121,14 @@ def test_what_is_in_use_is_kept_until_freed_and_a_shrunk_host_is_reported_over_c
     claim = host.instance_claim(inst)
     device = claim.pci[0].device
     # Half the CPUs, no local disk any more, and the instance's GPU gone.
-    host.driver.set_topology({**TOPOLOGY, "cells": [{"cpus": 2, "memory_mb": 8192}, {"cpus": 2, "memory_mb": 8192}],
-                              "disk_gb": 0,
-                              "pci_devices": [d for d in TOPOLOGY["pci_devices"] if d["address"] != device]})
+    host.driver.set_topology(
+        {
+            **TOPOLOGY,
+            "cells": [{"cpus": 2, "memory_mb": 8192}, {"cpus": 2, "memory_mb": 8192}],
+            "disk_gb": 0,
+            "pci_devices": [d for d in TOPOLOGY["pci_devices"] if d["address"] != device],
+        }
+    )
     result = host.update_available_resource()
     assert list(result.kept) == [f"{name}_{device}"]
     assert result.leftover_uuids == {claim.pci[0].provider_uuid}
@@ -111,7 +137,7 @@ def test_what_is_in_use_is_kept_until_freed_and_a_shrunk_host_is_reported_over_c
     assert any(claim.claim_id in w for w in result.warnings)
     inventories = placement.get_inventories(host.tree.root.uuid)[1]
     assert inventories["VCPU"]["total"] == 4 and inventories["DISK_GB"]["total"] == 100
-    assert host.audit(heal=False).consistent                    # the books still agree with each other
+    assert host.audit(heal=False).consistent  # the books still agree with each other
     with pytest.raises(ClaimFailed):
         host.instance_claim(instance(flavor(1, 512)))
 
@@ -146,16 +172,16 @@ def test_generation_conflicts_are_refreshed_and_retried(hosts, placement, placem
     host.update_available_resource()
     assert len(conflicts) == 1
     assert placement.get_inventories(root)[1]["MEMORY_MB"]["reserved"] == 2048
-    assert "HW_CPU_X86_AVX2" not in placement.get_traits(root)[1]    # the host owns its traits
+    assert "HW_CPU_X86_AVX2" not in placement.get_traits(root)[1]  # the host owns its traits
     assert_books_agree(host)
 
 
 def test_providers_named_for_the_host_are_adopted_wherever_they_are(hosts, placement):
     name = f"host-{new_uuid()[:8]}"
     existing_root = new_uuid()
-    placement.create_provider(name, existing_root)                  # registered earlier by another tool
+    placement.create_provider(name, existing_root)  # registered earlier by another tool
     stray_cell = new_uuid()
-    placement.create_provider(f"{name}_NUMA1", stray_cell)          # a leftover root of the same name
+    placement.create_provider(f"{name}_NUMA1", stray_cell)  # a leftover root of the same name
     host = hosts(name)
     assert host.tree.root.uuid == existing_root
     assert host.tree.get(f"{name}_NUMA1").uuid == stray_cell
@@ -181,7 +207,7 @@ providers:
     name = host.host
     assert host.tree.get(f"{name}_CRYPTO").parent == f"{name}_NUMA0"
     write("$COMPUTE_NODE_NUMA1")
-    host.config.provider_config = load_provider_configs([config])   # what an agent restart would read
+    host.config.provider_config = load_provider_configs([config])  # what an agent restart would read
     result = host.update_available_resource()
     assert result.reparented == [f"{name}_CRYPTO"]
     host.instance_claim(instance(flavor(1, 512, resources={"CUSTOM_CRYPTO_QUEUE": 4})))

@@ -1,8 +1,8 @@
 """What each server operation does to claims: delete, soft delete, shelve, and their inverses."""
+
 from __future__ import annotations
 
 import pytest
-
 from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimNotFound, moves
@@ -16,7 +16,7 @@ def test_delete_frees_everything(hosts, placement):
     assert host.delete_instance(inst.uuid) == ["deleted"]
     assert host.claims_for_instance(inst.uuid) == []
     assert placement.consumer(inst.uuid).allocations == {}
-    assert host.delete_instance(inst.uuid) == []              # deleting twice is harmless
+    assert host.delete_instance(inst.uuid) == []  # deleting twice is harmless
     assert_books_agree(host)
 
 
@@ -30,7 +30,7 @@ def test_delete_during_a_migration_frees_both_sides(hosts, placement):
     assert placement.consumer(inst.uuid).allocations == {}
     assert placement.consumer(migration).allocations == {}
     assert_books_agree(dst)
-    src.audit(heal=True)                                      # the source learns at its next audit
+    src.audit(heal=True)  # the source learns at its next audit
     assert src.claims_for_instance(inst.uuid) == []
     assert_books_agree(src)
 
@@ -41,23 +41,23 @@ def test_soft_delete_keeps_claims_until_hard_delete_or_reclaim(hosts, placement)
     for inst in (kept, reclaimed, restored):
         host.instance_claim(inst)
         assert [c.state for c in host.soft_delete_instance(inst.uuid)] == [SOFT_DELETED]
-    assert placement.usages(host.tree.root.uuid)["VCPU"] == 3             # still counted
+    assert placement.usages(host.tree.root.uuid)["VCPU"] == 3  # still counted
     assert_books_agree(host)
 
     assert [c.state for c in host.restore_instance(restored.uuid)] == [ACTIVE]
-    assert host.reclaim_soft_deleted() == []                  # no reclaim period configured
-    assert host.reclaim_soft_deleted(older_than=3600) == []   # not old enough
+    assert host.reclaim_soft_deleted() == []  # no reclaim period configured
+    assert host.reclaim_soft_deleted(older_than=3600) == []  # not old enough
     host.store.update(host.store.for_instance(reclaimed.uuid)[0], state_changed_at=0.0)
     assert host.reclaim_soft_deleted(older_than=3600) == [reclaimed.uuid]
     assert placement.consumer(reclaimed.uuid).allocations == {}
-    assert host.delete_instance(kept.uuid) == ["deleted"]     # hard delete
+    assert host.delete_instance(kept.uuid) == ["deleted"]  # hard delete
     assert placement.usages(host.tree.root.uuid)["VCPU"] == 1
     assert_books_agree(host)
 
-    assert [c.state for c in host.restore_instance(restored.uuid)] == [ACTIVE]    # twice is harmless
+    assert [c.state for c in host.restore_instance(restored.uuid)] == [ACTIVE]  # twice is harmless
     host.shelve_instance(restored.uuid)
     with pytest.raises(ClaimError, match="shelved"):
-        host.restore_instance(restored.uuid)                  # only a soft-deleted instance is restored
+        host.restore_instance(restored.uuid)  # only a soft-deleted instance is restored
     with pytest.raises(ClaimNotFound):
         host.soft_delete_instance(new_uuid())
 
@@ -81,7 +81,7 @@ def test_shelve_keeps_claims_until_offload(hosts, placement):
     assert placement.consumer(inst.uuid).allocations
     assert_books_agree(host)
 
-    same = host.unshelve_claim(inst)                          # not offloaded: the same claim again
+    same = host.unshelve_claim(inst)  # not offloaded: the same claim again
     assert same.claim_id == first.claim_id and same.state == ACTIVE
     host.shelve_instance(inst.uuid)
     assert host.shelve_offload_instance(inst.uuid) == ["released"]
@@ -90,7 +90,7 @@ def test_shelve_keeps_claims_until_offload(hosts, placement):
     assert_books_agree(host)
 
     other = hosts(topology=SMALL)
-    fresh = other.unshelve_claim(inst)                        # offloaded: a new claim wherever it lands
+    fresh = other.unshelve_claim(inst)  # offloaded: a new claim wherever it lands
     assert fresh.claim_id != first.claim_id
     assert set(placement.consumer(inst.uuid).allocations) == {other.tree.root.uuid}
     assert_books_agree(host, other)

@@ -1,4 +1,5 @@
 """The Linux driver, reading the machine the tests run on (and a made-up sysfs for what it lacks)."""
+
 from __future__ import annotations
 
 import os
@@ -23,15 +24,18 @@ def test_cpus_memory_and_disk_of_this_machine(tmp_path):
     with open("/sys/devices/system/cpu/online") as f:
         assert facts.cpus == parse_cpu_set(f.read().strip())
     assert facts.memory_mb == _meminfo_total_mb()
-    stat = os.statvfs(tmp_path)                                # instances dir missing: its parent's fs
+    stat = os.statvfs(tmp_path)  # instances dir missing: its parent's fs
     assert facts.disk_gb == stat.f_blocks * stat.f_frsize // 2**30
     assert facts.disk_gb > 0
 
 
 def test_numa_cells_of_this_machine_cover_every_cpu_once(tmp_path):
     facts = LinuxDriver(str(tmp_path)).host_facts()
-    nodes = sorted(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit()
-                   and n.startswith("node")) if os.path.isdir("/sys/devices/system/node") else [0]
+    nodes = (
+        sorted(int(n[4:]) for n in os.listdir("/sys/devices/system/node") if n[4:].isdigit() and n.startswith("node"))
+        if os.path.isdir("/sys/devices/system/node")
+        else [0]
+    )
     assert [c.id for c in facts.cells] == nodes
     all_cpus = [cpu for cell in facts.cells for cpu in cell.cpus]
     assert sorted(all_cpus) == sorted(facts.cpus)
@@ -64,8 +68,11 @@ def test_tree_of_this_machine(tmp_path):
     assert tree.root.inventories["MEMORY_MB"].reserved == 256
     assert len(tree.cells) == len(facts.cells)
     if spec:
-        same = [d for d in facts.pci_devices if (d.vendor_id, d.product_id) == (sample.vendor_id, sample.product_id)
-                and not d.is_vf]
+        same = [
+            d
+            for d in facts.pci_devices
+            if (d.vendor_id, d.product_id) == (sample.vendor_id, sample.product_id) and not d.is_vf
+        ]
         assert len(tree.pci_providers) == len(same)
         rc = f"CUSTOM_PCI_{sample.vendor_id.upper()}_{sample.product_id.upper()}"
         assert {n.pci.resource_class for n in tree.pci_providers} == {rc}
@@ -115,14 +122,17 @@ def test_a_two_node_host_with_sriov_from_a_made_up_sysfs(tmp_path):
     driver = LinuxDriver(str(tmp_path / "instances"), sysfs=str(sysfs), procfs=str(procfs))
     facts = driver.host_facts()
     assert facts.memory_mb == 64000 and len(facts.cpus) == 8
-    assert [(c.id, sorted(c.cpus), c.memory_mb) for c in facts.cells] == [(0, [0, 1, 2, 3], 32000),
-                                                                          (1, [4, 5, 6, 7], 32000)]
+    assert [(c.id, sorted(c.cpus), c.memory_mb) for c in facts.cells] == [
+        (0, [0, 1, 2, 3], 32000),
+        (1, [4, 5, 6, 7], 32000),
+    ]
     pf = next(d for d in facts.pci_devices if d.address == "0000:3b:00.0")
     assert pf.vfs == ("0000:3b:02.0", "0000:3b:02.1") and pf.numa_node == 1
     assert next(d for d in facts.pci_devices if d.address == "0000:af:00.0").numa_node is None
 
-    config = TrackerConfig.from_dict({"pci_device_spec": [{"vendor_id": "8086", "product_id": "1572"},
-                                                          {"vendor_id": "10de"}]})
+    config = TrackerConfig.from_dict(
+        {"pci_device_spec": [{"vendor_id": "8086", "product_id": "1572"}, {"vendor_id": "10de"}]}
+    )
     tree = driver.provider_tree("big", config)
     nic = tree.get("big_0000:3b:00.0")
     assert (nic.parent, nic.inventories["SRIOV_NET_VF"].total) == ("big_NUMA1", 2)

@@ -1,8 +1,8 @@
 """Moves with the migration-consumer pattern, against a real ``berth serve``."""
+
 from __future__ import annotations
 
 import pytest
-
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NopClaim, NumaRequest, PciRequest, moves
@@ -57,14 +57,14 @@ def test_resize_revert_swaps_back_exactly(hosts, placement):
     moves.start_move(src, dst, inst, migration, new_flavor=flavor(3, 2048, 5))
     assert_books_agree(src, dst)
 
-    assert dst.drop_move_claim(migration) == "reverted"          # the destination lets go first
+    assert dst.drop_move_claim(migration) == "reverted"  # the destination lets go first
     assert src.revert_migration(migration) == ["restored"]
     assert _consumer(placement, inst.uuid).allocations == old
     assert _consumer(placement, migration).allocations == {}
     assert dst.claims_for_instance(inst.uuid) == []
     [back] = src.claims_for_instance(inst.uuid)
     assert back.state == ACTIVE and back.consumer_uuid == inst.uuid and back.migration_uuid is None
-    assert back.pci == original.pci                    # the very same device as before
+    assert back.pci == original.pci  # the very same device as before
     assert_books_agree(src, dst)
 
 
@@ -109,7 +109,7 @@ def test_failed_destination_claim_hands_the_instance_back_to_the_source(hosts, p
     assert _consumer(placement, migration).allocations == {}
     assert [c.state for c in src.claims_for_instance(inst.uuid)] == [ACTIVE]
     assert dst.claims_for_instance(inst.uuid) == []
-    dst.instance_claim(instance(flavor(3, 512)))                # leaves one CPU on the destination
+    dst.instance_claim(instance(flavor(3, 512)))  # leaves one CPU on the destination
     with pytest.raises(ClaimFailed, match="VCPU"):
         moves.start_move(src, dst, inst, new_uuid(), kind="live_migration")
     assert [c.state for c in src.claims_for_instance(inst.uuid)] == [ACTIVE]
@@ -123,9 +123,8 @@ def test_move_claim_as_context_manager_reverts_when_the_move_fails(hosts, placem
     src.instance_claim(inst)
     old = _consumer(placement, inst.uuid).allocations
     migration = new_uuid()
-    with pytest.raises(RuntimeError):
-        with moves.start_move(src, dst, inst, migration, kind="live_migration"):
-            raise RuntimeError("the copy failed")
+    with pytest.raises(RuntimeError), moves.start_move(src, dst, inst, migration, kind="live_migration"):
+        raise RuntimeError("the copy failed")
     assert _consumer(placement, inst.uuid).allocations == old
     assert [c.state for c in src.claims_for_instance(inst.uuid)] == [ACTIVE]
     assert dst.claims_for_instance(inst.uuid) == []
@@ -135,7 +134,7 @@ def test_move_claim_as_context_manager_reverts_when_the_move_fails(hosts, placem
 def test_live_migration_picks_new_cells_and_devices_and_drop_move_claim_finishes_it(hosts, placement):
     src = hosts(cpu_dedicated_set="4-7")
     dst = hosts(cpu_dedicated_set="4-7")
-    dst.instance_claim(instance(flavor(2, 512, cpu_policy="dedicated")))      # takes CPUs 4 and 5 there
+    dst.instance_claim(instance(flavor(2, 512, cpu_policy="dedicated")))  # takes CPUs 4 and 5 there
     inst = instance(flavor(2, 1024, cpu_policy="dedicated", pci=(PciRequest(1, resource_class="SRIOV_NET_VF"),)))
     first = src.instance_claim(inst)
     assert first.numa[0].pinned_cpus == (4, 5)
@@ -149,10 +148,15 @@ def test_live_migration_picks_new_cells_and_devices_and_drop_move_claim_finishes
     assert_books_agree(src, dst)
 
     with pytest.raises(InvalidRequest):
-        dst.live_migration_claim(inst, new_uuid(), src.begin_move_out(inst.uuid, migration).__class__(
-            **{**src.begin_move_out(inst.uuid, migration).__dict__, "host": dst.host}))
+        dst.live_migration_claim(
+            inst,
+            new_uuid(),
+            src.begin_move_out(inst.uuid, migration).__class__(
+                **{**src.begin_move_out(inst.uuid, migration).__dict__, "host": dst.host}
+            ),
+        )
 
-    assert src.drop_move_claim(migration) == "confirmed"     # post-live-migration on the source
+    assert src.drop_move_claim(migration) == "confirmed"  # post-live-migration on the source
     assert dst.confirm_migration(migration) == ["finished"]
     assert src.claims_for_instance(inst.uuid) == []
     assert_books_agree(src, dst)
@@ -176,7 +180,7 @@ def test_shared_storage_disk_stays_on_the_sharing_provider(hosts, placement):
     migration = new_uuid()
     moves.start_move(src, dst, inst, migration, new_flavor=flavor(2, 1024, 60))
 
-    assert storage not in _consumer(placement, migration).allocations       # the disk did not move
+    assert storage not in _consumer(placement, migration).allocations  # the disk did not move
     assert _consumer(placement, inst.uuid).allocations[storage] == {"DISK_GB": 60}
     assert placement.usages(storage)["DISK_GB"] == 60
     assert_books_agree(src, dst)
@@ -186,8 +190,10 @@ def test_shared_storage_disk_stays_on_the_sharing_provider(hosts, placement):
     assert_books_agree(src, dst)
     moves.start_move(src, dst, inst, migration, kind="live_migration")
     moves.confirm_move(src, dst, migration)
-    assert _consumer(placement, inst.uuid).allocations == {dst.tree.root.uuid: {"VCPU": 2, "MEMORY_MB": 1024},
-                                                           storage: {"DISK_GB": 40}}
+    assert _consumer(placement, inst.uuid).allocations == {
+        dst.tree.root.uuid: {"VCPU": 2, "MEMORY_MB": 1024},
+        storage: {"DISK_GB": 40},
+    }
     assert_books_agree(src, dst)
     dst.delete_instance(inst.uuid)
     assert placement.usages(storage).get("DISK_GB", 0) == 0
@@ -199,22 +205,22 @@ def test_evacuation_claims_on_the_destination_and_the_source_cleans_up_when_it_r
     src.instance_claim(inst)
     src.driver.spawn(inst.uuid)
     old = _consumer(placement, inst.uuid).allocations
-    src.close()                                                 # the source host goes down
+    src.close()  # the source host goes down
 
     migration = new_uuid()
-    claim = dst.rebuild_claim(inst, migration, src.host)        # rebuild elsewhere = evacuate
+    claim = dst.rebuild_claim(inst, migration, src.host)  # rebuild elsewhere = evacuate
     assert claim.kind == "evacuate" and claim.state == INCOMING
     assert claim.migration_context.old_allocations == old
-    assert _consumer(placement, migration).allocations == old   # still counted on the source
+    assert _consumer(placement, migration).allocations == old  # still counted on the source
     dst.confirm_migration(migration)
     assert_books_agree(dst)
 
-    back = hosts.restart(src)                                   # start() cleans up after the evacuation
+    back = hosts.restart(src)  # start() cleans up after the evacuation
     assert back.claims_for_instance(inst.uuid) == []
     assert _consumer(placement, migration).allocations == {}
     assert placement.usages(back.tree.root.uuid).get("VCPU", 0) == 0
     report = back.audit(heal=False)
-    assert [f.instance_uuid for f in report.findings] == [inst.uuid]     # the guest left behind
+    assert [f.instance_uuid for f in report.findings] == [inst.uuid]  # the guest left behind
     assert report.findings[0].kind == "instance_without_claim"
     back.driver.destroy(inst.uuid)
     assert_books_agree(back, dst)
@@ -224,9 +230,9 @@ def test_explicit_evacuation_cleanup_and_rebuild_on_the_same_host(hosts, placeme
     src, dst = hosts(topology=SMALL), hosts(topology=SMALL)
     inst = instance(flavor(1, 512))
     src.instance_claim(inst)
-    assert isinstance(src.rebuild_claim(inst), NopClaim)        # rebuild in place claims nothing
+    assert isinstance(src.rebuild_claim(inst), NopClaim)  # rebuild in place claims nothing
     with pytest.raises(InvalidRequest):
-        dst.rebuild_claim(inst)                                 # elsewhere it needs a migration
+        dst.rebuild_claim(inst)  # elsewhere it needs a migration
     migration = new_uuid()
     moves.evacuate(dst, inst, migration, src.host)
     dst.confirm_migration(migration)
@@ -240,9 +246,8 @@ def test_evacuation_abort_gives_the_instance_back_to_the_dead_source(hosts, plac
     inst = instance(flavor(1, 512))
     src.instance_claim(inst)
     old = _consumer(placement, inst.uuid).allocations
-    with pytest.raises(RuntimeError):
-        with dst.evacuate_claim(inst, new_uuid(), src.host):
-            raise RuntimeError("rebuild failed")
+    with pytest.raises(RuntimeError), dst.evacuate_claim(inst, new_uuid(), src.host):
+        raise RuntimeError("rebuild failed")
     assert _consumer(placement, inst.uuid).allocations == old
     assert dst.claims_for_instance(inst.uuid) == []
     assert_books_agree(src, dst)
@@ -258,15 +263,15 @@ def test_move_claims_are_idempotent_and_refuse_inconsistent_requests(hosts, plac
     first = dst.resize_claim(inst, flavor(2, 512), migration, context)
     assert dst.resize_claim(inst, flavor(2, 512), migration, context).claim_id == first.claim_id
     with pytest.raises(ClaimError):
-        dst.evacuate_claim(inst, new_uuid(), src.host)           # already has a claim here
+        dst.evacuate_claim(inst, new_uuid(), src.host)  # already has a claim here
     with pytest.raises(ClaimError, match="cannot move"):
-        src.begin_move_out(inst.uuid, new_uuid())               # already moving
+        src.begin_move_out(inst.uuid, new_uuid())  # already moving
     stranger = instance(flavor(1, 512))
     with pytest.raises(ClaimError, match="no allocations to move"):
         dst.evacuate_claim(stranger, new_uuid(), src.host)
     assert dst.claims_for_instance(stranger.uuid) == []
     moves.confirm_move(src, dst, migration)
-    assert moves.confirm_move(src, dst, migration) == []        # confirming twice is harmless
+    assert moves.confirm_move(src, dst, migration) == []  # confirming twice is harmless
     assert_books_agree(src, dst)
 
 
@@ -276,16 +281,21 @@ def test_restarting_both_trackers_mid_migration_loses_nothing(hosts, placement, 
     inst = instance(flavor(2, 1024, 5, cpu_policy="dedicated", pci=(PciRequest(1, resource_class=GPU),)))
     before = src.instance_claim(inst)
     migration = new_uuid()
-    claim = moves.start_move(src, dst, inst, migration, new_flavor=flavor(
-        2, 2048, 5, cpu_policy="dedicated", pci=(PciRequest(2, resource_class="SRIOV_NET_VF"),)))
+    claim = moves.start_move(
+        src,
+        dst,
+        inst,
+        migration,
+        new_flavor=flavor(2, 2048, 5, cpu_policy="dedicated", pci=(PciRequest(2, resource_class="SRIOV_NET_VF"),)),
+    )
     views = (src.capacity(), dst.capacity())
 
-    src, dst = hosts.restart(src), hosts.restart(dst)           # both agents restart mid-migration
+    src, dst = hosts.restart(src), hosts.restart(dst)  # both agents restart mid-migration
 
     [outgoing] = src.claims_for_instance(inst.uuid)
     [incoming] = dst.claims_for_instance(inst.uuid)
     assert outgoing.state == OUTGOING and outgoing.numa == before.numa and outgoing.pci == before.pci
-    assert incoming.record == claim.record                      # the migration context and all
+    assert incoming.record == claim.record  # the migration context and all
     assert incoming.migration_context.old_pci == before.pci
     assert (src.capacity(), dst.capacity()) == views
     assert_books_agree(src, dst)
@@ -337,10 +347,10 @@ def test_source_side_revert_works_when_the_destination_is_gone(hosts, placement)
     old = _consumer(placement, inst.uuid).allocations
     migration = new_uuid()
     moves.start_move(src, dst, inst, migration, new_flavor=flavor(3, 1024))
-    assert src.revert_migration(migration) == ["restored"]      # the destination never hears of it
+    assert src.revert_migration(migration) == ["restored"]  # the destination never hears of it
     assert _consumer(placement, inst.uuid).allocations == old
     assert_books_agree(src)
-    report = dst.audit(heal=True)                               # its audit finds the stale half
+    report = dst.audit(heal=True)  # its audit finds the stale half
     assert [f.kind for f in report.findings if f.kind != "usage_mismatch"] == ["stale_move"]
     assert dst.claims_for_instance(inst.uuid) == []
     assert_books_agree(src, dst)

@@ -1,11 +1,10 @@
 """Helpers of the tracker tests: topologies, flavors, instances, and the check that the service,
 the tracker's store and its capacity view agree."""
+
 from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-
-
 
 from berth.tracker import Flavor, InstanceSpec
 from berth.tracker.claims import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED, usage_of
@@ -29,7 +28,6 @@ BASE_CONFIG = {
     "allocation_ratios": {"VCPU": 1.0},
     "pci_device_spec": [{"vendor_id": "10de"}, {"vendor_id": "8086", "product_id": "1572"}],
 }
-
 
 
 def flavor(vcpus=1, memory_mb=512, disk_gb=1, name=None, **kw) -> Flavor:

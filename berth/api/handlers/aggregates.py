@@ -1,4 +1,5 @@
 """/resource_providers/{uuid}/aggregates."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -37,5 +38,6 @@ def update_aggregates(call, uuid):
         wanted, expected = body, None
     wanted = list(dict.fromkeys(normalize_uuid(u) for u in wanted))
     generation = call.db.write_statement(
-        lambda conn: aggregates.replace_provider_aggregates(conn, uuid, wanted, expected))
+        lambda conn: aggregates.replace_provider_aggregates(conn, uuid, wanted, expected)
+    )
     return json_response(call, _view(call, generation, wanted))

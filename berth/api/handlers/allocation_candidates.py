@@ -1,4 +1,5 @@
 """GET /allocation_candidates: where could this request go?"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,19 +7,21 @@ from functools import cached_property
 
 import sqlalchemy as sa
 
+from berth.api import schemas
 from berth.api.query import AggregateFilter, TraitFilter, parse_member_of, parse_required, parse_resources
 from berth.api.responses import json_response
-from berth.api import schemas
 from berth.api.validation import is_uuid, normalize_uuid, query_schema_check
 from berth.domain.candidates import CandidateRequest, RequestGroup
 from berth.domain.errors import BadRequest
-from berth.store import names, providers as provider_store
+from berth.store import names
+from berth.store import providers as provider_store
 from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
 from berth.store.rawsql import fetch
 from berth.store.schema import placement_aggregates, traits
 
 GROUP_KEYS = ("resources", "required", "member_of", "in_tree")
+
 
 @dataclass
 class ParsedGroup:
@@ -34,7 +37,7 @@ def _suffix_of(key: str):
     """The group key and suffix a (schema-valid) query key names, or (None, None)."""
     for base in GROUP_KEYS:
         if key.startswith(base):
-            return base, key[len(base):]
+            return base, key[len(base) :]
     return None, None
 
 
@@ -43,7 +46,7 @@ def parse_query(call):
     args, version = call.args, call.version
     query_schema_check(args, schemas.allocation_candidates_query_schema(version))
     groups: dict[str, ParsedGroup] = {}
-    for key in args.keys():
+    for key in args:
         base, suffix = _suffix_of(key)
         if base is None:
             continue
@@ -55,8 +58,9 @@ def parse_query(call):
         elif base == "required":
             if not version.at_least(39):
                 values = values[-1:]
-            group.traits = parse_required(values, allow_forbidden=version.at_least(22),
-                                          allow_any_of=version.at_least(39), param=key)
+            group.traits = parse_required(
+                values, allow_forbidden=version.at_least(22), allow_any_of=version.at_least(39), param=key
+            )
             _refuse_contradiction(group.traits, key)
         elif base == "member_of":
             if len(values) > 1 and not version.at_least(24):
@@ -64,42 +68,55 @@ def parse_query(call):
             group.aggregates = parse_member_of(values, allow_forbidden=version.at_least(32))
         elif base == "in_tree":
             if not is_uuid(values[-1]):
-                raise BadRequest(f"Invalid query string parameters: Expected 'in_tree' parameter to be a "
-                                 f"format of uuid. Got: {values[-1]}")
+                raise BadRequest(
+                    f"Invalid query string parameters: Expected 'in_tree' parameter to be a "
+                    f"format of uuid. Got: {values[-1]}"
+                )
             group.in_tree = normalize_uuid(values[-1])
     _check_groups(groups, version)
 
     group_policy = args.get("group_policy")
     if len([s for s, g in groups.items() if s and g.resources]) > 1 and group_policy is None:
-        raise BadRequest('The "group_policy" parameter is required when specifying more than one '
-                         '"resources{N}" parameter.')
+        raise BadRequest(
+            'The "group_policy" parameter is required when specifying more than one "resources{N}" parameter.'
+        )
     limit = int(args["limit"]) if "limit" in args else None
 
     root_traits = TraitFilter()
     if "root_required" in args:
         values = args.getlist("root_required")
         if len(values) > 1:
-            raise BadRequest("Query parameter 'root_required' may be specified only once.",
-                             code="placement.query.duplicate_key")
+            raise BadRequest(
+                "Query parameter 'root_required' may be specified only once.", code="placement.query.duplicate_key"
+            )
         root_traits = parse_required(values, allow_forbidden=True, allow_any_of=False, param="root_required")
         both = sorted({n for g in root_traits.groups for n in g} & set(root_traits.forbidden))
         if both:
-            raise BadRequest(f"Conflicting required and forbidden traits found in root_required: "
-                             f"{', '.join(both)}", code="placement.query.bad_value")
+            raise BadRequest(
+                f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
+                code="placement.query.bad_value",
+            )
 
     same_subtree = [[s.strip() for s in value.split(",")] for value in args.getlist("same_subtree")]
     named = {s for suffixes in same_subtree for s in suffixes}
     if "" in named:
-        raise BadRequest("Empty string (unsuffixed group) can not be specified in `same_subtree` ",
-                         code="placement.query.bad_value")
+        raise BadRequest(
+            "Empty string (unsuffixed group) can not be specified in `same_subtree` ", code="placement.query.bad_value"
+        )
     unknown = sorted(named - set(groups))
     if unknown:
-        raise BadRequest(f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
-                         f"{sorted(s for s in groups if s)}", code="placement.query.bad_value")
+        raise BadRequest(
+            f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
+            f"{sorted(s for s in groups if s)}",
+            code="placement.query.bad_value",
+        )
     resourceless = sorted(s for s, g in groups.items() if s and not g.resources and s not in named)
     if resourceless:
-        raise BadRequest("Resourceless suffixed group request should be specified in `same_subtree` query "
-                         f"param: bad group(s) - {resourceless}.", code="placement.query.bad_value")
+        raise BadRequest(
+            "Resourceless suffixed group request should be specified in `same_subtree` query "
+            f"param: bad group(s) - {resourceless}.",
+            code="placement.query.bad_value",
+        )
     return groups, group_policy, limit, root_traits, same_subtree
 
 
@@ -109,8 +126,9 @@ def _check_groups(groups, version) -> None:
         raise BadRequest("At least one request group (`resources` or `resources{$S}`) is required.")
     if version.at_least(36):
         if not any(g.resources for g in groups.values()):
-            raise BadRequest("There must be at least one resources or resources[$S] parameter.",
-                             code="placement.query.missing_value")
+            raise BadRequest(
+                "There must be at least one resources or resources[$S] parameter.", code="placement.query.missing_value"
+            )
         return
     orphans = {"required": [], "member_of": []}
     for suffix, group in groups.items():
@@ -119,11 +137,15 @@ def _check_groups(groups, version) -> None:
                 if key in group.keys:
                     orphans[key].append(f"{key}{suffix}")
     if orphans["required"]:
-        raise BadRequest("All traits parameters must be associated with resources.  Found the following "
-                         f"orphaned traits keys: {', '.join(sorted(orphans['required']))}")
+        raise BadRequest(
+            "All traits parameters must be associated with resources.  Found the following "
+            f"orphaned traits keys: {', '.join(sorted(orphans['required']))}"
+        )
     if orphans["member_of"]:
-        raise BadRequest("All member_of parameters must be associated with resources. Found the following "
-                         f"orphaned member_of keys: {', '.join(sorted(orphans['member_of']))}")
+        raise BadRequest(
+            "All member_of parameters must be associated with resources. Found the following "
+            f"orphaned member_of keys: {', '.join(sorted(orphans['member_of']))}"
+        )
     if any(not g.resources for g in groups.values()):
         raise BadRequest("All request groups must specify resources.")
 
@@ -132,8 +154,10 @@ def _refuse_contradiction(traits: TraitFilter, param: str) -> None:
     required = {name for group in traits.groups if len(group) == 1 for name in group}
     both = sorted(required & set(traits.forbidden))
     if both:
-        raise BadRequest(f"Conflicting required and forbidden traits found in the following traits "
-                         f"keys: {param}: ({', '.join(both)})")
+        raise BadRequest(
+            f"Conflicting required and forbidden traits found in the following traits "
+            f"keys: {param}: ({', '.join(both)})"
+        )
 
 
 def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> tuple[CandidateRequest, dict]:
@@ -146,11 +170,20 @@ def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> 
     for g in groups.values():
         trait_names |= g.traits.names()
     trait_ids = names.require_trait_ids(conn, trait_names)
-    agg_uuids = {u for g in groups.values() for grp in g.aggregates.groups for u in grp} | \
-        {u for g in groups.values() for u in g.aggregates.forbidden}
-    agg_ids = dict(conn.execute(
-        sa.select(placement_aggregates.c.uuid, placement_aggregates.c.id)
-        .where(placement_aggregates.c.uuid.in_(agg_uuids))).all()) if agg_uuids else {}
+    agg_uuids = {u for g in groups.values() for grp in g.aggregates.groups for u in grp} | {
+        u for g in groups.values() for u in g.aggregates.forbidden
+    }
+    agg_ids = (
+        dict(
+            conn.execute(
+                sa.select(placement_aggregates.c.uuid, placement_aggregates.c.id).where(
+                    placement_aggregates.c.uuid.in_(agg_uuids)
+                )
+            ).all()
+        )
+        if agg_uuids
+        else {}
+    )
 
     request_groups = []
     for suffix, g in groups.items():
@@ -159,8 +192,7 @@ def _resolve(conn, version, groups, group_policy, root_traits, same_subtree) -> 
             resources={class_ids[n]: a for n, a in g.resources.items()},
             required=[frozenset(trait_ids[n] for n in any_of) for any_of in g.traits.groups],
             forbidden=frozenset(trait_ids[n] for n in g.traits.forbidden),
-            member_of=[frozenset(agg_ids[u] for u in any_of if u in agg_ids)
-                       for any_of in g.aggregates.groups],
+            member_of=[frozenset(agg_ids[u] for u in any_of if u in agg_ids) for any_of in g.aggregates.groups],
             forbidden_aggregates=frozenset(agg_ids[u] for u in g.aggregates.forbidden if u in agg_ids),
         )
         if g.in_tree is not None:
@@ -187,11 +219,18 @@ def list_allocation_candidates(call):
 
     def work(conn):
         request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
-        finder = CandidateFinder(conn, request, call.provider_cache, limit=limit,
-                                 max_candidates=settings.max_candidates, randomize=settings.randomize_candidates)
+        finder = CandidateFinder(
+            conn,
+            request,
+            call.provider_cache,
+            limit=limit,
+            max_candidates=settings.max_candidates,
+            randomize=settings.randomize_candidates,
+        )
         candidates, providers = finder.find()
         rc_names = names.resource_class_names_of(
-            conn, {rc for p in providers.values() for rc in p.inventories} | set(class_ids.values()))
+            conn, {rc for p in providers.values() for rc in p.inventories} | set(class_ids.values())
+        )
         # Rendered here, with the connection at hand: trait names and the uuids of parents outside
         # the answer are read only if some piece of it is not already kept with its provider.
         return _render(call, _Lookups(conn, providers), candidates, providers, class_ids, rc_names)
@@ -206,21 +245,37 @@ def explain_allocation_candidates(call):
 
     def work(conn):
         request, class_ids = _resolve(conn, call.version, groups, group_policy, root_traits, same_subtree)
-        trait_ids = {t for g in request.groups for s in g.required for t in s} | \
-            {t for g in request.groups for t in g.forbidden} | \
-            {t for s in request.root_required for t in s} | set(request.root_forbidden)
-        agg_ids = {a for g in request.groups for s in g.member_of for a in s} | \
-            {a for g in request.groups for a in g.forbidden_aggregates}
-        report = explain(
-            conn, request, class_names={v: k for k, v in class_ids.items()},
-            trait_names=dict(conn.execute(sa.select(traits.c.id, traits.c.name)
-                                          .where(traits.c.id.in_(trait_ids))).all()) if trait_ids else {},
-            aggregate_uuids=dict(conn.execute(sa.select(placement_aggregates.c.id, placement_aggregates.c.uuid)
-                                              .where(placement_aggregates.c.id.in_(agg_ids))).all())
-            if agg_ids else {},
+        trait_ids = (
+            {t for g in request.groups for s in g.required for t in s}
+            | {t for g in request.groups for t in g.forbidden}
+            | {t for s in request.root_required for t in s}
+            | set(request.root_forbidden)
         )
-        finder = CandidateFinder(conn, request, call.provider_cache, limit=limit,
-                                 max_candidates=settings.max_candidates)
+        agg_ids = {a for g in request.groups for s in g.member_of for a in s} | {
+            a for g in request.groups for a in g.forbidden_aggregates
+        }
+        report = explain(
+            conn,
+            request,
+            class_names={v: k for k, v in class_ids.items()},
+            trait_names=dict(
+                conn.execute(sa.select(traits.c.id, traits.c.name).where(traits.c.id.in_(trait_ids))).all()
+            )
+            if trait_ids
+            else {},
+            aggregate_uuids=dict(
+                conn.execute(
+                    sa.select(placement_aggregates.c.id, placement_aggregates.c.uuid).where(
+                        placement_aggregates.c.id.in_(agg_ids)
+                    )
+                ).all()
+            )
+            if agg_ids
+            else {},
+        )
+        finder = CandidateFinder(
+            conn, request, call.provider_cache, limit=limit, max_candidates=settings.max_candidates
+        )
         candidates, _ = finder.find()
         report["candidates"] = len(candidates)
         report["candidates_capped_at"] = finder.want
@@ -241,8 +296,9 @@ class _Lookups:
         providers = self.providers
         uuids = {pid: p.uuid for pid, p in providers.items()}
         # Parents and roots that were not loaded: those of nested sharing providers.
-        missing = {i for p in providers.values() for i in (p.parent_id, p.root_id)
-                   if i is not None and i not in providers}
+        missing = {
+            i for p in providers.values() for i in (p.parent_id, p.root_id) if i is not None and i not in providers
+        }
         if missing:
             uuids.update(fetch(self.conn, "SELECT id, uuid FROM resource_providers WHERE id IN {ids}", ids=missing))
         return uuids
@@ -288,14 +344,16 @@ def _render(call, lookups: _Lookups, candidates, providers, class_ids, rc_names)
         allocations = candidate.allocations
         uuid_of = lookups.uuid_of
         if dict_format:
-            entry = {"allocations": {
-                uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in allocations.items()
-            }}
+            entry = {
+                "allocations": {uuid_of[pid]: {"resources": resources_of(by_rc)} for pid, by_rc in allocations.items()}
+            }
         else:
-            entry = {"allocations": [
-                {"resource_provider": {"uuid": uuid_of[pid]}, "resources": resources_of(by_rc)}
-                for pid, by_rc in allocations.items()
-            ]}
+            entry = {
+                "allocations": [
+                    {"resource_provider": {"uuid": uuid_of[pid]}, "resources": resources_of(by_rc)}
+                    for pid, by_rc in allocations.items()
+                ]
+            }
         if with_mappings:
             entry["mappings"] = {suffix: [uuid_of[pid] for pid in ids] for suffix, ids in candidate.mappings.items()}
         return entry

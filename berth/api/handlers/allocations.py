@@ -1,4 +1,5 @@
 """/allocations, /allocations/{consumer_uuid} and /resource_providers/{uuid}/allocations."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -15,14 +16,14 @@ INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 
 def show_consumer_allocations(call, consumer_uuid):
     def work(conn):
-        return (allocations.allocations_of_consumer(conn, consumer_uuid),
-                consumers.get_consumer(conn, consumer_uuid))
+        return (allocations.allocations_of_consumer(conn, consumer_uuid), consumers.get_consumer(conn, consumer_uuid))
 
     rows, consumer = call.db.read(work)
     by_provider = {}
     for row in rows:
-        entry = by_provider.setdefault(row["provider_uuid"], {"generation": row["provider_generation"],
-                                                              "resources": {}})
+        entry = by_provider.setdefault(
+            row["provider_uuid"], {"generation": row["provider_generation"], "resources": {}}
+        )
         entry["resources"][row["resource_class"]] = row["used"]
     body = {"allocations": by_provider}
     if by_provider and consumer is not None and call.version.at_least(12):
@@ -89,6 +90,8 @@ def list_provider_allocations(call, uuid):
     by_consumer = {}
     for row in rows:
         by_consumer.setdefault(row["consumer_id"], {"resources": {}})["resources"][row["resource_class"]] = row["used"]
-    return json_response(call, {"resource_provider_generation": provider["generation"],
-                                "allocations": by_consumer},
-                         last_modified=latest(*(r["updated_at"] for r in rows)))
+    return json_response(
+        call,
+        {"resource_provider_generation": provider["generation"], "allocations": by_consumer},
+        last_modified=latest(*(r["updated_at"] for r in rows)),
+    )

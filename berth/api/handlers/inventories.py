@@ -1,4 +1,5 @@
 """/resource_providers/{uuid}/inventories[/{resource_class}]."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -29,10 +30,14 @@ def list_inventories(call, uuid):
         return provider, inventories.list_inventories(conn, provider["id"])
 
     provider, rows = call.db.read(work)
-    return json_response(call, {
-        "resource_provider_generation": provider["generation"],
-        "inventories": {name: inventory_view(row) for name, row in rows.items()},
-    }, last_modified=latest(*(r["updated_at"] for r in rows.values())))
+    return json_response(
+        call,
+        {
+            "resource_provider_generation": provider["generation"],
+            "inventories": {name: inventory_view(row) for name, row in rows.items()},
+        },
+        last_modified=latest(*(r["updated_at"] for r in rows.values())),
+    )
 
 
 def show_inventory(call, uuid, resource_class):
@@ -43,8 +48,11 @@ def show_inventory(call, uuid, resource_class):
     provider, row = call.db.read(work)
     if row is None:
         raise NotFound(f"No inventory of class {resource_class} for {uuid}")
-    return json_response(call, {"resource_provider_generation": provider["generation"], **inventory_view(row)},
-                         last_modified=row["updated_at"])
+    return json_response(
+        call,
+        {"resource_provider_generation": provider["generation"], **inventory_view(row)},
+        last_modified=row["updated_at"],
+    )
 
 
 def _reserved_can_be_total(call):
@@ -55,13 +63,19 @@ def replace_inventories(call, uuid):
     body = call.json_body(schemas.INVENTORIES_PUT)
     new = {name: inventory_from_body(data) for name, data in body["inventories"].items()}
 
-    generation = call.db.write_statement(lambda conn: inventories.replace_inventories_of(
-        conn, uuid, body["resource_provider_generation"], new, reserved_can_be_total=_reserved_can_be_total(call)))
+    generation = call.db.write_statement(
+        lambda conn: inventories.replace_inventories_of(
+            conn, uuid, body["resource_provider_generation"], new, reserved_can_be_total=_reserved_can_be_total(call)
+        )
+    )
     # The provider's inventories are now exactly those of the body: no need to read them back.
-    return json_response(call, {
-        "resource_provider_generation": generation,
-        "inventories": {name: _fields(inventory) for name, inventory in new.items()},
-    })
+    return json_response(
+        call,
+        {
+            "resource_provider_generation": generation,
+            "inventories": {name: _fields(inventory) for name, inventory in new.items()},
+        },
+    )
 
 
 def create_inventory(call, uuid):
@@ -72,13 +86,20 @@ def create_inventory(call, uuid):
     def work(conn):
         provider = providers.require_provider(conn, uuid)
         return inventories.add_inventory(
-            conn, provider, body.get("resource_provider_generation", provider["generation"]), rc_name,
-            inventory, reserved_can_be_total=_reserved_can_be_total(call))
+            conn,
+            provider,
+            body.get("resource_provider_generation", provider["generation"]),
+            rc_name,
+            inventory,
+            reserved_can_be_total=_reserved_can_be_total(call),
+        )
 
     generation = call.db.write(work)
     return json_response(
-        call, {"resource_provider_generation": generation, **_fields(inventory)},
-        status=201, headers={"Location": location(call, f"/resource_providers/{uuid}/inventories/{rc_name}")},
+        call,
+        {"resource_provider_generation": generation, **_fields(inventory)},
+        status=201,
+        headers={"Location": location(call, f"/resource_providers/{uuid}/inventories/{rc_name}")},
     )
 
 
@@ -89,8 +110,13 @@ def update_inventory(call, uuid, resource_class):
     def work(conn):
         provider = providers.require_provider(conn, uuid)
         return inventories.update_inventory(
-            conn, provider, body["resource_provider_generation"], resource_class, inventory,
-            reserved_can_be_total=_reserved_can_be_total(call))
+            conn,
+            provider,
+            body["resource_provider_generation"],
+            resource_class,
+            inventory,
+            reserved_can_be_total=_reserved_can_be_total(call),
+        )
 
     generation = call.db.write(work)
     return json_response(call, {"resource_provider_generation": generation, **_fields(inventory)})

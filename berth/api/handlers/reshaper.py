@@ -1,4 +1,5 @@
 """POST /reshaper: move inventories and the allocations against them within a tree, atomically."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -12,11 +13,14 @@ from berth.store import allocations, inventories, names, providers
 
 def reshape(call):
     body = call.json_body(schemas.reshaper_schema(call.version))
-    consumer_requests = [request_from_body(call, normalize_uuid(consumer), data)
-                         for consumer, data in body["allocations"].items()]
+    consumer_requests = [
+        request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body["allocations"].items()
+    ]
     new_inventories = {
-        uuid: (entry["resource_provider_generation"],
-               {rc: inventory_from_body(data) for rc, data in entry["inventories"].items()})
+        uuid: (
+            entry["resource_provider_generation"],
+            {rc: inventory_from_body(data) for rc, data in entry["inventories"].items()},
+        )
         for uuid, entry in body["inventories"].items()
     }
 
@@ -30,11 +34,15 @@ def reshape(call):
         for uuid, (generation, _) in sorted(new_inventories.items()):
             provider = providers.get_provider(conn, uuid)
             if provider is None:
-                raise BadRequest(f"Resource provider {uuid} in inventories not found: No resource provider "
-                                 f"with uuid {uuid} found", code="placement.resource_provider.not_found")
+                raise BadRequest(
+                    f"Resource provider {uuid} in inventories not found: No resource provider with uuid {uuid} found",
+                    code="placement.resource_provider.not_found",
+                )
             if provider["generation"] != generation:
-                raise ConcurrentUpdate(f"resource provider generation conflict for provider {uuid}: "
-                                       f"actual: {provider['generation']}, given: {generation}")
+                raise ConcurrentUpdate(
+                    f"resource provider generation conflict for provider {uuid}: "
+                    f"actual: {provider['generation']}, given: {generation}"
+                )
             found[uuid] = provider
         # As the reference does it: first every provider holds the union of its old and new
         # inventories, then the allocations move, then each provider keeps only its new inventory.
@@ -50,8 +58,7 @@ def reshape(call):
         allocations.replace_allocations(conn, consumer_requests)
         for uuid, (_, wanted) in sorted(new_inventories.items()):
             provider = providers.get_provider(conn, uuid)
-            inventories.replace_inventories(conn, provider, provider["generation"], wanted,
-                                            reserved_can_be_total=True)
+            inventories.replace_inventories(conn, provider, provider["generation"], wanted, reserved_can_be_total=True)
 
     call.db.write(work)
     return empty_response()

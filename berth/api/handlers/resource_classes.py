@@ -1,4 +1,5 @@
 """/resource_classes and /resource_classes/{name}."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -8,14 +9,18 @@ from berth.domain.errors import NotFound
 from berth.store import names
 from berth.store.util import latest
 
+
 def _view(name):
     return {"name": name, "links": [{"rel": "self", "href": f"/resource_classes/{name}"}]}
 
 
 def list_resource_classes(call):
     rows = call.db.read(names.list_resource_classes)
-    return json_response(call, {"resource_classes": [_view(r["name"]) for r in rows]},
-                         last_modified=latest(*(r["updated_at"] for r in rows)))
+    return json_response(
+        call,
+        {"resource_classes": [_view(r["name"]) for r in rows]},
+        last_modified=latest(*(r["updated_at"] for r in rows)),
+    )
 
 
 def create_resource_class(call):

@@ -1,11 +1,12 @@
 """/resource_providers and /resource_providers/{uuid}."""
+
 from __future__ import annotations
 
 import uuid as uuidlib
 
 from berth.api import schemas
-from berth.api.responses import empty_response, json_response, location
 from berth.api.query import parse_member_of, parse_required, parse_resources
+from berth.api.responses import empty_response, json_response, location
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.errors import BadRequest
 from berth.store import names, providers
@@ -52,7 +53,8 @@ def list_providers(call):
 
     rows = call.db.read(work)
     return json_response(
-        call, {"resource_providers": [provider_view(call, r) for r in rows]},
+        call,
+        {"resource_providers": [provider_view(call, r) for r in rows]},
         last_modified=latest(*(r["updated_at"] for r in rows)),
     )
 
@@ -81,8 +83,9 @@ def provider_filter_from_query(call):
     if required:
         if not version.at_least(39):
             required = required[-1:]
-        flt["traits"] = parse_required(required, allow_forbidden=version.at_least(22),
-                                       allow_any_of=version.at_least(39))
+        flt["traits"] = parse_required(
+            required, allow_forbidden=version.at_least(22), allow_any_of=version.at_least(39)
+        )
     return flt
 
 
@@ -108,7 +111,8 @@ def create_provider(call):
     parent = body.get("parent_provider_uuid")
     parent = normalize_uuid(parent) if parent else None
     row = call.db.write_statement(
-        lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"], parent_uuid=parent))
+        lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"], parent_uuid=parent)
+    )
     headers = {"Location": location(call, f"/resource_providers/{uuid}")}
     if call.version.at_least(20):
         return json_response(call, provider_view(call, row), headers=headers)
@@ -127,7 +131,9 @@ def update_provider(call, uuid):
     def work(conn):
         row = providers.require_provider(conn, uuid)
         return providers.update_provider(
-            conn, row, name=body["name"],
+            conn,
+            row,
+            name=body["name"],
             parent_uuid=normalize_uuid(parent) if parent else None,
             parent_given="parent_provider_uuid" in body,
             allow_reparent=call.version.at_least(37),

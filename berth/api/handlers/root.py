@@ -1,4 +1,5 @@
 """GET /: version discovery."""
+
 from __future__ import annotations
 
 from berth.api import microversion
@@ -6,12 +7,17 @@ from berth.api.responses import json_response
 
 
 def versions(call):
-    return json_response(call, {
-        "versions": [{
-            "id": "v1.0",
-            "max_version": str(microversion.MAX),
-            "min_version": str(microversion.MIN),
-            "status": "CURRENT",
-            "links": [{"rel": "self", "href": ""}],
-        }]
-    })
+    return json_response(
+        call,
+        {
+            "versions": [
+                {
+                    "id": "v1.0",
+                    "max_version": str(microversion.MAX),
+                    "min_version": str(microversion.MIN),
+                    "status": "CURRENT",
+                    "links": [{"rel": "self", "href": ""}],
+                }
+            ]
+        },
+    )

@@ -1,4 +1,5 @@
 """/traits, /traits/{name} and /resource_providers/{uuid}/traits."""
+
 from __future__ import annotations
 
 import re
@@ -21,13 +22,13 @@ def list_traits(call):
         if value.startswith("in:"):
             filters["names"] = value[3:].split(",")
         elif value.startswith("startswith:"):
-            filters["prefix"] = value[len("startswith:"):]
+            filters["prefix"] = value[len("startswith:") :]
         elif ":" in value:
             pass  # an unknown operator filters nothing, as in the reference
         else:
             raise BadRequest(
                 "Badly formatted name parameter. Expected name query string parameter in form: "
-                f"?name=[in|startswith]:[name1,name2|prefix]. Got: \"{value}\""
+                f'?name=[in|startswith]:[name1,name2|prefix]. Got: "{value}"'
             )
     if "associated" in call.args:
         value = call.args["associated"].lower()
@@ -35,8 +36,9 @@ def list_traits(call):
             raise BadRequest('The query parameter "associated" only accepts "true" or "false"')
         filters["associated"] = value == "true"
     rows = call.db.read(lambda conn: names.list_traits(conn, **filters))
-    return json_response(call, {"traits": [r["name"] for r in rows]},
-                         last_modified=latest(*(r["updated_at"] for r in rows)))
+    return json_response(
+        call, {"traits": [r["name"] for r in rows]}, last_modified=latest(*(r["updated_at"] for r in rows))
+    )
 
 
 def show_trait(call, name):
@@ -53,7 +55,7 @@ def show_trait(call, name):
 def put_trait(call, name):
     if not _CUSTOM.match(name) or len(name) > 255:
         raise BadRequest(
-            'The trait is invalid. A valid trait must be no longer than 255 characters, start with the '
+            "The trait is invalid. A valid trait must be no longer than 255 characters, start with the "
             'prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
         )
     created = call.db.write(lambda conn: names.ensure_trait(conn, name))
@@ -74,18 +76,23 @@ def list_provider_traits(call, uuid):
         return provider, provider_traits.provider_traits(conn, provider["id"])
 
     provider, traits = call.db.read(work)
-    return json_response(call, {"traits": traits, "resource_provider_generation": provider["generation"]},
-                         last_modified=provider["updated_at"])
+    return json_response(
+        call,
+        {"traits": traits, "resource_provider_generation": provider["generation"]},
+        last_modified=provider["updated_at"],
+    )
 
 
 def update_provider_traits(call, uuid):
     body = call.json_body(schemas.PROVIDER_TRAITS_PUT)
 
-    generation = call.db.write_statement(lambda conn: provider_traits.replace_provider_traits(
-        conn, uuid, body["resource_provider_generation"], body["traits"]))
+    generation = call.db.write_statement(
+        lambda conn: provider_traits.replace_provider_traits(
+            conn, uuid, body["resource_provider_generation"], body["traits"]
+        )
+    )
     # The provider's traits are now exactly those of the body, listed by name as when read back.
-    return json_response(call, {"traits": sorted(set(body["traits"])),
-                                "resource_provider_generation": generation})
+    return json_response(call, {"traits": sorted(set(body["traits"])), "resource_provider_generation": generation})
 
 
 def delete_provider_traits(call, uuid):

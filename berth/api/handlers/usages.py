@@ -1,4 +1,5 @@
 """/resource_providers/{uuid}/usages and /usages."""
+
 from __future__ import annotations
 
 from berth.api import schemas
@@ -17,8 +18,7 @@ def provider_usages(call, uuid):
 
 
 def project_usages(call):
-    call.authorize("placement:usages", {"project_id": call.args.get("project_id"),
-                                        "user_id": call.args.get("user_id")})
+    call.authorize("placement:usages", {"project_id": call.args.get("project_id"), "user_id": call.args.get("user_id")})
     query_schema_check(call.args, schemas.usages_query_schema(call.version))
     project_id = call.args["project_id"]
     user_id = call.args.get("user_id")
@@ -30,7 +30,6 @@ def project_usages(call):
         user_pk = consumers.lookup_user_pk(conn, user_id) if user_id is not None else None
         if project_pk is None or (user_id is not None and user_pk is None):
             return {}
-        return usages.project_usages(conn, project_pk, user_pk, by_consumer_type=by_type,
-                                     consumer_type=consumer_type)
+        return usages.project_usages(conn, project_pk, user_pk, by_consumer_type=by_type, consumer_type=consumer_type)
 
     return json_response(call, {"usages": call.db.read(work)})

@@ -3,10 +3,11 @@
 Each ``*_schema(version)`` function returns the schema in force at that microversion; the same
 functions feed request validation and the published OpenAPI document.
 """
+
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 
 from berth.api.microversion import MAX, MIN, Version
 from berth.domain.capacity import MAX_INT
@@ -27,7 +28,8 @@ def _int(minimum):
 
 # --- resource providers ----------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+
+@cache
 def provider_body_schema(version, *, create: bool):
     properties = {"name": {"type": "string", "maxLength": 200}}
     if create:
@@ -37,7 +39,7 @@ def provider_body_schema(version, *, create: bool):
     return {"type": "object", "properties": properties, "required": ["name"], "additionalProperties": False}
 
 
-@lru_cache(maxsize=None)
+@cache
 def provider_list_query_schema(version):
     properties = {"name": {"type": "string"}, "uuid": UUID}
     if version.at_least(3):
@@ -51,7 +53,7 @@ def provider_list_query_schema(version):
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
-@lru_cache(maxsize=None)
+@cache
 def allocation_candidates_query_schema(version):
     """GET /allocation_candidates: plain keys, and the request-group keys with their suffixes."""
     properties = {"resources": {"type": "string"}}
@@ -107,8 +109,11 @@ INVENTORIES_PUT = {
     "type": "object",
     "properties": {
         "resource_provider_generation": GENERATION,
-        "inventories": {"type": "object", "patternProperties": {NAME_PATTERN: INVENTORY_RECORD},
-                        "additionalProperties": False},
+        "inventories": {
+            "type": "object",
+            "patternProperties": {NAME_PATTERN: INVENTORY_RECORD},
+            "additionalProperties": False,
+        },
     },
     "required": ["resource_provider_generation", "inventories"],
     "additionalProperties": False,
@@ -146,7 +151,7 @@ TRAITS_LIST_QUERY = {
 AGGREGATE_LIST = {"type": "array", "items": UUID, "uniqueItems": True}
 
 
-@lru_cache(maxsize=None)
+@cache
 def aggregates_put_schema(version):
     if not version.at_least(19):
         return AGGREGATE_LIST
@@ -176,7 +181,7 @@ _MAPPINGS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def allocations_put_schema(version):
     """PUT /allocations/{consumer_uuid}."""
     if not version.at_least(12):
@@ -237,20 +242,22 @@ def _consumer_allocations_schema(version, *, allow_empty):
         "additionalProperties": False,
     }
     if version.at_least(28):
-        schema["properties"]["consumer_generation"] = {"type": ["integer", "null"], "minimum": 0,
-                                                       "maximum": MAX_INT}
+        schema["properties"]["consumer_generation"] = {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_INT}
         schema["required"].append("consumer_generation")
     if version.at_least(34):
         schema["properties"]["mappings"] = _MAPPINGS
     if version.at_least(38):
         schema["properties"]["consumer_type"] = {
-            "type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 255,
+            "type": "string",
+            "pattern": NAME_PATTERN,
+            "minLength": 1,
+            "maxLength": 255,
         }
         schema["required"].append("consumer_type")
     return schema
 
 
-@lru_cache(maxsize=None)
+@cache
 def allocations_post_schema(version):
     """POST /allocations: several consumers at once (1.13)."""
     return {
@@ -263,20 +270,27 @@ def allocations_post_schema(version):
 
 # --- usages ----------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+
+@cache
 def usages_query_schema(version):
-    properties = {"project_id": {"type": "string", "minLength": 1, "maxLength": 255},
-                  "user_id": {"type": "string", "minLength": 1, "maxLength": 255}}
+    properties = {
+        "project_id": {"type": "string", "minLength": 1, "maxLength": 255},
+        "user_id": {"type": "string", "minLength": 1, "maxLength": 255},
+    }
     if version.at_least(38):
-        properties["consumer_type"] = {"type": "string", "pattern": f"{NAME_PATTERN}|^all$|^unknown$",
-                                       "minLength": 1, "maxLength": 255}
-    return {"type": "object", "properties": properties, "required": ["project_id"],
-            "additionalProperties": False}
+        properties["consumer_type"] = {
+            "type": "string",
+            "pattern": f"{NAME_PATTERN}|^all$|^unknown$",
+            "minLength": 1,
+            "maxLength": 255,
+        }
+    return {"type": "object", "properties": properties, "required": ["project_id"], "additionalProperties": False}
 
 
 # --- reshaper --------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+
+@cache
 def reshaper_schema(version):
     """POST /reshaper (1.30): a tree's inventories and the allocations against them, together."""
     # A copy: allocations_post_schema's answer is cached and shared with POST /allocations.
@@ -299,10 +313,17 @@ def reshaper_schema(version):
 
 # --- all of them -------------------------------------------------------------------------------
 
+
 def every_schema():
     """Every schema a request can be checked against, at every microversion (built once each)."""
-    yield from (INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE, RESOURCE_CLASS_BODY,
-                PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY)
+    yield from (
+        INVENTORIES_PUT,
+        INVENTORY_POST,
+        INVENTORY_PUT_ONE,
+        RESOURCE_CLASS_BODY,
+        PROVIDER_TRAITS_PUT,
+        TRAITS_LIST_QUERY,
+    )
     for minor in range(MIN.minor, MAX.minor + 1):
         version = Version(1, minor)
         yield provider_body_schema(version, create=True)

@@ -1,4 +1,5 @@
 """Alembic environment: migrations always run on a connection handed in by berth.store.migrate."""
+
 from alembic import context
 
 from berth.store.schema import metadata

@@ -1,4 +1,5 @@
 """Drivers: what a host has, whatever the books say."""
+
 from __future__ import annotations
 
 from berth.tracker.drivers.base import Driver

@@ -6,14 +6,15 @@ policy-like (host reservations, allocation ratios, which PCI devices may be hand
 resources from the provider config) is applied on top of the facts by ``berth.tracker.hosttree``, the
 same way for every driver, so a fake host and a real one produce trees of the same shape.
 """
+
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
-
 
 # --- facts a driver discovers ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class NumaCell:
@@ -24,13 +25,13 @@ class NumaCell:
 
 @dataclass(frozen=True)
 class PciDevice:
-    address: str                    # domain:bus:slot.function, e.g. "0000:81:00.0"
-    vendor_id: str                  # four lower-case hex digits, no "0x"
+    address: str  # domain:bus:slot.function, e.g. "0000:81:00.0"
+    vendor_id: str  # four lower-case hex digits, no "0x"
     product_id: str
-    numa_node: int | None = None    # None when the platform does not say
-    class_code: str = ""            # six hex digits, e.g. "020000" for an Ethernet controller
-    physfn: str | None = None       # for a virtual function: its physical function's address
-    vfs: tuple[str, ...] = ()       # for a physical function: its virtual functions' addresses
+    numa_node: int | None = None  # None when the platform does not say
+    class_code: str = ""  # six hex digits, e.g. "020000" for an Ethernet controller
+    physfn: str | None = None  # for a virtual function: its physical function's address
+    vfs: tuple[str, ...] = ()  # for a physical function: its virtual functions' addresses
 
     @property
     def is_vf(self) -> bool:
@@ -39,7 +40,7 @@ class PciDevice:
 
 @dataclass(frozen=True)
 class HostFacts:
-    cpus: frozenset[int]            # online logical CPUs
+    cpus: frozenset[int]  # online logical CPUs
     memory_mb: int
     disk_gb: int
     cells: tuple[NumaCell, ...]
@@ -49,6 +50,7 @@ class HostFacts:
 @dataclass(frozen=True)
 class Guest:
     """A guest the hypervisor has, whatever the books say."""
+
     uuid: str
     running: bool = True
     # What the hypervisor knows the guest uses ({"VCPU": 2, "MEMORY_MB": 2048, ...}), if it knows.
@@ -68,7 +70,7 @@ class Driver(abc.ABC):
     def guests(self) -> dict[str, Guest]:
         """Every guest present on the host, by instance uuid."""
 
-    def provider_tree(self, host: str, config, provider_config=None) -> "ProviderTree":
+    def provider_tree(self, host: str, config, provider_config=None) -> ProviderTree:
         """The host as a tree of resource providers (see ``berth.tracker.hosttree``)."""
         from berth.tracker.hosttree import build_provider_tree
 
@@ -77,12 +79,13 @@ class Driver(abc.ABC):
 
 # --- the provider tree -------------------------------------------------------------------------
 
+
 @dataclass
 class Inventory:
     total: int
     reserved: int = 0
     min_unit: int = 1
-    max_unit: int | None = None     # None: the total
+    max_unit: int | None = None  # None: the total
     step_size: int = 1
     allocation_ratio: float = 1.0
 
@@ -97,16 +100,24 @@ class Inventory:
 
     def as_placement(self) -> dict:
         return {
-            "total": self.total, "reserved": self.reserved, "min_unit": self.min_unit,
-            "max_unit": self.effective_max_unit, "step_size": self.step_size,
+            "total": self.total,
+            "reserved": self.reserved,
+            "min_unit": self.min_unit,
+            "max_unit": self.effective_max_unit,
+            "step_size": self.step_size,
             "allocation_ratio": float(self.allocation_ratio),
         }
 
     @classmethod
-    def from_placement(cls, body: dict) -> "Inventory":
-        return cls(total=body["total"], reserved=body.get("reserved", 0), min_unit=body.get("min_unit", 1),
-                   max_unit=body.get("max_unit"), step_size=body.get("step_size", 1),
-                   allocation_ratio=body.get("allocation_ratio", 1.0))
+    def from_placement(cls, body: dict) -> Inventory:
+        return cls(
+            total=body["total"],
+            reserved=body.get("reserved", 0),
+            min_unit=body.get("min_unit", 1),
+            max_unit=body.get("max_unit"),
+            step_size=body.get("step_size", 1),
+            allocation_ratio=body.get("allocation_ratio", 1.0),
+        )
 
     def accepts(self, amount: int, used: int) -> str | None:
         """Why ``amount`` more cannot be allocated on top of ``used``, or None when it can."""
@@ -124,6 +135,7 @@ class Inventory:
 @dataclass(frozen=True)
 class CellInfo:
     """A NUMA cell as claims see it: which CPUs float (VCPU) and which are pinned (PCPU)."""
+
     id: int
     shared_cpus: frozenset[int]
     dedicated_cpus: frozenset[int]
@@ -133,6 +145,7 @@ class CellInfo:
 @dataclass(frozen=True)
 class PciPool:
     """A PCI provider's devices: one slot for a whole device, one per virtual function for a PF."""
+
     address: str
     vendor_id: str
     product_id: str
@@ -144,14 +157,14 @@ class PciPool:
 @dataclass
 class ProviderNode:
     name: str
-    parent: str | None              # the parent's name; None for the compute node
-    kind: str                       # "compute" | "numa" | "pci" | "custom"
+    parent: str | None  # the parent's name; None for the compute node
+    kind: str  # "compute" | "numa" | "pci" | "custom"
     inventories: dict[str, Inventory] = field(default_factory=dict)
     traits: set[str] = field(default_factory=set)
     aggregates: set[str] = field(default_factory=set)
-    cell: CellInfo | None = None    # for kind "numa"
-    pci: PciPool | None = None      # for kind "pci"
-    uuid: str | None = None         # known once the tree is synchronised with the service
+    cell: CellInfo | None = None  # for kind "numa"
+    pci: PciPool | None = None  # for kind "pci"
+    uuid: str | None = None  # known once the tree is synchronised with the service
 
 
 class ProviderTree:

@@ -13,6 +13,7 @@
 Guests appear when a test (or the simulator) calls ``spawn`` and disappear with ``destroy``; the
 topology can be replaced at any time with ``set_topology`` to model hardware changes.
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,7 +34,7 @@ class FakeTopology:
     facts: HostFacts
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "FakeTopology":
+    def from_dict(cls, data: dict | None) -> FakeTopology:
         data = {**DEFAULT_TOPOLOGY, **(data or {})}
         unknown = sorted(set(data) - {"cells", "memory_mb", "disk_gb", "pci_devices"})
         if unknown:
@@ -41,10 +42,7 @@ class FakeTopology:
         cells, next_cpu = [], 0
         for index, cell in enumerate(data["cells"] or []):
             cpus = cell.get("cpus", 1)
-            if isinstance(cpus, int):
-                cpu_set = frozenset(range(next_cpu, next_cpu + cpus))
-            else:
-                cpu_set = parse_cpu_set(cpus)
+            cpu_set = frozenset(range(next_cpu, next_cpu + cpus)) if isinstance(cpus, int) else parse_cpu_set(cpus)
             next_cpu = max(cpu_set, default=next_cpu - 1) + 1
             cells.append(NumaCell(id=int(cell.get("id", index)), cpus=cpu_set, memory_mb=int(cell["memory_mb"])))
         if not cells:
@@ -57,18 +55,36 @@ class FakeTopology:
             address = item["address"]
             vfs = tuple(_vf_address(address, i) for i in range(int(item.get("vfs", 0))))
             numa = item.get("numa_node")
-            pf = PciDevice(address=address, vendor_id=str(item["vendor_id"]).lower(),
-                           product_id=str(item["product_id"]).lower(),
-                           numa_node=None if numa is None else int(numa),
-                           class_code=str(item.get("class_code", "")), vfs=vfs)
+            pf = PciDevice(
+                address=address,
+                vendor_id=str(item["vendor_id"]).lower(),
+                product_id=str(item["product_id"]).lower(),
+                numa_node=None if numa is None else int(numa),
+                class_code=str(item.get("class_code", "")),
+                vfs=vfs,
+            )
             devices.append(pf)
             for vf in vfs:
-                devices.append(PciDevice(address=vf, vendor_id=pf.vendor_id,
-                                         product_id=str(item.get("vf_product_id", pf.product_id)).lower(),
-                                         numa_node=pf.numa_node, class_code=pf.class_code, physfn=address))
+                devices.append(
+                    PciDevice(
+                        address=vf,
+                        vendor_id=pf.vendor_id,
+                        product_id=str(item.get("vf_product_id", pf.product_id)).lower(),
+                        numa_node=pf.numa_node,
+                        class_code=pf.class_code,
+                        physfn=address,
+                    )
+                )
         memory = int(data.get("memory_mb") or sum(c.memory_mb for c in cells))
-        return cls(HostFacts(cpus=all_cpus, memory_mb=memory, disk_gb=int(data["disk_gb"]),
-                             cells=tuple(cells), pci_devices=tuple(devices)))
+        return cls(
+            HostFacts(
+                cpus=all_cpus,
+                memory_mb=memory,
+                disk_gb=int(data["disk_gb"]),
+                cells=tuple(cells),
+                pci_devices=tuple(devices),
+            )
+        )
 
 
 def _vf_address(pf_address: str, index: int) -> str:

@@ -10,6 +10,7 @@
 Guests are the entries of the instances directory named by an instance uuid, the layout a hypervisor
 driver keeps (``<instances_path>/<uuid>/``).  The roots of sysfs and procfs can be moved for tests.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,13 @@ class LinuxDriver(Driver):
     def host_facts(self) -> HostFacts:
         cpus = self.online_cpus()
         memory_mb = self.memory_mb()
-        return HostFacts(cpus=cpus, memory_mb=memory_mb, disk_gb=self.disk_gb(),
-                         cells=self.numa_cells(cpus, memory_mb), pci_devices=self.pci_devices())
+        return HostFacts(
+            cpus=cpus,
+            memory_mb=memory_mb,
+            disk_gb=self.disk_gb(),
+            cells=self.numa_cells(cpus, memory_mb),
+            pci_devices=self.pci_devices(),
+        )
 
     def online_cpus(self) -> frozenset[int]:
         text = _read(self.sysfs / "devices/system/cpu/online")
@@ -61,7 +67,7 @@ class LinuxDriver(Driver):
                 node_cpus = parse_cpu_set(_read(entry / "cpulist") or "") & cpus
                 node_memory = _meminfo_total_kb(entry / "meminfo") // 1024
                 if not node_cpus and not node_memory:
-                    continue      # a memory-less, CPU-less node (e.g. hot-plug placeholder)
+                    continue  # a memory-less, CPU-less node (e.g. hot-plug placeholder)
                 cells.append(NumaCell(id=int(match.group(1)), cpus=frozenset(node_cpus), memory_mb=node_memory))
         if not cells:
             cells = [NumaCell(id=0, cpus=cpus, memory_mb=memory_mb)]
@@ -90,14 +96,19 @@ class LinuxDriver(Driver):
                 continue
             numa = _read(entry / "numa_node")
             numa_node = int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
-            physfn = (entry / "physfn")
+            physfn = entry / "physfn"
             vfs = sorted(os.path.basename(os.readlink(p)) for p in entry.glob("virtfn*") if p.is_symlink())
-            devices.append(PciDevice(
-                address=entry.name, vendor_id=vendor, product_id=product, numa_node=numa_node,
-                class_code=(_read(entry / "class") or "").lower().removeprefix("0x"),
-                physfn=os.path.basename(os.readlink(physfn)) if physfn.is_symlink() else None,
-                vfs=tuple(vfs),
-            ))
+            devices.append(
+                PciDevice(
+                    address=entry.name,
+                    vendor_id=vendor,
+                    product_id=product,
+                    numa_node=numa_node,
+                    class_code=(_read(entry / "class") or "").lower().removeprefix("0x"),
+                    physfn=os.path.basename(os.readlink(physfn)) if physfn.is_symlink() else None,
+                    vfs=tuple(vfs),
+                )
+            )
         return tuple(devices)
 
     # -- guests ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 Revision ID: 0002
 Revises: 0001
 """
+
 from alembic import op
 
 revision = "0002"
@@ -13,8 +14,11 @@ depends_on = None
 
 def upgrade():
     op.drop_index("ix_inventories_resource_class_id_used", table_name="inventories")
-    op.create_index("ix_inventories_resource_class_id_resource_provider_id", "inventories",
-                    ["resource_class_id", "resource_provider_id"])
+    op.create_index(
+        "ix_inventories_resource_class_id_resource_provider_id",
+        "inventories",
+        ["resource_class_id", "resource_provider_id"],
+    )
 
 
 def downgrade():
