@@ -12,6 +12,8 @@ from http import HTTPStatus
 
 import orjson
 
+from berth.domain import error_codes
+
 EXPLANATIONS = {
     400: "The server could not comply with the request since it is either malformed or otherwise incorrect.",
     401: "This server could not verify that you are authorized to access the document you requested. "
@@ -63,7 +65,7 @@ def error_body(
         "request_id": request_id,
     }
     if include_code:
-        error["code"] = code or "placement.undefined_code"
+        error["code"] = code or error_codes.UNDEFINED
     if extra:
         error.update(extra)
     return orjson.dumps({"errors": [error]})

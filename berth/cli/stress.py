@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 import requests
 
 from berth.cli import harness
+from berth.domain import error_codes
 
 TOKEN = "admin"
 VERSION = "1.39"
@@ -519,7 +520,7 @@ class Claimer:
                 self.observe(list(changes), deadline=time.monotonic() + RESOLVE_GRACE)
         elif outcome == Outcome.UNCERTAIN:
             self.resolve(list(changes))
-        elif r is not None and r.status_code == 409 and error_code(r) == "placement.concurrent_update":
+        elif r is not None and r.status_code == 409 and error_code(r) == error_codes.CONCURRENT_UPDATE:
             # Nobody else writes this claimer's consumers: a generation conflict means the server
             # holds something other than what the log says.  Read it back (the audit compares).
             existing = [c for c in changes if generations.get(c) is not None]

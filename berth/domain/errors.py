@@ -7,10 +7,12 @@ Placement's (``placement.*``) because clients and its test suites match on them.
 
 from __future__ import annotations
 
+from berth.domain import error_codes
+
 
 class BerthError(Exception):
     status = 400
-    code = "placement.undefined_code"
+    code = error_codes.UNDEFINED
 
     def __init__(self, detail: str, *, code: str | None = None, status: int | None = None, headers: dict | None = None):
         super().__init__(detail)
@@ -35,15 +37,15 @@ class Conflict(BerthError):
 
 
 class ConcurrentUpdate(Conflict):
-    code = "placement.concurrent_update"
+    code = error_codes.CONCURRENT_UPDATE
 
 
 class InventoryInUse(Conflict):
-    code = "placement.inventory.inuse"
+    code = error_codes.INVENTORY_IN_USE
 
 
 class DuplicateName(Conflict):
-    code = "placement.duplicate_name"
+    code = error_codes.DUPLICATE_NAME
 
 
 class Unavailable(BerthError):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from berth.domain import error_codes
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
 from berth.store.rawsql import db_time, execute, fetch, fetch_records, fetch_value
 from berth.store.schema import (
@@ -286,7 +287,7 @@ def delete_provider(conn, provider):
     if has_children:
         raise Conflict(
             f"Unable to delete parent resource provider {provider['uuid']}: It has child resource providers.",
-            code="placement.resource_provider.cannot_delete_parent",
+            code=error_codes.PROVIDER_CANNOT_DELETE_PARENT,
         )
     has_allocations = conn.execute(
         sa.select(allocations.c.id).where(allocations.c.resource_provider_id == provider["id"]).limit(1)
@@ -294,7 +295,7 @@ def delete_provider(conn, provider):
     if has_allocations:
         raise Conflict(
             f"Unable to delete resource provider {provider['uuid']}: Resource provider has allocations.",
-            code="placement.resource_provider.inuse",
+            code=error_codes.PROVIDER_IN_USE,
         )
     conn.execute(
         inventories.delete().where(inventories.c.resource_provider_id == provider["id"], inventories.c.used == 0)

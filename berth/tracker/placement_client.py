@@ -16,14 +16,16 @@ from urllib.parse import urlencode
 
 import requests
 
+from berth.domain import error_codes
+
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = "1.39"
-CONCURRENT_UPDATE = "placement.concurrent_update"
-INVENTORY_IN_USE = "placement.inventory.inuse"
-PROVIDER_IN_USE = "placement.resource_provider.inuse"
-CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
-DUPLICATE_NAME = "placement.duplicate_name"
+CONCURRENT_UPDATE = error_codes.CONCURRENT_UPDATE
+INVENTORY_IN_USE = error_codes.INVENTORY_IN_USE
+PROVIDER_IN_USE = error_codes.PROVIDER_IN_USE
+CANNOT_DELETE_PARENT = error_codes.PROVIDER_CANNOT_DELETE_PARENT
+DUPLICATE_NAME = error_codes.DUPLICATE_NAME
 
 
 class PlacementError(Exception):

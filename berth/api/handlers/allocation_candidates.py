@@ -11,6 +11,7 @@ from berth.api import schemas
 from berth.api.query import AggregateFilter, TraitFilter, parse_member_of, parse_required, parse_resources
 from berth.api.responses import json_response
 from berth.api.validation import is_uuid, normalize_uuid, query_schema_check
+from berth.domain import error_codes
 from berth.domain.candidates import CandidateRequest, RequestGroup
 from berth.domain.errors import BadRequest
 from berth.store import names
@@ -87,35 +88,35 @@ def parse_query(call):
         values = args.getlist("root_required")
         if len(values) > 1:
             raise BadRequest(
-                "Query parameter 'root_required' may be specified only once.", code="placement.query.duplicate_key"
+                "Query parameter 'root_required' may be specified only once.", code=error_codes.QUERY_DUPLICATE_KEY
             )
         root_traits = parse_required(values, allow_forbidden=True, allow_any_of=False, param="root_required")
         both = sorted({n for g in root_traits.groups for n in g} & set(root_traits.forbidden))
         if both:
             raise BadRequest(
                 f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
-                code="placement.query.bad_value",
+                code=error_codes.QUERY_BAD_VALUE,
             )
 
     same_subtree = [[s.strip() for s in value.split(",")] for value in args.getlist("same_subtree")]
     named = {s for suffixes in same_subtree for s in suffixes}
     if "" in named:
         raise BadRequest(
-            "Empty string (unsuffixed group) can not be specified in `same_subtree` ", code="placement.query.bad_value"
+            "Empty string (unsuffixed group) can not be specified in `same_subtree` ", code=error_codes.QUERY_BAD_VALUE
         )
     unknown = sorted(named - set(groups))
     if unknown:
         raise BadRequest(
             f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
             f"{sorted(s for s in groups if s)}",
-            code="placement.query.bad_value",
+            code=error_codes.QUERY_BAD_VALUE,
         )
     resourceless = sorted(s for s, g in groups.items() if s and not g.resources and s not in named)
     if resourceless:
         raise BadRequest(
             "Resourceless suffixed group request should be specified in `same_subtree` query "
             f"param: bad group(s) - {resourceless}.",
-            code="placement.query.bad_value",
+            code=error_codes.QUERY_BAD_VALUE,
         )
     return groups, group_policy, limit, root_traits, same_subtree
 
@@ -127,7 +128,7 @@ def _check_groups(groups, version) -> None:
     if version.at_least(36):
         if not any(g.resources for g in groups.values()):
             raise BadRequest(
-                "There must be at least one resources or resources[$S] parameter.", code="placement.query.missing_value"
+                "There must be at least one resources or resources[$S] parameter.", code=error_codes.QUERY_MISSING_VALUE
             )
         return
     orphans = {"required": [], "member_of": []}

@@ -7,6 +7,7 @@ from berth.api.handlers.allocations import request_from_body
 from berth.api.handlers.inventories import inventory_from_body
 from berth.api.responses import empty_response
 from berth.api.validation import normalize_uuid
+from berth.domain import error_codes
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store import allocations, inventories, names, providers
 
@@ -36,7 +37,7 @@ def reshape(call):
             if provider is None:
                 raise BadRequest(
                     f"Resource provider {uuid} in inventories not found: No resource provider with uuid {uuid} found",
-                    code="placement.resource_provider.not_found",
+                    code=error_codes.PROVIDER_NOT_FOUND,
                 )
             if provider["generation"] != generation:
                 raise ConcurrentUpdate(

@@ -1,0 +1,31 @@
+"""The error codes of the API, each a named constant.
+
+These are Placement's codes (``placement.*``): clients and their test suites match on them, so a code
+is part of the contract. Never change one's value or reuse it for another meaning; add a new one.
+Every raise site names the constant, never the string.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Any error that has no more specific code.
+UNDEFINED: Final = "placement.undefined_code"
+# A provider's or a consumer's generation changed meanwhile: read again and retry.
+CONCURRENT_UPDATE: Final = "placement.concurrent_update"
+# An inventory that still has allocations against it cannot be removed.
+INVENTORY_IN_USE: Final = "placement.inventory.inuse"
+# A provider (or resource class, trait) of that name exists already.
+DUPLICATE_NAME: Final = "placement.duplicate_name"
+# A provider that still has allocations cannot be deleted.
+PROVIDER_IN_USE: Final = "placement.resource_provider.inuse"
+# A provider that still has children cannot be deleted.
+PROVIDER_CANNOT_DELETE_PARENT: Final = "placement.resource_provider.cannot_delete_parent"
+# A provider named in a request body does not exist.
+PROVIDER_NOT_FOUND: Final = "placement.resource_provider.not_found"
+# A query parameter that may appear once appeared more often.
+QUERY_DUPLICATE_KEY: Final = "placement.query.duplicate_key"
+# A query parameter's value is not allowed, alone or with the others.
+QUERY_BAD_VALUE: Final = "placement.query.bad_value"
+# A query lacks a parameter it needs.
+QUERY_MISSING_VALUE: Final = "placement.query.missing_value"
