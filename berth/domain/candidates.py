@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
 
-from berth.domain.capacity import capacity
+from berth.domain.capacity import Inventory
 
 
-class InventoryData:
+class InventoryData(Inventory):
     """One inventory as the search sees it, with the units still free worked out once (the search
     asks for them at every step, and a request can load thousands of these)."""
 
-    __slots__ = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio", "used", "free")
+    __slots__ = ("used", "free")
 
     def __init__(
         self,
@@ -49,24 +49,17 @@ class InventoryData:
         allocation_ratio: float,
         used: int,
     ):
-        self.total = total
-        self.reserved = reserved
-        self.min_unit = min_unit
-        self.max_unit = max_unit
-        self.step_size = step_size
-        self.allocation_ratio = allocation_ratio
+        super().__init__(total, reserved, min_unit, max_unit, step_size, allocation_ratio)
         self.used = used
-        self.free = capacity(total, reserved, allocation_ratio) - used
+        self.free = self.capacity - used
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"InventoryData(total={self.total}, reserved={self.reserved}, used={self.used}, free={self.free})"
 
-    @property
-    def capacity(self) -> int:
-        return self.free + self.used
-
     def can_take(self, amount: int, already: int = 0) -> bool:
-        """Room for ``amount`` more on top of ``already`` placed by this same candidate."""
+        """Room for ``amount`` more on top of ``already`` placed by this same candidate: the rule of
+        ``Inventory.can_allocate``, with the minimum applying to each request group's part and the
+        maximum and step to what the candidate puts on this inventory in all."""
         combined = already + amount
         return (
             self.min_unit <= amount

@@ -1,13 +1,25 @@
-"""Capacity arithmetic shared by inventory updates, allocation checks and candidate search."""
+"""The capacity rule: how much of an inventory may be allocated, and in which units.
+
+Every place that decides whether an amount fits (the API's inventory checks, the allocation writes'
+conditional UPDATE, the candidate search in memory and in SQL, the provider filters, the explain
+counts, the compute tracker's own claims) takes the rule from here, in Python or as the SQL below,
+so that a change to over-commit semantics is one edit in this module.
+
+- Capacity: ``(total - reserved) * allocation_ratio``, rounded down to a whole unit.
+- An amount fits when ``used + amount`` stays within the capacity.
+- Unit constraints: each allocation is at least ``min_unit``, at most ``max_unit``, and a multiple
+  of ``step_size``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 # The largest value the reference accepts for integer inventory fields.
 MAX_INT = 2147483647
 
-INVENTORY_DEFAULTS = {
+INVENTORY_DEFAULTS: dict[str, Any] = {
     "reserved": 0,
     "min_unit": 1,
     "max_unit": MAX_INT,
@@ -22,8 +34,30 @@ def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
     return int((total - reserved) * allocation_ratio)
 
 
-@dataclass(frozen=True)
+def fits_units(amount: int, min_unit: int, max_unit: int, step_size: int) -> bool:
+    """Whether one allocation of ``amount`` meets the inventory's unit constraints."""
+    return min_unit <= amount <= max_unit and amount % step_size == 0
+
+
+# The same rules in SQL, over the columns of an ``inventories`` row called ``row``, with ``amount``
+# an SQL expression (a placeholder or a column). Comparing the unrounded product with a whole number
+# of units is the same test as comparing its rounded-down value.
+
+
+def room_sql(row: str, amount: str) -> str:
+    """SQL that is true when the row has room for ``amount`` more units."""
+    return f"({row}.total - {row}.reserved) * {row}.allocation_ratio >= {row}.used + {amount}"
+
+
+def units_sql(row: str, amount: str) -> str:
+    """SQL that is true when ``amount`` meets the row's unit constraints (``amount`` appears three times)."""
+    return f"{row}.min_unit <= {amount} AND {row}.max_unit >= {amount} AND {amount} % {row}.step_size = 0"
+
+
+@dataclass(slots=True)
 class Inventory:
+    """One provider's inventory of one resource class, as Placement defines its fields."""
+
     total: int
     reserved: int = 0
     min_unit: int = 1
@@ -36,7 +70,21 @@ class Inventory:
         return capacity(self.total, self.reserved, self.allocation_ratio)
 
     def fits_unit_constraints(self, amount: int) -> bool:
-        return self.min_unit <= amount <= self.max_unit and amount % self.step_size == 0
+        return fits_units(amount, self.min_unit, self.max_unit, self.step_size)
+
+    def has_room(self, used: int, amount: int) -> bool:
+        """Whether ``amount`` more units fit on top of ``used``."""
+        return used + amount <= self.capacity
+
+    def can_allocate(self, used: int, amount: int) -> bool:
+        """Whether one allocation of ``amount`` is allowed on top of ``used``: units and room."""
+        return self.fits_unit_constraints(amount) and self.has_room(used, amount)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The inventory's fields as Placement's API writes them."""
+        fields = asdict(self)
+        fields["allocation_ratio"] = float(self.allocation_ratio)
+        return fields
 
     def invalid_reason(self, reserved_can_be_total: bool) -> str | None:
         """Why this inventory cannot be stored, or None."""

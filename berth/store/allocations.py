@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
+from berth.domain.capacity import fits_units, room_sql
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store import consumers as consumer_store
 from berth.store import names
@@ -114,21 +117,20 @@ _PROVIDERS = "SELECT uuid, id FROM resource_providers WHERE uuid IN {ids}"
 _INVENTORIES_OF = """
 SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
 FROM inventories WHERE resource_provider_id IN {ids} ORDER BY id"""
-_TAKE = """
+_TAKE = f"""
 UPDATE inventories SET used = used + ?
-WHERE id = ? AND (total - reserved) * allocation_ratio >= used + ?"""
+WHERE id = ? AND {room_sql("inventories", "?")}"""
 # PostgreSQL: the inventory rows are first locked in id order (by the SELECT above, FOR UPDATE), so
 # that concurrent writers queue instead of deadlocking, then all of them are raised by one statement:
 # a round trip per resource class fewer.  The capacity condition stays the guard.
 # The generations of the providers that received units are bumped by the same statement.
-_TAKE_ALL_PG = """
-WITH wanted (id, amount) AS (VALUES {values}),
+_TAKE_ALL_PG = f"""
+WITH wanted (id, amount) AS (VALUES {{values}}),
 taken AS (
     UPDATE inventories SET used = inventories.used + wanted.amount
     FROM wanted
     WHERE inventories.id = wanted.id
-      AND (inventories.total - inventories.reserved) * inventories.allocation_ratio
-          >= inventories.used + wanted.amount
+      AND {room_sql("inventories", "wanted.amount")}
     RETURNING inventories.id, inventories.resource_provider_id
 ),
 touched AS (
@@ -186,26 +188,74 @@ def release_for_reshape(conn, requests: list[ConsumerAllocations]) -> None:
         _remove_allocations(conn, request.consumer_uuid)
 
 
-def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
+def replace_allocations(conn: Connection, requests: list[ConsumerAllocations]) -> None:
     """Replace the allocations of every consumer in ``requests`` at once, or of none."""
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
+    targets = _resolve_targets(conn, requests)
+    now = db_time(conn, utcnow())
+    _write_consumers(conn, requests, now)
+    wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
+    if not wanted:
+        return
+    inventory_rows = _lock_inventories(conn, wanted)
+    _check_unit_constraints(rows_to_insert, inventory_rows, targets)
+    _take_capacity(conn, wanted, inventory_rows, targets, now)
+    execute_many(conn, _INSERT, rows_to_insert)
+
+
+@dataclass
+class _Targets:
+    """The providers and resource classes a write names, by uuid and name, with their row ids."""
+
+    provider_ids: dict[str, int]
+    class_ids: dict[str, int]
+
+    def no_inventory(self, key: tuple[int, int]) -> Conflict:
+        rc_name, provider_uuid = self._names(key)
+        return Conflict(
+            f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider '{provider_uuid}' invalid."
+        )
+
+    def breaks_unit_constraints(self, key: tuple[int, int]) -> Conflict:
+        rc_name, provider_uuid = self._names(key)
+        return Conflict(
+            f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
+            f"provider '{provider_uuid}'. The requested amount would violate inventory constraints."
+        )
+
+    def no_room(self, key: tuple[int, int]) -> Conflict:
+        rc_name, provider_uuid = self._names(key)
+        return Conflict(
+            f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on "
+            f"resource provider '{provider_uuid}'. The requested amount would exceed the capacity."
+        )
+
+    def _names(self, key: tuple[int, int]) -> tuple[str, str]:
+        provider_id, rc_id = key
+        provider_uuid = next(uuid for uuid, id_ in self.provider_ids.items() if id_ == provider_id)
+        rc_name = next(name for name, id_ in self.class_ids.items() if id_ == rc_id)
+        return rc_name, provider_uuid
+
+
+def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations]) -> _Targets:
+    """Every provider and resource class named must exist (400 otherwise)."""
     provider_uuids = {uuid for r in requests for uuid in r.allocations}
-    provider_ids = dict(fetch(conn, _PROVIDERS, ids=sorted(provider_uuids))) if provider_uuids else {}
+    provider_ids: dict[str, int] = dict(fetch(conn, _PROVIDERS, ids=sorted(provider_uuids))) if provider_uuids else {}
     missing = sorted(provider_uuids - provider_ids.keys())
     if missing:
         raise BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
     class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
     class_ids = names.resource_class_ids(conn, class_names)
     for request in requests:
-        for by_rc in request.allocations.values():
-            for rc in by_rc:
-                if rc not in class_ids:
-                    raise BadRequest(
-                        f"Unable to allocate inventory for consumer {request.consumer_uuid}: "
-                        f"No such resource class {rc}."
-                    )
+        for rc in (rc for by_rc in request.allocations.values() for rc in by_rc if rc not in class_ids):
+            raise BadRequest(
+                f"Unable to allocate inventory for consumer {request.consumer_uuid}: No such resource class {rc}."
+            )
+    return _Targets(provider_ids, class_ids)
 
-    now = db_time(conn, utcnow())
+
+def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object) -> None:
+    """Check each consumer's generation, write its row, and take its old allocations off the books."""
     owners = _OwnerIds(conn)
     for request in requests:
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
@@ -220,51 +270,59 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
             # Allocations exist only with their consumer's row, so a new consumer has none to remove.
             _create_consumer(conn, request, now, owners)
 
-    # Add the new allocations, taking the inventory rows in id order.
-    wanted = defaultdict(int)
-    rows_to_insert = []
+
+_AllocationRow = tuple[int, str, int, int, object, object]
+# id, provider id, class id, min_unit, max_unit, step_size
+_InventoryRow = tuple[Any, ...]
+
+
+def _wanted_amounts(
+    requests: list[ConsumerAllocations], targets: _Targets, now: object
+) -> tuple[dict[tuple[int, int], int], list[_AllocationRow]]:
+    """What each (provider, class) must take in all, and the allocation rows to insert."""
+    wanted: dict[tuple[int, int], int] = defaultdict(int)
+    rows: list[_AllocationRow] = []
     for request in requests:
         for provider_uuid, by_rc in request.allocations.items():
-            provider_id = provider_ids[provider_uuid]
+            provider_id = targets.provider_ids[provider_uuid]
             for rc_name, amount in by_rc.items():
-                wanted[(provider_id, class_ids[rc_name])] += amount
-                rows_to_insert.append((provider_id, request.consumer_uuid, class_ids[rc_name], amount, now, now))
-    if not wanted:
-        return
-    # id, provider id, class id, min_unit, max_unit, step_size
-    postgres = conn.dialect.name == "postgresql"
-    inventory_rows = {
-        (row[1], row[2]): row
-        for row in fetch(
-            conn, _INVENTORIES_OF + (" FOR UPDATE" if postgres else ""), ids=sorted({pid for pid, _ in wanted})
-        )
-    }
-    uuid_of = {id_: uuid for uuid, id_ in provider_ids.items()}
-    rc_names = {v: k for k, v in class_ids.items()}
+                rc_id = targets.class_ids[rc_name]
+                wanted[(provider_id, rc_id)] += amount
+                rows.append((provider_id, request.consumer_uuid, rc_id, amount, now, now))
+    return wanted, rows
+
+
+def _lock_inventories(conn: Connection, wanted: dict[tuple[int, int], int]) -> dict[tuple[int, int], _InventoryRow]:
+    """The inventory rows of the providers written to, by (provider, class); locked on PostgreSQL, in id order."""
+    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+    provider_ids = sorted({provider_id for provider_id, _ in wanted})
+    return {(row[1], row[2]): row for row in fetch(conn, _INVENTORIES_OF + lock, ids=provider_ids)}
+
+
+def _check_unit_constraints(
+    rows_to_insert: list[_AllocationRow], inventory_rows: dict[tuple[int, int], _InventoryRow], targets: _Targets
+) -> None:
+    """Each allocation needs an inventory of its class and meets its unit constraints (409 otherwise)."""
     for provider_id, _consumer, rc_id, amount, _created, _updated in rows_to_insert:
         inventory = inventory_rows.get((provider_id, rc_id))
-        provider_uuid, rc_name = uuid_of[provider_id], rc_names[rc_id]
         if inventory is None:
-            raise Conflict(
-                f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider "
-                f"'{provider_uuid}' invalid."
-            )
+            raise targets.no_inventory((provider_id, rc_id))
         _id, _provider, _class, min_unit, max_unit, step_size = inventory
-        if not (min_unit <= amount <= max_unit and amount % step_size == 0):
-            raise Conflict(
-                f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
-                f"provider '{provider_uuid}'. The requested amount would violate inventory constraints."
-            )
+        if not fits_units(amount, min_unit, max_unit, step_size):
+            raise targets.breaks_unit_constraints((provider_id, rc_id))
 
-    def no_room(key):
-        return Conflict(
-            f"Unable to allocate inventory: Unable to create allocation for '{rc_names[key[1]]}' on "
-            f"resource provider '{uuid_of[key[0]]}'. The requested amount would exceed the capacity."
-        )
 
-    ordered = sorted(wanted, key=lambda k: inventory_rows[k][0])
-    if postgres:
-        taken = set()
+def _take_capacity(
+    conn: Connection,
+    wanted: dict[tuple[int, int], int],
+    inventory_rows: dict[tuple[int, int], _InventoryRow],
+    targets: _Targets,
+    now: object,
+) -> None:
+    """Raise each inventory's ``used`` while it stays within capacity, or refuse the whole write (409)."""
+    ordered = sorted(wanted, key=lambda key: inventory_rows[key][0])
+    if conn.dialect.name == "postgresql":
+        taken: set[int] = set()
         for start in range(0, len(ordered), _TAKE_CHUNK):
             chunk = ordered[start : start + _TAKE_CHUNK]
             sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(chunk)))
@@ -272,14 +330,13 @@ def replace_allocations(conn, requests: list[ConsumerAllocations]) -> None:
             taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, [*params, now]))
         for key in ordered:
             if inventory_rows[key][0] not in taken:
-                raise no_room(key)
-    else:
-        for key in ordered:
-            if execute(conn, _TAKE, (wanted[key], inventory_rows[key][0], wanted[key])) != 1:
-                raise no_room(key)
-        for provider_id in sorted({pid for pid, _ in wanted}):
-            execute(conn, _TOUCH_PROVIDER, (now, provider_id))
-    execute_many(conn, _INSERT, rows_to_insert)
+                raise targets.no_room(key)
+        return
+    for key in ordered:
+        if execute(conn, _TAKE, (wanted[key], inventory_rows[key][0], wanted[key])) != 1:
+            raise targets.no_room(key)
+    for provider_id in sorted({provider_id for provider_id, _ in wanted}):
+        execute(conn, _TOUCH_PROVIDER, (now, provider_id))
 
 
 _OWNER_IDS = """

@@ -21,6 +21,7 @@ from berth.domain.candidates import (
     TreeView,
     search,
 )
+from berth.domain.capacity import room_sql, units_sql
 from berth.store import names
 from berth.store.rawsql import fetch
 
@@ -97,8 +98,7 @@ _TRAITS_AND_AGGREGATES = (
 _DRIVING_SQL = (
     "SELECT i.resource_provider_id, "
     "(SELECT p.root_provider_id FROM resource_providers p WHERE p.id = i.resource_provider_id), "
-    "CASE WHEN (i.total - i.reserved) * i.allocation_ratio >= i.used + ? "
-    "AND i.min_unit <= ? AND i.max_unit >= ? AND ? % i.step_size = 0 THEN 1 ELSE 0 END "
+    f"CASE WHEN {room_sql('i', '?')} AND {units_sql('i', '?')} THEN 1 ELSE 0 END "
     "FROM inventories i WHERE i.resource_class_id = ?"
 )
 _DRIVING_CURSOR = "i.resource_provider_id"

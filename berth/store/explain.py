@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from berth.domain.candidates import CandidateRequest
+from berth.store import capacity_sql
 from berth.store.schema import (
     inventories as inv,
 )
@@ -35,7 +36,7 @@ def _has_capacity(rc, amount):
     return sa.exists().where(
         inv.c.resource_provider_id == rp.c.id,
         inv.c.resource_class_id == rc,
-        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount,
+        capacity_sql.has_room(amount),
     )
 
 
@@ -43,9 +44,7 @@ def _fits_units(rc, amount):
     return sa.exists().where(
         inv.c.resource_provider_id == rp.c.id,
         inv.c.resource_class_id == rc,
-        inv.c.min_unit <= amount,
-        inv.c.max_unit >= amount,
-        sa.literal(amount) % inv.c.step_size == 0,
+        capacity_sql.fits_units(amount),
     )
 
 

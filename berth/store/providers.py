@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
+from berth.store import capacity_sql
 from berth.store.rawsql import db_time, execute, fetch, fetch_records, fetch_value
 from berth.store.schema import (
     allocations,
@@ -331,10 +332,8 @@ def capacity_condition(rc_id, amount):
     inv = inventories
     return sa.and_(
         inv.c.resource_class_id == rc_id,
-        (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio >= inv.c.used + amount,
-        inv.c.min_unit <= amount,
-        inv.c.max_unit >= amount,
-        sa.literal(amount) % inv.c.step_size == 0,
+        capacity_sql.has_room(amount),
+        capacity_sql.fits_units(amount),
     )
 
 
