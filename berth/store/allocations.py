@@ -18,11 +18,12 @@ on PostgreSQL queue behind each other instead of deadlocking.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, RowMapping
 
 from berth.domain.capacity import fits_units, room_sql
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
@@ -55,7 +56,7 @@ class ConsumerAllocations:
     consumer_type: str | None = None
 
 
-def allocations_of_consumer(conn, consumer_uuid):
+def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> Sequence[RowMapping]:
     return (
         conn.execute(
             sa.select(
@@ -79,7 +80,7 @@ def allocations_of_consumer(conn, consumer_uuid):
     )
 
 
-def allocations_on_provider(conn, provider_id):
+def allocations_on_provider(conn: Connection, provider_id: int) -> Sequence[RowMapping]:
     return (
         conn.execute(
             sa.select(
@@ -97,7 +98,7 @@ def allocations_on_provider(conn, provider_id):
     )
 
 
-def _check_consumer_generation(existing, request: ConsumerAllocations):
+def _check_consumer_generation(existing: Mapping[str, Any] | None, request: ConsumerAllocations) -> None:
     if request.consumer_generation is UNSET:
         return
     expected = request.consumer_generation
@@ -159,7 +160,7 @@ _TOUCH_PROVIDER = (
 )
 
 
-def _remove_allocations(conn, consumer_uuid):
+def _remove_allocations(conn: Connection, consumer_uuid: str) -> set[int]:
     rows = fetch(conn, _OF_CONSUMER, (consumer_uuid,))
     if not rows:
         return set()
@@ -168,7 +169,7 @@ def _remove_allocations(conn, consumer_uuid):
     # provider rows first, then their inventories: the order in which inventory writers lock them.
     freed_from = {provider_id for provider_id, _, _ in rows}
     revise(conn, freed_from)
-    freed = defaultdict(int)
+    freed: dict[tuple[int, int], int] = defaultdict(int)
     for provider_id, rc_id, used in rows:
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
@@ -176,7 +177,7 @@ def _remove_allocations(conn, consumer_uuid):
     return freed_from
 
 
-def release_for_reshape(conn, requests: list[ConsumerAllocations]) -> None:
+def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -> None:
     """Check the consumers' generations and take their allocations off the books.
 
     The reshaper does this before it rewrites inventories, so that inventory can move from one
@@ -344,17 +345,21 @@ SELECT (SELECT id FROM projects WHERE external_id = ?), (SELECT id FROM users WH
        (SELECT id FROM consumer_types WHERE name = ?)"""
 
 
+# How a project, user or consumer type row id is found (or created) by its external name.
+_Lookup = Callable[[Connection, str], int]
+
+
 class _OwnerIds:
     """Row ids of projects, users and consumer types, looked up (or created) once per write: a
     batch of ``POST /allocations`` usually names the same few for hundreds of consumers."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Connection):
         self.conn = conn
-        self.found = {}
+        self.found: dict[tuple[_Lookup, str], int] = {}
 
-    def prefetch(self, project, user, consumer_type) -> None:
+    def prefetch(self, project: str | None, user: str | None, consumer_type: str | None) -> None:
         """Look the three up in one round trip (a new consumer needs all of them)."""
-        keys = (
+        keys: tuple[tuple[_Lookup, str | None], ...] = (
             (consumer_store.project_pk, project),
             (consumer_store.user_pk, user),
             (consumer_store.consumer_type_pk, consumer_type),
@@ -363,31 +368,35 @@ class _OwnerIds:
             return
         ids = fetch(self.conn, _OWNER_IDS, (project, user, consumer_type))[0]
         for key, found in zip(keys, ids, strict=True):
-            if found is not None:
-                self.found[key] = found
+            if found is not None and key[1] is not None:
+                self.found[(key[0], key[1])] = found
 
-    def _get(self, lookup, value):
+    def _get(self, lookup: _Lookup, value: str) -> int:
         key = (lookup, value)
         if key not in self.found:
             self.found[key] = lookup(self.conn, value)
         return self.found[key]
 
-    def project(self, external_id):
+    def project(self, external_id: str) -> int:
         return self._get(consumer_store.project_pk, external_id)
 
-    def user(self, external_id):
+    def user(self, external_id: str) -> int:
         return self._get(consumer_store.user_pk, external_id)
 
-    def consumer_type(self, name):
+    def consumer_type(self, name: str) -> int:
         return self._get(consumer_store.consumer_type_pk, name)
 
 
-def _create_consumer(conn, request, now, owners):
-    owners.prefetch(request.project_id, request.user_id, request.consumer_type)
+def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object, owners: _OwnerIds) -> None:
+    project_id, user_id = request.project_id, request.user_id
+    if project_id is None or user_id is None:
+        # The API names Placement's incomplete-consumer ids when a body gives none.
+        raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
+    owners.prefetch(project_id, user_id, request.consumer_type)
     values = (
         request.consumer_uuid,
-        owners.project(request.project_id),
-        owners.user(request.user_id),
+        owners.project(project_id),
+        owners.user(user_id),
         owners.consumer_type(request.consumer_type) if request.consumer_type else None,
         now,
         now,
@@ -401,11 +410,21 @@ def _create_consumer(conn, request, now, owners):
         ) from None
 
 
-def _update_consumer(conn, existing, request, now, owners, *, delete):
+def _update_consumer(
+    conn: Connection,
+    existing: Mapping[str, Any],
+    request: ConsumerAllocations,
+    now: object,
+    owners: _OwnerIds,
+    *,
+    delete: bool,
+) -> None:
     if delete:
         changed = execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"]))
     else:
-        project = user = consumer_type = None  # NULL: keep the current one
+        project: int | None = None  # NULL: keep the current one
+        user: int | None = None
+        consumer_type: int | None = None
         if request.project_id is not None and request.project_id != existing["project_id"]:
             project = owners.project(request.project_id)
         if request.user_id is not None and request.user_id != existing["user_id"]:
@@ -419,7 +438,7 @@ def _update_consumer(conn, existing, request, now, owners, *, delete):
         raise ConcurrentUpdate(f"consumer generation conflict - the consumer {request.consumer_uuid} changed meanwhile")
 
 
-def delete_consumer_allocations(conn, consumer_uuid) -> bool:
+def delete_consumer_allocations(conn: Connection, consumer_uuid: str) -> bool:
     """Remove every allocation of the consumer and the consumer itself; False when it had none."""
     existing = consumer_store.get_consumer(conn, consumer_uuid)
     if existing is not None and execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:

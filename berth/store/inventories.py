@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Connection
 
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
@@ -33,16 +37,19 @@ WHERE id = ?"""
 _DELETE_UNUSED = "DELETE FROM inventories WHERE id = ? AND used = 0"
 
 
-def inventory_of(row) -> Inventory:
+def inventory_of(row: Mapping[str, Any]) -> Inventory:
     return Inventory(**{f: row[f] for f in INVENTORY_FIELDS})
 
 
-def list_inventories(conn, provider_id):
+def list_inventories(conn: Connection, provider_id: int) -> dict[str, dict[str, Any]]:
     """Inventory rows of a provider keyed by resource class name, in class order."""
     return {row["resource_class"]: row for row in fetch_records(conn, _OF_PROVIDER, (provider_id,))}
 
 
-def _class_ids(conn, provider, class_names, creating=False):
+def _class_ids(
+    conn: Connection, provider: Mapping[str, Any], class_names: Iterable[str], creating: bool = False
+) -> dict[str, int]:
+    class_names = list(class_names)
     ids = names.resource_class_ids(conn, class_names)
     unknown = sorted(set(class_names) - set(ids))
     if unknown:
@@ -55,7 +62,9 @@ def _class_ids(conn, provider, class_names, creating=False):
     return ids
 
 
-def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total, action="update"):
+def _validate(
+    provider: Mapping[str, Any], rc_name: str, inventory: Inventory, reserved_can_be_total: bool, action: str = "update"
+) -> None:
     reason = inventory.invalid_reason(reserved_can_be_total)
     if reason:
         raise BadRequest(
@@ -64,7 +73,7 @@ def _validate(provider, rc_name, inventory: Inventory, reserved_can_be_total, ac
         )
 
 
-def _warn_if_over_used(provider, rc_name, inventory: Inventory, used: int):
+def _warn_if_over_used(provider: Mapping[str, Any], rc_name: str, inventory: Inventory, used: int) -> None:
     # Allowed, as in the reference: a host whose disk shrank or whose reservation grew must still
     # be able to report it.  New allocations are refused until usage is back under capacity.
     if used > inventory.capacity:
@@ -77,7 +86,7 @@ def _warn_if_over_used(provider, rc_name, inventory: Inventory, used: int):
         )
 
 
-def _in_use_error(provider, rc_names):
+def _in_use_error(provider: Mapping[str, Any], rc_names: Sequence[str]) -> InventoryInUse:
     return InventoryInUse(f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use.")
 
 
@@ -144,7 +153,9 @@ def _replace_pg(classes: int) -> str:
     )
 
 
-def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *, reserved_can_be_total) -> int:
+def replace_inventories_of(
+    conn: Connection, uuid: str, generation: int, new: dict[str, Inventory], *, reserved_can_be_total: bool
+) -> int:
     """PUT .../inventories: the provider's inventories become exactly ``new``; the new generation.
 
     Refusals come in the reference's order: an unknown provider, then a bad body, then a stale
@@ -157,10 +168,10 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
         )
     ids = names.resource_class_ids(conn, new)
     if len(ids) < len(new) or any(inv.invalid_reason(reserved_can_be_total) for inv in new.values()):
-        provider = require_provider(conn, uuid)
-        _class_ids(conn, provider, new)
+        found = require_provider(conn, uuid)
+        _class_ids(conn, found, new)
         for rc_name, inventory in new.items():
-            _validate(provider, rc_name, inventory, reserved_can_be_total)
+            _validate(found, rc_name, inventory, reserved_can_be_total)
     values = [v for rc, inv in new.items() for v in (ids[rc], *(getattr(inv, f) for f in INVENTORY_FIELDS))]
     now = db_time(conn, utcnow())
     bumped_id, found_generation, in_use, over = fetch(
@@ -183,8 +194,14 @@ def replace_inventories_of(conn, uuid, generation, new: dict[str, Inventory], *,
 
 
 def replace_inventories(
-    conn, provider, generation, new: dict[str, Inventory], *, reserved_can_be_total, already_bumped=False
-):
+    conn: Connection,
+    provider: dict[str, Any],
+    generation: int,
+    new: dict[str, Inventory],
+    *,
+    reserved_can_be_total: bool,
+    already_bumped: bool = False,
+) -> int:
     """Make the provider's inventories exactly ``new`` (PUT .../inventories).  ``already_bumped``:
     the caller has moved the generation from ``generation`` on already."""
     ids = _class_ids(conn, provider, new)
@@ -199,21 +216,29 @@ def replace_inventories(
         if rc_name not in new:
             _delete_unused(conn, provider, [(rc_name, row)])
     now = db_time(conn, utcnow())
-    added = []
+    added: list[tuple[Any, ...]] = []
     for rc_name, inventory in new.items():
-        row = current.get(rc_name)
+        existing = current.get(rc_name)
         values = tuple(getattr(inventory, f) for f in INVENTORY_FIELDS)
-        if row is None:
+        if existing is None:
             added.append((provider["id"], ids[rc_name], *values, now, now))
         else:
-            _warn_if_over_used(provider, rc_name, inventory, row["used"])
-            if any(row[f] != v for f, v in zip(INVENTORY_FIELDS, values, strict=True)):
-                execute(conn, _UPDATE, (*values, now, row["id"]))
+            _warn_if_over_used(provider, rc_name, inventory, existing["used"])
+            if any(existing[f] != v for f, v in zip(INVENTORY_FIELDS, values, strict=True)):
+                execute(conn, _UPDATE, (*values, now, existing["id"]))
     execute_many(conn, _INSERT, added)
     return new_generation
 
 
-def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
+def add_inventory(
+    conn: Connection,
+    provider: dict[str, Any],
+    generation: int,
+    rc_name: str,
+    inventory: Inventory,
+    *,
+    reserved_can_be_total: bool,
+) -> int:
     ids = _class_ids(conn, provider, [rc_name], creating=True)
     _validate(provider, rc_name, inventory, reserved_can_be_total, action="create")
     new_generation = bump_generation(conn, provider, generation)
@@ -226,7 +251,15 @@ def add_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, 
     return new_generation
 
 
-def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, *, reserved_can_be_total):
+def update_inventory(
+    conn: Connection,
+    provider: dict[str, Any],
+    generation: int,
+    rc_name: str,
+    inventory: Inventory,
+    *,
+    reserved_can_be_total: bool,
+) -> int:
     _class_ids(conn, provider, [rc_name])
     _validate(provider, rc_name, inventory, reserved_can_be_total)
     new_generation = bump_generation(conn, provider, generation)
@@ -238,7 +271,7 @@ def update_inventory(conn, provider, generation, rc_name, inventory: Inventory, 
     return new_generation
 
 
-def delete_inventory(conn, provider, rc_name):
+def delete_inventory(conn: Connection, provider: dict[str, Any], rc_name: str) -> None:
     row = list_inventories(conn, provider["id"]).get(rc_name)
     if row is None:
         raise NotFound(f"No inventory of class {rc_name} found for delete")
@@ -248,7 +281,7 @@ def delete_inventory(conn, provider, rc_name):
     _delete_unused(conn, provider, [(rc_name, row)])
 
 
-def delete_all_inventories(conn, provider, generation=None):
+def delete_all_inventories(conn: Connection, provider: dict[str, Any], generation: int | None = None) -> None:
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if row["used"]]
     if in_use:
@@ -257,7 +290,9 @@ def delete_all_inventories(conn, provider, generation=None):
     _delete_unused(conn, provider, list(current.items()))
 
 
-def _delete_unused(conn, provider, rows):
+def _delete_unused(
+    conn: Connection, provider: Mapping[str, Any], rows: Sequence[tuple[str, Mapping[str, Any]]]
+) -> None:
     """Delete inventory rows that were read unused, refusing any that an allocation took since.
 
     Allocation writes do not lock the provider row before they raise ``used``, so on PostgreSQL a

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import ColumnElement, Connection, RowMapping, Select
 
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, DuplicateName, NotFound
@@ -40,7 +43,7 @@ PROVIDER_COLUMNS = (
 )
 
 
-def _provider_select():
+def _provider_select() -> Select[Any]:
     return sa.select(*PROVIDER_COLUMNS).select_from(
         rp.outerjoin(_parent, rp.c.parent_provider_id == _parent.c.id).outerjoin(
             _root, rp.c.root_provider_id == _root.c.id
@@ -62,12 +65,12 @@ _BUMP = (
 )
 
 
-def get_provider(conn, uuid):
+def get_provider(conn: Connection, uuid: str) -> dict[str, Any] | None:
     rows = fetch_records(conn, _BY_UUID, (uuid,))
     return rows[0] if rows else None
 
 
-def require_provider(conn, uuid, detail=None):
+def require_provider(conn: Connection, uuid: str, detail: str | None = None) -> dict[str, Any]:
     row = get_provider(conn, uuid)
     if row is None:
         raise NotFound(detail or f"No resource provider with uuid {uuid} found")
@@ -83,19 +86,25 @@ GENERATION_CHANGED = "Resource provider's generation already changed. Please upd
 _REVISE = "UPDATE resource_providers SET revision = revision + 1 WHERE id IN {ids}"
 
 
-def revise(conn, provider_ids) -> None:
+def revise(conn: Connection, provider_ids: Iterable[int]) -> None:
     """Mark these providers' candidate data as changed where their generations stay as they are."""
-    if provider_ids:
-        execute(conn, _REVISE, ids=sorted(provider_ids))
+    ids = sorted(provider_ids)
+    if ids:
+        execute(conn, _REVISE, ids=ids)
 
 
-def bump_generation(conn, provider, expected_generation=None, conflict_detail=None) -> int:
+def bump_generation(
+    conn: Connection,
+    provider: dict[str, Any],
+    expected_generation: int | None = None,
+    conflict_detail: str | None = None,
+) -> int:
     """Compare-and-swap the provider's generation; the row stays locked until commit.
 
     Every change to a provider (inventory, traits, aggregates, allocations) passes through here, so
     two writers that saw the same generation cannot both succeed.
     """
-    expected = provider["generation"] if expected_generation is None else expected_generation
+    expected: int = provider["generation"] if expected_generation is None else expected_generation
     if execute(conn, _BUMP, (db_time(conn, utcnow()), provider["id"], expected)) != 1:
         raise ConcurrentUpdate(conflict_detail or GENERATION_CONFLICT)
     return expected + 1
@@ -107,7 +116,7 @@ _BUMP_BY_UUID = (
 )
 
 
-def bump_generation_by_uuid(conn, uuid, expected_generation) -> tuple[dict, bool]:
+def bump_generation_by_uuid(conn: Connection, uuid: str, expected_generation: int) -> tuple[dict[str, Any], bool]:
     """The provider and whether its generation was ``expected_generation`` and is now one more.
 
     A write that names the provider's generation usually has it right: then one statement finds the
@@ -151,7 +160,7 @@ SELECT parent.id, parent.root_provider_id, root.uuid, (SELECT id FROM new)
 FROM parent JOIN resource_providers root ON root.id = parent.root_provider_id"""
 
 
-def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
+def _name_or_uuid_taken(conn: Connection, uuid: str | None, name: str, exclude_id: int | None = None) -> None:
     clashes = []
     for row_uuid, row_name in fetch(conn, _CLASHES, (uuid, name, -1 if exclude_id is None else exclude_id)):
         if uuid is not None and row_uuid == uuid:
@@ -164,8 +173,8 @@ def _name_or_uuid_taken(conn, uuid, name, exclude_id=None):
         )
 
 
-def create_provider(conn, *, uuid, name, parent_uuid=None):
-    parent = None
+def create_provider(conn: Connection, *, uuid: str, name: str, parent_uuid: str | None = None) -> dict[str, Any]:
+    parent: dict[str, Any] | None = None
     if parent_uuid is not None and parent_uuid == uuid:
         raise BadRequest(
             f'Unable to create resource provider "{name}", {uuid}: Object action create failed because: '
@@ -229,8 +238,8 @@ def create_provider(conn, *, uuid, name, parent_uuid=None):
     }
 
 
-def descendant_ids(conn, provider_id) -> set[int]:
-    found = set()
+def descendant_ids(conn: Connection, provider_id: int) -> set[int]:
+    found: set[int] = set()
     frontier = [provider_id]
     while frontier:
         children = conn.execute(sa.select(rp.c.id).where(rp.c.parent_provider_id.in_(frontier))).scalars().all()
@@ -239,7 +248,15 @@ def descendant_ids(conn, provider_id) -> set[int]:
     return found
 
 
-def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_reparent):
+def update_provider(
+    conn: Connection,
+    provider: dict[str, Any],
+    *,
+    name: str,
+    parent_uuid: str | None,
+    parent_given: bool,
+    allow_reparent: bool,
+) -> dict[str, Any] | None:
     _name_or_uuid_taken(conn, None, name, exclude_id=provider["id"])
     values = {"name": name, "updated_at": utcnow(), "revision": rp.c.revision + 1}
     if parent_given and parent_uuid != provider["parent_provider_uuid"]:
@@ -248,7 +265,7 @@ def update_provider(conn, provider, *, name, parent_uuid, parent_given, allow_re
     return get_provider(conn, provider["uuid"])
 
 
-def _reparent(conn, provider, parent_uuid, allow_reparent):
+def _reparent(conn: Connection, provider: dict[str, Any], parent_uuid: str | None, allow_reparent: bool) -> None:
     if provider["parent_provider_uuid"] is not None and not allow_reparent:
         if parent_uuid is None:
             raise BadRequest(
@@ -283,7 +300,7 @@ def _reparent(conn, provider, parent_uuid, allow_reparent):
     )
 
 
-def delete_provider(conn, provider):
+def delete_provider(conn: Connection, provider: dict[str, Any]) -> None:
     has_children = conn.execute(sa.select(rp.c.id).where(rp.c.parent_provider_id == provider["id"]).limit(1)).first()
     if has_children:
         raise Conflict(
@@ -327,7 +344,7 @@ class ProviderFilter:
     resources: dict[int, int] = field(default_factory=dict)
 
 
-def capacity_condition(rc_id, amount):
+def capacity_condition(rc_id: int, amount: int) -> ColumnElement[bool]:
     """The inventory row can take ``amount`` more units of its class, within its unit constraints."""
     inv = inventories
     return sa.and_(
@@ -337,7 +354,7 @@ def capacity_condition(rc_id, amount):
     )
 
 
-def aggregate_member_condition(provider_id_col, aggregate_uuids):
+def aggregate_member_condition(provider_id_col: ColumnElement[int], aggregate_uuids: Sequence[str]) -> sa.Exists:
     return sa.exists().where(
         resource_provider_aggregates.c.resource_provider_id == provider_id_col,
         resource_provider_aggregates.c.aggregate_id == placement_aggregates.c.id,
@@ -345,8 +362,10 @@ def aggregate_member_condition(provider_id_col, aggregate_uuids):
     )
 
 
-def filter_conditions(conn, flt: ProviderFilter, id_col=rp.c.id):
-    conditions = []
+def filter_conditions(
+    conn: Connection, flt: ProviderFilter, id_col: ColumnElement[int] = rp.c.id
+) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
     if flt.uuid is not None:
         conditions.append(rp.c.uuid == flt.uuid)
     if flt.name is not None:
@@ -354,15 +373,15 @@ def filter_conditions(conn, flt: ProviderFilter, id_col=rp.c.id):
     if flt.in_tree is not None:
         tree = sa.select(rp.c.root_provider_id).where(rp.c.uuid == flt.in_tree).scalar_subquery()
         conditions.append(rp.c.root_provider_id == tree)
-    for group in flt.member_of:
-        conditions.append(aggregate_member_condition(id_col, group))
+    for aggregate_uuids in flt.member_of:
+        conditions.append(aggregate_member_condition(id_col, aggregate_uuids))
     if flt.forbidden_aggregates:
         conditions.append(~aggregate_member_condition(id_col, flt.forbidden_aggregates))
-    for group in flt.required_traits:
+    for trait_ids in flt.required_traits:
         conditions.append(
             sa.exists().where(
                 resource_provider_traits.c.resource_provider_id == id_col,
-                resource_provider_traits.c.trait_id.in_(group),
+                resource_provider_traits.c.trait_id.in_(trait_ids),
             )
         )
     if flt.forbidden_traits:
@@ -379,6 +398,6 @@ def filter_conditions(conn, flt: ProviderFilter, id_col=rp.c.id):
     return conditions
 
 
-def list_providers(conn, flt: ProviderFilter):
+def list_providers(conn: Connection, flt: ProviderFilter) -> Sequence[RowMapping]:
     query = _provider_select().where(*filter_conditions(conn, flt)).order_by(rp.c.id)
     return conn.execute(query).mappings().all()
