@@ -33,7 +33,7 @@ def test_inventory_delete_after_a_concurrent_claim_is_refused(db):
                 ],
             )
         with pytest.raises(InventoryInUse):
-            inventories._delete_unused(deleting, provider, [("VCPU", row)])
+            inventories._delete_unused(deleting, provider, [("VCPU", row)], inventories.delete_refusal("VCPU"))
     assert api.get(f"/resource_providers/{rp}/usages").json_body["usages"] == {"VCPU": 2}
 
 

@@ -158,9 +158,14 @@ WHERE id = ? AND generation = ?"""
 _TOUCH_PROVIDER = (
     "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ?"
 )
+_TOUCH_PROVIDERS = (
+    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
+    "WHERE id IN {ids}"
+)
 
 
 def _remove_allocations(conn: Connection, consumer_uuid: str) -> set[int]:
+    """Take the consumer's allocations off the books; the providers they were on."""
     rows = fetch(conn, _OF_CONSUMER, (consumer_uuid,))
     if not rows:
         return set()
@@ -194,8 +199,12 @@ def replace_allocations(conn: Connection, requests: list[ConsumerAllocations]) -
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
     targets = _resolve_targets(conn, requests)
     now = db_time(conn, utcnow())
-    _write_consumers(conn, requests, now)
+    emptied_from = _write_consumers(conn, requests, now)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
+    # Each provider's generation moves once: those that receive allocations move below.
+    left_alone = emptied_from - {provider_id for provider_id, _ in wanted}
+    if left_alone:
+        execute(conn, _TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
     if not wanted:
         return
     inventory_rows = _lock_inventories(conn, wanted)
@@ -255,8 +264,13 @@ def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations]) -> _
     return _Targets(provider_ids, class_ids)
 
 
-def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object) -> None:
-    """Check each consumer's generation, write its row, and take its old allocations off the books."""
+def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object) -> set[int]:
+    """Check each consumer's generation, write its row, and take its old allocations off the books.
+
+    Returns the providers of consumers whose allocations the write empties (``{"allocations": {}}``):
+    as in the reference, such a write counts as a write to each provider the consumer leaves.
+    """
+    emptied_from: set[int] = set()
     owners = _OwnerIds(conn)
     for request in requests:
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
@@ -266,10 +280,13 @@ def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now:
         has_new = any(request.allocations.values())
         if existing is not None:
             _update_consumer(conn, existing, request, now, owners, delete=not has_new)
-            _remove_allocations(conn, request.consumer_uuid)
+            freed_from = _remove_allocations(conn, request.consumer_uuid)
+            if not has_new:
+                emptied_from |= freed_from
         elif has_new:
             # Allocations exist only with their consumer's row, so a new consumer has none to remove.
             _create_consumer(conn, request, now, owners)
+    return emptied_from
 
 
 _AllocationRow = tuple[int, str, int, int, object, object]

@@ -86,8 +86,20 @@ def _warn_if_over_used(provider: Mapping[str, Any], rc_name: str, inventory: Inv
         )
 
 
-def _in_use_error(provider: Mapping[str, Any], rc_names: Sequence[str]) -> InventoryInUse:
-    return InventoryInUse(f"Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use.")
+# How each operation words the refusal, as the reference does: clients show the text to people, and
+# Nova matches on the prefix of a replacement's refusal.
+UPDATE_REFUSAL = "update conflict: "
+DELETE_ALL_REFUSAL = ""
+
+
+def delete_refusal(rc_name: str) -> str:
+    return f"Unable to delete inventory of class {rc_name}: "
+
+
+def _in_use_error(provider: Mapping[str, Any], rc_names: Sequence[str], refusal: str) -> InventoryInUse:
+    return InventoryInUse(
+        f"{refusal}Inventory for '{', '.join(rc_names)}' on resource provider '{provider['uuid']}' in use."
+    )
 
 
 # PUT .../inventories on PostgreSQL as one statement, so that it runs without BEGIN and COMMIT: one
@@ -185,7 +197,7 @@ def replace_inventories_of(
             # Without an inventory in use, the generation moved after the statement's snapshot.
             raise ConcurrentUpdate(GENERATION_CONFLICT)
         rc_names = names.resource_class_names_of(conn, in_use)
-        raise _in_use_error(provider, [rc_names[rc] for rc in in_use])
+        raise _in_use_error(provider, [rc_names[rc] for rc in in_use], UPDATE_REFUSAL)
     if over:
         rc_names = names.resource_class_names_of(conn, [rc for rc, _ in over])
         for rc, used in over:
@@ -211,10 +223,10 @@ def replace_inventories(
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if rc not in new and row["used"]]
     if in_use:
-        raise _in_use_error(provider, in_use)
+        raise _in_use_error(provider, in_use, UPDATE_REFUSAL)
     for rc_name, row in current.items():
         if rc_name not in new:
-            _delete_unused(conn, provider, [(rc_name, row)])
+            _delete_unused(conn, provider, [(rc_name, row)], UPDATE_REFUSAL)
     now = db_time(conn, utcnow())
     added: list[tuple[Any, ...]] = []
     for rc_name, inventory in new.items():
@@ -276,22 +288,22 @@ def delete_inventory(conn: Connection, provider: dict[str, Any], rc_name: str) -
     if row is None:
         raise NotFound(f"No inventory of class {rc_name} found for delete")
     if row["used"]:
-        raise _in_use_error(provider, [rc_name])
+        raise _in_use_error(provider, [rc_name], delete_refusal(rc_name))
     bump_generation(conn, provider)
-    _delete_unused(conn, provider, [(rc_name, row)])
+    _delete_unused(conn, provider, [(rc_name, row)], delete_refusal(rc_name))
 
 
 def delete_all_inventories(conn: Connection, provider: dict[str, Any], generation: int | None = None) -> None:
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if row["used"]]
     if in_use:
-        raise _in_use_error(provider, in_use)
+        raise _in_use_error(provider, in_use, DELETE_ALL_REFUSAL)
     bump_generation(conn, provider, generation)
-    _delete_unused(conn, provider, list(current.items()))
+    _delete_unused(conn, provider, list(current.items()), DELETE_ALL_REFUSAL)
 
 
 def _delete_unused(
-    conn: Connection, provider: Mapping[str, Any], rows: Sequence[tuple[str, Mapping[str, Any]]]
+    conn: Connection, provider: Mapping[str, Any], rows: Sequence[tuple[str, Mapping[str, Any]]], refusal: str
 ) -> None:
     """Delete inventory rows that were read unused, refusing any that an allocation took since.
 
@@ -301,4 +313,4 @@ def _delete_unused(
     """
     for rc_name, row in rows:
         if execute(conn, _DELETE_UNUSED, (row["id"],)) != 1:
-            raise _in_use_error(provider, [rc_name])
+            raise _in_use_error(provider, [rc_name], refusal)
