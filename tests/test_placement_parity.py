@@ -134,3 +134,33 @@ def test_deleting_all_inventories_in_use(api):
     r = api.delete(f"/resource_providers/{host}/inventories")
     assert r.status_code == 409 and error_code(r) == "placement.inventory.inuse"
     assert _message(r) == (f"Inventory for 'VCPU' on resource provider '{host}' in use.")
+
+
+# --- deliberate differences (docs/compatibility.md) --------------------------------------------------
+
+_UNALLOCATABLE = {"total": 8, "min_unit": 4, "max_unit": 2}
+
+
+def test_an_inventory_that_could_never_be_allocated_is_refused(api):
+    host = api.create_provider("host")
+    r = api.put(
+        f"/resource_providers/{host}/inventories",
+        {"resource_provider_generation": _generation(api, host), "inventories": {"VCPU": _UNALLOCATABLE}},
+    )
+    assert r.status_code == 400
+    assert "The minimum unit is greater than the maximum unit." in error_detail(r)
+    assert api.get(f"/resource_providers/{host}/inventories").json_body["inventories"] == {}
+
+
+def test_a_stale_generation_is_refused_before_the_unallocatable_inventory(api):
+    host = api.create_provider("host", inventory={"VCPU": 8})
+    stale = _generation(api, host) - 1
+    writes = [
+        ("PUT", f"/resource_providers/{host}/inventories", {"inventories": {"VCPU": _UNALLOCATABLE}}),
+        ("PUT", f"/resource_providers/{host}/inventories/VCPU", dict(_UNALLOCATABLE)),
+        ("POST", f"/resource_providers/{host}/inventories", {"resource_class": "MEMORY_MB", **_UNALLOCATABLE}),
+    ]
+    for method, path, body in writes:
+        r = api.request(method, path, {"resource_provider_generation": stale, **body})
+        assert r.status_code == 409, (method, path, r.data)
+        assert error_code(r) == "placement.concurrent_update"

@@ -87,11 +87,19 @@ class Inventory:
         return fields
 
     def invalid_reason(self, reserved_can_be_total: bool) -> str | None:
-        """Why this inventory cannot be stored, or None."""
+        """Why Placement would refuse to store this inventory, or None."""
         if self.reserved > self.total or (self.reserved == self.total and not reserved_can_be_total):
             if reserved_can_be_total:
                 return "The reserved value is greater than total."
             return "The reserved value is greater than or equal to total."
+        return None
+
+    def unallocatable_reason(self) -> str | None:
+        """Why nothing could ever be allocated from this inventory, or None.
+
+        Placement stores such an inventory; Berth refuses it (docs/compatibility.md), but only after
+        the checks Placement makes, so that a client sees the same answer where Placement refuses too.
+        """
         if self.min_unit > self.max_unit:
             return "The minimum unit is greater than the maximum unit."
         return None

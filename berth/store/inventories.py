@@ -65,7 +65,20 @@ def _class_ids(
 def _validate(
     provider: Mapping[str, Any], rc_name: str, inventory: Inventory, reserved_can_be_total: bool, action: str = "update"
 ) -> None:
-    reason = inventory.invalid_reason(reserved_can_be_total)
+    """Placement's own refusals of an inventory: made before the provider's generation is compared."""
+    _refuse(provider, rc_name, inventory.invalid_reason(reserved_can_be_total), action)
+
+
+def _validate_allocatable(
+    provider: Mapping[str, Any], inventories: Mapping[str, Inventory], action: str = "update"
+) -> None:
+    """Berth's own refusal of an inventory that could never be allocated from: made after the
+    provider's generation is compared, so that a stale write is a 409 as it is in Placement."""
+    for rc_name, inventory in inventories.items():
+        _refuse(provider, rc_name, inventory.unallocatable_reason(), action)
+
+
+def _refuse(provider: Mapping[str, Any], rc_name: str, reason: str | None, action: str) -> None:
     if reason:
         raise BadRequest(
             f"Unable to {action} inventory for resource provider {provider['uuid']}: "
@@ -184,6 +197,11 @@ def replace_inventories_of(
         _class_ids(conn, found, new)
         for rc_name, inventory in new.items():
             _validate(found, rc_name, inventory, reserved_can_be_total)
+    if any(inv.unallocatable_reason() for inv in new.values()):
+        found = require_provider(conn, uuid)
+        if found["generation"] != generation:
+            raise ConcurrentUpdate(GENERATION_CONFLICT)
+        _validate_allocatable(found, new)
     values = [v for rc, inv in new.items() for v in (ids[rc], *(getattr(inv, f) for f in INVENTORY_FIELDS))]
     now = db_time(conn, utcnow())
     bumped_id, found_generation, in_use, over = fetch(
@@ -220,6 +238,7 @@ def replace_inventories(
     for rc_name, inventory in new.items():
         _validate(provider, rc_name, inventory, reserved_can_be_total)
     new_generation = generation + 1 if already_bumped else bump_generation(conn, provider, generation)
+    _validate_allocatable(provider, new)
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if rc not in new and row["used"]]
     if in_use:
@@ -254,6 +273,7 @@ def add_inventory(
     ids = _class_ids(conn, provider, [rc_name], creating=True)
     _validate(provider, rc_name, inventory, reserved_can_be_total, action="create")
     new_generation = bump_generation(conn, provider, generation)
+    _validate_allocatable(provider, {rc_name: inventory}, action="create")
     if rc_name in list_inventories(conn, provider["id"]):
         raise Conflict(
             f"Update conflict: Inventory for '{rc_name}' on resource provider '{provider['uuid']}' already exists."
@@ -275,6 +295,7 @@ def update_inventory(
     _class_ids(conn, provider, [rc_name])
     _validate(provider, rc_name, inventory, reserved_can_be_total)
     new_generation = bump_generation(conn, provider, generation)
+    _validate_allocatable(provider, {rc_name: inventory})
     row = list_inventories(conn, provider["id"]).get(rc_name)
     if row is None:
         raise BadRequest(f"No inventory record with resource class for resource provider {provider['uuid']}")
