@@ -12,19 +12,30 @@
 See docs/tracker.md.
 """
 
-from berth.tracker.claims import (  # noqa: F401
-    Claim,
-    ClaimError,
-    ClaimFailed,
-    ClaimNotFound,
-    Flavor,
-    InstanceSpec,
-    InvalidRequest,
-    NopClaim,
-    NumaRequest,
-    PciRequest,
-    SourceContext,
-)
-from berth.tracker.config import TrackerConfig  # noqa: F401
-from berth.tracker.placement_client import PlacementClient  # noqa: F401
-from berth.tracker.tracker import ResourceTracker  # noqa: F401
+from berth.tracker.claim_requests import Flavor, InstanceSpec, NumaRequest, PciRequest
+from berth.tracker.claims import Claim, NopClaim
+from berth.tracker.config import TrackerConfig
+from berth.tracker.errors import ClaimError, ClaimFailed, ClaimNotFound, InvalidRequest, TrackerError
+from berth.tracker.participant import MoveParticipant
+from berth.tracker.placement_client import PlacementClient
+from berth.tracker.records import SourceContext
+from berth.tracker.tracker import ResourceTracker
+
+__all__ = [
+    "Claim",
+    "ClaimError",
+    "ClaimFailed",
+    "ClaimNotFound",
+    "Flavor",
+    "InstanceSpec",
+    "InvalidRequest",
+    "MoveParticipant",
+    "NopClaim",
+    "NumaRequest",
+    "PciRequest",
+    "PlacementClient",
+    "ResourceTracker",
+    "SourceContext",
+    "TrackerConfig",
+    "TrackerError",
+]

@@ -21,14 +21,24 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import orjson
+from gunicorn.app.base import BaseApplication
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from berth.tracker.claims import ClaimError, Flavor, InstanceSpec, InvalidRequest, SourceContext
-from berth.tracker.placement_client import PlacementError
+from berth.tracker import error_codes
+from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.tracker.claims import ClaimHandle
+from berth.tracker.errors import ClaimError, InvalidRequest, PlacementError
+from berth.tracker.records import SourceContext
+from berth.tracker.tracker import ResourceTracker
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 LOG = logging.getLogger(__name__)
 
@@ -61,21 +71,21 @@ _URLS = Map(
 )
 
 
-def _json(body, status=200) -> Response:
+def _json(body: object, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status=status, content_type="application/json")
 
 
-def _error(status, code, message, reasons=()) -> Response:
+def _error(status: int, code: str, message: str, reasons: Iterable[str] = ()) -> Response:
     return _json({"error": {"code": code, "message": message, "reasons": list(reasons)}}, status)
 
 
 class AgentApp:
-    def __init__(self, tracker, *, token: str | None = None, driver_name: str = ""):
+    def __init__(self, tracker: ResourceTracker, *, token: str | None = None, driver_name: str = ""):
         self.tracker = tracker
         self.token = token
         self.driver_name = driver_name
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
         try:
             response = self.dispatch(request)
@@ -83,25 +93,26 @@ class AgentApp:
             response = _json({"error": e.to_dict()}, e.status)
         except PlacementError as e:
             LOG.warning("Placement error during %s %s: %s", request.method, request.path, e)
-            response = _error(503 if e.status in (0, 503) else 502, "placement.error", str(e))
+            response = _error(503 if e.status in (0, 503) else 502, error_codes.PLACEMENT_ERROR, str(e))
         except HTTPException as e:
-            response = _error(e.code, "http.error", e.description or e.name)
+            response = _error(e.code or 500, error_codes.HTTP_ERROR, e.description or e.name)
         except Exception:  # noqa: BLE001 - the agent answers, and logs, whatever went wrong
             LOG.exception("agent request %s %s failed", request.method, request.path)
-            response = _error(500, "internal", "internal error; see the agent's log")
+            response = _error(500, error_codes.INTERNAL, "internal error; see the agent's log")
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response:
         if self.token is not None and request.path != "/":
             given = request.headers.get("X-Auth-Token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return _error(401, "auth.required", "a valid X-Auth-Token is required")
+                return _error(401, error_codes.AUTH_REQUIRED, "a valid X-Auth-Token is required")
         adapter = _URLS.bind_to_environ(request.environ)
         endpoint, args = adapter.match()
-        return getattr(self, "on_" + endpoint)(request, **args)
+        handler: Callable[..., Response] = getattr(self, f"on_{endpoint}")
+        return handler(request, **args)
 
     @staticmethod
-    def _body(request) -> dict:
+    def _body(request: Request) -> dict[str, Any]:
         raw = request.get_data(cache=True)  # whatever the Content-Type says (curl -d sends a form's)
         if not raw:
             return {}
@@ -114,7 +125,7 @@ class AgentApp:
         return body
 
     @staticmethod
-    def _need(body, *keys):
+    def _need(body: dict[str, Any], *keys: str) -> list[Any]:
         missing = [k for k in keys if not body.get(k)]
         if missing:
             raise InvalidRequest(f"missing {', '.join(missing)}")
@@ -122,7 +133,7 @@ class AgentApp:
 
     # -- endpoints ----------------------------------------------------------------------------
 
-    def on_index(self, request):
+    def on_index(self, request: Request) -> Response:
         tree = self.tracker.tree
         return _json(
             {
@@ -132,27 +143,27 @@ class AgentApp:
             }
         )
 
-    def on_capacity(self, request):
+    def on_capacity(self, request: Request) -> Response:
         return _json(self.tracker.capacity())
 
-    def on_list_claims(self, request):
+    def on_list_claims(self, request: Request) -> Response:
         if "instance_uuid" in request.args:
             claims = self.tracker.claims_for_instance(request.args["instance_uuid"])
         else:
             claims = self.tracker.claims_for_host(request.args.get("host", self.tracker.host))
         return _json({"claims": [c.to_dict() for c in claims]})
 
-    def on_show_claim(self, request, claim_id):
+    def on_show_claim(self, request: Request, claim_id: str) -> Response:
         return _json(self.tracker.get_claim(claim_id).to_dict())
 
-    def on_abort_claim(self, request, claim_id):
+    def on_abort_claim(self, request: Request, claim_id: str) -> Response:
         return _json({"result": self.tracker.abort(claim_id)})
 
-    def on_claim(self, request, kind):
+    def on_claim(self, request: Request, kind: str) -> Response:
         body = self._body(request)
-        (instance,) = self._need(body, "instance")
-        instance = InstanceSpec.from_dict(instance)
+        instance = InstanceSpec.from_dict(self._need(body, "instance")[0])
         t = self.tracker
+        claim: ClaimHandle
         if kind == "instance":
             claim = t.instance_claim(instance)
         elif kind == "unshelve":
@@ -170,7 +181,7 @@ class AgentApp:
             claim = t.rebuild_claim(instance, body.get("migration_uuid"), body.get("source_host"))
         return _json(claim.to_dict(), 201 if claim.claim_id else 200)
 
-    def on_migration(self, request, migration_uuid, action):
+    def on_migration(self, request: Request, migration_uuid: str, action: str) -> Response:
         t = self.tracker
         if action == "source":
             (instance_uuid,) = self._need(self._body(request), "instance_uuid")
@@ -184,48 +195,49 @@ class AgentApp:
         (instance_uuid,) = self._need(self._body(request), "instance_uuid")
         return _json({"result": t.cleanup_evacuated(instance_uuid, migration_uuid)})
 
-    def on_instance(self, request, instance_uuid, action):
+    def on_instance(self, request: Request, instance_uuid: str, action: str) -> Response:
         t = self.tracker
-        result = {
+        operations: dict[str, Callable[[str], list[Any]]] = {
             "delete": t.delete_instance,
             "soft_delete": t.soft_delete_instance,
             "restore": t.restore_instance,
             "shelve": t.shelve_instance,
             "shelve_offload": t.shelve_offload_instance,
-        }[action](instance_uuid)
-        return _json({"result": [r.to_dict() if hasattr(r, "to_dict") else r for r in result]})
+        }
+        result = operations[action](instance_uuid)
+        return _json({"result": [r.to_dict() if isinstance(r, ClaimHandle) else r for r in result]})
 
-    def on_reclaim(self, request):
+    def on_reclaim(self, request: Request) -> Response:
         older_than = self._body(request).get("older_than")
         return _json({"result": self.tracker.reclaim_soft_deleted(older_than)})
 
-    def on_audit(self, request):
+    def on_audit(self, request: Request) -> Response:
         heal = self._body(request).get("heal")
         return _json(self.tracker.audit(heal=heal).to_dict())
 
-    def on_sync(self, request):
+    def on_sync(self, request: Request) -> Response:
         return _json(self.tracker.update_available_resource().to_dict())
 
 
 class PeriodicTask:
     """Runs ``fn`` every ``interval`` seconds in a daemon thread until stopped."""
 
-    def __init__(self, fn, interval: float, name: str = "berth-audit"):
+    def __init__(self, fn: Callable[[], object], interval: float, name: str = "berth-audit"):
         self.fn = fn
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self):
+    def start(self) -> PeriodicTask:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 10.0):
+    def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
-    def _loop(self):
+    def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 result = self.fn()
@@ -236,56 +248,86 @@ class PeriodicTask:
                 LOG.exception("periodic task failed")
 
 
+class _AgentWorker:
+    """What the agent's one worker holds: its tracker, its periodic audit, and the WSGI application."""
+
+    def __init__(
+        self,
+        build_tracker: Callable[[], ResourceTracker],
+        *,
+        token: str | None,
+        driver_name: str,
+        audit_interval: float,
+    ):
+        self.build_tracker = build_tracker
+        self.token = token
+        self.driver_name = driver_name
+        self.audit_interval = audit_interval
+        self.tracker: ResourceTracker | None = None
+        self.periodic: PeriodicTask | None = None
+
+    def load(self) -> AgentApp:
+        tracker = self.tracker = self.build_tracker()
+        started = tracker.start()
+        LOG.info(
+            "agent for %s started: %d providers, %d claims, %d operations recovered, %d evacuations cleaned up",
+            tracker.host,
+            len(tracker.require_tree()),
+            len(tracker.store.all()),
+            len(started["recovered"]),
+            len(started["evacuations"]),
+        )
+        if self.audit_interval > 0:
+            self.periodic = PeriodicTask(tracker.periodic, self.audit_interval).start()
+        return AgentApp(tracker, token=self.token, driver_name=self.driver_name)
+
+    def exit(self, server: object, worker: object) -> None:
+        if self.periodic is not None:
+            self.periodic.stop()
+        if self.tracker is not None:
+            self.tracker.close()
+
+
 def serve_agent(
-    *, bind: str, build_tracker, token: str | None, driver_name: str, audit_interval: float, access_log: bool = False
+    *,
+    bind: str,
+    build_tracker: Callable[[], ResourceTracker],
+    token: str | None,
+    driver_name: str,
+    audit_interval: float,
+    access_log: bool = False,
 ) -> int:
     """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads."""
-    from gunicorn.app.base import BaseApplication
-
-    state = {}
-
-    def worker_exit(server, worker):
-        periodic = state.get("periodic")
-        if periodic is not None:
-            periodic.stop()
-        tracker = state.get("tracker")
-        if tracker is not None:
-            tracker.close()
-
-    class _Agent(BaseApplication):
-        def load_config(self):
-            options = {
-                "bind": bind,
-                "workers": 1,
-                "threads": 4,
-                "worker_class": "gthread",
-                "timeout": 120,
-                "graceful_timeout": 10,
-                "keepalive": 5,
-                "preload_app": False,
-                "control_socket_disable": True,
-                "worker_exit": worker_exit,
-            }
-            if access_log:
-                options["accesslog"] = "-"
-            for key, value in options.items():
-                self.cfg.set(key, value)
-
-        def load(self):
-            tracker = build_tracker()
-            started = tracker.start()
-            LOG.info(
-                "agent for %s started: %d providers, %d claims, %d operations recovered, %d evacuations cleaned up",
-                tracker.host,
-                len(tracker.tree),
-                len(tracker.store.all()),
-                len(started["recovered"]),
-                len(started["evacuations"]),
-            )
-            state["tracker"] = tracker
-            if audit_interval > 0:
-                state["periodic"] = PeriodicTask(tracker.periodic, audit_interval).start()
-            return AgentApp(tracker, token=token, driver_name=driver_name)
-
-    _Agent().run()
+    worker = _AgentWorker(build_tracker, token=token, driver_name=driver_name, audit_interval=audit_interval)
+    options: dict[str, Any] = {
+        "bind": bind,
+        "workers": 1,
+        "threads": 4,
+        "worker_class": "gthread",
+        "timeout": 120,
+        "graceful_timeout": 10,
+        "keepalive": 5,
+        "preload_app": False,
+        "control_socket_disable": True,
+        "worker_exit": worker.exit,
+    }
+    if access_log:
+        options["accesslog"] = "-"
+    _gunicorn_application(options, worker.load).run()
     return 0
+
+
+def _gunicorn_application(options: dict[str, Any], load: Callable[[], AgentApp]) -> Any:
+    """A gunicorn application with these settings, loading ``load()`` in its worker.
+
+    gunicorn ships no type information, so its application class is subclassed here at run time.
+    """
+
+    def load_config(self: Any) -> None:
+        for key, value in options.items():
+            self.cfg.set(key, value)
+
+    def load_application(self: Any) -> AgentApp:
+        return load()
+
+    return type("BerthAgent", (BaseApplication,), {"load_config": load_config, "load": load_application})()

@@ -1,30 +1,42 @@
-"""A client for ``berth agent``: the tracker's methods, over HTTP, for a conductor elsewhere."""
+"""A client for ``berth agent``: the tracker's methods, over HTTP, for a conductor elsewhere.
+
+``AgentClient`` is a ``MoveParticipant`` (``berth.tracker.participant``) like ``ResourceTracker``,
+so ``berth.tracker.moves`` drives agents and trackers alike. An agent's error comes back as the
+tracker's exception of the same code (``berth.tracker.error_codes``), else as an ``AgentError``.
+"""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import requests
 
-from berth.tracker.claims import (
-    Claim,
+from berth.tracker import error_codes
+from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.tracker.claims import Claim, NopClaim
+from berth.tracker.errors import (
+    AgentError,
     ClaimError,
     ClaimFailed,
     ClaimNotFound,
-    ClaimRecord,
-    Flavor,
-    InstanceSpec,
+    ClaimStateError,
     InvalidRequest,
-    NopClaim,
-    SourceContext,
+    TrackerUnavailable,
 )
+from berth.tracker.records import ClaimRecord, SourceContext
 
-_ERRORS = {"claim.does_not_fit": ClaimFailed, "claim.not_found": ClaimNotFound, "claim.invalid_request": InvalidRequest}
+__all__ = ["AgentClient", "AgentError"]
 
+JSON = dict[str, Any]
 
-class AgentError(ClaimError):
-    def __init__(self, status, code, message, reasons=()):
-        super().__init__(message, reasons=reasons)
-        self.status = status
-        self.code = code
+# The agent's codes that come back as the tracker's own exceptions (ClaimFailed is built from its reasons).
+_ERRORS: dict[str, type[ClaimError]] = {
+    error_codes.CLAIM_REFUSED: ClaimError,
+    error_codes.CLAIM_NOT_FOUND: ClaimNotFound,
+    error_codes.CLAIM_INVALID_REQUEST: InvalidRequest,
+    error_codes.CLAIM_WRONG_STATE: ClaimStateError,
+    error_codes.CLAIM_PLACEMENT_UNAVAILABLE: TrackerUnavailable,
+}
 
 
 class AgentClient:
@@ -34,31 +46,32 @@ class AgentClient:
         self.timeout = timeout
         if token:
             self.session.headers["X-Auth-Token"] = token
-        self._host = None
+        self._host: str | None = None
 
     @property
     def host(self) -> str:
         if self._host is None:
-            self._host = self._call("GET", "/")["host"]
+            self._host = str(self._call("GET", "/")["host"])
         return self._host
 
-    def _call(self, method, path, body=None, params=None):
+    def _call(self, method: str, path: str, body: JSON | None = None, params: dict[str, str] | None = None) -> Any:
         response = self.session.request(method, self.url + path, json=body, params=params, timeout=self.timeout)
         data = response.json() if response.content else None
         if response.status_code >= 400:
             error = (data or {}).get("error", {})
             code, message, reasons = error.get("code"), error.get("message", response.text), error.get("reasons", [])
-            if code == "claim.does_not_fit":
+            if code == error_codes.CLAIM_DOES_NOT_FIT:
                 raise ClaimFailed(reasons or [message])
-            cls = _ERRORS.get(code)
+            cls = _ERRORS.get(code or "")
             if cls is not None:
                 raise cls(message, reasons=reasons)
             raise AgentError(response.status_code, code, message, reasons)
         return data
 
-    def _claim(self, data) -> Claim:
-        if data.get("claim_id") is None:
-            return NopClaim(data["instance_uuid"], data["host"])
+    def _result(self, method: str, path: str, body: JSON | None = None) -> Any:
+        return self._call(method, path, body)["result"]
+
+    def _claim(self, data: JSON) -> Claim:
         return Claim(ClaimRecord.from_dict(data), self)
 
     # -- claims -------------------------------------------------------------------------------
@@ -72,111 +85,94 @@ class AgentClient:
     def resize_claim(
         self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
     ) -> Claim:
-        return self._claim(
-            self._call(
-                "POST",
-                "/claims/resize",
-                {
-                    "instance": instance.to_dict(),
-                    "flavor": new_flavor.to_dict(),
-                    "migration_uuid": migration_uuid,
-                    "source": source.to_dict(),
-                },
-            )
-        )
+        body = {
+            "instance": instance.to_dict(),
+            "flavor": new_flavor.to_dict(),
+            "migration_uuid": migration_uuid,
+            "source": source.to_dict(),
+        }
+        return self._claim(self._call("POST", "/claims/resize", body))
 
     def live_migration_claim(self, instance: InstanceSpec, migration_uuid: str, source: SourceContext) -> Claim:
-        return self._claim(
-            self._call(
-                "POST",
-                "/claims/live_migration",
-                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source": source.to_dict()},
-            )
-        )
+        body = {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source": source.to_dict()}
+        return self._claim(self._call("POST", "/claims/live_migration", body))
 
     def evacuate_claim(self, instance: InstanceSpec, migration_uuid: str, source_host: str) -> Claim:
-        return self._claim(
-            self._call(
-                "POST",
-                "/claims/evacuate",
-                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host},
-            )
-        )
+        body = {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host}
+        return self._claim(self._call("POST", "/claims/evacuate", body))
 
-    def rebuild_claim(self, instance: InstanceSpec, migration_uuid=None, source_host=None) -> Claim:
-        return self._claim(
-            self._call(
-                "POST",
-                "/claims/rebuild",
-                {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host},
-            )
-        )
+    def rebuild_claim(
+        self, instance: InstanceSpec, migration_uuid: str | None = None, source_host: str | None = None
+    ) -> Claim | NopClaim:
+        body = {"instance": instance.to_dict(), "migration_uuid": migration_uuid, "source_host": source_host}
+        data = self._call("POST", "/claims/rebuild", body)
+        if data.get("claim_id") is None:
+            return NopClaim(data["instance_uuid"], data["host"])
+        return self._claim(data)
 
-    def abort(self, claim_id: str):
-        return self._call("DELETE", f"/claims/{claim_id}")["result"]
+    def abort(self, claim_id: str) -> str | None:
+        return cast(str | None, self._result("DELETE", f"/claims/{claim_id}"))
 
     # -- moves --------------------------------------------------------------------------------
 
     def begin_move_out(self, instance_uuid: str, migration_uuid: str) -> SourceContext:
-        return SourceContext.from_dict(
-            self._call("POST", f"/migrations/{migration_uuid}/source", {"instance_uuid": instance_uuid})
-        )
+        data = self._call("POST", f"/migrations/{migration_uuid}/source", {"instance_uuid": instance_uuid})
+        return SourceContext.from_dict(data)
 
-    def confirm_migration(self, migration_uuid: str) -> list:
-        return self._call("POST", f"/migrations/{migration_uuid}/confirm")["result"]
+    def confirm_migration(self, migration_uuid: str) -> list[str]:
+        return cast(list[str], self._result("POST", f"/migrations/{migration_uuid}/confirm"))
 
-    def revert_migration(self, migration_uuid: str) -> list:
-        return self._call("POST", f"/migrations/{migration_uuid}/revert")["result"]
+    def revert_migration(self, migration_uuid: str) -> list[str]:
+        return cast(list[str], self._result("POST", f"/migrations/{migration_uuid}/revert"))
 
-    def drop_move_claim(self, migration_uuid: str):
-        return self._call("POST", f"/migrations/{migration_uuid}/drop")["result"]
+    def drop_move_claim(self, migration_uuid: str) -> str | None:
+        return cast(str | None, self._result("POST", f"/migrations/{migration_uuid}/drop"))
 
-    def cleanup_evacuated(self, instance_uuid: str, migration_uuid: str) -> list:
-        return self._call("POST", f"/migrations/{migration_uuid}/cleanup_evacuated", {"instance_uuid": instance_uuid})[
-            "result"
-        ]
+    def cleanup_evacuated(self, instance_uuid: str, migration_uuid: str) -> list[str]:
+        path = f"/migrations/{migration_uuid}/cleanup_evacuated"
+        return cast(list[str], self._result("POST", path, {"instance_uuid": instance_uuid}))
 
     # -- instance life cycle ------------------------------------------------------------------
 
-    def _instance(self, instance_uuid, action):
-        return self._call("POST", f"/instances/{instance_uuid}/{action}")["result"]
+    def _instance(self, instance_uuid: str, action: str) -> list[Any]:
+        return cast(list[Any], self._result("POST", f"/instances/{instance_uuid}/{action}"))
 
-    def delete_instance(self, instance_uuid):
+    def delete_instance(self, instance_uuid: str) -> list[str]:
         return self._instance(instance_uuid, "delete")
 
-    def soft_delete_instance(self, instance_uuid):
+    def soft_delete_instance(self, instance_uuid: str) -> list[JSON]:
         return self._instance(instance_uuid, "soft_delete")
 
-    def restore_instance(self, instance_uuid):
+    def restore_instance(self, instance_uuid: str) -> list[JSON]:
         return self._instance(instance_uuid, "restore")
 
-    def shelve_instance(self, instance_uuid):
+    def shelve_instance(self, instance_uuid: str) -> list[JSON]:
         return self._instance(instance_uuid, "shelve")
 
-    def shelve_offload_instance(self, instance_uuid):
+    def shelve_offload_instance(self, instance_uuid: str) -> list[str]:
         return self._instance(instance_uuid, "shelve_offload")
 
-    def reclaim_soft_deleted(self, older_than=None):
-        return self._call("POST", "/reclaim", {"older_than": older_than})["result"]
+    def reclaim_soft_deleted(self, older_than: float | None = None) -> list[str]:
+        return cast(list[str], self._result("POST", "/reclaim", {"older_than": older_than}))
 
     # -- reading ------------------------------------------------------------------------------
 
-    def claims_for_instance(self, instance_uuid) -> list[Claim]:
+    def claims_for_instance(self, instance_uuid: str) -> list[Claim]:
         data = self._call("GET", "/claims", params={"instance_uuid": instance_uuid})
-        return [Claim(ClaimRecord.from_dict(c), self) for c in data["claims"]]
+        return [self._claim(c) for c in data["claims"]]
 
-    def claims_for_host(self, host) -> list[Claim]:
+    def claims_for_host(self, host: str) -> list[Claim]:
         data = self._call("GET", "/claims", params={"host": host})
-        return [Claim(ClaimRecord.from_dict(c), self) for c in data["claims"]]
+        return [self._claim(c) for c in data["claims"]]
 
-    def get_claim(self, claim_id) -> Claim:
-        return Claim(ClaimRecord.from_dict(self._call("GET", f"/claims/{claim_id}")), self)
+    def get_claim(self, claim_id: str) -> Claim:
+        return self._claim(self._call("GET", f"/claims/{claim_id}"))
 
-    def capacity(self) -> dict:
-        return self._call("GET", "/capacity")
+    def capacity(self) -> JSON:
+        return cast(JSON, self._call("GET", "/capacity"))
 
-    def audit(self, heal=None) -> dict:
-        return self._call("POST", "/audit", {"heal": heal})
+    def audit(self, heal: bool | None = None) -> JSON:
+        return cast(JSON, self._call("POST", "/audit", {"heal": heal}))
 
-    def update_available_resource(self) -> dict:
-        return self._call("POST", "/sync")
+    def update_available_resource(self) -> JSON:
+        return cast(JSON, self._call("POST", "/sync"))

@@ -2,37 +2,43 @@
 
 Usage is summed from the persisted claims, never from instance states, and the audit holds the host's
 lock, so a claim in progress is either entirely counted or not yet begun: the audit cannot mistake it
-for a leak.  Findings:
+for a leak. It first settles interrupted operations and cleans up after evacuations, then compares
+each consumer's allocations with its claims over the consumer's scope (``berth.tracker.audit_books``:
+the host's providers, and the sharing providers for a consumer that holds a claim's shared disk).
 
 - ``instance_without_claim``: a guest runs with no claim here.  Heal: adopt the allocations Placement
-  holds for it on this host as a claim (nothing is invented when Placement has none).
+  holds for it on this host (and its shared disk) as a claim (nothing is invented when it has none).
 - ``claim_without_instance``: an active claim older than the grace period whose guest is gone, with no
   move in flight.  Heal: release it.
 - ``allocations_without_claim``: a consumer holds allocations on this host's providers that no claim
   accounts for.  Heal: remove them (what it holds elsewhere is left alone).
-- ``claim_without_allocations`` / ``allocation_mismatch``: Placement lost or changed what a claim holds.
-  Heal: write the claim's allocations back.
+- ``claim_without_allocations`` / ``allocation_mismatch``: Placement lost or changed what a claim holds,
+  on the host or on the sharing provider.  Heal: write the claim's allocations back, all of them.
 - ``stale_move``: one side of a move whose other side was already ended elsewhere.  Heal: forget it.
-- ``usage_mismatch``: a provider's usage in Placement differs from the claims' sum (the symptom of the
-  findings above; it goes away with them).
+- ``usage_mismatch``: a provider's usage in Placement differs from the claims' sum; for a sharing
+  provider, what this host's claims use of it differs from what their consumers hold there (the
+  symptom of the findings above; it goes away with them).
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from berth.tracker.claims import (
-    ACTIVE,
-    INCOMING,
-    OUTGOING,
-    ClaimRecord,
-    Flavor,
-    PciAssignment,
-    usage_of,
-)
-from berth.tracker.placement_client import PlacementError
+from berth.tracker import allocations
+from berth.tracker.allocations import Allocations, ByConsumer
+from berth.tracker.audit_books import ConsumerBooks, HostBooks, read_books
+from berth.tracker.claim_requests import Flavor
+from berth.tracker.errors import PlacementError
+from berth.tracker.facts import Guest
+from berth.tracker.fitting import usage_of
+from berth.tracker.records import ACTIVE, INSTANCE, MIGRATION, ClaimRecord, PciAssignment
+from berth.tracker.recovery import PendingOp
+
+if TYPE_CHECKING:
+    from berth.tracker.tracker import ResourceTracker
 
 INSTANCE_WITHOUT_CLAIM = "instance_without_claim"
 CLAIM_WITHOUT_INSTANCE = "claim_without_instance"
@@ -51,9 +57,12 @@ class Finding:
     consumer_uuid: str | None = None
     claim_id: str | None = None
     provider_uuid: str | None = None
+    claimed: Allocations | None = None  # what the claims say the consumer holds (in its scope)
+    held: Allocations | None = None  # what Placement says it holds there
+    missing: Allocations | None = None  # what the claims hold beyond Placement
     healed: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
@@ -64,9 +73,9 @@ class AuditReport:
     started_at: float
     findings: list[Finding] = field(default_factory=list)
     residual: list[Finding] = field(default_factory=list)  # what is still wrong after healing
-    usage: dict = field(default_factory=dict)  # provider -> class -> used, from claims
-    recovered: list = field(default_factory=list)
-    evacuations: list = field(default_factory=list)
+    usage: Allocations = field(default_factory=dict)  # provider -> class -> used, from claims
+    recovered: list[dict[str, str]] = field(default_factory=list)
+    evacuations: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def consistent(self) -> bool:
@@ -75,7 +84,7 @@ class AuditReport:
     def of_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "host": self.host,
             "heal": self.heal,
@@ -89,144 +98,178 @@ class AuditReport:
         }
 
 
-def _clean(allocations) -> dict:
-    return {rp: {rc: n for rc, n in res.items() if n} for rp, res in allocations.items() if any(res.values())}
-
-
-def run_audit(tracker, *, heal: bool) -> AuditReport:
+def run_audit(tracker: ResourceTracker, *, heal: bool) -> AuditReport:
     """Run under ``tracker.lock``."""
     report = AuditReport(host=tracker.host, heal=heal, started_at=time.time())
     report.recovered = tracker.recover()
-    snapshot = tracker.placement_snapshot()
+    snapshot: ByConsumer | None = tracker.placement_snapshot()
     report.evacuations = tracker.cleanup_evacuations(snapshot)
     if report.evacuations:
         snapshot = None
-    report.findings = _check(tracker, heal=heal, snapshot=snapshot)
+    report.findings = _Audit(tracker, heal=heal).check(snapshot)
     if heal and any(f.healed for f in report.findings):
-        report.residual = _check(tracker, heal=False)
+        report.residual = _Audit(tracker, heal=False).check(None)
     else:
         report.residual = [f for f in report.findings if not f.healed]
-    report.usage = usage_of(tracker.store.all()).provider_totals()
+    report.usage = claimed_usage(tracker.store.all())
     return report
 
 
-def _check(tracker, *, heal: bool, snapshot=None) -> list[Finding]:
-    findings: list[Finding] = []
-    ours = tracker.our_providers()
-    guests = tracker.driver.guests()
+def claimed_usage(records: list[ClaimRecord]) -> Allocations:
+    """Provider -> class -> amount the claims use: the host's providers and their shared disk."""
+    shared = [r.shared_allocations for r in records if r.holds_shared]
+    return allocations.total([usage_of(records).provider_totals(), *shared])
 
-    # Guests the books do not know.
-    claimed = {r.instance_uuid for r in tracker.store.all()}
-    for uuid in sorted(set(guests) - claimed):
-        finding = Finding(
-            INSTANCE_WITHOUT_CLAIM, f"guest {uuid} runs on {tracker.host} without a claim", instance_uuid=uuid
-        )
-        if heal:
-            finding.healed = _adopt(tracker, uuid, ours)
-        findings.append(finding)
 
-    # Claims whose guest is gone, with no move to explain it.
-    grace = tracker.config.audit.orphan_grace_seconds
-    now = time.time()
-    for record in tracker.store.all():
-        if record.state != ACTIVE or record.pending_op or record.instance_uuid in guests:
-            continue
-        if now - record.state_changed_at < grace:
-            continue
-        finding = Finding(
-            CLAIM_WITHOUT_INSTANCE,
-            f"claim {record.claim_id} of {record.instance_uuid} has no guest on {tracker.host}",
-            instance_uuid=record.instance_uuid,
-            claim_id=record.claim_id,
-        )
-        if heal:
-            finding.healed = tracker._run(record, "release")
-            snapshot = None
-        findings.append(finding)
+Repair = tuple[bool, Finding, Callable[[], str]]  # (takes capacity, finding, heal)
 
-    # Claims against Placement, consumer by consumer, on this host's providers.
-    actual = tracker.placement_snapshot() if snapshot is None else snapshot
-    records = [r for r in tracker.store.all() if not r.pending_op]
-    expected: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
-    holders: dict[str, list[ClaimRecord]] = defaultdict(list)
-    for record in records:
-        consumer = record.consumer_uuid
-        if record.state == OUTGOING and record.migration_uuid not in actual and record.instance_uuid in actual:
-            consumer = record.instance_uuid  # the destination has not swapped yet, or swapped back
-        for rp, resources in record.allocations.items():
-            expected[consumer][rp].update(resources)
-        holders[consumer].append(record)
 
-    repairs = []  # (grows, finding, repair): what frees capacity is repaired before what takes it
-    for consumer in sorted(set(expected) | set(actual)):
-        want = _clean({rp: dict(c) for rp, c in expected.get(consumer, {}).items()})
-        have = _clean(actual.get(consumer, {}))
-        if want == have:
-            continue
-        owners = holders.get(consumer, [])
-        if not owners:
+class _Audit:
+    def __init__(self, tracker: ResourceTracker, *, heal: bool):
+        self.tracker = tracker
+        self.heal = heal
+
+    def check(self, snapshot: ByConsumer | None) -> list[Finding]:
+        guests = self.tracker.driver.guests()
+        findings = self._guests_without_claims(guests)
+        orphans = self._claims_without_guests(guests)
+        if any(f.healed for f in orphans):
+            snapshot = None  # the releases changed what Placement holds here
+        findings += orphans
+        books = read_books(self.tracker, snapshot)
+        compared = (self._compare(books.consumers[consumer], books) for consumer in sorted(books.consumers))
+        repairs = [repair for repair in compared if repair is not None]
+        findings += [finding for _, finding, _ in repairs]
+        findings += self._host_usage_mismatches(books) + self._pool_usage_mismatches(books)
+        if self.heal:
+            _repair(repairs)
+        return findings
+
+    # -- the hypervisor against the claims ----------------------------------------------------------
+
+    def _guests_without_claims(self, guests: dict[str, Guest]) -> list[Finding]:
+        """A guest runs here that no claim accounts for."""
+        tracker = self.tracker
+        claimed = {r.instance_uuid for r in tracker.store.all()}
+        findings = []
+        for uuid in sorted(set(guests) - claimed):
+            finding = Finding(
+                INSTANCE_WITHOUT_CLAIM, f"guest {uuid} runs on {tracker.host} without a claim", instance_uuid=uuid
+            )
+            if self.heal:
+                finding.healed = _adopt(tracker, uuid)
+            findings.append(finding)
+        return findings
+
+    def _claims_without_guests(self, guests: dict[str, Guest]) -> list[Finding]:
+        """An active claim past its grace period has no guest, and no move explains it."""
+        tracker = self.tracker
+        grace = tracker.config.audit.orphan_grace_seconds
+        now = time.time()
+        findings = []
+        for record in tracker.store.all():
+            if record.state != ACTIVE or record.pending_op or record.instance_uuid in guests:
+                continue
+            if now - record.state_changed_at < grace:
+                continue  # still being built
+            finding = Finding(
+                CLAIM_WITHOUT_INSTANCE,
+                f"claim {record.claim_id} of {record.instance_uuid} has no guest on {tracker.host}",
+                instance_uuid=record.instance_uuid,
+                claim_id=record.claim_id,
+            )
+            if self.heal:
+                finding.healed = tracker.operations.run(record, PendingOp.RELEASE)
+            findings.append(finding)
+        return findings
+
+    # -- the claims against Placement, consumer by consumer ------------------------------------------
+
+    def _compare(self, entry: ConsumerBooks, books: HostBooks) -> Repair | None:
+        if entry.agree:
+            return None
+        tracker, consumer = self.tracker, entry.consumer
+        if not entry.claims:
             finding = Finding(
                 ALLOCATIONS_WITHOUT_CLAIM,
-                f"consumer {consumer} holds {have} on {tracker.host} without a claim",
+                f"consumer {consumer} holds {entry.held} on {tracker.host} without a claim",
                 consumer_uuid=consumer,
+                held=entry.held,
             )
-            repairs.append((False, finding, lambda c=consumer: _remove(tracker, c, ours)))
-        elif not have and any(r.state in (INCOMING, OUTGOING) for r in owners):
+            return False, finding, lambda: _remove(tracker, consumer, books.ours)
+        first = entry.claims[0]
+        if entry.moving and not allocations.on(entry.held, books.ours):
             finding = Finding(
                 STALE_MOVE,
-                f"the move of {owners[0].instance_uuid} ({owners[0].migration_uuid}) "
+                f"the move of {first.instance_uuid} ({first.migration_uuid}) "
                 "holds nothing here any more: its other side ended it",
-                instance_uuid=owners[0].instance_uuid,
+                instance_uuid=first.instance_uuid,
                 consumer_uuid=consumer,
-                claim_id=owners[0].claim_id,
+                claim_id=first.claim_id,
             )
-            repairs.append((False, finding, lambda o=owners: _forget(tracker, o)))
-        else:
-            kind = CLAIM_WITHOUT_ALLOCATIONS if not have else ALLOCATION_MISMATCH
-            finding = Finding(
-                kind,
-                f"consumer {consumer}: claims say {want}, Placement has {have}",
-                instance_uuid=owners[0].instance_uuid,
-                consumer_uuid=consumer,
-                claim_id=owners[0].claim_id,
-            )
-            repairs.append(
-                (_grows(have, want), finding, lambda c=consumer, w=want, r=owners[0]: _restore(tracker, c, w, r, ours))
-            )
-        findings.append(finding)
-    # Provider usages: the claims' sum against what Placement holds on each provider (before repairs).
-    usage = usage_of(tracker.store.all())
-    held: dict[str, Counter] = defaultdict(Counter)
-    for by_rp in actual.values():
-        for rp, resources in by_rp.items():
-            held[rp].update(resources)
-    for node in tracker.tree:
-        placement_usage = {rc: n for rc, n in held.get(node.uuid, Counter()).items() if n}
-        claimed_usage = {rc: n for rc, n in usage.providers.get(node.uuid, Counter()).items() if n}
-        if placement_usage != claimed_usage:
-            findings.append(
-                Finding(
-                    USAGE_MISMATCH,
-                    f"{node.name}: claims use {claimed_usage}, Placement holds {placement_usage}",
-                    provider_uuid=node.uuid,
+            return False, finding, lambda: _forget(tracker, entry.claims)
+        missing = allocations.missing(entry.claimed, entry.held)
+        finding = Finding(
+            CLAIM_WITHOUT_ALLOCATIONS if not entry.held else ALLOCATION_MISMATCH,
+            f"consumer {consumer}: claims say {entry.claimed}, Placement has {entry.held}"
+            + (f"; missing {missing}" if missing else ""),
+            instance_uuid=first.instance_uuid,
+            consumer_uuid=consumer,
+            claim_id=first.claim_id,
+            claimed=entry.claimed,
+            held=entry.held,
+            missing=missing,
+        )
+        return allocations.grows(entry.held, entry.claimed), finding, lambda: _restore(tracker, entry)
+
+    # -- provider usages (before repairs) -------------------------------------------------------------
+
+    def _host_usage_mismatches(self, books: HostBooks) -> list[Finding]:
+        """Each of the host's providers: the claims' sum against what Placement holds on it."""
+        claimed = usage_of(self.tracker.store.all()).provider_totals()
+        held = allocations.total(books.on_host.values())
+        findings = []
+        for node in self.tracker.require_tree():
+            uuid = node.synced_uuid
+            if claimed.get(uuid, {}) != held.get(uuid, {}):
+                findings.append(
+                    Finding(
+                        USAGE_MISMATCH,
+                        f"{node.name}: claims use {claimed.get(uuid, {})}, Placement holds {held.get(uuid, {})}",
+                        provider_uuid=uuid,
+                    )
                 )
-            )
-    if heal:
-        for _, finding, repair in sorted(repairs, key=lambda item: item[0]):
-            try:
-                finding.healed = repair()
-            except PlacementError as e:
-                finding.detail += f" (not healed: {e.detail})"
-    return findings
+        return findings
+
+    def _pool_usage_mismatches(self, books: HostBooks) -> list[Finding]:
+        """Each sharing provider the host uses: this host's claims against what their consumers hold there."""
+        findings = []
+        for pool in sorted(books.pools):
+            claimed, held = books.pool_usage(pool)
+            if claimed != held:
+                findings.append(
+                    Finding(
+                        USAGE_MISMATCH,
+                        f"sharing provider {pool}: the claims of {self.tracker.host} use {claimed}, "
+                        f"Placement holds {held} for them",
+                        provider_uuid=pool,
+                    )
+                )
+        return findings
 
 
-def _grows(have: dict, want: dict) -> bool:
-    return any(n > have.get(rp, {}).get(rc, 0) for rp, res in want.items() for rc, n in res.items())
+def _repair(repairs: list[Repair]) -> None:
+    """What frees capacity is repaired before what takes it."""
+    for _, finding, heal in sorted(repairs, key=lambda repair: repair[0]):
+        try:
+            finding.healed = heal()
+        except PlacementError as e:
+            finding.detail += f" (not healed: {e.detail})"
 
 
-def _remove(tracker, consumer: str, ours: set[str]) -> str:
+def _remove(tracker: ResourceTracker, consumer: str, ours: set[str]) -> str:
     """Take a consumer's allocations off this host, leaving what it holds elsewhere."""
-    tracker._rewrite(
+    tracker.writer.rewrite(
         [consumer],
         lambda s: {consumer: (s[consumer].outside(ours), None)},
         owner=("", ""),
@@ -235,47 +278,48 @@ def _remove(tracker, consumer: str, ours: set[str]) -> str:
     return "removed"
 
 
-def _forget(tracker, records) -> str:
+def _forget(tracker: ResourceTracker, records: list[ClaimRecord]) -> str:
     for record in records:
-        tracker._run(record, "forget")
+        tracker.operations.run(record, PendingOp.FORGET)
     return "forgotten"
 
 
-def _restore(tracker, consumer: str, want: dict, record: ClaimRecord, ours: set[str]) -> str:
-    """Write back what the claims say the consumer holds on this host."""
-    consumer_type = "MIGRATION" if consumer == record.migration_uuid else "INSTANCE"
-    tracker._rewrite(
+def _restore(tracker: ResourceTracker, entry: ConsumerBooks) -> str:
+    """Write back everything the claims say the consumer holds in its scope (shared disk included)."""
+    consumer, record = entry.consumer, entry.claims[0]
+    consumer_type = MIGRATION if consumer == record.migration_uuid else INSTANCE
+    tracker.writer.rewrite(
         [consumer],
-        lambda s: {consumer: ({**s[consumer].outside(ours), **want}, consumer_type)},
-        owner=(record.project_id, record.user_id),
+        lambda s: {consumer: ({**s[consumer].outside(entry.scope), **entry.claimed}, consumer_type)},
+        owner=record.owner,
         what=f"audit repair of {consumer}",
     )
     return "rewritten"
 
 
-def _adopt(tracker, instance_uuid: str, ours: set[str]) -> str | None:
+def _adopt(tracker: ResourceTracker, instance_uuid: str) -> str | None:
     """A guest without a claim whose allocations Placement holds here: make them a claim."""
     state = tracker.placement.consumer(instance_uuid)
-    mine = state.on(ours)
+    mine = state.on(tracker.our_providers())
     if not mine:
         return None
-    root = tracker.tree.root.uuid
-    on_root = mine.get(root, {})
-    shared = {rp: res for rp, res in state.allocations.items() if rp == tracker.shared_provider}
-    disk = on_root.get("DISK_GB", 0) + sum(res.get("DISK_GB", 0) for res in shared.values())
+    tree = tracker.require_tree()
+    on_root = mine.get(tree.root.synced_uuid, {})
+    shared = state.on(tracker.sharing_providers())
     flavor = Flavor(
         name="adopted",
         vcpus=on_root.get("VCPU", 0) + on_root.get("PCPU", 0),
         memory_mb=on_root.get("MEMORY_MB", 0),
-        disk_gb=disk,
+        disk_gb=on_root.get("DISK_GB", 0) + sum(res.get("DISK_GB", 0) for res in shared.values()),
         cpu_policy="dedicated" if on_root.get("PCPU") else "shared",
     )
-    taken = set(usage_of(tracker.store.all()).pci)
+    taken = set(tracker.usage().pci)
     devices = []
-    for node in tracker.tree.pci_providers:
-        count = mine.get(node.uuid, {}).get(node.pci.resource_class, 0)
-        free = [s for s in node.pci.slots if s not in taken][:count]
-        devices += [PciAssignment(-1, node.uuid, node.pci.address, slot, node.pci.resource_class) for slot in free]
+    for node in tree.pci_providers:
+        pool = node.pci_pool
+        count = mine.get(node.synced_uuid, {}).get(pool.resource_class, 0)
+        free = [s for s in pool.slots if s not in taken][:count]
+        devices += [PciAssignment(-1, node.synced_uuid, pool.address, slot, pool.resource_class) for slot in free]
     tracker.store.add(
         ClaimRecord.new(
             host=tracker.host,

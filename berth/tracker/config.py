@@ -22,27 +22,39 @@ Unknown keys are errors: a misspelt reservation silently ignored is an over-comm
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from fnmatch import fnmatch
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import yaml
+from berth.tracker.documents import read_document
+from berth.tracker.errors import ConfigError
+from berth.tracker.facts import PciDevice
+from berth.tracker.provider_config import ProviderConfig, check_resource_class, check_trait, load_provider_configs
+
+__all__ = ["ConfigError", "TrackerConfig", "format_cpu_set", "parse_cpu_set"]
 
 DEFAULT_RESERVED = {"MEMORY_MB": 512}
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
 
 
-class ConfigError(ValueError):
-    pass
-
-
-def parse_cpu_set(text: str | None) -> frozenset[int] | None:
+@overload
+def parse_cpu_set(text: None) -> None: ...
+@overload
+def parse_cpu_set(text: str | int) -> frozenset[int]: ...
+def parse_cpu_set(text: str | int | None) -> frozenset[int] | None:
     """``"0-3,8,^2"`` -> {0, 1, 3, 8}; None stays None."""
     if text is None:
         return None
     if isinstance(text, int):
         return frozenset({text})
-    include, exclude = set(), set()
+    include: set[int] = set()
+    exclude: set[int] = set()
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
@@ -61,13 +73,14 @@ def parse_cpu_set(text: str | None) -> frozenset[int] | None:
     return frozenset(include - exclude)
 
 
-def format_cpu_set(cpus) -> str:
-    cpus = sorted(cpus)
-    ranges, start = [], None
-    for i, cpu in enumerate(cpus):
+def format_cpu_set(cpus: Iterable[int]) -> str:
+    ordered = sorted(cpus)
+    ranges: list[str] = []
+    start: int | None = None
+    for i, cpu in enumerate(ordered):
         if start is None:
             start = cpu
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
+        if i + 1 == len(ordered) or ordered[i + 1] != cpu + 1:
             ranges.append(str(start) if start == cpu else f"{start}-{cpu}")
             start = None
     return ",".join(ranges)
@@ -83,9 +96,7 @@ class PciDeviceSpec:
     resource_class: str | None = None  # default CUSTOM_PCI_<VENDOR>_<PRODUCT>, SRIOV_NET_VF for PFs with VFs
     traits: tuple[str, ...] = ()
 
-    def matches(self, device) -> bool:
-        from fnmatch import fnmatch
-
+    def matches(self, device: PciDevice) -> bool:
         if self.vendor_id and self.vendor_id != device.vendor_id:
             return False
         if self.product_id and self.product_id != device.product_id:
@@ -125,10 +136,10 @@ class TrackerConfig:
     state_dir: str = "/var/lib/berth/agent"
     pci_device_spec: tuple[PciDeviceSpec, ...] = ()
     shared_storage: SharedStorage | None = None
-    provider_config: object = None  # a berth.tracker.provider_config.ProviderConfig
+    provider_config: ProviderConfig | None = None
     audit: AuditConfig = field(default_factory=AuditConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
-    fake: dict = field(default_factory=dict)
+    fake: dict[str, Any] = field(default_factory=dict)
 
     def ratio(self, resource_class: str) -> float:
         return float(self.allocation_ratios.get(resource_class, 1.0))
@@ -140,7 +151,7 @@ class TrackerConfig:
         return os.path.join(self.state_dir, f"{host}.sqlite")
 
     @classmethod
-    def from_dict(cls, data: dict | None, *, base_dir: str | None = None) -> TrackerConfig:
+    def from_dict(cls, data: dict[str, Any] | None, *, base_dir: str | None = None) -> TrackerConfig:
         data = dict(data or {})
         known = {
             "reserved",
@@ -188,52 +199,28 @@ class TrackerConfig:
                 raise ConfigError("fake: expected a mapping")
             config.fake = dict(data["fake"])
         if data.get("provider_config"):
-            from berth.tracker.provider_config import load_provider_configs
-
             paths = data["provider_config"]
             paths = [paths] if isinstance(paths, str) else list(paths)
             config.provider_config = load_provider_configs([_path(p, base_dir) for p in paths])
         return config
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> TrackerConfig:
+    def load(cls, path: str | os.PathLike[str]) -> TrackerConfig:
         path = Path(path)
         return cls.from_dict(read_document(path), base_dir=str(path.parent))
 
 
-def read_document(path: Path) -> dict:
-    """A YAML or TOML document as a dict, chosen by the file's suffix."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml", ".json"):
-            data = yaml.safe_load(text)
-        else:
-            raise ConfigError(f"{path}: unknown format (use .yaml, .yml or .toml)")
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{path}: {e}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
+def _path(value: object, base_dir: str | None) -> str:
+    path = os.path.expanduser(str(value))
+    if base_dir and not os.path.isabs(path):
+        path = os.path.join(base_dir, path)
+    return path
 
 
-def _path(value, base_dir):
-    value = os.path.expanduser(str(value))
-    if base_dir and not os.path.isabs(value):
-        value = os.path.join(base_dir, value)
-    return value
-
-
-def _amounts(value, where, kind):
+def _amounts(value: object, where: str, kind: type[int] | type[float]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping of resource class to amount")
-    result = {}
+    result: dict[str, Any] = {}
     for rc, amount in value.items():
         try:
             number = kind(amount)
@@ -247,11 +234,10 @@ def _amounts(value, where, kind):
     return result
 
 
-def _section(cls, value, where):
+def _section(cls: type[_Section], value: object, where: str) -> _Section:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping")
-    fields = cls.__dataclass_fields__
-    unknown = sorted(set(value) - set(fields))
+    unknown = sorted(set(value) - {f.name for f in fields(cls)})
     if unknown:
         raise ConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
     try:
@@ -260,7 +246,7 @@ def _section(cls, value, where):
         raise ConfigError(f"{where}: {e}") from None
 
 
-def _hex4(value, where):
+def _hex4(value: object, where: str) -> str | None:
     if value is None:
         return None
     text = str(value).lower()
@@ -270,7 +256,7 @@ def _hex4(value, where):
     return text
 
 
-def _pci_spec(item, index):
+def _pci_spec(item: object, index: int) -> PciDeviceSpec:
     where = f"pci_device_spec[{index}]"
     if not isinstance(item, dict):
         raise ConfigError(f"{where}: expected a mapping")
@@ -281,14 +267,8 @@ def _pci_spec(item, index):
         raise ConfigError(f"{where}: name a vendor_id, product_id or address")
     rc = item.get("resource_class")
     if rc is not None:
-        from berth.tracker.provider_config import check_resource_class
-
         check_resource_class(rc, where)
-    traits = tuple(item.get("traits") or ())
-    for trait in traits:
-        from berth.tracker.provider_config import check_trait
-
-        check_trait(trait, where)
+    traits = tuple(check_trait(trait, where) for trait in item.get("traits") or ())
     return PciDeviceSpec(
         vendor_id=_hex4(item.get("vendor_id"), where + ".vendor_id"),
         product_id=_hex4(item.get("product_id"), where + ".product_id"),

@@ -16,17 +16,14 @@ counts exactly the devices the claims hand out.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
-from berth.tracker.config import TrackerConfig, format_cpu_set
-from berth.tracker.drivers.base import (
-    CellInfo,
-    HostFacts,
-    Inventory,
-    PciPool,
-    ProviderNode,
-    ProviderTree,
-)
-from berth.tracker.provider_config import ProviderConfig, ProviderConfigError
+from berth.domain.capacity import Inventory
+from berth.tracker.config import PciDeviceSpec, TrackerConfig, format_cpu_set
+from berth.tracker.errors import ProviderConfigError
+from berth.tracker.facts import HostFacts, PciDevice
+from berth.tracker.provider_config import ProviderConfig
+from berth.tracker.provider_tree import CellInfo, PciPool, ProviderNode, ProviderTree
 
 LOG = logging.getLogger(__name__)
 
@@ -58,7 +55,7 @@ def cpu_sets(facts: HostFacts, config: TrackerConfig) -> tuple[frozenset[int], f
     return frozenset(shared), frozenset(dedicated)
 
 
-def _root_inventory(total, config, rc, ratio=None) -> Inventory | None:
+def _root_inventory(total: int, config: TrackerConfig, rc: str, ratio: float | None = None) -> Inventory | None:
     if total <= 0:
         return None
     reserved = min(config.reserved_of(rc), total)
@@ -86,7 +83,7 @@ def build_provider_tree(
     root.inventories = {rc: inv for rc, inv in candidates if inv is not None}
     nodes = [root]
 
-    cell_names = {}
+    cell_names: dict[int, str] = {}
     for cell in sorted(facts.cells, key=lambda c: c.id):
         name = cell_provider_name(host, cell.id)
         cell_names[cell.id] = name
@@ -111,17 +108,18 @@ def build_provider_tree(
     return ProviderTree(nodes)
 
 
-def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
+def _pci_nodes(host: str, facts: HostFacts, config: TrackerConfig, cell_names: dict[int, str]) -> list[ProviderNode]:
     """One provider per passthrough device, or per physical function for its virtual functions."""
     if not config.pci_device_spec:
         return []
     by_address = {d.address: d for d in facts.pci_devices}
-    pools: dict[str, tuple] = {}  # provider device address -> (device, spec, slots)
+    # provider device address -> (device, spec, slots)
+    pools: dict[str, tuple[PciDevice, PciDeviceSpec, tuple[str, ...]]] = {}
     for device in sorted(facts.pci_devices, key=lambda d: d.address):
         spec = next((s for s in config.pci_device_spec if s.matches(device)), None)
         if spec is None:
             continue
-        if device.is_vf:
+        if device.physfn is not None:
             parent = by_address.get(device.physfn)
             if parent is None:
                 LOG.warning("virtual function %s has no physical function %s; skipped", device.address, device.physfn)
@@ -147,11 +145,11 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
         rc = spec.resource_class or (
             default_pci_resource_class(device.vendor_id, device.product_id) if whole else "SRIOV_NET_VF"
         )
-        parent = cell_names.get(device.numa_node, host)
+        cell_name = cell_names.get(device.numa_node) if device.numa_node is not None else None
         nodes.append(
             ProviderNode(
                 name=pci_provider_name(host, address),
-                parent=parent,
+                parent=cell_name or host,
                 kind="pci",
                 inventories={rc: Inventory(total=len(slots), max_unit=len(slots))},
                 traits={PCI_TRAIT, *spec.traits},
@@ -159,7 +157,7 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
                     address=address,
                     vendor_id=device.vendor_id,
                     product_id=device.product_id,
-                    numa_node=device.numa_node if device.numa_node in cell_names else None,
+                    numa_node=device.numa_node if cell_name else None,
                     resource_class=rc,
                     slots=slots,
                 ),
@@ -168,7 +166,7 @@ def _pci_nodes(host, facts, config, cell_names) -> list[ProviderNode]:
     return nodes
 
 
-def _apply_provider_config(host, nodes, provider_config: ProviderConfig) -> list[ProviderNode]:
+def _apply_provider_config(host: str, nodes: list[ProviderNode], provider_config: ProviderConfig) -> list[ProviderNode]:
     by_name = {n.name: n for n in nodes}
     nodes = list(nodes)
     for entry in provider_config.providers:
@@ -182,14 +180,14 @@ def _apply_provider_config(host, nodes, provider_config: ProviderConfig) -> list
             clash = sorted(set(entry.inventories) & set(node.inventories))
             if clash:
                 raise ProviderConfigError(f"{entry.source}: {entry.name} already reports {', '.join(clash)}")
-            node.inventories.update({rc: _copy(inv) for rc, inv in entry.inventories.items()})
+            node.inventories.update({rc: replace(inv) for rc, inv in entry.inventories.items()})
             node.traits |= entry.traits
         else:
             node = ProviderNode(
                 name=name,
                 parent=entry.resolved_parent(host),
                 kind="custom",
-                inventories={rc: _copy(inv) for rc, inv in entry.inventories.items()},
+                inventories={rc: replace(inv) for rc, inv in entry.inventories.items()},
                 traits=set(entry.traits),
             )
             by_name[name] = node
@@ -199,7 +197,3 @@ def _apply_provider_config(host, nodes, provider_config: ProviderConfig) -> list
     except ValueError as e:
         raise ProviderConfigError(f"provider config: {e}") from None
     return nodes
-
-
-def _copy(inventory: Inventory) -> Inventory:
-    return Inventory(**inventory.__dict__)

@@ -1,8 +1,8 @@
 """Moving an instance between two hosts: the conductor's side of the protocol.
 
-``source`` and ``dest`` are anything with the tracker's methods: a ``ResourceTracker`` in this
-process or an ``AgentClient`` speaking to the host's agent.  Each step takes one host's lock at a
-time (never both), so two moves crossing in opposite directions cannot deadlock.
+``source`` and ``dest`` are ``MoveParticipant``s: a ``ResourceTracker`` in this process or an
+``AgentClient`` speaking to the host's agent.  Each step takes one host's lock at a time (never both),
+so two moves crossing in opposite directions cannot deadlock.
 
     claim = start_move(src, dst, instance, migration, kind="resize", new_flavor=bigger)
     ...                                   # copy disks, start the guest on the destination
@@ -11,41 +11,38 @@ time (never both), so two moves crossing in opposite directions cannot deadlock.
 
 from __future__ import annotations
 
-from berth.tracker.claims import Claim, Flavor, InstanceSpec
+from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.tracker.claims import Claim
+from berth.tracker.participant import MoveParticipant
 
 MOVE_KINDS = ("resize", "live_migration")
 
 
-class MoveClaim:
+class MoveClaim(Claim):
     """The destination's claim, whose abort also hands the instance back to the source."""
 
-    def __init__(self, claim: Claim, source, dest, migration_uuid: str):
-        self.claim = claim
+    def __init__(self, claim: Claim, source: MoveParticipant, dest: MoveParticipant, migration_uuid: str):
+        super().__init__(claim.record, dest)
         self.source = source
         self.dest = dest
         self.migration_uuid = migration_uuid
 
-    def __getattr__(self, name):
-        return getattr(self.claim, name)
-
     def abort(self) -> None:
         revert_move(self.source, self.dest, self.migration_uuid)
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self.abort()
-        return False
-
-
-def _same_host(source, dest) -> bool:
+def _same_host(source: MoveParticipant, dest: MoveParticipant) -> bool:
     return source is dest or source.host == dest.host
 
 
 def start_move(
-    source, dest, instance: InstanceSpec, migration_uuid: str, *, kind: str = "resize", new_flavor: Flavor | None = None
+    source: MoveParticipant,
+    dest: MoveParticipant,
+    instance: InstanceSpec,
+    migration_uuid: str,
+    *,
+    kind: str = "resize",
+    new_flavor: Flavor | None = None,
 ) -> MoveClaim:
     """Hand the instance over from ``source`` and claim it on ``dest``, in that order."""
     if kind not in MOVE_KINDS:
@@ -62,7 +59,7 @@ def start_move(
     return MoveClaim(claim, source, dest, migration_uuid)
 
 
-def confirm_move(source, dest, migration_uuid: str) -> list[str]:
+def confirm_move(source: MoveParticipant, dest: MoveParticipant, migration_uuid: str) -> list[str]:
     """The source lets go of the old side first, then the destination's claim becomes the instance's."""
     done = source.confirm_migration(migration_uuid)
     if not _same_host(source, dest):
@@ -70,7 +67,7 @@ def confirm_move(source, dest, migration_uuid: str) -> list[str]:
     return done
 
 
-def revert_move(source, dest, migration_uuid: str) -> list[str]:
+def revert_move(source: MoveParticipant, dest: MoveParticipant, migration_uuid: str) -> list[str]:
     """The destination lets go of the new side first, then the source takes the instance back."""
     done = dest.revert_migration(migration_uuid)
     if not _same_host(source, dest):
@@ -78,6 +75,6 @@ def revert_move(source, dest, migration_uuid: str) -> list[str]:
     return done
 
 
-def evacuate(dest, instance: InstanceSpec, migration_uuid: str, source_host: str) -> Claim:
+def evacuate(dest: MoveParticipant, instance: InstanceSpec, migration_uuid: str, source_host: str) -> Claim:
     """Claim on ``dest`` for an instance whose host is down; the source cleans up when it returns."""
     return dest.evacuate_claim(instance, migration_uuid, source_host)

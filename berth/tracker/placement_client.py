@@ -10,42 +10,33 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import requests
 
 from berth.domain import error_codes
+from berth.tracker import allocations
+from berth.tracker.allocations import Allocations
+from berth.tracker.errors import CapacityExceeded, GenerationConflict, PlacementError, PlacementUnavailable
+
+__all__ = [
+    "CapacityExceeded",
+    "ConsumerState",
+    "GenerationConflict",
+    "PlacementClient",
+    "PlacementError",
+    "PlacementUnavailable",
+    "retry_on_conflict",
+]
 
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = "1.39"
-CONCURRENT_UPDATE = error_codes.CONCURRENT_UPDATE
-INVENTORY_IN_USE = error_codes.INVENTORY_IN_USE
-PROVIDER_IN_USE = error_codes.PROVIDER_IN_USE
-CANNOT_DELETE_PARENT = error_codes.PROVIDER_CANNOT_DELETE_PARENT
-DUPLICATE_NAME = error_codes.DUPLICATE_NAME
-
-
-class PlacementError(Exception):
-    def __init__(self, status: int, code: str | None, detail: str, method: str = "", path: str = ""):
-        super().__init__(f"{method} {path}: {status} {code or ''} {detail}".strip())
-        self.status = status
-        self.code = code
-        self.detail = detail
-
-
-class GenerationConflict(PlacementError):
-    """Someone else changed the provider or consumer since it was read; re-read and try again."""
-
-
-class CapacityExceeded(PlacementError):
-    """The service refused an allocation: not enough room (or the inventory cannot take it)."""
-
-
-class PlacementUnavailable(PlacementError):
-    pass
+_Result = TypeVar("_Result")
+JSON = dict[str, Any]
 
 
 @dataclass
@@ -53,29 +44,28 @@ class ConsumerState:
     """A consumer's allocations as Placement has them (``generation`` None: no such consumer)."""
 
     uuid: str
-    allocations: dict[str, dict[str, int]] = field(default_factory=dict)
+    allocations: Allocations = field(default_factory=dict)
     generation: int | None = None
     project_id: str | None = None
     user_id: str | None = None
     consumer_type: str | None = None
 
-    def on(self, providers) -> dict[str, dict[str, int]]:
-        return {rp: dict(res) for rp, res in self.allocations.items() if rp in providers}
+    def on(self, providers: Collection[str]) -> Allocations:
+        return allocations.on(self.allocations, providers)
 
-    def outside(self, providers) -> dict[str, dict[str, int]]:
-        return {rp: dict(res) for rp, res in self.allocations.items() if rp not in providers}
+    def outside(self, providers: Collection[str]) -> Allocations:
+        return allocations.outside(self.allocations, providers)
 
 
-def retry_on_conflict(fn: Callable, *, attempts: int = 8, what: str = "write"):
+def retry_on_conflict(fn: Callable[[], _Result], *, attempts: int = 8, what: str = "write") -> _Result:
     """Run ``fn`` (which must re-read what it writes) again while it hits generation conflicts."""
-    for attempt in range(1, attempts + 1):
+    for attempt in range(1, attempts):
         try:
             return fn()
         except GenerationConflict as e:
-            if attempt == attempts:
-                raise
             LOG.info("%s: generation conflict (%s), refreshing and retrying", what, e.detail)
             time.sleep(min(0.01 * 2**attempt, 0.5))
+    return fn()
 
 
 class PlacementClient:
@@ -102,7 +92,8 @@ class PlacementClient:
 
     # -- transport ------------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body=None, *, ok=(200, 201, 204)):
+    def request(self, method: str, path: str, body: object = None, *, ok: Collection[int] = (200, 201, 204)) -> Any:
+        """The answer's JSON (None for an empty answer); transport errors and 503s are retried."""
         delay = 0.2
         for attempt in range(1, self.attempts + 1):
             try:
@@ -123,17 +114,20 @@ class PlacementClient:
             if response.status_code in ok:
                 return response.json() if response.content else None
             raise self._error(response, method, path)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @staticmethod
-    def _error(response, method, path) -> PlacementError:
-        code, detail = None, response.text
+    def _error(response: requests.Response, method: str, path: str) -> PlacementError:
+        code: str | None = None
+        detail = response.text
         try:
             error = response.json()["errors"][0]
             code, detail = error.get("code"), error.get("detail", detail)
         except (ValueError, KeyError, IndexError, TypeError):
             pass
         status = response.status_code
-        if status == 409 and code == CONCURRENT_UPDATE:
+        cls: type[PlacementError]
+        if status == 409 and code == error_codes.CONCURRENT_UPDATE:
             cls = GenerationConflict
         elif status == 409 and "Unable to allocate inventory" in (detail or ""):
             cls = CapacityExceeded
@@ -143,11 +137,11 @@ class PlacementClient:
             cls = PlacementError
         return cls(status, code, detail, method, path)
 
-    def get(self, path, **kw):
-        return self.request("GET", path, **kw)
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
 
-    def ping(self) -> dict:
-        return self.get("/")
+    def ping(self) -> JSON:
+        return cast(JSON, self.get("/"))
 
     # -- names ----------------------------------------------------------------------------------
 
@@ -165,72 +159,73 @@ class PlacementClient:
 
     # -- providers ------------------------------------------------------------------------------
 
-    def get_provider(self, uuid: str) -> dict | None:
+    def get_provider(self, uuid: str) -> JSON | None:
         try:
-            return self.get(f"/resource_providers/{uuid}")
+            return cast(JSON, self.get(f"/resource_providers/{uuid}"))
         except PlacementError as e:
             if e.status == 404:
                 return None
             raise
 
-    def find_provider(self, name: str) -> dict | None:
+    def find_provider(self, name: str) -> JSON | None:
         found = self.get("/resource_providers?" + urlencode({"name": name}))
-        providers = found["resource_providers"]
+        providers = cast(list[JSON], found["resource_providers"])
         return providers[0] if providers else None
 
-    def providers_in_tree(self, root_uuid: str) -> list[dict]:
-        return self.get(f"/resource_providers?in_tree={root_uuid}")["resource_providers"]
+    def providers_in_tree(self, root_uuid: str) -> list[JSON]:
+        return cast(list[JSON], self.get(f"/resource_providers?in_tree={root_uuid}")["resource_providers"])
 
-    def create_provider(self, name: str, uuid: str, parent_uuid: str | None = None) -> dict:
+    def create_provider(self, name: str, uuid: str, parent_uuid: str | None = None) -> JSON:
         body = {"name": name, "uuid": uuid}
         if parent_uuid:
             body["parent_provider_uuid"] = parent_uuid
-        return self.request("POST", "/resource_providers", body)
+        return cast(JSON, self.request("POST", "/resource_providers", body))
 
-    def update_provider(self, uuid: str, name: str, parent_uuid: str | None) -> dict:
-        return self.request("PUT", f"/resource_providers/{uuid}", {"name": name, "parent_provider_uuid": parent_uuid})
+    def update_provider(self, uuid: str, name: str, parent_uuid: str | None) -> JSON:
+        body = {"name": name, "parent_provider_uuid": parent_uuid}
+        return cast(JSON, self.request("PUT", f"/resource_providers/{uuid}", body))
 
     def delete_provider(self, uuid: str) -> None:
         self.request("DELETE", f"/resource_providers/{uuid}")
 
-    def get_inventories(self, uuid: str) -> tuple[int, dict]:
+    def get_inventories(self, uuid: str) -> tuple[int, dict[str, JSON]]:
         body = self.get(f"/resource_providers/{uuid}/inventories")
-        return body["resource_provider_generation"], body["inventories"]
+        return int(body["resource_provider_generation"]), dict(body["inventories"])
 
-    def set_inventories(self, uuid: str, generation: int, inventories: dict) -> int:
+    def set_inventories(self, uuid: str, generation: int, inventories: dict[str, JSON]) -> int:
         body = self.request(
             "PUT",
             f"/resource_providers/{uuid}/inventories",
             {"resource_provider_generation": generation, "inventories": inventories},
         )
-        return body["resource_provider_generation"]
+        return int(body["resource_provider_generation"])
 
     def get_traits(self, uuid: str) -> tuple[int, set[str]]:
         body = self.get(f"/resource_providers/{uuid}/traits")
-        return body["resource_provider_generation"], set(body["traits"])
+        return int(body["resource_provider_generation"]), set(body["traits"])
 
-    def set_traits(self, uuid: str, generation: int, traits) -> int:
+    def set_traits(self, uuid: str, generation: int, traits: Iterable[str]) -> int:
         body = self.request(
             "PUT",
             f"/resource_providers/{uuid}/traits",
             {"resource_provider_generation": generation, "traits": sorted(traits)},
         )
-        return body["resource_provider_generation"]
+        return int(body["resource_provider_generation"])
 
     def get_aggregates(self, uuid: str) -> tuple[int, set[str]]:
         body = self.get(f"/resource_providers/{uuid}/aggregates")
-        return body["resource_provider_generation"], set(body["aggregates"])
+        return int(body["resource_provider_generation"]), set(body["aggregates"])
 
-    def set_aggregates(self, uuid: str, generation: int, aggregates) -> int:
+    def set_aggregates(self, uuid: str, generation: int, aggregates: Iterable[str]) -> int:
         body = self.request(
             "PUT",
             f"/resource_providers/{uuid}/aggregates",
             {"resource_provider_generation": generation, "aggregates": sorted(aggregates)},
         )
-        return body["resource_provider_generation"]
+        return int(body["resource_provider_generation"])
 
     def usages(self, uuid: str) -> dict[str, int]:
-        return self.get(f"/resource_providers/{uuid}/usages")["usages"]
+        return dict(self.get(f"/resource_providers/{uuid}/usages")["usages"])
 
     def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
         """consumer uuid -> resource class -> amount, on one provider."""
@@ -241,25 +236,25 @@ class PlacementClient:
 
     def consumer(self, uuid: str) -> ConsumerState:
         body = self.get(f"/allocations/{uuid}")
-        allocations = {rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()}
-        if not allocations:
+        held = {rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()}
+        if not held:
             return ConsumerState(uuid)
         return ConsumerState(
             uuid,
-            allocations,
+            held,
             body.get("consumer_generation"),
             body.get("project_id"),
             body.get("user_id"),
             body.get("consumer_type"),
         )
 
-    def write_consumers(self, writes: dict[str, dict]) -> None:
+    def write_consumers(self, writes: dict[str, JSON]) -> None:
         """POST /allocations: every consumer's whole allocation set, atomically.
 
         ``writes`` maps consumer uuid to {"allocations", "generation", "project_id", "user_id",
         "consumer_type"}; empty allocations remove the consumer.
         """
-        body = {}
+        body: JSON = {}
         for consumer, w in writes.items():
             body[consumer] = {
                 "allocations": {rp: {"resources": res} for rp, res in w["allocations"].items() if res},

@@ -26,45 +26,43 @@ name creates a child provider under ``parent`` (default: the compute node).
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import os_resource_classes
 import os_traits
 
-from berth.tracker.drivers.base import Inventory
+from berth.domain.capacity import Inventory
+from berth.tracker.documents import read_document
+from berth.tracker.errors import ConfigError, ProviderConfigError
 
 COMPUTE_NODE = "$COMPUTE_NODE"
 SCHEMA_VERSIONS = {"1.0"}
 _CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+_TOP_KEYS = {"meta", "resource_classes", "providers"}
+_PROVIDER_KEYS = {"identification", "parent", "inventories", "traits"}
 _INVENTORY_KEYS = {"total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio"}
 
 
-class ProviderConfigError(ValueError):
-    pass
-
-
-def check_resource_class(name, where) -> str:
+def check_resource_class(name: object, where: str) -> str:
     if not isinstance(name, str) or not (_CUSTOM.match(name) or name in os_resource_classes.STANDARDS):
         raise ProviderConfigError(f"{where}: {name!r} is neither a standard resource class nor CUSTOM_*")
     return name
 
 
-def check_trait(name, where) -> str:
+def check_trait(name: object, where: str) -> str:
     if not isinstance(name, str) or not (_CUSTOM.match(name) or name in _standard_traits()):
         raise ProviderConfigError(f"{where}: {name!r} is neither a standard trait nor CUSTOM_*")
     return name
 
 
-_STANDARD_TRAITS: set[str] | None = None
-
-
-def _standard_traits() -> set[str]:
-    global _STANDARD_TRAITS
-    if _STANDARD_TRAITS is None:
-        _STANDARD_TRAITS = set(os_traits.get_traits())
-    return _STANDARD_TRAITS
+@functools.cache
+def _standard_traits() -> frozenset[str]:
+    return frozenset(os_traits.get_traits())
 
 
 @dataclass(frozen=True)
@@ -107,18 +105,40 @@ class ProviderConfig:
         return ProviderConfig(classes, self.providers + other.providers)
 
 
-def parse_provider_config(data: dict, source: str = "<provider config>") -> ProviderConfig:
+def parse_provider_config(data: object, source: str = "<provider config>") -> ProviderConfig:
+    """One provider config document, checked key by key; errors name the file and the key."""
     if not isinstance(data, dict):
         raise ProviderConfigError(f"{source}: expected a mapping at the top level")
-    unknown = sorted(set(data) - {"meta", "resource_classes", "providers"})
+    _no_unknown_keys(data, _TOP_KEYS, source)
+    _check_schema_version(data.get("meta"), source)
+    classes = _declared_classes(data.get("resource_classes") or {}, source)
+    providers: list[ProviderEntry] = []
+    for index, item in enumerate(data.get("providers") or []):
+        entry = _provider_entry(item, classes, f"{source}: providers[{index}]", source)
+        if any(p.name == entry.name for p in providers):
+            raise ProviderConfigError(f"{source}: providers[{index}]: provider {entry.name} is configured twice")
+        providers.append(entry)
+    return ProviderConfig(classes, providers)
+
+
+def _no_unknown_keys(mapping: dict[Any, Any], known: set[str], where: str) -> None:
+    unknown = sorted(str(k) for k in set(mapping) - known)
     if unknown:
-        raise ProviderConfigError(f"{source}: unknown keys: {', '.join(unknown)}")
-    version = str((data.get("meta") or {}).get("schema_version", "1.0"))
+        raise ProviderConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
+
+
+def _check_schema_version(meta: object, source: str) -> None:
+    version = str(meta.get("schema_version", "1.0")) if isinstance(meta, dict) else "1.0"
     if version not in SCHEMA_VERSIONS:
         raise ProviderConfigError(f"{source}: unsupported schema_version {version}")
 
+
+def _declared_classes(section: object, source: str) -> dict[str, ResourceClassInfo]:
+    """Custom resource classes with their units and description: only CUSTOM_* may be declared."""
+    if not isinstance(section, dict):
+        raise ProviderConfigError(f"{source}: resource_classes: expected a mapping")
     classes = {}
-    for name, body in (data.get("resource_classes") or {}).items():
+    for name, body in section.items():
         where = f"{source}: resource_classes.{name}"
         if not isinstance(name, str) or not _CUSTOM.match(name):
             raise ProviderConfigError(f"{where}: only CUSTOM_* classes can be declared")
@@ -126,74 +146,85 @@ def parse_provider_config(data: dict, source: str = "<provider config>") -> Prov
         if not isinstance(body, dict) or set(body) - {"units", "description"}:
             raise ProviderConfigError(f"{where}: expected units and description only")
         classes[name] = ResourceClassInfo(name, str(body.get("units", "")), str(body.get("description", "")))
+    return classes
 
-    providers, seen = [], set()
-    for index, item in enumerate(data.get("providers") or []):
-        where = f"{source}: providers[{index}]"
-        if not isinstance(item, dict):
-            raise ProviderConfigError(f"{where}: expected a mapping")
-        unknown = sorted(set(item) - {"identification", "parent", "inventories", "traits"})
-        if unknown:
-            raise ProviderConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
-        ident = item.get("identification") or {}
-        if (
-            not isinstance(ident, dict)
-            or set(ident) != {"name"}
-            or not isinstance(ident["name"], str)
-            or not ident["name"].strip()
-        ):
-            raise ProviderConfigError(f"{where}: identification must be {{name: ...}}")
-        name = ident["name"].strip()
-        if name in seen:
-            raise ProviderConfigError(f"{where}: provider {name} is configured twice")
-        seen.add(name)
-        parent = item.get("parent")
-        if parent is not None and (not isinstance(parent, str) or not parent.strip()):
-            raise ProviderConfigError(f"{where}: parent must be a provider name")
-        if parent is not None and name == COMPUTE_NODE:
-            raise ProviderConfigError(f"{where}: the compute node has no parent")
-        inventories = {}
-        for rc, body in (item.get("inventories") or {}).items():
-            check_resource_class(rc, f"{where}.inventories")
-            if rc.startswith("CUSTOM_") and rc not in classes:
-                raise ProviderConfigError(
-                    f"{where}.inventories: {rc} is not declared under resource_classes (units, description)"
-                )
-            inventories[rc] = _inventory(body, f"{where}.inventories.{rc}")
-        traits = set()
-        for trait in item.get("traits") or []:
-            traits.add(check_trait(trait, f"{where}.traits"))
-        providers.append(
-            ProviderEntry(
-                name=name,
-                parent=parent.strip() if parent else None,
-                inventories=inventories,
-                traits=traits,
-                source=source,
+
+def _provider_entry(item: object, classes: dict[str, ResourceClassInfo], where: str, source: str) -> ProviderEntry:
+    if not isinstance(item, dict):
+        raise ProviderConfigError(f"{where}: expected a mapping")
+    _no_unknown_keys(item, _PROVIDER_KEYS, where)
+    name = _identified_name(item.get("identification"), where)
+    return ProviderEntry(
+        name=name,
+        parent=_parent_name(item.get("parent"), name, where),
+        inventories={
+            rc: _inventory(body, f"{where}.inventories.{rc}")
+            for rc, body in _inventory_section(item.get("inventories"), classes, where).items()
+        },
+        traits={check_trait(trait, f"{where}.traits") for trait in item.get("traits") or []},
+        source=source,
+    )
+
+
+def _identified_name(identification: object, where: str) -> str:
+    """A provider is identified by its name alone."""
+    if not isinstance(identification, dict) or set(identification) != {"name"}:
+        raise ProviderConfigError(f"{where}: identification must be {{name: ...}}")
+    name = identification["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise ProviderConfigError(f"{where}: identification must be {{name: ...}}")
+    return name.strip()
+
+
+def _parent_name(parent: object, name: str, where: str) -> str | None:
+    if parent is None:
+        return None
+    if not isinstance(parent, str) or not parent.strip():
+        raise ProviderConfigError(f"{where}: parent must be a provider name")
+    if name == COMPUTE_NODE:
+        raise ProviderConfigError(f"{where}: the compute node has no parent")
+    return parent.strip()
+
+
+def _inventory_section(section: object, classes: dict[str, ResourceClassInfo], where: str) -> dict[str, object]:
+    """Inventories by class: a custom class must be declared under resource_classes."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ProviderConfigError(f"{where}.inventories: expected a mapping")
+    for rc in section:
+        check_resource_class(rc, f"{where}.inventories")
+        if rc.startswith("CUSTOM_") and rc not in classes:
+            raise ProviderConfigError(
+                f"{where}.inventories: {rc} is not declared under resource_classes (units, description)"
             )
-        )
-    return ProviderConfig(classes, providers)
+    return section
 
 
-def _inventory(body, where) -> Inventory:
+def _inventory(body: object, where: str) -> Inventory:
+    """An inventory from a total, or from its fields; max_unit defaults to the total."""
     if isinstance(body, int) and not isinstance(body, bool):
         body = {"total": body}
     if not isinstance(body, dict) or "total" not in body:
         raise ProviderConfigError(f"{where}: expected a total")
-    unknown = sorted(set(body) - _INVENTORY_KEYS)
-    if unknown:
-        raise ProviderConfigError(f"{where}: unknown keys: {', '.join(unknown)}")
+    _no_unknown_keys(body, _INVENTORY_KEYS, where)
     try:
+        total = int(body["total"])
         inventory = Inventory(
-            total=int(body["total"]),
+            total=total,
             reserved=int(body.get("reserved", 0)),
             min_unit=int(body.get("min_unit", 1)),
-            max_unit=int(body["max_unit"]) if body.get("max_unit") is not None else None,
+            max_unit=int(body["max_unit"]) if body.get("max_unit") is not None else total,
             step_size=int(body.get("step_size", 1)),
             allocation_ratio=float(body.get("allocation_ratio", 1.0)),
         )
     except (TypeError, ValueError):
         raise ProviderConfigError(f"{where}: amounts must be numbers") from None
+    _check_inventory(inventory, where)
+    return inventory
+
+
+def _check_inventory(inventory: Inventory, where: str) -> None:
     if (
         inventory.total < 1
         or inventory.reserved < 0
@@ -204,14 +235,11 @@ def _inventory(body, where) -> Inventory:
         raise ProviderConfigError(f"{where}: total, min_unit and step_size must be positive, reserved not negative")
     if inventory.reserved > inventory.total:
         raise ProviderConfigError(f"{where}: reserved exceeds total")
-    if not inventory.min_unit <= inventory.effective_max_unit <= inventory.total:
+    if not inventory.min_unit <= inventory.max_unit <= inventory.total:
         raise ProviderConfigError(f"{where}: need min_unit <= max_unit <= total")
-    return inventory
 
 
-def load_provider_config(path) -> ProviderConfig:
-    from berth.tracker.config import ConfigError, read_document
-
+def load_provider_config(path: str | Path) -> ProviderConfig:
     path = Path(path)
     try:
         data = read_document(path)
@@ -220,10 +248,10 @@ def load_provider_config(path) -> ProviderConfig:
     return parse_provider_config(data, str(path))
 
 
-def load_provider_configs(paths) -> ProviderConfig:
+def load_provider_configs(paths: Iterable[str | Path]) -> ProviderConfig:
+    """Files and folders of files (``.yaml``, ``.yml``, ``.toml``), merged in name order."""
     merged = ProviderConfig()
-    for path in paths:
-        path = Path(path)
+    for path in map(Path, paths):
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".toml")) if path.is_dir() else [path]
         for file in files:
             merged = merged.merge(load_provider_config(file))

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 import sqlalchemy as sa
 
-from berth.tracker.claims import ClaimRecord
+from berth.tracker.errors import StoreError
+from berth.tracker.records import ClaimRecord
+
+__all__ = ["ClaimStore", "StoreError"]
 
 SCHEMA_VERSION = "1"
 
@@ -47,11 +52,7 @@ meta = sa.Table(
 )
 
 
-class StoreError(RuntimeError):
-    pass
-
-
-def _row(record: ClaimRecord) -> dict:
+def _row(record: ClaimRecord) -> dict[str, Any]:
     return {
         "claim_id": record.claim_id,
         "host": record.host,
@@ -70,7 +71,7 @@ def _row(record: ClaimRecord) -> dict:
     }
 
 
-def _record(row) -> ClaimRecord:
+def _record(row: sa.Row[Any]) -> ClaimRecord:
     data = dict(row._mapping)
     body = orjson.loads(data.pop("body"))
     return ClaimRecord.from_dict({**data, **body})
@@ -98,7 +99,9 @@ class ClaimStore:
 
     # -- writes: one transaction each ---------------------------------------------------------
 
-    def write(self, *, add=(), replace=(), delete=()) -> None:
+    def write(
+        self, *, add: Iterable[ClaimRecord] = (), replace: Iterable[ClaimRecord] = (), delete: Iterable[str] = ()
+    ) -> None:
         """Apply several changes in one transaction (all or none)."""
         with self._write_lock, self.engine.begin() as conn:
             for record in add:
@@ -116,7 +119,7 @@ class ClaimStore:
         self.write(add=[record])
         return record
 
-    def update(self, record: ClaimRecord, **changes) -> ClaimRecord:
+    def update(self, record: ClaimRecord, **changes: Any) -> ClaimRecord:
         new = record.evolve(**changes)
         self.write(replace=[new])
         return new
@@ -131,7 +134,7 @@ class ClaimStore:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def _select(self, *conditions) -> list[ClaimRecord]:
+    def _select(self, *conditions: sa.ColumnElement[bool]) -> list[ClaimRecord]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(claims).where(*conditions).order_by(claims.c.created_at, claims.c.claim_id))
             return [_record(row) for row in rows]
@@ -160,7 +163,7 @@ class ClaimStore:
             return conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).scalar()
 
 
-def _pragmas(dbapi_connection, _record):
+def _pragmas(dbapi_connection: Any, _record: object) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")

@@ -9,15 +9,9 @@ Every operation follows the same three steps, so that a crash at any point is re
    /allocations with consumer generations, re-read and retried on a generation conflict);
 3. clear the mark (or delete the claim when it was being released).
 
-A tracker that restarts finds the marks and finishes the work: a claim whose allocations reached
-Placement is kept, one whose allocations did not is dropped, and a release is done again (every
-Placement step is written as "make the consumer look like this", so repeating it is harmless).
-
-Moves use a migration consumer.  The source hands over its claim (``begin_move_out``); the destination
-fits the request and, in one POST /allocations, gives the instance's source allocations to the
-migration consumer and the instance its new allocations (DISK_GB on a sharing provider both hosts use
-stays with the instance).  Until the move is confirmed or reverted, the source counts its claim (held
-by the migration consumer) and the destination counts the new one.
+``berth.tracker.recovery`` holds the operations a mark names and settles the marks a crash left.
+Moves use a migration consumer: the source hands over its claim (``begin_move_out``), the
+destination claims (``berth.tracker.move_claims``); ``berth.tracker.moves`` drives both sides.
 """
 
 from __future__ import annotations
@@ -26,57 +20,48 @@ import contextlib
 import logging
 import threading
 import time
+from typing import Any
 
-from berth.tracker.claims import (
-    ACTIVE,
-    INCOMING,
-    OUTGOING,
-    SHELVED,
-    SOFT_DELETED,
-    Claim,
+from berth.tracker import evacuation, move_claims
+from berth.tracker.allocations import ByConsumer
+from berth.tracker.audit import AuditReport, run_audit
+from berth.tracker.capacity_report import capacity_report, shrink_warnings
+from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.tracker.claims import Claim, NopClaim
+from berth.tracker.config import TrackerConfig
+from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
+from berth.tracker.drivers.base import Driver
+from berth.tracker.errors import (
+    CapacityExceeded,
     ClaimError,
     ClaimFailed,
     ClaimNotFound,
-    ClaimRecord,
-    Flavor,
-    InstanceSpec,
     InvalidRequest,
-    MigrationContext,
-    NopClaim,
-    SourceContext,
-    plan_claim,
-    usage_of,
-)
-from berth.tracker.config import TrackerConfig
-from berth.tracker.drivers.base import Driver, ProviderTree
-from berth.tracker.placement_client import (
-    CapacityExceeded,
-    GenerationConflict,
-    PlacementClient,
     PlacementError,
     PlacementUnavailable,
-    retry_on_conflict,
+    TrackerUnavailable,
 )
+from berth.tracker.fitting import HostUsage, plan_claim, usage_of
+from berth.tracker.placement_client import ConsumerState, PlacementClient
+from berth.tracker.provider_tree import ProviderTree
+from berth.tracker.records import (
+    ACTIVE,
+    INCOMING,
+    INSTANCE,
+    MOVING,
+    OUTGOING,
+    SHELVED,
+    SOFT_DELETED,
+    ClaimRecord,
+    SourceContext,
+)
+from berth.tracker.recovery import PendingOp, PendingOperations
 from berth.tracker.store import ClaimStore
 from berth.tracker.sync import SyncResult, TreeSync
 
+__all__ = ["ResourceTracker"]
+
 LOG = logging.getLogger(__name__)
-
-INSTANCE = "INSTANCE"
-MIGRATION = "MIGRATION"
-
-
-class TrackerUnavailable(ClaimError):
-    status = 503
-    code = "claim.placement_unavailable"
-
-
-def _clean(allocations) -> dict:
-    return {rp: {rc: n for rc, n in res.items() if n} for rp, res in allocations.items() if any(res.values())}
-
-
-def _contains(allocations, part) -> bool:
-    return all(allocations.get(rp, {}).get(rc) == n for rp, res in part.items() for rc, n in res.items())
 
 
 class ResourceTracker:
@@ -98,10 +83,12 @@ class ResourceTracker:
         self.tree: ProviderTree | None = None
         self.leftover_providers: set[str] = set()
         self.last_sync: SyncResult | None = None
+        self.writer = ConsumerWriter(placement)
+        self.operations = PendingOperations(host, self.store, placement, self.writer, self.our_providers)
 
     # -- life cycle -----------------------------------------------------------------------------
 
-    def start(self) -> dict:
+    def start(self) -> dict[str, Any]:
         """Report the host, finish operations a crash interrupted, clean up after evacuations."""
         with self.lock:
             sync = self.update_available_resource()
@@ -112,19 +99,37 @@ class ResourceTracker:
     def close(self) -> None:
         self.store.close()
 
+    def recover(self) -> list[dict[str, str]]:
+        """Finish every operation a crash interrupted (``berth.tracker.recovery``)."""
+        with self.lock:
+            return self.operations.recover()
+
+    # -- what this host is ------------------------------------------------------------------------
+
     @property
     def shared_provider(self) -> str | None:
+        """The sharing provider new claims put their disk on, if the host uses shared storage."""
         return self.config.shared_storage.provider_uuid if self.config.shared_storage else None
 
-    def our_providers(self) -> set[str]:
-        return self._require_tree().uuids() | self.leftover_providers
+    def sharing_providers(self) -> set[str]:
+        """The sharing providers this host's claims use (or will): the configured one and any a claim names."""
+        pools = {self.shared_provider} if self.shared_provider else set()
+        for record in self.store.all():
+            pools.update(record.shared_allocations)
+            if record.migration_context is not None:
+                pools.update(record.migration_context.old_shared)
+        return pools
 
-    def _require_tree(self) -> ProviderTree:
+    def our_providers(self) -> set[str]:
+        """The host's own providers: its tree, and providers it no longer reports that still hold claims."""
+        return self.require_tree().uuids() | self.leftover_providers
+
+    def require_tree(self) -> ProviderTree:
         if self.tree is None:
             raise TrackerUnavailable(f"{self.host}: the host is not reported yet (update_available_resource)")
         return self.tree
 
-    def _usage(self):
+    def usage(self) -> HostUsage:
         return usage_of(self.store.all())
 
     # -- inventory ------------------------------------------------------------------------------
@@ -136,75 +141,22 @@ class ResourceTracker:
             result = TreeSync(self.placement).sync(tree)
             self.tree = tree
             self.leftover_providers = result.leftover_uuids
-            self.store.set_meta("root_provider_uuid", tree.root.uuid)
+            self.store.set_meta("root_provider_uuid", tree.root.synced_uuid)
             self.last_sync = result
-            reported = tree.uuids()
-            usage = usage_of(self.store.all())
-            for node in tree:
-                for rc, inventory in node.inventories.items():
-                    used = usage.used(node.uuid, rc)
-                    if used > inventory.capacity:
-                        result.warnings.append(
-                            f"{node.name} is over capacity: {used} {rc} claimed, "
-                            f"{inventory.capacity} available; new claims are refused"
-                        )
-            for record in self.store.all():
-                lost = set(record.allocations) - reported
-                if lost:
-                    result.warnings.append(
-                        f"claim {record.claim_id} of {record.instance_uuid} uses providers "
-                        f"the host no longer reports: {', '.join(sorted(lost))}"
-                    )
+            result.warnings.extend(shrink_warnings(tree, self.store.all()))
             if result.changed:
-                LOG.info(
-                    "%s: provider tree updated: created %s, re-parented %s, removed %s, inventories of %s, "
-                    "traits of %s",
-                    self.host,
-                    result.created,
-                    result.reparented,
-                    result.removed,
-                    result.inventories_updated,
-                    result.traits_updated,
-                )
+                LOG.info("%s: provider tree updated: %s", self.host, result.to_dict())
             for warning in result.warnings + [f"{n} kept: {why}" for n, why in result.kept.items()]:
                 LOG.warning("%s: %s", self.host, warning)
             return result
 
-    # -- Placement writes -----------------------------------------------------------------------
+    # -- claims ---------------------------------------------------------------------------------
 
-    def _rewrite(self, consumers, desired_fn, *, owner, what) -> None:
-        """Make the consumers' allocations what ``desired_fn(states)`` says, in one POST /allocations.
-
-        ``desired_fn`` gets fresh ``ConsumerState`` objects on every attempt and returns
-        {consumer: (allocations, consumer_type)}; consumers it leaves out are not written.
-        """
-
-        def attempt():
-            states = {uuid: self.placement.consumer(uuid) for uuid in consumers}
-            writes = {}
-            for uuid, (allocations, consumer_type) in desired_fn(states).items():
-                state = states[uuid]
-                allocations = _clean(allocations)
-                if allocations == _clean(state.allocations):
-                    continue
-                known_type = state.consumer_type if state.consumer_type in (INSTANCE, MIGRATION) else None
-                writes[uuid] = {
-                    "allocations": allocations,
-                    "generation": state.generation,
-                    "project_id": state.project_id or owner[0],
-                    "user_id": state.user_id or owner[1],
-                    "consumer_type": consumer_type or known_type or INSTANCE,
-                }
-            if writes:
-                self.placement.write_consumers(writes)
-
-        retry_on_conflict(attempt, what=what)
-
-    def _land(self, record: ClaimRecord, consumers, desired_fn) -> ClaimRecord:
-        """Step 2 and 3 of a claim: write it to Placement, then clear its mark (or drop it)."""
-        owner = (record.project_id, record.user_id)
+    def land(self, record: ClaimRecord, consumers: list[str], desired: DesiredFn) -> ClaimRecord:
+        """Steps 2 and 3 of a claim marked in the store: write it to Placement, then clear its mark
+        (or drop it when Placement refuses it)."""
         try:
-            self._rewrite(consumers, desired_fn, owner=owner, what=f"claim of {record.instance_uuid}")
+            self.writer.rewrite(consumers, desired, owner=record.owner, what=f"claim of {record.instance_uuid}")
         except CapacityExceeded as e:
             self.store.delete(record.claim_id)
             raise ClaimFailed([f"Placement: {e.detail}"]) from None
@@ -214,160 +166,24 @@ class ResourceTracker:
         except PlacementUnavailable as e:
             # The outcome is unknown: look again if the service answers, else leave it to recovery.
             with contextlib.suppress(PlacementError):
-                self._settle_claim(record)
+                self.operations.settle_claim(record)
             raise TrackerUnavailable(f"Placement did not answer: {e.detail}") from None
-        except (GenerationConflict, PlacementError) as e:
+        except PlacementError as e:
             self.store.delete(record.claim_id)
             raise ClaimError(f"Placement refused the claim: {e}") from None
         return self.store.update(record, pending_op=None)
 
-    def _run(self, record: ClaimRecord, op: str, **changes):
-        """Mark ``record`` with ``op`` in the store, then do ``op`` (which ends by unmarking or deleting)."""
-        record = self.store.update(record, pending_op=op, **changes)
-        return self._OPS[op](self, record)
-
-    # -- the operations a mark names (each one safe to repeat) ---------------------------------
-
-    def _settle_claim(self, record: ClaimRecord) -> str:
-        """A claim that may or may not have reached Placement: keep it if it did, drop it if not."""
-        instance = self.placement.consumer(record.instance_uuid)
-        landed = bool(record.allocations) and instance.on(self.our_providers()) == record.allocations
-        if record.state == INCOMING:
-            landed = landed and bool(self.placement.consumer(record.migration_uuid).allocations)
-        if landed:
-            self.store.update(record, pending_op=None)
-            return "kept"
-        self.store.delete(record.claim_id)
-        return "dropped"
-
-    def _apply_release(self, record: ClaimRecord) -> str:
-        """The instance gives back what it holds of this host (and its shared disk)."""
-        ours = self.our_providers() | set(record.shared_allocations)
-        consumer = record.consumer_uuid
-        self._rewrite(
-            [consumer],
-            lambda s: {consumer: (s[consumer].outside(ours), None)},
-            owner=(record.project_id, record.user_id),
-            what=f"release of {record.instance_uuid}",
-        )
-        self.store.delete(record.claim_id)
-        return "released"
-
-    def _apply_delete(self, record: ClaimRecord) -> str:
-        """The instance is gone: it and its migration hold nothing anywhere."""
-        consumers = [record.instance_uuid] + ([record.migration_uuid] if record.migration_uuid else [])
-        self._rewrite(
-            consumers,
-            lambda s: {c: ({}, None) for c in consumers},
-            owner=(record.project_id, record.user_id),
-            what=f"delete of {record.instance_uuid}",
-        )
-        self.store.delete(record.claim_id)
-        return "deleted"
-
-    def _apply_revert_in(self, record: ClaimRecord) -> str:
-        """Destination side of a revert: the instance takes back what the migration held."""
-        instance, migration = record.instance_uuid, record.migration_uuid
-        old_shared = record.migration_context.old_shared if record.migration_context else {}
-
-        def desired(s):
-            held = s[migration].allocations
-            if not held:
-                return {}  # swapped back already (by the source), or never swapped
-            return {instance: ({**held, **old_shared}, INSTANCE), migration: ({}, MIGRATION)}
-
-        self._rewrite(
-            [instance, migration], desired, owner=(record.project_id, record.user_id), what=f"revert of {migration}"
-        )
-        self.store.delete(record.claim_id)
-        return "reverted"
-
-    def _apply_confirm_out(self, record: ClaimRecord) -> str:
-        """Source side of a confirm: the migration consumer's hold on this host ends."""
-        migration = record.migration_uuid
-        self._rewrite(
-            [migration],
-            lambda s: {migration: ({}, MIGRATION)},
-            owner=(record.project_id, record.user_id),
-            what=f"confirm of {migration}",
-        )
-        self.store.delete(record.claim_id)
-        return "confirmed"
-
-    def _apply_revert_out(self, record: ClaimRecord) -> str:
-        """Source side of a revert: the claim is the instance's again (swapping back if still needed)."""
-        instance, migration = record.instance_uuid, record.migration_uuid
-
-        def desired(s):
-            held = s[migration].allocations
-            if not held:
-                return {}
-            return {instance: ({**held, **record.shared_allocations}, INSTANCE), migration: ({}, MIGRATION)}
-
-        self._rewrite(
-            [instance, migration], desired, owner=(record.project_id, record.user_id), what=f"revert of {migration}"
-        )
-        self.store.update(record, state=ACTIVE, consumer_uuid=instance, migration_uuid=None, pending_op=None)
-        return "restored"
-
-    def _apply_evacuated(self, record: ClaimRecord) -> str:
-        """Source side after an evacuation: the migration consumer's hold ends, the claim is forgotten."""
-        migration = record.migration_uuid
-        if migration:
-            self._rewrite(
-                [migration],
-                lambda s: {migration: ({}, MIGRATION)},
-                owner=(record.project_id, record.user_id),
-                what=f"evacuation cleanup {migration}",
-            )
-        self.store.delete(record.claim_id)
-        return "cleaned"
-
-    def _apply_forget(self, record: ClaimRecord) -> str:
-        self.store.delete(record.claim_id)
-        return "forgotten"
-
-    _OPS = {
-        "claim": _settle_claim,
-        "release": _apply_release,
-        "delete": _apply_delete,
-        "revert_in": _apply_revert_in,
-        "confirm_out": _apply_confirm_out,
-        "revert_out": _apply_revert_out,
-        "evacuated": _apply_evacuated,
-        "forget": _apply_forget,
-    }
-
-    def recover(self) -> list[dict]:
-        """Finish every operation a crash interrupted."""
-        with self.lock:
-            done = []
-            for record in self.store.pending():
-                outcome = self._OPS[record.pending_op](self, record)
-                LOG.info("%s: recovered %s of claim %s: %s", self.host, record.pending_op, record.claim_id, outcome)
-                done.append(
-                    {
-                        "claim_id": record.claim_id,
-                        "instance_uuid": record.instance_uuid,
-                        "op": record.pending_op,
-                        "outcome": outcome,
-                    }
-                )
-            return done
-
-    # -- claims ---------------------------------------------------------------------------------
-
     def instance_claim(self, instance: InstanceSpec) -> Claim:
         """Claim a new instance's resources on this host (build, unshelve after offload)."""
         with self.lock:
-            tree = self._require_tree()
+            tree = self.require_tree()
             existing = self.store.for_instance(instance.uuid)
             if existing:
                 raise ClaimError(
                     f"instance {instance.uuid} already has a claim on {self.host} "
                     f"({', '.join(r.state for r in existing)})"
                 )
-            plan = plan_claim(instance.flavor, tree, self._usage(), shared_provider=self.shared_provider)
+            plan = plan_claim(instance.flavor, tree, self.usage(), shared_provider=self.shared_provider)
             record = self.store.add(
                 ClaimRecord.new(
                     host=self.host,
@@ -382,12 +198,12 @@ class ResourceTracker:
                     shared_allocations=plan.shared,
                     numa=plan.numa,
                     pci=plan.pci,
-                    pending_op="claim",
+                    pending_op=PendingOp.CLAIM.value,
                 )
             )
             ours = self.our_providers() | set(plan.shared)
 
-            def desired(s):
+            def desired(s: dict[str, ConsumerState]) -> Desired:
                 elsewhere = s[instance.uuid].outside(ours)
                 if elsewhere:
                     raise ClaimError(
@@ -396,7 +212,9 @@ class ResourceTracker:
                     )
                 return {instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE)}
 
-            return Claim(self._land(record, [instance.uuid], desired), self)
+            return Claim(self.land(record, [instance.uuid], desired), self)
+
+    # -- moves ----------------------------------------------------------------------------------
 
     def begin_move_out(self, instance_uuid: str, migration_uuid: str) -> SourceContext:
         """Source side of a move: hand the instance's claim to the migration and describe it."""
@@ -422,7 +240,7 @@ class ResourceTracker:
         return SourceContext(
             host=self.host,
             instance_uuid=record.instance_uuid,
-            migration_uuid=record.migration_uuid,
+            migration_uuid=record.migration,
             flavor=record.flavor,
             allocations=record.allocations,
             shared_allocations=record.shared_allocations,
@@ -436,23 +254,29 @@ class ResourceTracker:
         self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
     ) -> Claim:
         """Destination side of a resize or cold migration (the same host is allowed)."""
-        return self._move_claim("resize", instance, new_flavor, migration_uuid, source.host, source)
+        move = move_claims.MoveRequest("resize", instance, new_flavor, migration_uuid, source.host, source)
+        with self.lock:
+            return move_claims.claim(self, move)
 
     def live_migration_claim(self, instance: InstanceSpec, migration_uuid: str, source: SourceContext) -> Claim:
         """Destination side of a live migration: same flavor, new NUMA cells and PCI devices."""
         if source.host == self.host:
             raise InvalidRequest("a live migration goes to another host")
-        return self._move_claim("live_migration", instance, source.flavor, migration_uuid, source.host, source)
+        move = move_claims.MoveRequest("live_migration", instance, source.flavor, migration_uuid, source.host, source)
+        with self.lock:
+            return move_claims.claim(self, move)
 
     def evacuate_claim(self, instance: InstanceSpec, migration_uuid: str, source_host: str) -> Claim:
         """Destination side of an evacuation: the source is down and hands nothing over."""
         if source_host == self.host:
             raise InvalidRequest("an evacuation goes to another host")
-        return self._move_claim("evacuate", instance, instance.flavor, migration_uuid, source_host, None)
+        move = move_claims.MoveRequest("evacuate", instance, instance.flavor, migration_uuid, source_host, None)
+        with self.lock:
+            return move_claims.claim(self, move)
 
     def rebuild_claim(
         self, instance: InstanceSpec, migration_uuid: str | None = None, source_host: str | None = None
-    ) -> Claim:
+    ) -> Claim | NopClaim:
         """Rebuild: nothing to claim on the instance's own host; elsewhere it is an evacuation."""
         with self.lock:
             if any(r.state == ACTIVE for r in self.store.for_instance(instance.uuid)):
@@ -464,130 +288,34 @@ class ResourceTracker:
                 )
             return self.evacuate_claim(instance, migration_uuid, source_host)
 
-    def _move_claim(
-        self,
-        kind,
-        instance: InstanceSpec,
-        flavor: Flavor,
-        migration_uuid: str,
-        source_host: str,
-        source: SourceContext | None,
-    ) -> Claim:
-        with self.lock:
-            for record in self.store.for_migration(migration_uuid):
-                if record.state == INCOMING:
-                    if record.instance_uuid != instance.uuid:
-                        raise InvalidRequest(f"migration {migration_uuid} belongs to {record.instance_uuid}")
-                    return Claim(record, self)
-            if source is not None and (
-                source.instance_uuid != instance.uuid or source.migration_uuid != migration_uuid
-            ):
-                raise InvalidRequest("the source context is for another instance or migration")
-            if migration_uuid == instance.uuid:
-                raise InvalidRequest("a migration needs a uuid of its own")
-            here = [
-                r
-                for r in self.store.for_instance(instance.uuid)
-                if not (r.state == OUTGOING and r.migration_uuid == migration_uuid)
-            ]
-            if here:
-                raise ClaimError(
-                    f"instance {instance.uuid} already has a claim on {self.host} ({', '.join(r.state for r in here)})"
-                )
-            tree = self._require_tree()
-            plan = plan_claim(flavor, tree, self._usage(), shared_provider=self.shared_provider)
-            ours = self.our_providers()
-            same_host = source_host == self.host
-
-            def split(current):
-                """(what the migration consumer takes, what stays with the instance on sharing providers)."""
-                kept = {rp: dict(res) for rp, res in current.allocations.items() if rp == self.shared_provider}
-                moved = {rp: dict(res) for rp, res in current.allocations.items() if rp not in kept}
-                return moved, kept
-
-            before = self.placement.consumer(instance.uuid)
-            moved, kept = split(before)
-            context = MigrationContext(
-                migration_uuid=migration_uuid,
-                kind=kind,
-                source_host=source_host,
-                dest_host=self.host,
-                old_flavor=source.flavor if source else instance.flavor,
-                new_flavor=flavor,
-                old_numa=source.numa if source else (),
-                new_numa=plan.numa,
-                old_pci=source.pci if source else (),
-                new_pci=plan.pci,
-                old_allocations=moved,
-                old_shared=kept,
-            )
-            record = self.store.add(
-                ClaimRecord.new(
-                    host=self.host,
-                    instance_uuid=instance.uuid,
-                    consumer_uuid=instance.uuid,
-                    kind=kind,
-                    state=INCOMING,
-                    project_id=instance.project_id,
-                    user_id=instance.user_id,
-                    flavor=flavor,
-                    allocations=plan.allocations,
-                    shared_allocations=plan.shared,
-                    numa=plan.numa,
-                    pci=plan.pci,
-                    migration_uuid=migration_uuid,
-                    migration_context=context,
-                    pending_op="claim",
-                )
-            )
-
-            def desired(s):
-                if s[migration_uuid].allocations:
-                    raise ClaimError(f"migration {migration_uuid} already holds allocations")
-                moved, _ = split(s[instance.uuid])
-                if not moved:
-                    raise ClaimError(f"instance {instance.uuid} holds no allocations to move")
-                if source is not None and not _contains(s[instance.uuid].allocations, source.allocations):
-                    raise ClaimError(
-                        f"the allocations of {instance.uuid} in Placement are not the ones the "
-                        f"source {source.host} claimed"
-                    )
-                if not same_host and set(moved) & ours:
-                    raise ClaimError(f"instance {instance.uuid} already holds allocations on {self.host}")
-                return {
-                    migration_uuid: (moved, MIGRATION),
-                    instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE),
-                }
-
-            return Claim(self._land(record, [instance.uuid, migration_uuid], desired), self)
-
-    # -- ending moves ---------------------------------------------------------------------------
-
     def confirm_migration(self, migration_uuid: str) -> list[str]:
         """Keep the move: the source's side is dropped, the destination's claim becomes the instance's."""
         with self.lock:
             records = self.store.for_migration(migration_uuid)
-            done = []
             incoming = [r for r in records if r.state == INCOMING]
+            done = []
             for record in (r for r in records if r.state == OUTGOING):
-                if (
-                    not incoming
-                    and not self.placement.consumer(migration_uuid).allocations
-                    and self.placement.consumer(record.instance_uuid).on(self.our_providers()) == record.allocations
-                ):
+                if not incoming and self._never_arrived(record):
                     raise ClaimError(f"migration {migration_uuid} never reached its destination: revert it")
-                done.append(self._run(record, "confirm_out"))
+                done.append(self.operations.run(record, PendingOp.CONFIRM_OUT))
             for record in incoming:
                 self.store.update(record, state=ACTIVE, migration_uuid=None, migration_context=None)
                 done.append("finished")
             return done
 
+    def _never_arrived(self, outgoing: ClaimRecord) -> bool:
+        """The instance still holds the source's side and the migration nothing: no destination claimed."""
+        return (
+            not self.placement.consumer(outgoing.migration).allocations
+            and self.placement.consumer(outgoing.instance_uuid).on(self.our_providers()) == outgoing.allocations
+        )
+
     def revert_migration(self, migration_uuid: str) -> list[str]:
         """Undo the move: the destination lets go, the source's claim is the instance's again."""
         with self.lock:
             records = self.store.for_migration(migration_uuid)
-            done = [self._run(r, "revert_in") for r in records if r.state == INCOMING]
-            done += [self._run(r, "revert_out") for r in records if r.state == OUTGOING]
+            done = [self.operations.run(r, PendingOp.REVERT_IN) for r in records if r.state == INCOMING]
+            done += [self.operations.run(r, PendingOp.REVERT_OUT) for r in records if r.state == OUTGOING]
             return done
 
     def drop_move_claim(self, migration_uuid: str) -> str | None:
@@ -597,10 +325,10 @@ class ResourceTracker:
             records = self.store.for_migration(migration_uuid)
             outgoing = [r for r in records if r.state == OUTGOING]
             if outgoing:
-                return self._run(outgoing[0], "confirm_out")
+                return self.operations.run(outgoing[0], PendingOp.CONFIRM_OUT)
             incoming = [r for r in records if r.state == INCOMING]
             if incoming:
-                return self._run(incoming[0], "revert_in")
+                return self.operations.run(incoming[0], PendingOp.REVERT_IN)
             return None
 
     def abort(self, claim_id: str) -> str | None:
@@ -610,19 +338,19 @@ class ResourceTracker:
             if record is None:
                 return None
             if record.state == INCOMING:
-                return self._run(record, "revert_in")
+                return self.operations.run(record, PendingOp.REVERT_IN)
             if record.state == OUTGOING:
-                return self._run(record, "revert_out")
-            return self._run(record, "release")
+                return self.operations.run(record, PendingOp.REVERT_OUT)
+            return self.operations.run(record, PendingOp.RELEASE)
 
     # -- instance life cycle --------------------------------------------------------------------
 
     def delete_instance(self, instance_uuid: str) -> list[str]:
         """Delete (or hard delete): free everything the instance and its migrations hold."""
         with self.lock:
-            return [self._run(r, "delete") for r in self.store.for_instance(instance_uuid)]
+            return [self.operations.run(r, PendingOp.DELETE) for r in self.store.for_instance(instance_uuid)]
 
-    def _set_state(self, instance_uuid: str, allowed: tuple, state: str) -> list[Claim]:
+    def _set_state(self, instance_uuid: str, allowed: tuple[str, ...], state: str) -> list[Claim]:
         with self.lock:
             records = self.store.for_instance(instance_uuid)
             if not records:
@@ -632,9 +360,7 @@ class ResourceTracker:
                 raise ClaimError(
                     f"instance {instance_uuid} is {blocked[0].state} on {self.host}; it cannot become {state}"
                 )
-            return [
-                Claim(self.store.update(r, state=state), self) if r.state != state else Claim(r, self) for r in records
-            ]
+            return [Claim(self.store.update(r, state=state) if r.state != state else r, self) for r in records]
 
     def soft_delete_instance(self, instance_uuid: str) -> list[Claim]:
         """Soft delete keeps the claims until a hard delete or the reclaim period."""
@@ -653,7 +379,7 @@ class ResourceTracker:
             reclaimed = []
             for record in self.store.all():
                 if record.state == SOFT_DELETED and record.state_changed_at <= cutoff:
-                    self._run(record, "release")
+                    self.operations.run(record, PendingOp.RELEASE)
                     reclaimed.append(record.instance_uuid)
             return reclaimed
 
@@ -665,10 +391,9 @@ class ResourceTracker:
         """Offload frees everything; unshelving claims again, on whatever host is chosen."""
         with self.lock:
             records = self.store.for_instance(instance_uuid)
-            moving = [r for r in records if r.state in (INCOMING, OUTGOING)]
-            if moving:
+            if any(r.state in MOVING for r in records):
                 raise ClaimError(f"instance {instance_uuid} is moving; it cannot be offloaded")
-            return [self._run(r, "release") for r in records]
+            return [self.operations.run(r, PendingOp.RELEASE) for r in records]
 
     def unshelve_claim(self, instance: InstanceSpec) -> Claim:
         """Unshelve: a shelved (not offloaded) instance keeps its claim; an offloaded one claims anew."""
@@ -683,82 +408,20 @@ class ResourceTracker:
     def cleanup_evacuated(self, instance_uuid: str, migration_uuid: str) -> list[str]:
         """The instance was evacuated away while this host was down: drop what is left here."""
         with self.lock:
-            records = [r for r in self.store.for_instance(instance_uuid) if r.state != INCOMING]
-            if records:
-                return [self._run(r, "evacuated", migration_uuid=migration_uuid) for r in records]
-            held = self.placement.consumer(migration_uuid)
-            if held.consumer_type == MIGRATION and set(held.allocations) & self.our_providers():
-                self._rewrite(
-                    [migration_uuid],
-                    lambda s: {migration_uuid: ({}, MIGRATION)},
-                    owner=("", ""),
-                    what=f"evacuation cleanup {migration_uuid}",
-                )
-                return ["cleaned"]
-            return []
+            return evacuation.cleanup_evacuated(self, instance_uuid, migration_uuid)
 
-    def placement_snapshot(self) -> dict[str, dict[str, dict[str, int]]]:
-        """consumer -> provider -> class -> amount, over this host's providers, as Placement has them."""
-        held: dict[str, dict] = {}
-        # Only providers with inventory can hold allocations (NUMA cells have none).
-        holders = {n.uuid for n in self._require_tree() if n.inventories} | self.leftover_providers
-        for rp in holders:
-            for consumer, resources in self.placement.provider_allocations(rp).items():
-                held.setdefault(consumer, {})[rp] = resources
-        return held
-
-    def cleanup_evacuations(self, snapshot=None) -> list[dict]:
-        """Find instances evacuated while this host was down and clean up after them.
-
-        An instance whose allocations now lie entirely on other providers was moved without this host
-        taking part; the migration consumer holding exactly this claim's allocations here is the
-        evacuation's (Placement keeps no link between the two, so the match is by amounts).
-        """
+    def cleanup_evacuations(self, snapshot: ByConsumer | None = None) -> list[dict[str, str | None]]:
+        """Find instances evacuated while this host was down and clean up after them (``berth.tracker.evacuation``)."""
         with self.lock:
-            records = [
-                r for r in self.store.all() if r.state in (ACTIVE, SHELVED, SOFT_DELETED) and r.pending_op is None
-            ]
-            if not records:
-                return []
-            snapshot = self.placement_snapshot() if snapshot is None else snapshot
-            absent = [r for r in records if r.consumer_uuid not in snapshot]
-            if not absent:
-                return []
-            ours = self.our_providers()
-            everyone = self.store.all()
-            known = {r.consumer_uuid for r in everyone} | {r.instance_uuid for r in everyone}
-            strangers = {c: None for c in snapshot if c not in known}
-            cleaned = []
-            for record in absent:
-                state = self.placement.consumer(record.instance_uuid)
-                if not state.allocations or state.on(ours):
-                    continue  # lost allocations, not a move: the audit reports it
-                match = None
-                for consumer in strangers:
-                    if strangers[consumer] is None:
-                        strangers[consumer] = self.placement.consumer(consumer)
-                    other = strangers[consumer]
-                    if (
-                        other is not False
-                        and other.consumer_type == MIGRATION
-                        and other.on(ours) == record.allocations
-                        and other.project_id == record.project_id
-                    ):
-                        match = consumer
-                        strangers[consumer] = False  # matched once only
-                        break
-                if match is not None:
-                    self._run(record, "evacuated", migration_uuid=match)
-                else:
-                    self._run(record, "forget")
-                LOG.info(
-                    "%s: instance %s was evacuated while this host was down; cleaned up (migration %s)",
-                    self.host,
-                    record.instance_uuid,
-                    match,
-                )
-                cleaned.append({"instance_uuid": record.instance_uuid, "migration_uuid": match})
-            return cleaned
+            return evacuation.cleanup_evacuations(self, snapshot)
+
+    def placement_snapshot(self) -> ByConsumer:
+        """consumer -> provider -> class -> amount, over this host's providers, as Placement has them."""
+        snapshot: ByConsumer = {}
+        for rp in self.require_tree().holders() | self.leftover_providers:
+            for consumer, resources in self.placement.provider_allocations(rp).items():
+                snapshot.setdefault(consumer, {})[rp] = resources
+        return snapshot
 
     # -- reading the books ----------------------------------------------------------------------
 
@@ -774,87 +437,25 @@ class ResourceTracker:
             raise ClaimNotFound(f"no claim {claim_id} on {self.host}")
         return Claim(record, self)
 
-    def capacity(self) -> dict:
+    def capacity(self) -> dict[str, Any]:
         """The host as the tracker sees it: inventories, usage from claims, NUMA cells, PCI slots."""
         with self.lock:
-            tree = self._require_tree()
-            records = self.store.all()
-            usage = usage_of(records)
-            providers = {}
-            for node in tree:
-                inventories = {}
-                for rc, inv in node.inventories.items():
-                    used = usage.used(node.uuid, rc)
-                    inventories[rc] = {
-                        **inv.as_placement(),
-                        "capacity": inv.capacity,
-                        "used": used,
-                        "free": inv.capacity - used,
-                    }
-                providers[node.uuid] = {
-                    "name": node.name,
-                    "kind": node.kind,
-                    "parent_uuid": tree.get(node.parent).uuid if node.parent else None,
-                    "inventories": inventories,
-                    "traits": sorted(node.traits),
-                }
-            vcpu = tree.root.inventories.get("VCPU")
-            memory = tree.root.inventories.get("MEMORY_MB")
-            cells = []
-            for cell in tree.cells:
-                cells.append(
-                    {
-                        "id": cell.id,
-                        "shared_cpus": sorted(cell.shared_cpus),
-                        "dedicated_cpus": sorted(cell.dedicated_cpus),
-                        "memory_mb": cell.memory_mb,
-                        "vcpus_capacity": int(len(cell.shared_cpus) * (vcpu.allocation_ratio if vcpu else 1.0)),
-                        "vcpus_used": usage.cell_vcpus[cell.id],
-                        "memory_capacity": int(cell.memory_mb * (memory.allocation_ratio if memory else 1.0)),
-                        "memory_used": usage.cell_memory[cell.id],
-                        "pinned_cpus": sorted(usage.pinned.get(cell.id, ())),
-                    }
-                )
-            pci = []
-            for node in tree.pci_providers:
-                pci.append(
-                    {
-                        "provider_uuid": node.uuid,
-                        "device": node.pci.address,
-                        "numa_node": node.pci.numa_node,
-                        "resource_class": node.pci.resource_class,
-                        "vendor_id": node.pci.vendor_id,
-                        "product_id": node.pci.product_id,
-                        "slots": {slot: usage.pci.get(slot) for slot in node.pci.slots},
-                    }
-                )
-            classes = {}
-            if self.config.provider_config is not None:
-                classes = {
-                    name: {"units": info.units, "description": info.description}
-                    for name, info in self.config.provider_config.resource_classes.items()
-                }
-            return {
-                "host": self.host,
-                "root_provider_uuid": tree.root.uuid,
-                "providers": providers,
-                "cells": cells,
-                "pci": pci,
-                "resource_classes": classes,
-                "shared_storage": self.shared_provider,
-                "claims": len(records),
-            }
+            return capacity_report(
+                self.host,
+                self.require_tree(),
+                self.store.all(),
+                provider_config=self.config.provider_config,
+                shared_storage=self.shared_provider,
+            )
 
     # -- audit ----------------------------------------------------------------------------------
 
-    def audit(self, heal: bool | None = None):
+    def audit(self, heal: bool | None = None) -> AuditReport:
         """Compare claims, Placement and the hypervisor; heal when asked (or configured) to."""
-        from berth.tracker.audit import run_audit
-
         with self.lock:
             return run_audit(self, heal=self.config.audit.heal if heal is None else heal)
 
-    def periodic(self) -> dict:
+    def periodic(self) -> dict[str, Any]:
         """What the agent runs every audit interval."""
         with self.lock:
             sync = self.update_available_resource()

@@ -8,7 +8,8 @@ import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NumaRequest, PciRequest
-from berth.tracker.claims import ACTIVE, InvalidRequest
+from berth.tracker.errors import InvalidRequest
+from berth.tracker.records import ACTIVE
 
 
 def test_instance_claim_writes_allocations_and_persists_the_claim(hosts, placement):

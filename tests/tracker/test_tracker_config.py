@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from berth.domain.capacity import Inventory
 from berth.tracker.config import ConfigError, TrackerConfig, format_cpu_set, parse_cpu_set
-from berth.tracker.drivers.base import Inventory
 from berth.tracker.drivers.fake import FakeDriver
 from berth.tracker.provider_config import (
     ProviderConfigError,

@@ -5,16 +5,12 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, TOPOLOGY, flavor
 
-from berth.tracker.claims import (
-    ClaimFailed,
-    ClaimRecord,
-    NumaRequest,
-    PciRequest,
-    plan_claim,
-    usage_of,
-)
+from berth.tracker.claim_requests import NumaRequest, PciRequest
 from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
+from berth.tracker.errors import ClaimFailed
+from berth.tracker.fitting import plan_claim, usage_of
+from berth.tracker.records import ClaimRecord
 
 
 def _tree(**config):

@@ -6,7 +6,7 @@ import pytest
 from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimNotFound, moves
-from berth.tracker.claims import ACTIVE, SHELVED, SOFT_DELETED
+from berth.tracker.records import ACTIVE, SHELVED, SOFT_DELETED
 
 
 def test_delete_frees_everything(hosts, placement):

@@ -6,7 +6,8 @@ import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.tracker import ClaimError, ClaimFailed, NopClaim, NumaRequest, PciRequest, moves
-from berth.tracker.claims import ACTIVE, INCOMING, OUTGOING, InvalidRequest
+from berth.tracker.errors import InvalidRequest
+from berth.tracker.records import ACTIVE, INCOMING, OUTGOING
 
 
 def _consumer(placement, uuid):

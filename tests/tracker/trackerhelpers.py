@@ -7,7 +7,8 @@ import uuid
 from collections import Counter, defaultdict
 
 from berth.tracker import Flavor, InstanceSpec
-from berth.tracker.claims import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED, usage_of
+from berth.tracker.fitting import usage_of
+from berth.tracker.records import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED
 from berth.tracker.store import ClaimStore
 
 # Two cells of four CPUs and 8 GB; a GPU on each cell; a NIC with four virtual functions on cell 1.

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.base import Driver
+from berth.tracker.drivers.fake import FakeDriver
+from berth.tracker.drivers.linux import LinuxDriver
+from berth.tracker.errors import ConfigError
 
 
-def make_driver(name: str, config) -> Driver:
+def make_driver(name: str, config: TrackerConfig) -> Driver:
     if name == "fake":
-        from berth.tracker.drivers.fake import FakeDriver
-
         return FakeDriver(config.fake)
     if name == "linux":
-        from berth.tracker.drivers.linux import LinuxDriver
-
         return LinuxDriver(config.instances_path)
-    raise ValueError(f"unknown driver {name!r} (fake or linux)")
+    raise ConfigError(f"unknown driver {name!r} (fake or linux)")

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
-from berth.tracker.config import ConfigError, parse_cpu_set
-from berth.tracker.drivers.base import Driver, Guest, HostFacts, NumaCell, PciDevice
+from berth.tracker.config import parse_cpu_set
+from berth.tracker.drivers.base import Driver
+from berth.tracker.errors import ConfigError
+from berth.tracker.facts import Guest, HostFacts, NumaCell, PciDevice
 
 DEFAULT_TOPOLOGY = {
     "cells": [{"cpus": 4, "memory_mb": 8192}, {"cpus": 4, "memory_mb": 8192}],
@@ -34,7 +37,7 @@ class FakeTopology:
     facts: HostFacts
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> FakeTopology:
+    def from_dict(cls, data: dict[str, Any] | None) -> FakeTopology:
         data = {**DEFAULT_TOPOLOGY, **(data or {})}
         unknown = sorted(set(data) - {"cells", "memory_mb", "disk_gb", "pci_devices"})
         if unknown:
@@ -96,12 +99,12 @@ def _vf_address(pf_address: str, index: int) -> str:
 class FakeDriver(Driver):
     name = "fake"
 
-    def __init__(self, topology: dict | FakeTopology | None = None):
+    def __init__(self, topology: dict[str, Any] | FakeTopology | None = None):
         self._lock = threading.Lock()
         self._topology = topology if isinstance(topology, FakeTopology) else FakeTopology.from_dict(topology)
         self._guests: dict[str, Guest] = {}
 
-    def set_topology(self, topology: dict | FakeTopology) -> None:
+    def set_topology(self, topology: dict[str, Any] | FakeTopology) -> None:
         with self._lock:
             self._topology = topology if isinstance(topology, FakeTopology) else FakeTopology.from_dict(topology)
 
@@ -115,7 +118,7 @@ class FakeDriver(Driver):
 
     # -- the hypervisor side, driven by tests and the simulator ---------------------------------
 
-    def spawn(self, instance_uuid: str, resources: dict | None = None) -> None:
+    def spawn(self, instance_uuid: str, resources: dict[str, int] | None = None) -> None:
         with self._lock:
             self._guests[instance_uuid] = Guest(instance_uuid, True, resources)
 

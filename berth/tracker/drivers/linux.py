@@ -20,7 +20,8 @@ import uuid as uuidlib
 from pathlib import Path
 
 from berth.tracker.config import parse_cpu_set
-from berth.tracker.drivers.base import Driver, Guest, HostFacts, NumaCell, PciDevice
+from berth.tracker.drivers.base import Driver
+from berth.tracker.facts import Guest, HostFacts, NumaCell, PciDevice
 
 LOG = logging.getLogger(__name__)
 _NODE = re.compile(r"^node(\d+)$")
