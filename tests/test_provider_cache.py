@@ -14,7 +14,7 @@ import pytest
 from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
-from berth.api.handlers import allocation_candidates
+from berth.store.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
 
 QUERIES = [
     "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
@@ -299,9 +299,77 @@ def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
         assert len(warm.get(f"/allocation_candidates?resources=VCPU:{amount}").json_body["allocation_requests"]) == 1
     for version in ("1.27", "1.29", "1.30", "1.33", "1.34", "1.35", "1.36", "1.37", "1.38", "1.39"):
         assert warm.get("/allocation_candidates?resources=VCPU:1", version=version).status_code == 200
-    ((_, copy),) = warm.client.application.provider_cache._copies.items()
-    derived = copy[1].derived
-    assert 0 < len(derived) <= allocation_candidates.MOST_SHAPES_PER_PROVIDER
-    for pieces in derived.values():
-        if "resources" not in pieces:  # a shape of allocation requests, not a summary
-            assert len(pieces) <= allocation_candidates.MOST_PIECES_PER_PROVIDER
+    cache = warm.client.application.provider_cache
+    assert len(cache) == 1
+    (provider_id,) = cache._copies
+    assert 0 < cache.memo_count(provider_id) <= MOST_MEMOS_PER_COPY
+
+
+def _member_rows(db, api, hosts):
+    rows = {}
+    with db.engine.connect() as conn:
+        for host in hosts:
+            rows[host] = conn.exec_driver_sql(
+                "SELECT id, parent_provider_id, root_provider_id, revision FROM resource_providers WHERE uuid = "
+                + ("%(u)s" if conn.dialect.name == "postgresql" else ":u"),
+                {"u": host},
+            ).one()
+    return rows
+
+
+def test_memo_keeps_a_piece_with_its_copy_and_drops_it_with_the_copy(db):
+    api = Api(PlacementApp(db))
+    host = api.create_provider(inventory={"VCPU": 2})
+    cache = ProviderCache()
+    made = []
+
+    def make(label):
+        made.append(label)
+        return {"piece": label}
+
+    with db.engine.connect() as conn:
+        (row,) = _member_rows(db, api, [host]).values()
+        (provider,) = cache.providers(conn, [tuple(row)]).values()
+        first = cache.memo(provider, "summary", make, "one")
+        assert cache.memo(provider, "summary", make, "two") is first
+        assert made == ["one"] and cache.memo_count(provider.id) == 1
+        # A change moves the revision on: the new copy starts with an empty memo.
+        changed = api.put(
+            f"/resource_providers/{host}/traits",
+            {"traits": ["HW_CPU_X86_AVX2"], "resource_provider_generation": _generation(api, host)},
+        )
+        assert changed.status_code == 200, changed.data
+    with db.engine.connect() as conn:
+        (row,) = _member_rows(db, api, [host]).values()
+        (current,) = cache.providers(conn, [tuple(row)]).values()
+        assert current is not provider and cache.memo_count(current.id) == 0
+        assert cache.memo(current, "summary", make, "three") == {"piece": "three"}
+        # The replaced copy is no longer the cache's: its pieces are made each time, never kept.
+        assert cache.memo(provider, "summary", make, "four") == {"piece": "four"}
+        assert made == ["one", "three", "four"] and cache.memo_count(current.id) == 1
+
+
+def test_memo_of_a_cache_that_keeps_nothing_computes_every_time(db):
+    api = Api(PlacementApp(db))
+    host = api.create_provider(inventory={"VCPU": 2})
+    cache = ProviderCache(capacity=0)
+    with db.engine.connect() as conn:
+        (row,) = _member_rows(db, api, [host]).values()
+        (provider,) = cache.providers(conn, [tuple(row)]).values()
+        assert len(cache) == 0
+        assert cache.memo(provider, "k", list, [1]) is not cache.memo(provider, "k", list, [1])
+        assert cache.memo_count(provider.id) == 0
+
+
+def test_memo_empties_when_full(db):
+    api = Api(PlacementApp(db))
+    host = api.create_provider(inventory={"VCPU": 2})
+    cache = ProviderCache()
+    with db.engine.connect() as conn:
+        (row,) = _member_rows(db, api, [host]).values()
+        (provider,) = cache.providers(conn, [tuple(row)]).values()
+        for key in range(MOST_MEMOS_PER_COPY):
+            cache.memo(provider, key, str, key)
+        assert cache.memo_count(provider.id) == MOST_MEMOS_PER_COPY
+        cache.memo(provider, "one more", str, "x")
+        assert cache.memo_count(provider.id) == 1

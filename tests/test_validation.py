@@ -15,8 +15,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.api import schemas
+from berth.api import microversion as mv
 from berth.api.microversion import Version
+from berth.api.schemas import every_schema
+from berth.api.schemas.aggregates import aggregates_put_schema
+from berth.api.schemas.allocation_candidates import allocation_candidates_query_schema
+from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.reshaper import reshaper_schema
+from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.resource_providers import provider_body_schema
+from berth.api.schemas.traits import PROVIDER_TRAITS_PUT
+from berth.api.schemas.usages import usages_query_schema
 from berth.api.validation import _FORMAT_CHECKER, _fast_validator, compile_validators, validate
 from berth.domain.errors import BadRequest
 
@@ -32,11 +42,11 @@ def _allocations_body(version):
         "project_id": "p",
         "user_id": "u",
     }
-    if version.at_least(28):
+    if version >= mv.CONSUMER_GENERATION:
         body["consumer_generation"] = None
-    if version.at_least(34):
+    if version >= mv.CANDIDATE_MAPPINGS:
         body["mappings"] = {"": [RP]}
-    if version.at_least(38):
+    if version >= mv.CONSUMER_TYPES:
         body["consumer_type"] = "INSTANCE"
     return body
 
@@ -45,13 +55,13 @@ V = Version
 CASES = [
     (
         "provider create",
-        schemas.provider_body_schema(V(1, 39), create=True),
+        provider_body_schema(V(1, 39), create=True),
         {"name": "cn-1", "uuid": RP, "parent_provider_uuid": None},
     ),
-    ("provider update 1.13", schemas.provider_body_schema(V(1, 13), create=False), {"name": "cn-1"}),
+    ("provider update 1.13", provider_body_schema(V(1, 13), create=False), {"name": "cn-1"}),
     (
         "inventories",
-        schemas.INVENTORIES_PUT,
+        INVENTORIES_PUT,
         {
             "resource_provider_generation": 0,
             "inventories": {
@@ -67,35 +77,35 @@ CASES = [
             },
         },
     ),
-    ("inventory post", schemas.INVENTORY_POST, {"resource_class": "DISK_GB", "total": 10}),
-    ("inventory put", schemas.INVENTORY_PUT_ONE, {"resource_provider_generation": 1, "total": 10}),
+    ("inventory post", INVENTORY_POST, {"resource_class": "DISK_GB", "total": 10}),
+    ("inventory put", INVENTORY_PUT_ONE, {"resource_provider_generation": 1, "total": 10}),
     (
         "traits",
-        schemas.PROVIDER_TRAITS_PUT,
+        PROVIDER_TRAITS_PUT,
         {"resource_provider_generation": 2, "traits": ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]},
     ),
-    ("resource class", schemas.RESOURCE_CLASS_BODY, {"name": "CUSTOM_GOLD"}),
+    ("resource class", RESOURCE_CLASS_BODY, {"name": "CUSTOM_GOLD"}),
     (
         "aggregates 1.19",
-        schemas.aggregates_put_schema(V(1, 19)),
+        aggregates_put_schema(V(1, 19)),
         {"aggregates": [AGG], "resource_provider_generation": 0},
     ),
-    ("aggregates 1.1", schemas.aggregates_put_schema(V(1, 1)), [AGG]),
-    ("allocations put 1.39", schemas.allocations_put_schema(V(1, 39)), _allocations_body(V(1, 39))),
-    ("allocations put 1.28", schemas.allocations_put_schema(V(1, 28)), _allocations_body(V(1, 28))),
+    ("aggregates 1.1", aggregates_put_schema(V(1, 1)), [AGG]),
+    ("allocations put 1.39", allocations_put_schema(V(1, 39)), _allocations_body(V(1, 39))),
+    ("allocations put 1.28", allocations_put_schema(V(1, 28)), _allocations_body(V(1, 28))),
     (
         "allocations put 1.8",
-        schemas.allocations_put_schema(V(1, 8)),
+        allocations_put_schema(V(1, 8)),
         {
             "allocations": [{"resource_provider": {"uuid": RP}, "resources": {"VCPU": 1}}],
             "project_id": "p",
             "user_id": "u",
         },
     ),
-    ("allocations post 1.39", schemas.allocations_post_schema(V(1, 39)), {CONSUMER: _allocations_body(V(1, 39))}),
+    ("allocations post 1.39", allocations_post_schema(V(1, 39)), {CONSUMER: _allocations_body(V(1, 39))}),
     (
         "reshaper 1.39",
-        schemas.reshaper_schema(V(1, 39)),
+        reshaper_schema(V(1, 39)),
         {
             "inventories": {RP: {"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 4}}}},
             "allocations": {CONSUMER: _allocations_body(V(1, 39))},
@@ -103,10 +113,10 @@ CASES = [
     ),
     (
         "candidates query 1.39",
-        schemas.allocation_candidates_query_schema(V(1, 39)),
+        allocation_candidates_query_schema(V(1, 39)),
         {"resources": "VCPU:1", "limit": "5", "required_GPU": "CUSTOM_X", "group_policy": "none"},
     ),
-    ("usages query 1.39", schemas.usages_query_schema(V(1, 39)), {"project_id": "p", "consumer_type": "all"}),
+    ("usages query 1.39", usages_query_schema(V(1, 39)), {"project_id": "p", "consumer_type": "all"}),
 ]
 
 json_values = st.recursive(
@@ -212,28 +222,28 @@ def test_mutations_never_pass_fast_only(name, schema, body, data):
 )
 def test_integer_rules_are_draft4(value, accepted):
     body = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": value}}}
-    assert _agree(schemas.INVENTORIES_PUT, body) is accepted
+    assert _agree(INVENTORIES_PUT, body) is accepted
 
 
 def test_refusal_carries_jsonschema_text():
     with pytest.raises(BadRequest) as caught:
-        validate({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": "x"}}}, schemas.INVENTORIES_PUT)
+        validate({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": "x"}}}, INVENTORIES_PUT)
     assert "JSON does not validate: 'x' is not of type 'integer'" in caught.value.detail
     assert "Failed validating 'type'" in caught.value.detail
 
 
 def test_cached_schemas_are_not_shared_mutably():
-    post = schemas.allocations_post_schema(V(1, 39))
-    schemas.reshaper_schema(V(1, 39))
+    post = allocations_post_schema(V(1, 39))
+    reshaper_schema(V(1, 39))
     assert post["minProperties"] == 1
     assert not _agree(post, {})
 
 
 def test_every_schema_compiles_and_equal_schemas_share_one_validator():
-    every = list(schemas.every_schema())
+    every = list(every_schema())
     compile_validators(every)
     assert all(_fast_validator(schema) is not None for schema in every)
-    at_20 = schemas.provider_body_schema(Version(1, 20), create=True)
-    at_21 = schemas.provider_body_schema(Version(1, 21), create=True)
+    at_20 = provider_body_schema(Version(1, 20), create=True)
+    at_21 = provider_body_schema(Version(1, 21), create=True)
     assert at_20 is not at_21 and _fast_validator(at_20) is _fast_validator(at_21)
-    assert _fast_validator(at_20) is not _fast_validator(schemas.provider_body_schema(Version(1, 13), create=True))
+    assert _fast_validator(at_20) is not _fast_validator(provider_body_schema(Version(1, 13), create=True))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from werkzeug.exceptions import NotFound as RouteNotFound
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -17,63 +18,23 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request
 
 from berth.api import auth, errors, microversion
+from berth.api.call import Call
+from berth.api.microversion import ERROR_CODES, Version
 from berth.api.policy import PolicyEnforcer
 from berth.api.responses import JSON, Reply
 from berth.api.routes import ROUTES
-from berth.api.validation import parse_json_body
+from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
-from berth.store.candidates import DEFAULT_CACHE_CAPACITY, ProviderCache
 from berth.store.database import Database
+from berth.store.provider_cache import ProviderCache
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 LOG = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
 # Paths any caller may read: version discovery, as in Placement, and the API's own description.
 PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"])
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Operator settings of the API."""
-
-    # Upper bound of allocation candidates generated for one request, whatever its limit.
-    max_candidates: int = 1000
-    # Visit trees from a random starting point and shuffle the answer, instead of provider order.
-    randomize_candidates: bool = False
-    # noauth2, tokens or keystone; see berth.api.auth.
-    auth_strategy: str = "noauth2"
-    tokens_file: str | None = None
-    # oslo.policy rules overriding the defaults, and which defaults: legacy or secure RBAC.
-    policy_file: str | None = None
-    enforce_new_defaults: bool = False
-    # Providers whose candidate data each worker keeps between requests (0: none).
-    provider_cache_size: int = DEFAULT_CACHE_CAPACITY
-    cors_allowed_origins: tuple[str, ...] = ()
-    cors_allow_headers: tuple[str, ...] = ()
-
-
-@dataclass
-class Call:
-    """Everything a handler needs to know about the request it serves."""
-
-    request: Request
-    version: microversion.Version
-    request_id: str
-    caller: auth.Caller | None
-    db: Database
-    policy: PolicyEnforcer
-    params: dict
-    settings: Settings
-    provider_cache: ProviderCache
-
-    @property
-    def args(self):
-        return self.request.args
-
-    def authorize(self, rule: str, target: dict | None = None) -> None:
-        self.policy.authorize(self.caller, rule, target)
-
-    def json_body(self, schema=None):
-        return parse_json_body(self, schema)
 
 
 class PlacementApp:
@@ -91,7 +52,7 @@ class PlacementApp:
             merge_slashes=False,
         ).bind("placement")
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
         request.max_content_length = MAX_BODY_BYTES
         request_id = f"req-{uuid.uuid4()}"
@@ -129,7 +90,7 @@ class PlacementApp:
             response.headers["vary"] = microversion.HEADER.lower()
         return response(environ, start_response)
 
-    def _dispatch(self, request, version, request_id, caller):
+    def _dispatch(self, request: Request, version: Version, request_id: str, caller: auth.Caller | None) -> Reply:
         try:
             path, params = self.routes.match(request.path, return_rule=False)
         except RouteNotFound:
@@ -158,7 +119,6 @@ class PlacementApp:
             caller=caller,
             db=self.db,
             policy=self.policy,
-            params=params,
             settings=self.settings,
             provider_cache=self.provider_cache,
         )
@@ -166,9 +126,20 @@ class PlacementApp:
             call.authorize(route.policy)
         if request.method == "GET":
             _check_accept(request)
-        return route.handler(call, **params)
+        reply: Reply = route.handler(call, **params)
+        return reply
 
-    def _error(self, status, detail, code, request_id, version, version_known, headers=None, request=None):
+    def _error(
+        self,
+        status: int,
+        detail: str,
+        code: str | None,
+        request_id: str,
+        version: Version,
+        version_known: bool,
+        headers: Mapping[str, str] | None = None,
+        request: Request | None = None,
+    ) -> Reply:
         method = request.method if request is not None else None
         extra = None
         if status == 406 and not version_known:
@@ -178,11 +149,11 @@ class PlacementApp:
             detail,
             code=code,
             request_id=request_id,
-            include_code=version_known and version.at_least(23),
+            include_code=version_known and version >= ERROR_CODES,
             extra=extra,
             explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
-        response = Reply(body if isinstance(body, bytes) else body.encode(), status, headers=headers)
+        response = Reply(body, status, headers=headers)
         if (
             request is not None
             and request.headers.get("Accept")

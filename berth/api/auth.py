@@ -14,9 +14,12 @@ Three strategies, chosen with ``berth serve --auth-strategy``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import yaml
+from werkzeug.datastructures import Headers
 
 from berth.domain.errors import BerthError
 
@@ -33,14 +36,18 @@ class Caller:
     system_scope: str | None = None
 
 
-def _required_token(headers) -> str:
+# Who a request's headers name, or Unauthorized.
+Authenticator: TypeAlias = Callable[[Headers], Caller]
+
+
+def _required_token(headers: Headers) -> str:
     token = headers.get("X-Auth-Token")
     if token is None:
         raise Unauthorized("The request you have made requires authentication.")
     return token
 
 
-def noauth_caller(headers) -> Caller:
+def noauth_caller(headers: Headers) -> Caller:
     user_id, _, project_id = _required_token(headers).partition(":")
     project_id = project_id or user_id
     roles = ["admin"] if user_id == "admin" else []
@@ -66,7 +73,7 @@ class TokenFile:
     def __init__(self, path: str):
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle) or {}
-        self.callers = {}
+        self.callers: dict[str, Caller] = {}
         for token, entry in (data.get("tokens") or {}).items():
             self.callers[str(token)] = Caller(
                 user_id=str(entry["user_id"]),
@@ -75,14 +82,14 @@ class TokenFile:
                 system_scope=entry.get("system_scope"),
             )
 
-    def __call__(self, headers) -> Caller:
+    def __call__(self, headers: Headers) -> Caller:
         caller = self.callers.get(_required_token(headers))
         if caller is None:
             raise Unauthorized("The request you have made requires authentication.")
         return caller
 
 
-def keystone_caller(headers) -> Caller:
+def keystone_caller(headers: Headers) -> Caller:
     if headers.get("X-Identity-Status") != "Confirmed":
         raise Unauthorized("The request you have made requires authentication.")
     return Caller(
@@ -93,7 +100,7 @@ def keystone_caller(headers) -> Caller:
     )
 
 
-def authenticator(strategy: str, tokens_file: str | None = None):
+def authenticator(strategy: str, tokens_file: str | None = None) -> Authenticator:
     if strategy == "noauth2":
         return noauth_caller
     if strategy == "tokens":

@@ -13,6 +13,11 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 # With several threads per worker, requests can overlap without end, and the collector would then
 # never run: past this many new objects, the last request to finish collects anyway.
@@ -22,13 +27,13 @@ MOST_OBJECTS_WITHOUT_COLLECTION = 500_000
 class CollectorPausedDuringRequests:
     """WSGI middleware: the cycle collector is disabled while any request of this process runs."""
 
-    def __init__(self, app):
+    def __init__(self, app: WSGIApplication):
         self.app = app
         self._lock = threading.Lock()
         self._running = 0
         self._was_enabled = False
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         with self._lock:
             if self._running == 0:
                 self._was_enabled = gc.isenabled()

@@ -54,7 +54,7 @@ def error_body(
     code: str | None,
     request_id: str,
     include_code: bool,
-    extra: dict | None = None,
+    extra: dict[str, str] | None = None,
     explanation: str | None = None,
 ) -> bytes:
     explanation = explanation or EXPLANATIONS.get(status, title(status))

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import copy
 import re
-from functools import lru_cache
+from typing import Any, Final
 
-from berth.api import microversion, schemas
-from berth.api.routes import ROUTES
+from berth.api import microversion
+from berth.api.route import Route, RouteTable
+from berth.api.schemas.aggregates import aggregates_put_schema
+from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.reshaper import reshaper_schema
+from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
+from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
+from berth.api.schemas.usages import usages_query_schema
+from berth.api.validation import JsonSchema
 
-MAX = microversion.MAX
+MAX: Final = microversion.MAX
 
-ERROR_SCHEMA = {
+ERROR_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "required": ["errors"],
     "properties": {
@@ -39,21 +48,21 @@ ERROR_SCHEMA = {
     },
 }
 
-_BODIES = {
-    ("POST", "/resource_providers"): schemas.provider_body_schema(MAX, create=True),
-    ("PUT", "/resource_providers/<uuid>"): schemas.provider_body_schema(MAX, create=False),
-    ("PUT", "/resource_providers/<uuid>/inventories"): schemas.INVENTORIES_PUT,
-    ("POST", "/resource_providers/<uuid>/inventories"): schemas.INVENTORY_POST,
-    ("PUT", "/resource_providers/<uuid>/inventories/<resource_class>"): schemas.INVENTORY_PUT_ONE,
-    ("PUT", "/resource_providers/<uuid>/aggregates"): schemas.aggregates_put_schema(MAX),
-    ("PUT", "/resource_providers/<uuid>/traits"): schemas.PROVIDER_TRAITS_PUT,
-    ("POST", "/resource_classes"): schemas.RESOURCE_CLASS_BODY,
-    ("PUT", "/allocations/<consumer_uuid>"): schemas.allocations_put_schema(MAX),
-    ("POST", "/allocations"): schemas.allocations_post_schema(MAX),
-    ("POST", "/reshaper"): schemas.reshaper_schema(MAX),
+_BODIES: Final[dict[tuple[str, str], JsonSchema]] = {
+    ("POST", "/resource_providers"): provider_body_schema(MAX, create=True),
+    ("PUT", "/resource_providers/<uuid>"): provider_body_schema(MAX, create=False),
+    ("PUT", "/resource_providers/<uuid>/inventories"): INVENTORIES_PUT,
+    ("POST", "/resource_providers/<uuid>/inventories"): INVENTORY_POST,
+    ("PUT", "/resource_providers/<uuid>/inventories/<resource_class>"): INVENTORY_PUT_ONE,
+    ("PUT", "/resource_providers/<uuid>/aggregates"): aggregates_put_schema(MAX),
+    ("PUT", "/resource_providers/<uuid>/traits"): PROVIDER_TRAITS_PUT,
+    ("POST", "/resource_classes"): RESOURCE_CLASS_BODY,
+    ("PUT", "/allocations/<consumer_uuid>"): allocations_put_schema(MAX),
+    ("POST", "/allocations"): allocations_post_schema(MAX),
+    ("POST", "/reshaper"): reshaper_schema(MAX),
 }
 
-_CANDIDATE_QUERY = {
+_CANDIDATE_QUERY: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
         name: {"type": "string"}
@@ -69,15 +78,15 @@ _CANDIDATE_QUERY = {
         )
     },
 }
-_QUERIES = {
-    ("GET", "/resource_providers"): schemas.provider_list_query_schema(MAX),
-    ("GET", "/traits"): schemas.TRAITS_LIST_QUERY,
-    ("GET", "/usages"): schemas.usages_query_schema(MAX),
+_QUERIES: Final[dict[tuple[str, str], JsonSchema]] = {
+    ("GET", "/resource_providers"): provider_list_query_schema(MAX),
+    ("GET", "/traits"): TRAITS_LIST_QUERY,
+    ("GET", "/usages"): usages_query_schema(MAX),
     ("GET", "/allocation_candidates"): _CANDIDATE_QUERY,
     ("GET", "/berth/allocation_candidates/explain"): _CANDIDATE_QUERY,
 }
 
-_SUCCESS = {
+_SUCCESS: Final[dict[tuple[str, str], list[int]]] = {
     ("GET", "/traits/<name>"): [204],
     ("PUT", "/traits/<name>"): [201, 204],
     ("PUT", "/resource_classes/<name>"): [201, 204],
@@ -88,17 +97,17 @@ _SUCCESS = {
     ("POST", "/reshaper"): [204],
 }
 
-_ERRORS = [400, 401, 403, 404, 405, 406, 409, 413, 415, 503]
+_ERRORS: Final = [400, 401, 403, 404, 405, 406, 409, 413, 415, 503]
 _PARAM = re.compile(r"<([a-z_]+)>")
 
 
-def _success_codes(method, path):
+def _success_codes(method: str, path: str) -> list[int]:
     if (method, path) in _SUCCESS:
         return _SUCCESS[(method, path)]
     return [204] if method == "DELETE" else [200]
 
 
-def _query_parameters(schema):
+def _query_parameters(schema: JsonSchema) -> list[dict[str, Any]]:
     required = set(schema.get("required", []))
     return [
         {"name": name, "in": "query", "required": name in required, "schema": copy.deepcopy(prop)}
@@ -106,45 +115,50 @@ def _query_parameters(schema):
     ]
 
 
-@lru_cache(maxsize=1)
-def build_document() -> dict:
-    paths: dict = {}
-    for path, methods in ROUTES.items():
-        oa_path = _PARAM.sub(r"{\1}", path)
-        path_params = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-            for name in _PARAM.findall(path)
-        ]
-        entry = paths.setdefault(oa_path, {})
+def _operation(method: str, path: str, route: Route) -> dict[str, Any]:
+    oa_path = _PARAM.sub(r"{\1}", path)
+    path_params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(path)
+    ]
+    operation: dict[str, Any] = {
+        "operationId": f"{method.lower()}{oa_path.replace('/', '_').replace('{', '').replace('}', '')}",
+        "summary": route.policy or "version discovery",
+        "description": f"Available from microversion {route.min_version}.",
+        "parameters": path_params + _query_parameters(_QUERIES.get((method, path), {})),
+        "responses": _responses(method, path),
+    }
+    if route.policy:
+        operation["security"] = [{"token": []}]
+    body = _BODIES.get((method, path))
+    if body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": copy.deepcopy(body)}},
+        }
+    return operation
+
+
+def _responses(method: str, path: str) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    for code in _success_codes(method, path):
+        empty = code == 204 or (code == 201 and path != "/resource_providers/<uuid>/inventories")
+        responses[str(code)] = (
+            {"description": "success"}
+            if empty
+            else {"description": "success", "content": {"application/json": {"schema": {"type": "object"}}}}
+        )
+    for code in _ERRORS:
+        responses[str(code)] = {"description": "error", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+    return responses
+
+
+def build_document(routes: RouteTable) -> dict[str, Any]:
+    """The OpenAPI document of the paths and methods of ``routes``."""
+    paths: dict[str, dict[str, Any]] = {}
+    for path, methods in routes.items():
+        entry = paths.setdefault(_PARAM.sub(r"{\1}", path), {})
         for method, route in methods.items():
-            operation = {
-                "operationId": f"{method.lower()}{oa_path.replace('/', '_').replace('{', '').replace('}', '')}",
-                "summary": route.policy or "version discovery",
-                "description": f"Available from microversion {route.min_version}.",
-                "parameters": path_params + _query_parameters(_QUERIES.get((method, path), {})),
-                "responses": {},
-            }
-            if route.policy:
-                operation["security"] = [{"token": []}]
-            for code in _success_codes(method, path):
-                empty = code == 204 or (code == 201 and path != "/resource_providers/<uuid>/inventories")
-                operation["responses"][str(code)] = (
-                    {"description": "success"}
-                    if empty
-                    else {"description": "success", "content": {"application/json": {"schema": {"type": "object"}}}}
-                )
-            for code in _ERRORS:
-                operation["responses"][str(code)] = {
-                    "description": "error",
-                    "content": {"application/json": {"schema": ERROR_SCHEMA}},
-                }
-            body = _BODIES.get((method, path))
-            if body is not None:
-                operation["requestBody"] = {
-                    "required": True,
-                    "content": {"application/json": {"schema": copy.deepcopy(body)}},
-                }
-            entry[method.lower()] = operation
+            entry[method.lower()] = _operation(method, path, route)
     return {
         "openapi": "3.1.0",
         "info": {

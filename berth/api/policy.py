@@ -13,12 +13,14 @@ name, e.g. ``"placement:resource_providers:list": "role:reader"``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
+from berth.api.auth import Caller
 from berth.domain.errors import Forbidden
 
 
@@ -113,13 +115,21 @@ class PolicyEnforcer:
         rules = self.enforcer.rules
 
         @lru_cache(maxsize=4096)
-        def decide(rule, roles, user_id, project_id, target_items):
+        def decide(
+            rule: str,
+            roles: tuple[str, ...],
+            user_id: str,
+            project_id: str,
+            target_items: tuple[tuple[str, str], ...],
+        ) -> bool:
             credentials = {"user_id": user_id, "project_id": project_id, "roles": list(roles), "system_scope": None}
             return bool(rules[rule](dict(target_items), credentials, self.enforcer))
 
         self._decide = decide
 
-    def authorize(self, caller, rule: str, target: dict | None = None) -> None:
+    def authorize(self, caller: Caller | None, rule: str, target: Mapping[str, object] | None = None) -> None:
+        if caller is None:
+            raise Forbidden(rule)  # no public path has a rule: nothing to grant an unknown caller
         target = target if target is not None else {"project_id": caller.project_id, "user_id": caller.user_id}
         # Every rule is project-scoped; a system-scoped token is refused before any rule is read.
         allowed = caller.system_scope is None and self._decide(

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import orjson
 from werkzeug.http import HTTP_STATUS_CODES
+
+from berth.api.call import Call
+from berth.api.microversion import CACHE_HEADERS
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 JSON = "application/json"
 
@@ -19,13 +27,19 @@ class Reply:
 
     __slots__ = ("status", "body", "content_type", "headers")
 
-    def __init__(self, body: bytes = b"", status: int = 200, content_type: str | None = JSON, headers=None):
+    def __init__(
+        self,
+        body: bytes = b"",
+        status: int = 200,
+        content_type: str | None = JSON,
+        headers: Mapping[str, str] | None = None,
+    ):
         self.status = status
         self.body = body
         self.content_type = content_type
         self.headers: dict[str, str] = dict(headers) if headers else {}
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         headers = [("Content-Type", self.content_type)] if self.content_type else []
         if self.status not in (204, 304):
             headers.append(("Content-Length", str(len(self.body))))
@@ -36,9 +50,17 @@ class Reply:
         return [self.body]
 
 
-def json_response(call, body, status: int = 200, *, last_modified=None, headers=None) -> Reply:
+def json_response(
+    call: Call,
+    body: object,
+    status: int = 200,
+    *,
+    last_modified: datetime.datetime | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    """``body`` (anything orjson writes) as a JSON answer, with the cache headers of 1.15 on."""
     response = Reply(orjson.dumps(body), status)
-    if call.version.at_least(15) and status in (200, 201):
+    if call.version >= CACHE_HEADERS and status in (200, 201):
         response.headers["cache-control"] = "no-cache"
         response.headers["last-modified"] = http_date(last_modified)
     if headers:
@@ -49,11 +71,11 @@ def json_response(call, body, status: int = 200, *, last_modified=None, headers=
 # Root URLs by the parts of the request they are made of.  Werkzeug builds one through IRI and IDNA
 # conversions, which cost a provider's creation more than its JSON did; a server sees few distinct
 # roots, but the Host header is the client's, so the memo is bounded.
-_ROOT_URLS: dict[tuple, str] = {}
+_ROOT_URLS: dict[tuple[object, ...], str] = {}
 _MOST_ROOT_URLS = 256
 
 
-def location(call, path: str) -> str:
+def location(call: Call, path: str) -> str:
     """An absolute URL for a Location header, as the reference sends."""
     environ = call.request.environ
     key = (
@@ -71,7 +93,7 @@ def location(call, path: str) -> str:
     return root + path
 
 
-def empty_response(status: int = 204, headers=None) -> Reply:
+def empty_response(status: int = 204, headers: Mapping[str, str] | None = None) -> Reply:
     return Reply(b"", status, content_type=None, headers=headers)
 
 
@@ -79,7 +101,7 @@ _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
-def http_date(moment=None) -> str:
+def http_date(moment: datetime.datetime | None = None) -> str:
     """``moment`` (naive means UTC; default now) as an HTTP date, ``Sun, 06 Nov 1994 08:49:37 GMT``.
 
     The same text as ``email.utils.format_datetime(usegmt=True)``, written directly: most answers

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
+from berth.api import microversion as mv
+from berth.api.call import Call
 from berth.api.handlers import (
     aggregates,
     allocation_candidates,
@@ -20,30 +22,25 @@ from berth.api.handlers import (
     resource_providers as rps,
 )
 from berth.api.microversion import Version
-from berth.api.responses import json_response
+from berth.api.openapi import build_document
+from berth.api.responses import Reply, json_response
+from berth.api.route import Handler, Route, RouteTable
 
 
-@dataclass(frozen=True)
-class Route:
-    handler: Callable
-    min_version: Version
-    policy: str | None
-    # What a request older than min_version gets: the reference answers 404 for most routes and
-    # 405 for a few methods added to an existing path.
-    too_old_status: int = 404
+def openapi_document(call: Call) -> Reply:
+    return json_response(call, _document())
 
 
-def openapi_document(call):
-    from berth.api.openapi import build_document  # it reads this very table
-
-    return json_response(call, build_document())
-
-
-def _r(handler, policy=None, since=0, too_old_status=404):
-    return Route(handler, Version(1, since), policy, too_old_status)
+@cache
+def _document() -> dict[str, Any]:
+    return build_document(ROUTES)
 
 
-def _build():
+def _r(handler: Handler, policy: str | None = None, since: Version = mv.BASE, too_old_status: int = 404) -> Route:
+    return Route(handler, since, policy, too_old_status)
+
+
+def _build() -> RouteTable:
     P = "placement:"
     RP = "placement:resource_providers:"
     return {
@@ -61,7 +58,12 @@ def _build():
             "GET": _r(inventories.list_inventories, RP + "inventories:list"),
             "POST": _r(inventories.create_inventory, RP + "inventories:create"),
             "PUT": _r(inventories.replace_inventories, RP + "inventories:update"),
-            "DELETE": _r(inventories.delete_inventories, RP + "inventories:delete", since=5, too_old_status=405),
+            "DELETE": _r(
+                inventories.delete_inventories,
+                RP + "inventories:delete",
+                since=mv.DELETE_ALL_INVENTORIES,
+                too_old_status=405,
+            ),
         },
         "/resource_providers/<uuid>/inventories/<resource_class>": {
             "GET": _r(inventories.show_inventory, RP + "inventories:show"),
@@ -72,36 +74,40 @@ def _build():
             "GET": _r(usages.provider_usages, RP + "usages"),
         },
         "/resource_providers/<uuid>/aggregates": {
-            "GET": _r(aggregates.list_aggregates, RP + "aggregates:list", since=1),
-            "PUT": _r(aggregates.update_aggregates, RP + "aggregates:update", since=1),
+            "GET": _r(aggregates.list_aggregates, RP + "aggregates:list", since=mv.PROVIDER_AGGREGATES),
+            "PUT": _r(aggregates.update_aggregates, RP + "aggregates:update", since=mv.PROVIDER_AGGREGATES),
         },
         "/resource_providers/<uuid>/allocations": {
             "GET": _r(allocations.list_provider_allocations, RP + "allocations:list"),
         },
         "/resource_providers/<uuid>/traits": {
-            "GET": _r(traits.list_provider_traits, RP + "traits:list", since=6),
-            "PUT": _r(traits.update_provider_traits, RP + "traits:update", since=6),
-            "DELETE": _r(traits.delete_provider_traits, RP + "traits:delete", since=6),
+            "GET": _r(traits.list_provider_traits, RP + "traits:list", since=mv.TRAITS),
+            "PUT": _r(traits.update_provider_traits, RP + "traits:update", since=mv.TRAITS),
+            "DELETE": _r(traits.delete_provider_traits, RP + "traits:delete", since=mv.TRAITS),
         },
         "/resource_classes": {
-            "GET": _r(resource_classes.list_resource_classes, P + "resource_classes:list", since=2),
-            "POST": _r(resource_classes.create_resource_class, P + "resource_classes:create", since=2),
+            "GET": _r(resource_classes.list_resource_classes, P + "resource_classes:list", since=mv.RESOURCE_CLASSES),
+            "POST": _r(
+                resource_classes.create_resource_class, P + "resource_classes:create", since=mv.RESOURCE_CLASSES
+            ),
         },
         "/resource_classes/<name>": {
-            "GET": _r(resource_classes.show_resource_class, P + "resource_classes:show", since=2),
-            "PUT": _r(resource_classes.update_resource_class, P + "resource_classes:update", since=2),
-            "DELETE": _r(resource_classes.delete_resource_class, P + "resource_classes:delete", since=2),
+            "GET": _r(resource_classes.show_resource_class, P + "resource_classes:show", since=mv.RESOURCE_CLASSES),
+            "PUT": _r(resource_classes.update_resource_class, P + "resource_classes:update", since=mv.RESOURCE_CLASSES),
+            "DELETE": _r(
+                resource_classes.delete_resource_class, P + "resource_classes:delete", since=mv.RESOURCE_CLASSES
+            ),
         },
         "/traits": {
-            "GET": _r(traits.list_traits, P + "traits:list", since=6),
+            "GET": _r(traits.list_traits, P + "traits:list", since=mv.TRAITS),
         },
         "/traits/<name>": {
-            "GET": _r(traits.show_trait, P + "traits:show", since=6),
-            "PUT": _r(traits.put_trait, P + "traits:update", since=6),
-            "DELETE": _r(traits.delete_trait, P + "traits:delete", since=6),
+            "GET": _r(traits.show_trait, P + "traits:show", since=mv.TRAITS),
+            "PUT": _r(traits.put_trait, P + "traits:update", since=mv.TRAITS),
+            "DELETE": _r(traits.delete_trait, P + "traits:delete", since=mv.TRAITS),
         },
         "/allocations": {
-            "POST": _r(allocations.post_allocations, P + "allocations:manage", since=13),
+            "POST": _r(allocations.post_allocations, P + "allocations:manage", since=mv.POST_ALLOCATIONS),
         },
         "/allocations/<consumer_uuid>": {
             "GET": _r(allocations.show_consumer_allocations, P + "allocations:list"),
@@ -109,19 +115,27 @@ def _build():
             "DELETE": _r(allocations.delete_consumer_allocations, P + "allocations:delete"),
         },
         "/allocation_candidates": {
-            "GET": _r(allocation_candidates.list_allocation_candidates, P + "allocation_candidates:list", since=10),
+            "GET": _r(
+                allocation_candidates.list_allocation_candidates,
+                P + "allocation_candidates:list",
+                since=mv.ALLOCATION_CANDIDATES,
+            ),
         },
         # Berth's own extensions, outside the Placement API.
         "/berth/openapi.json": {"GET": _r(openapi_document)},
         "/berth/allocation_candidates/explain": {
-            "GET": _r(allocation_candidates.explain_allocation_candidates, P + "allocation_candidates:list", since=10),
+            "GET": _r(
+                allocation_candidates.explain_allocation_candidates,
+                P + "allocation_candidates:list",
+                since=mv.ALLOCATION_CANDIDATES,
+            ),
         },
         "/reshaper": {
-            "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=30),
+            "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=mv.RESHAPER),
         },
         "/usages": {
             # Authorised in the handler: the rule's target is the project asked about.
-            "GET": _r(usages.project_usages, since=9),
+            "GET": _r(usages.project_usages, since=mv.PROJECT_USAGES),
         },
     }
 

@@ -11,13 +11,14 @@ import importlib
 import ipaddress
 import socket
 
-from granian.constants import Interfaces
+from granian.constants import HTTPModes, Interfaces
 from granian.http import HTTP1Settings
 from granian.log import LogLevels
 from granian.server import Server
 
-from berth.api.app import Settings
+from berth.api.collector import CollectorPausedDuringRequests
 from berth.api.schemas import every_schema
+from berth.api.settings import Settings
 from berth.api.validation import compile_validators
 from berth.store.database import Database
 from berth.store.migrate import upgrade
@@ -30,7 +31,7 @@ def _address(bind: str) -> tuple[str, int]:
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        host = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0]
+        host = str(socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0])
     return host, int(port)
 
 
@@ -48,7 +49,7 @@ def serve(
     db.dispose()
     host, port = _address(bind)
 
-    def load_app():
+    def load_app() -> CollectorPausedDuringRequests:
         from berth.api.wsgi import create_app
 
         app = create_app(database_url, settings)
@@ -73,7 +74,7 @@ def serve(
         interface=Interfaces.WSGI,
         workers=workers,
         blocking_threads=threads,
-        http="1",
+        http=HTTPModes.http1,
         http1_settings=HTTP1Settings(keep_alive=True),
         log_access=access_log,
         log_level=LogLevels.info,

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias
 
 import fastjsonschema
 import jsonschema
 import orjson
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Request
 
 from berth.domain.errors import BadRequest, BerthError
+
+# A JSON schema (Draft 4), itself a JSON document.
+JsonSchema: TypeAlias = Mapping[str, Any]
+# fastjsonschema's compiled check: returns the data, or raises JsonSchemaException.
+FastValidator: TypeAlias = Callable[[object], object]
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
 
 
-@_FORMAT_CHECKER.checks("uuid")
-def _is_uuid(value) -> bool:
+def _is_uuid(value: object) -> bool:
     if not isinstance(value, str):
         return True
     try:
@@ -24,15 +32,17 @@ def _is_uuid(value) -> bool:
     return True
 
 
+_FORMAT_CHECKER.checks("uuid")(_is_uuid)
+
 _validators: dict[int, jsonschema.Draft4Validator] = {}
-_fast_validators: dict[int, object] = {}
+_fast_validators: dict[int, FastValidator | None] = {}
 # Compiled validators by the schema's text: many microversions share a schema's content, if not
 # the object, and a compilation costs milliseconds.
-_fast_validators_by_text: dict[bytes, object] = {}
+_fast_validators_by_text: dict[bytes, FastValidator | None] = {}
 _DRAFT4 = "http://json-schema.org/draft-04/schema#"
 
 
-def _fast_validator(schema):
+def _fast_validator(schema: JsonSchema) -> FastValidator | None:
     """The schema compiled to Python by fastjsonschema, or None if it cannot be.
 
     jsonschema walks the schema for every body, which made it a tenth of the cost of a provider or
@@ -53,7 +63,7 @@ def _fast_validator(schema):
     return _fast_validators[key]
 
 
-def compile_validators(schemas) -> None:
+def compile_validators(schemas: Iterable[JsonSchema]) -> None:
     """Compile the validators of ``schemas`` now rather than on first use.  The server does it
     before it forks its workers, which then share them instead of each paying for them (3 to 10 ms
     a schema) during its first requests."""
@@ -61,7 +71,7 @@ def compile_validators(schemas) -> None:
         _fast_validator(schema)
 
 
-def validate(data, schema, problem="JSON does not validate") -> None:
+def validate(data: object, schema: JsonSchema, problem: str = "JSON does not validate") -> None:
     """Check ``data`` against ``schema`` (a module-level or cached schema: validators are kept per
     schema object); a 400 with jsonschema's full message otherwise."""
     fast = _fast_validator(schema)
@@ -82,8 +92,8 @@ def validate(data, schema, problem="JSON does not validate") -> None:
         raise BadRequest(f"{problem}: {error}") from None
 
 
-def parse_json_body(call, schema=None):
-    request = call.request
+def parse_json_body(request: Request, schema: JsonSchema | None = None) -> Any:
+    """The body of ``request``, any JSON document, checked against ``schema`` if given."""
     content_type = request.mimetype
     if content_type != "application/json":
         raise BerthError(
@@ -110,7 +120,7 @@ def parse_json_body(call, schema=None):
     return data
 
 
-def _holds_nul(data) -> bool:
+def _holds_nul(data: object) -> bool:
     if isinstance(data, str):
         return "\x00" in data
     if isinstance(data, dict):
@@ -136,7 +146,7 @@ def is_uuid(value: str) -> bool:
     return True
 
 
-def query_schema_check(args, schema) -> None:
+def query_schema_check(args: MultiDict[str, str], schema: JsonSchema) -> None:
     """Validate the query string (last value of each key) against a JSON schema."""
     data = {key: args.getlist(key)[-1] for key in args}
     validate(data, schema, "Invalid query string parameters")

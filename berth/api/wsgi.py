@@ -5,18 +5,24 @@ The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current
 
 from __future__ import annotations
 
+import configparser
 import os
+from typing import TYPE_CHECKING
 
-from berth.api.app import PlacementApp, Settings
+from berth.api.app import PlacementApp
 from berth.api.collector import CollectorPausedDuringRequests
+from berth.api.settings import Settings
 from berth.store.database import Database
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
-def _flag(name) -> bool:
+
+def _flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
-def _list(name) -> tuple[str, ...]:
+def _list(name: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in os.environ.get(name, "").split(",") if v.strip())
 
 
@@ -47,7 +53,7 @@ CORS_DEFAULT_HEADERS = [
 ]
 
 
-def _keystone_wrapped(app):
+def _keystone_wrapped(app: WSGIApplication) -> WSGIApplication:
     """keystonemiddleware's auth_token in front of the app, configured from the [keystone_authtoken]
     section of the INI file named by $BERTH_KEYSTONE_CONFIG, as for any OpenStack service."""
     try:
@@ -56,7 +62,6 @@ def _keystone_wrapped(app):
         raise SystemExit(
             "the keystone auth strategy needs keystonemiddleware: pip install 'berth[keystone]'"
         ) from error
-    import configparser
 
     path = os.environ.get("BERTH_KEYSTONE_CONFIG")
     if not path:
@@ -66,29 +71,30 @@ def _keystone_wrapped(app):
         )
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(path)
-    return auth_token.AuthProtocol(app, dict(parser["keystone_authtoken"]))
+    wrapped: WSGIApplication = auth_token.AuthProtocol(app, dict(parser["keystone_authtoken"]))
+    return wrapped
 
 
-def create_app(database_url: str | None = None, settings: Settings | None = None):
+def create_app(database_url: str | None = None, settings: Settings | None = None) -> CollectorPausedDuringRequests:
     settings = settings or settings_from_environment()
-    app = PlacementApp(Database(database_url), settings=settings)
+    app: WSGIApplication = PlacementApp(Database(database_url), settings=settings)
     if settings.auth_strategy == "keystone":
         app = _keystone_wrapped(app)
     if settings.cors_allowed_origins:
         from oslo_middleware import cors
 
-        wrapped = cors.CORS(app, {})
-        wrapped.add_origin(
+        with_cors = cors.CORS(app, {})
+        with_cors.add_origin(
             list(settings.cors_allowed_origins),
             allow_headers=CORS_DEFAULT_HEADERS + list(settings.cors_allow_headers),
             expose_headers=CORS_DEFAULT_HEADERS,
             allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
         )
-        app = wrapped
+        app = with_cors
     return CollectorPausedDuringRequests(app)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> CollectorPausedDuringRequests:
     # Built on first access so that importing this module (e.g. in a server's master process
     # before it forks workers) opens no database connection.
     if name == "application":

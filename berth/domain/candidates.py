@@ -25,11 +25,13 @@ requests; a perfect-matching check skips trees where ``isolate`` cannot be satis
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
+from typing import NamedTuple, TypeAlias
 
+from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.domain.capacity import Inventory
 
 
@@ -78,63 +80,12 @@ class ProviderData:
     inventories: dict[int, InventoryData] = field(default_factory=dict)
     traits: frozenset[int] = frozenset()
     aggregates: frozenset[int] = frozenset()
-    # What callers derive from this provider and keep with it (the API's summaries, for one), since
-    # a provider's data is never changed once loaded and one copy may serve many requests.
-    derived: dict = field(default_factory=dict)
 
 
-@dataclass
-class RequestGroup:
-    suffix: str
-    resources: dict[int, int] = field(default_factory=dict)
-    # Each inner set is an any-of set of trait ids; all sets must be met.
-    required: list[frozenset[int]] = field(default_factory=list)
-    forbidden: frozenset[int] = frozenset()
-    # Each inner set is an any-of set of aggregate ids; all sets must be met.
-    member_of: list[frozenset[int]] = field(default_factory=list)
-    forbidden_aggregates: frozenset[int] = frozenset()
-    in_tree_root: int | None = None
-    # An in_tree naming a provider that does not exist can match nothing.
-    impossible: bool = False
-
-
-@dataclass
-class CandidateRequest:
-    groups: list[RequestGroup]
-    isolate: bool = False
-    same_subtree: list[list[str]] = field(default_factory=list)
-    root_required: list[frozenset[int]] = field(default_factory=list)
-    root_forbidden: frozenset[int] = frozenset()
-    # Before microversion 1.29 an answer may use only one provider of each tree.
-    one_provider_per_tree: bool = False
-
-    # The groups do not change once the request is built; the search asks for these at every tree.
-    @cached_property
-    def unsuffixed(self) -> RequestGroup | None:
-        return next((g for g in self.groups if g.suffix == ""), None)
-
-    @cached_property
-    def suffixed(self) -> list[RequestGroup]:
-        return [g for g in self.groups if g.suffix != ""]
-
-    @cached_property
-    def plain_resources(self) -> list[tuple[int, int]] | None:
-        """The (class, amount) pairs of the commonest request, one unsuffixed group of resources with
-        nothing else to check (no traits, aggregates, tree or root conditions); None for any other."""
-        group = self.unsuffixed
-        if group is None or self.suffixed or not group.resources or group.impossible:
-            return None
-        if (
-            group.required
-            or group.forbidden
-            or group.member_of
-            or group.forbidden_aggregates
-            or group.in_tree_root is not None
-        ):
-            return None
-        if self.root_required or self.root_forbidden or self.same_subtree or self.one_provider_per_tree:
-            return None
-        return list(group.resources.items())
+# A candidate's allocations and mappings in a canonical, hashable form.
+CandidateKey: TypeAlias = tuple[
+    tuple[tuple[int, tuple[tuple[int, int], ...]], ...], tuple[tuple[str, tuple[int, ...]], ...]
+]
 
 
 @dataclass(slots=True)
@@ -144,7 +95,7 @@ class Candidate:
     # suffix -> provider ids serving that group
     mappings: dict[str, list[int]]
 
-    def key(self):
+    def key(self) -> CandidateKey:
         return (
             tuple(sorted((p, tuple(sorted(r.items()))) for p, r in self.allocations.items())),
             tuple(sorted((s, tuple(ps)) for s, ps in self.mappings.items())),
@@ -162,7 +113,7 @@ class SearchBudget:
         return self.remaining >= 0
 
 
-def _traits_ok(traits: frozenset[int], required, forbidden) -> bool:
+def _traits_ok(traits: frozenset[int], required: Collection[frozenset[int]], forbidden: frozenset[int]) -> bool:
     return all(traits & any_of for any_of in required) and not (traits & forbidden)
 
 
@@ -203,7 +154,7 @@ class TreeView:
         return True
 
     def ancestors_or_self(self, provider_id: int) -> list[int]:
-        chain = []
+        chain: list[int] = []
         current = self.by_id.get(provider_id)
         while current is not None:
             chain.append(current.id)
@@ -273,90 +224,124 @@ def search_tree(
     ):
         return
     unsuffixed = request.unsuffixed
-    slots = []  # (kind, group, rc, amount, options)
-    if unsuffixed is not None:
-        if unsuffixed.impossible:
-            return
-        for rc, amount in unsuffixed.resources.items():
-            options = _class_candidates(tree, unsuffixed, rc, amount)
-            if not options:
-                return
-            slots.append(("class", unsuffixed, rc, amount, options))
-        if not unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden or unsuffixed.member_of):
-            options = _group_candidates(tree, unsuffixed)
-            if not options:
-                return
-            slots.append(("group", unsuffixed, None, None, options))
-    group_slots = []
-    for group in request.suffixed:
-        if group.impossible:
-            return
+    unsuffixed_options = _unsuffixed_options(tree, unsuffixed) if unsuffixed is not None else []
+    if unsuffixed_options is None:
+        return
+    suffixed_options = _suffixed_options(tree, request.suffixed) if request.suffixed else []
+    if suffixed_options is None:
+        return
+    if request.isolate and len(suffixed_options) > 1 and not _isolation_possible(suffixed_options):
+        return
+    if shortcut and unsuffixed is not None and unsuffixed.resources and not suffixed_options:
+        yield from _unsuffixed_only(tree, request, unsuffixed, unsuffixed_options, budget)
+        return
+    yield from _Walk(tree, request, _slots(request, unsuffixed_options, suffixed_options), budget).walk(0)
+
+
+def _unsuffixed_options(tree: TreeView, group: RequestGroup) -> list[list[ProviderData]] | None:
+    """The providers that may serve each class of the unsuffixed group (or the group, if it has
+    only traits or aggregates); None when one of them has none in this tree."""
+    if group.impossible:
+        return None
+    found = []
+    for rc, amount in group.resources.items():
+        options = _class_candidates(tree, group, rc, amount)
+        if not options:
+            return None
+        found.append(options)
+    if not group.resources and (group.required or group.forbidden or group.member_of):
         options = _group_candidates(tree, group)
         if not options:
-            return
-        group_slots.append(("group", group, None, None, options))
-    if request.isolate and len(group_slots) > 1 and not _isolation_possible([slot[4] for slot in group_slots]):
-        return
-    if shortcut and not group_slots and slots and all(slot[0] == "class" for slot in slots):
-        yield from _unsuffixed_only(tree, request, slots, budget)
-        return
-    # Most constrained groups first: fewer dead ends early in the walk.
-    group_slots.sort(key=lambda slot: len(slot[4]))
-    slots.extend(group_slots)
+            return None
+        found.append(options)
+    return found
 
-    placed: dict[int, dict[int, int]] = {}
-    chosen: list[ProviderData] = [None] * len(slots)  # type: ignore[list-item]
-    isolated_used: set[int] = set()
 
-    def finish() -> Candidate | None:
-        mappings: dict[str, list[int]] = {}
-        unsuffixed_providers = []
-        for slot, provider in zip(slots, chosen, strict=True):
-            suffix = slot[1].suffix
-            ids = mappings.setdefault(suffix, [])
-            if provider.id not in ids:
-                ids.append(provider.id)
-            if suffix == "":
-                unsuffixed_providers.append(provider)
-        if unsuffixed is not None and unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden):
-            union = frozenset().union(*(p.traits for p in unsuffixed_providers))
-            if not _traits_ok(union, unsuffixed.required, unsuffixed.forbidden):
-                return None
-        if request.one_provider_per_tree:
-            in_tree = {pid for ids in mappings.values() for pid in ids if tree.by_id[pid].root_id == tree.root.id}
-            if len(in_tree) > 1:
-                return None
-        for suffixes in request.same_subtree:
-            providers = [pid for s in suffixes for pid in mappings.get(s, [])]
-            if not _in_one_subtree(tree, providers):
-                return None
-        return Candidate({p: dict(r) for p, r in placed.items() if r}, mappings)
+def _suffixed_options(tree: TreeView, groups: Sequence[RequestGroup]) -> list[list[ProviderData]] | None:
+    """The providers that may serve each suffixed group; None when one of them has none."""
+    found = []
+    for group in groups:
+        if group.impossible:
+            return None
+        options = _group_candidates(tree, group)
+        if not options:
+            return None
+        found.append(options)
+    return found
 
-    def walk(index: int) -> Iterator[Candidate]:
-        if index == len(slots):
-            candidate = finish()
+
+class _Slot(NamedTuple):
+    """One step of the walk: a provider to choose among ``options`` for what it places."""
+
+    group: RequestGroup
+    # What the chosen provider takes: one class of the unsuffixed group, or a group's resources.
+    wanted: Mapping[int, int]
+    options: list[ProviderData]
+    # A whole group on one provider (a suffixed group, or an unsuffixed one without resources).
+    whole_group: bool
+
+
+def _slots(
+    request: CandidateRequest,
+    unsuffixed_options: list[list[ProviderData]],
+    suffixed_options: list[list[ProviderData]],
+) -> list[_Slot]:
+    """The steps of the walk: the unsuffixed group's, then the suffixed groups, the most
+    constrained first (fewer dead ends early in the walk)."""
+    slots = []
+    unsuffixed = request.unsuffixed
+    if unsuffixed is not None and unsuffixed.resources:
+        for (rc, amount), options in zip(unsuffixed.resources.items(), unsuffixed_options, strict=True):
+            slots.append(_Slot(unsuffixed, {rc: amount}, options, False))
+    elif unsuffixed is not None and unsuffixed_options:
+        slots.append(_Slot(unsuffixed, unsuffixed.resources, unsuffixed_options[0], True))
+    groups = [
+        _Slot(group, group.resources, options, True)
+        for group, options in zip(request.suffixed, suffixed_options, strict=True)
+    ]
+    groups.sort(key=lambda slot: len(slot.options))
+    return slots + groups
+
+
+class _Walk:
+    """The depth-first walk over the slots, with the amounts placed so far on each provider."""
+
+    def __init__(self, tree: TreeView, request: CandidateRequest, slots: list[_Slot], budget: SearchBudget):
+        self.tree = tree
+        self.request = request
+        self.slots = slots
+        self.budget = budget
+        self.placed: dict[int, dict[int, int]] = {}
+        self.chosen: list[ProviderData | None] = [None] * len(slots)
+        # Providers taken by a suffixed group, under group_policy=isolate.
+        self.isolated_used: set[int] = set()
+
+    def walk(self, index: int) -> Iterator[Candidate]:
+        if index == len(self.slots):
+            candidate = self._finish()
             if candidate is not None:
                 yield candidate
             return
-        kind, group, rc, amount, options = slots[index]
-        for provider in options:
+        slot = self.slots[index]
+        isolating = slot.whole_group and bool(slot.group.suffix) and self.request.isolate
+        wanted = slot.wanted
+        budget = self.budget
+        for provider in slot.options:
             if not budget.spend():
                 return
-            if kind == "group" and group.suffix and request.isolate and provider.id in isolated_used:
+            if isolating and provider.id in self.isolated_used:
                 continue
-            on_provider = placed.setdefault(provider.id, {})
-            wanted = {rc: amount} if kind == "class" else group.resources
+            on_provider = self.placed.setdefault(provider.id, {})
             if not all(provider.inventories[c].can_take(a, on_provider.get(c, 0)) for c, a in wanted.items()):
                 continue
             for c, a in wanted.items():
                 on_provider[c] = on_provider.get(c, 0) + a
-            chosen[index] = provider
-            isolating = kind == "group" and group.suffix and request.isolate
+            self.chosen[index] = provider
             if isolating:
-                isolated_used.add(provider.id)
-            yield from walk(index + 1)
+                self.isolated_used.add(provider.id)
+            yield from self.walk(index + 1)
             if isolating:
-                isolated_used.discard(provider.id)
+                self.isolated_used.discard(provider.id)
             for c, a in wanted.items():
                 on_provider[c] -= a
                 if not on_provider[c]:
@@ -364,46 +349,78 @@ def search_tree(
             if budget.remaining < 0:
                 return
 
-    yield from walk(0)
+    def _finish(self) -> Candidate | None:
+        """The candidate the choices make, unless a condition on the whole of it fails."""
+        mappings: dict[str, list[int]] = {}
+        unsuffixed_providers = []
+        for slot, provider in zip(self.slots, self.chosen, strict=True):
+            assert provider is not None  # every slot has its choice once the walk reaches the end
+            suffix = slot.group.suffix
+            ids = mappings.setdefault(suffix, [])
+            if provider.id not in ids:
+                ids.append(provider.id)
+            if suffix == "":
+                unsuffixed_providers.append(provider)
+        unsuffixed = self.request.unsuffixed
+        if unsuffixed is not None and unsuffixed.resources and (unsuffixed.required or unsuffixed.forbidden):
+            union: frozenset[int] = frozenset().union(*(p.traits for p in unsuffixed_providers))
+            if not _traits_ok(union, unsuffixed.required, unsuffixed.forbidden):
+                return None
+        if not _whole_answer_fits(self.tree, self.request, mappings):
+            return None
+        return Candidate({p: dict(r) for p, r in self.placed.items() if r}, mappings)
 
 
-def _unsuffixed_only(tree: TreeView, request: CandidateRequest, slots, budget: SearchBudget) -> Iterator[Candidate]:
-    """The walk for the commonest request, one unsuffixed group and nothing else.
+def _whole_answer_fits(tree: TreeView, request: CandidateRequest, mappings: Mapping[str, list[int]]) -> bool:
+    """The conditions on an answer's providers together: one per tree before 1.29, and
+    ``same_subtree``."""
+    if request.one_provider_per_tree:
+        in_tree = {pid for ids in mappings.values() for pid in ids if tree.by_id[pid].root_id == tree.root.id}
+        if len(in_tree) > 1:
+            return False
+    for suffixes in request.same_subtree:
+        providers = [pid for s in suffixes for pid in mappings.get(s, [])]
+        if not _in_one_subtree(tree, providers):
+            return False
+    return True
 
-    Its slots are distinct resource classes, so no two of them can compete for the same inventory:
-    every option already passed its own capacity check, and the answers are exactly the product of
-    the options, in the order the depth-first walk would give them, at a fraction of its cost.
+
+def _unsuffixed_only(
+    tree: TreeView,
+    request: CandidateRequest,
+    group: RequestGroup,
+    options: list[list[ProviderData]],
+    budget: SearchBudget,
+) -> Iterator[Candidate]:
+    """The walk for a request of one unsuffixed group with resources and nothing else but traits,
+    aggregates and conditions on the whole answer.
+
+    Its classes are distinct, so no two of them can compete for the same inventory: every option
+    already passed its own capacity check, and the answers are exactly the product of the options,
+    in the order the depth-first walk would give them, at a fraction of its cost.
     """
-    group = request.unsuffixed
     check_traits = bool(group.required or group.forbidden)
-    for combination in product(*(slot[4] for slot in slots)):
+    classes = list(group.resources.items())
+    whole_answer_checks = request.one_provider_per_tree or bool(request.same_subtree)
+    for combination in product(*options):
         budget.remaining -= 1
         if budget.remaining < 0:
             return
         allocations: dict[int, dict[int, int]] = {}
-        for slot, provider in zip(slots, combination, strict=True):
-            allocations.setdefault(provider.id, {})[slot[2]] = slot[3]
+        for (rc, amount), provider in zip(classes, combination, strict=True):
+            allocations.setdefault(provider.id, {})[rc] = amount
         if check_traits:
-            union = frozenset().union(*(p.traits for p in combination))
+            union: frozenset[int] = frozenset().union(*(p.traits for p in combination))
             if not _traits_ok(union, group.required, group.forbidden):
                 continue
-        provider_ids = list(allocations)
-        if (
-            request.one_provider_per_tree
-            and sum(1 for pid in provider_ids if tree.by_id[pid].root_id == tree.root.id) > 1
-        ):
-            continue
-        mappings = {"": provider_ids}
-        if request.same_subtree and any(
-            not _in_one_subtree(tree, [pid for s in suffixes for pid in mappings.get(s, [])])
-            for suffixes in request.same_subtree
-        ):
+        mappings = {"": list(allocations)}
+        if whole_answer_checks and not _whole_answer_fits(tree, request, mappings):
             continue
         yield Candidate(allocations, mappings)
 
 
 def _plain_candidates(
-    pool: list[ProviderData], resources: list[tuple[int, int]], budget: SearchBudget
+    pool: list[ProviderData], resources: Sequence[tuple[int, int]], budget: SearchBudget
 ) -> list[Candidate]:
     """The walk for a plain request (``CandidateRequest.plain_resources``), a list rather than a
     generator and with the capacity test written out: an unlimited request runs it for every tree
@@ -412,7 +429,7 @@ def _plain_candidates(
     Its classes are distinct, so no two of them can compete for one inventory: the answers are the
     product of each class's options, in the order the depth-first walk gives them.
     """
-    options = []
+    options: list[list[ProviderData]] = []
     only_choices = True
     for rc, amount in resources:
         found = []
@@ -457,13 +474,13 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
     """One of these providers is an ancestor of (or is) every other one."""
     if len(provider_ids) <= 1:
         return True
-    common = None
+    common: set[int] | None = None
     for pid in provider_ids:
         chain = set(tree.ancestors_or_self(pid))
         common = chain if common is None else common & chain
         if not common:
             return False
-    return bool(common & set(provider_ids))
+    return bool(common and common & set(provider_ids))
 
 
 def search(
@@ -472,11 +489,11 @@ def search(
     *,
     limit: int | None,
     budget: SearchBudget,
-    seen: set,
+    seen: set[CandidateKey],
     sharing_ids: frozenset[int] = frozenset(),
 ) -> list[Candidate]:
     """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
-    found = []
+    found: list[Candidate] = []
     plain = request.plain_resources
     for tree in trees:
         candidates = (

@@ -14,7 +14,9 @@ class BerthError(Exception):
     status = 400
     code = error_codes.UNDEFINED
 
-    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None, headers: dict | None = None):
+    def __init__(
+        self, detail: str, *, code: str | None = None, status: int | None = None, headers: dict[str, str] | None = None
+    ):
         super().__init__(detail)
         self.detail = detail
         if code is not None:

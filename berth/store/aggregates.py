@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from berth.domain.errors import ConcurrentUpdate
 from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider, revise
@@ -14,17 +16,15 @@ from berth.store.schema import resource_provider_aggregates as rpa
 from berth.store.util import utcnow
 
 
-def provider_aggregates(conn, provider_id) -> list[str]:
+def provider_aggregates(conn: Connection, provider_id: int) -> list[str]:
     # In the order the aggregates were first seen, so a PUT's answer lists them as they were sent.
-    return (
+    return list(
         conn.execute(
             sa.select(aggs.c.uuid)
             .join(rpa, rpa.c.aggregate_id == aggs.c.id)
             .where(rpa.c.resource_provider_id == provider_id)
             .order_by(aggs.c.id)
-        )
-        .scalars()
-        .all()
+        ).scalars()
     )
 
 
@@ -40,13 +40,19 @@ _LINK = (
 )
 
 
-def set_provider_aggregates(conn, provider_id, uuids) -> None:
+def aggregate_ids(conn: Connection, uuids: Iterable[str]) -> dict[str, int]:
+    """Ids of the aggregates with these uuids; those no provider was ever put in are absent."""
+    wanted = sorted(uuids)
+    return {uuid: agg_id for uuid, agg_id in fetch(conn, _IDS, ids=wanted)} if wanted else {}
+
+
+def set_provider_aggregates(conn: Connection, provider_id: int, uuids: Iterable[str]) -> None:
     """Link the provider to exactly these aggregates, creating those seen for the first time.  Step
     by step, for SQLite, where the writer holds the database lock throughout."""
-    uuids = list(dict.fromkeys(uuids))
+    distinct = list(dict.fromkeys(uuids))
     now = db_time(conn, utcnow())
-    execute_many(conn, _CREATE, [(uuid, now, now) for uuid in uuids])
-    ids = [agg_id for _, agg_id in fetch(conn, _IDS, ids=uuids)] if uuids else []
+    execute_many(conn, _CREATE, [(uuid, now, now) for uuid in distinct])
+    ids = [agg_id for _, agg_id in fetch(conn, _IDS, ids=distinct)] if distinct else []
     if ids:
         execute(conn, _UNLINK_OTHERS, (provider_id,), ids=ids)
     else:
@@ -95,7 +101,9 @@ def _replace_pg(aggregates: int, bump: bool) -> str:
     )
 
 
-def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generation: int | None) -> int:
+def replace_provider_aggregates(
+    conn: Connection, uuid: str, uuids: Sequence[str], expected_generation: int | None
+) -> int:
     """PUT .../aggregates: the provider's aggregates become exactly ``uuids``; its generation after.
 
     With ``expected_generation`` (1.19 on) the generation is compared and moved on, else it is
@@ -104,7 +112,7 @@ def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generatio
     bump = expected_generation is not None
     if conn.dialect.name != "postgresql":
         provider = require_provider(conn, uuid)
-        generation = provider["generation"]
+        generation: int = provider["generation"]
         if bump:
             if expected_generation != generation:
                 raise ConcurrentUpdate(GENERATION_CHANGED)
@@ -116,11 +124,13 @@ def replace_provider_aggregates(conn, uuid, uuids: list[str], expected_generatio
     wanted = list(dict.fromkeys(uuids))
     now = db_time(conn, utcnow())
     target_params = (now, uuid, expected_generation) if bump else ()
-    target_id, generation = fetch(
+    target_id: int | None
+    found_generation: int | None
+    target_id, found_generation = fetch(
         conn, _replace_pg(len(wanted), bump), (*wanted, uuid, *target_params, now, now, now, now)
     )[0]
-    if generation is None:
+    if found_generation is None:
         require_provider(conn, uuid)
-    if target_id is None:
+    if target_id is None or found_generation is None:
         raise ConcurrentUpdate(GENERATION_CHANGED)
-    return generation + 1 if bump else generation
+    return found_generation + 1 if bump else found_generation

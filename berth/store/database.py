@@ -34,14 +34,18 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, Unavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,11 +96,11 @@ class Database:
         # leave a server with many threads waiting for the pool while they sit idle.
         self._most_held = pool_size
 
-    def dispose(self):
+    def dispose(self) -> None:
         self._release_held_connections()
         self.engine.dispose()
 
-    def _release_held_connections(self):
+    def _release_held_connections(self) -> None:
         """Give every thread's kept connection back to the pool (shutdown and tests: no unit of
         work may be running)."""
         with self._held_lock:
@@ -126,7 +130,7 @@ class Database:
         return conn, held
 
     @contextmanager
-    def _transaction(self, write: bool, single_statement: bool):
+    def _transaction(self, write: bool, single_statement: bool) -> Iterator[sa.Connection]:
         conn, held = self._connection()
         try:
             if self.is_sqlite and conn.get_execution_options().get("berth_write", False) != write:
@@ -186,7 +190,7 @@ class Database:
         (generations, uniqueness), and after it only to explain a refusal."""
         return self._run(work, write=True, single_statement=True)
 
-    def _run(self, work, *, write: bool, single_statement: bool = False):
+    def _run(self, work: Callable[[sa.Connection], T], *, write: bool, single_statement: bool = False) -> T:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 with self._transaction(write, single_statement) as conn:
@@ -202,17 +206,22 @@ class Database:
         raise AssertionError("unreachable")
 
 
+def _psycopg_connection(conn: sa.Connection) -> psycopg.Connection[Any]:
+    """The driver's connection of a PostgreSQL ``conn`` (the DB-API names no autocommit)."""
+    return cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+
+
 def _set_autocommit(conn: sa.Connection, on: bool) -> None:
-    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection = _psycopg_connection(conn)
     if dbapi_connection.autocommit != on:
         dbapi_connection.autocommit = on
 
 
 @contextmanager
-def _autocommit(conn: sa.Connection):
+def _autocommit(conn: sa.Connection) -> Iterator[None]:
     """The psycopg connection in autocommit for the duration: no BEGIN, and SQLAlchemy's own
     commit and the pool's reset find no transaction open and send nothing."""
-    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection = _psycopg_connection(conn)
     dbapi_connection.autocommit = True
     try:
         yield
@@ -255,7 +264,7 @@ class _HeldConnection:
         except Exception:  # noqa: BLE001 - a lost connection: the pool drops it
             LOG.debug("closing a kept connection failed", exc_info=True)
 
-    def __del__(self):
+    def __del__(self) -> None:
         # The thread-local storage holding this object is cleared when its thread ends.
         # At interpreter exit this may fail: the process takes the connection with it.
         with contextlib.suppress(Exception):
@@ -279,7 +288,7 @@ class _WriterLock:
             self._pid = os.getpid()
         return self._fd
 
-    def __enter__(self):
+    def __enter__(self) -> _WriterLock:
         self._mutex.acquire()
         try:
             fcntl.flock(self._descriptor(), fcntl.LOCK_EX)
@@ -288,7 +297,10 @@ class _WriterLock:
             raise
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        assert self._fd is not None  # opened by __enter__
         try:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
@@ -324,7 +336,7 @@ def _is_transient(error: exc.DBAPIError) -> bool:
 
 def _configure_sqlite(engine: sa.Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         # Let SQLAlchemy's "begin" event below issue BEGIN itself, so writers can ask for IMMEDIATE.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -335,11 +347,11 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(conn):
+    def _on_begin(conn: sa.Connection) -> None:
         # Straight to the driver (one BEGIN per request; SQLAlchemy's execution path costs more
         # than the statement), with a failure raised as SQLAlchemy would, so that it is retried.
         statement = "BEGIN IMMEDIATE" if conn.get_execution_options().get("berth_write") else "BEGIN"
         try:
-            conn.connection.dbapi_connection.execute(statement)
+            cast(sqlite3.Connection, conn.connection.dbapi_connection).execute(statement)
         except sqlite3.Error as error:
             raise exc.DBAPIError.instance(statement, (), error, sqlite3.Error, dialect=conn.dialect) from error

@@ -8,9 +8,13 @@ conditions are scarce rather than which trees fail.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from collections.abc import Collection, Mapping
+from typing import NotRequired, TypeAlias, TypedDict
 
-from berth.domain.candidates import CandidateRequest
+import sqlalchemy as sa
+from sqlalchemy import ColumnElement, Connection
+
+from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.store import capacity_sql
 from berth.store.schema import (
     inventories as inv,
@@ -25,14 +29,36 @@ from berth.store.schema import (
     resource_providers as rp,
 )
 
-_root = rp.alias("explain_root")
+# One condition of the funnel: its kind, what it says, and the clause over ``resource_providers``.
+Step: TypeAlias = tuple[str, str, ColumnElement[bool]]
 
 
-def _has_inventory(rc):
+class Condition(TypedDict):
+    kind: str
+    condition: str
+    excluded: int
+    remaining: int
+
+
+class GroupReport(TypedDict):
+    suffix: str
+    conditions: list[Condition]
+
+
+class Report(TypedDict):
+    providers: int
+    groups: list[GroupReport]
+    root: list[Condition]
+    # Added by the caller, which runs the search itself.
+    candidates: NotRequired[int]
+    candidates_capped_at: NotRequired[int]
+
+
+def _has_inventory(rc: int) -> ColumnElement[bool]:
     return sa.exists().where(inv.c.resource_provider_id == rp.c.id, inv.c.resource_class_id == rc)
 
 
-def _has_capacity(rc, amount):
+def _has_capacity(rc: int, amount: int) -> ColumnElement[bool]:
     return sa.exists().where(
         inv.c.resource_provider_id == rp.c.id,
         inv.c.resource_class_id == rc,
@@ -40,7 +66,7 @@ def _has_capacity(rc, amount):
     )
 
 
-def _fits_units(rc, amount):
+def _fits_units(rc: int, amount: int) -> ColumnElement[bool]:
     return sa.exists().where(
         inv.c.resource_provider_id == rp.c.id,
         inv.c.resource_class_id == rc,
@@ -48,11 +74,11 @@ def _fits_units(rc, amount):
     )
 
 
-def _has_trait(provider_col, trait_ids):
+def _has_trait(provider_col: ColumnElement[int], trait_ids: Collection[int]) -> ColumnElement[bool]:
     return sa.exists().where(rpt.c.resource_provider_id == provider_col, rpt.c.trait_id.in_(trait_ids))
 
 
-def _in_aggregates(agg_ids):
+def _in_aggregates(agg_ids: Collection[int]) -> ColumnElement[bool]:
     """Own aggregates or the root's, as the candidate search counts them."""
     return sa.or_(
         sa.exists().where(rpa.c.resource_provider_id == rp.c.id, rpa.c.aggregate_id.in_(agg_ids)),
@@ -60,61 +86,79 @@ def _in_aggregates(agg_ids):
     )
 
 
-def explain(conn, request: CandidateRequest, *, class_names, trait_names, aggregate_uuids) -> dict:
-    total = conn.execute(sa.select(sa.func.count()).select_from(rp)).scalar_one()
-    groups = []
+def explain(
+    conn: Connection,
+    request: CandidateRequest,
+    *,
+    class_names: Mapping[int, str],
+    trait_names: Mapping[int, str],
+    aggregate_uuids: Mapping[int, str],
+) -> Report:
+    total: int = conn.execute(sa.select(sa.func.count()).select_from(rp)).scalar_one()
+    groups: list[GroupReport] = []
     for group in request.groups:
-        steps = []
-        for rc, amount in group.resources.items():
-            name = class_names[rc]
-            steps += [
-                ("inventory", f"has {name} inventory", _has_inventory(rc)),
-                ("capacity", f"has {amount} {name} free", _has_capacity(rc, amount)),
-                (
-                    "units",
-                    f"allows {amount} {name} in one allocation (min_unit, max_unit, step_size)",
-                    _fits_units(rc, amount),
-                ),
-            ]
-        for any_of in group.required:
-            names = " or ".join(sorted(trait_names[t] for t in any_of))
-            steps.append(("traits", f"has trait {names}", _has_trait(rp.c.id, any_of)))
-        if group.forbidden:
-            names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
-            steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
-        for any_of in group.member_of:
-            uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
-            steps.append(("aggregates", f"is in aggregate {uuids}", _in_aggregates(any_of) if any_of else sa.false()))
-        if group.forbidden_aggregates:
-            uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
-            steps.append(
-                ("aggregates", f"is in none of aggregates {uuids}", ~_in_aggregates(group.forbidden_aggregates))
-            )
-        if group.impossible:
-            steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
-        elif group.in_tree_root is not None:
-            steps.append(("tree", "is in the tree named by in_tree", rp.c.root_provider_id == group.in_tree_root))
+        steps = _resource_steps(group, class_names) + _group_steps(group, trait_names, aggregate_uuids)
         groups.append({"suffix": group.suffix, "conditions": _funnel(conn, steps, total)})
+    return {"providers": total, "groups": groups, "root": _funnel(conn, _root_steps(request, trait_names), total)}
 
-    root_steps = []
+
+def _resource_steps(group: RequestGroup, class_names: Mapping[int, str]) -> list[Step]:
+    steps: list[Step] = []
+    for rc, amount in group.resources.items():
+        name = class_names[rc]
+        steps += [
+            ("inventory", f"has {name} inventory", _has_inventory(rc)),
+            ("capacity", f"has {amount} {name} free", _has_capacity(rc, amount)),
+            (
+                "units",
+                f"allows {amount} {name} in one allocation (min_unit, max_unit, step_size)",
+                _fits_units(rc, amount),
+            ),
+        ]
+    return steps
+
+
+def _group_steps(group: RequestGroup, trait_names: Mapping[int, str], aggregate_uuids: Mapping[int, str]) -> list[Step]:
+    """The group's conditions on traits, aggregates and tree."""
+    steps: list[Step] = []
+    for any_of in group.required:
+        names = " or ".join(sorted(trait_names[t] for t in any_of))
+        steps.append(("traits", f"has trait {names}", _has_trait(rp.c.id, any_of)))
+    if group.forbidden:
+        names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
+        steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
+    for any_of in group.member_of:
+        uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
+        steps.append(("aggregates", f"is in aggregate {uuids}", _in_aggregates(any_of) if any_of else sa.false()))
+    if group.forbidden_aggregates:
+        uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
+        steps.append(("aggregates", f"is in none of aggregates {uuids}", ~_in_aggregates(group.forbidden_aggregates)))
+    if group.impossible:
+        steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
+    elif group.in_tree_root is not None:
+        steps.append(("tree", "is in the tree named by in_tree", rp.c.root_provider_id == group.in_tree_root))
+    return steps
+
+
+def _root_steps(request: CandidateRequest, trait_names: Mapping[int, str]) -> list[Step]:
+    steps: list[Step] = []
     for any_of in request.root_required:
         names = " or ".join(sorted(trait_names[t] for t in any_of))
-        root_steps.append(("root", f"root has trait {names}", _has_trait(rp.c.root_provider_id, any_of)))
+        steps.append(("root", f"root has trait {names}", _has_trait(rp.c.root_provider_id, any_of)))
     if request.root_forbidden:
         names = ", ".join(sorted(trait_names[t] for t in request.root_forbidden))
-        root_steps.append(
-            ("root", f"root lacks traits {names}", ~_has_trait(rp.c.root_provider_id, request.root_forbidden))
-        )
-    return {"providers": total, "groups": groups, "root": _funnel(conn, root_steps, total)}
+        steps.append(("root", f"root lacks traits {names}", ~_has_trait(rp.c.root_provider_id, request.root_forbidden)))
+    return steps
 
 
-def _funnel(conn, steps, total):
+def _funnel(conn: Connection, steps: list[Step], total: int) -> list[Condition]:
+    """How many providers each step leaves, applied one after another."""
     conditions = []
     remaining = total
-    out = []
+    out: list[Condition] = []
     for kind, label, condition in steps:
         conditions.append(condition)
-        now = conn.execute(sa.select(sa.func.count()).select_from(rp).where(*conditions)).scalar_one()
+        now: int = conn.execute(sa.select(sa.func.count()).select_from(rp).where(*conditions)).scalar_one()
         out.append({"kind": kind, "condition": label, "excluded": remaining - now, "remaining": now})
         remaining = now
     return out

@@ -14,7 +14,7 @@ from berth.store import schema
 from berth.store.database import Database
 
 
-def alembic_config(connection=None) -> Config:
+def alembic_config(connection: sa.Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", "berth.store:migrations")
     config.attributes["connection"] = connection

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any, TypedDict
 
 import os_resource_classes
 import os_traits
 import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, RowMapping
 
 from berth.domain.errors import BadRequest, Conflict, DuplicateName, NotFound
 from berth.store.rawsql import fetch
@@ -27,17 +30,20 @@ STANDARD_TRAITS = frozenset(os_traits.get_traits())
 # requests name only standard classes and traits and need not look them up again.  Custom names
 # are always read, as another worker may have deleted and re-created one under a new id.  Keyed by
 # engine (one per database), then by the statement that reads them.
-_standard_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_standard_memo: weakref.WeakKeyDictionary[Engine, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
-def _lookup(conn, sql: str, keys, standard: frozenset[str], name_is_key: bool) -> dict:
-    keys = set(keys)
-    if not keys:
+def _lookup(
+    conn: Connection, sql: str, keys: Iterable[Any], standard: frozenset[str], name_is_key: bool
+) -> dict[Any, Any]:
+    """Names by id or ids by name (``name_is_key``) through ``sql``, standard ones remembered."""
+    wanted = set(keys)
+    if not wanted:
         return {}
     known = _standard_memo.setdefault(conn.engine, {}).setdefault(sql, {})
-    found = {key: known[key] for key in keys if key in known}
-    if len(found) < len(keys):
-        for key, value in fetch(conn, sql, ids=sorted(keys - found.keys())):
+    found = {key: known[key] for key in wanted if key in known}
+    if len(found) < len(wanted):
+        for key, value in fetch(conn, sql, ids=sorted(wanted - found.keys())):
             found[key] = value
             if (key if name_is_key else value) in standard:
                 known[key] = value
@@ -47,7 +53,7 @@ def _lookup(conn, sql: str, keys, standard: frozenset[str], name_is_key: bool) -
 # --- resource classes -------------------------------------------------------------------------
 
 
-def list_resource_classes(conn):
+def list_resource_classes(conn: Connection) -> Sequence[RowMapping]:
     return (
         conn.execute(
             sa.select(resource_classes.c.name, resource_classes.c.created_at, resource_classes.c.updated_at).order_by(
@@ -59,32 +65,32 @@ def list_resource_classes(conn):
     )
 
 
-def get_resource_class(conn, name):
+def get_resource_class(conn: Connection, name: str) -> RowMapping | None:
     return conn.execute(sa.select(resource_classes).where(resource_classes.c.name == name)).mappings().first()
 
 
-def resource_class_ids(conn, names) -> dict[str, int]:
+def resource_class_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Ids of the named classes; unknown names are absent from the answer."""
     return _lookup(
         conn, "SELECT name, id FROM resource_classes WHERE name IN {ids}", names, STANDARD_CLASSES, name_is_key=True
     )
 
 
-def resource_class_names_of(conn, ids) -> dict[int, str]:
+def resource_class_names_of(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     """Names of the classes with these ids; unknown ids are absent from the answer."""
     return _lookup(
         conn, "SELECT id, name FROM resource_classes WHERE id IN {ids}", ids, STANDARD_CLASSES, name_is_key=False
     )
 
 
-def create_resource_class(conn, name):
+def create_resource_class(conn: Connection, name: str) -> None:
     if get_resource_class(conn, name) is not None:
         raise DuplicateName(f"Conflicting resource class already exists: {name}")
     now = utcnow()
     conn.execute(resource_classes.insert().values(name=name, created_at=now, updated_at=now))
 
 
-def update_resource_class(conn, old_name, new_name):
+def update_resource_class(conn: Connection, old_name: str, new_name: str) -> None:
     row = get_resource_class(conn, old_name)
     if row is None:
         raise NotFound(f"No such resource class {old_name}.")
@@ -97,7 +103,7 @@ def update_resource_class(conn, old_name, new_name):
     )
 
 
-def delete_resource_class(conn, name):
+def delete_resource_class(conn: Connection, name: str) -> None:
     row = get_resource_class(conn, name)
     if row is None:
         raise NotFound(f"No such resource class {name}.")
@@ -121,7 +127,18 @@ def delete_resource_class(conn, name):
 # --- traits -----------------------------------------------------------------------------------
 
 
-def list_traits(conn, *, names=None, prefix=None, associated=None):
+class TraitFilters(TypedDict, total=False):
+    """The conditions of ``list_traits``: any of these names, names with this prefix, traits that
+    some provider has (or none has)."""
+
+    names: list[str]
+    prefix: str
+    associated: bool
+
+
+def list_traits(
+    conn: Connection, *, names: list[str] | None = None, prefix: str | None = None, associated: bool | None = None
+) -> Sequence[RowMapping]:
     query = sa.select(traits.c.name, traits.c.created_at, traits.c.updated_at)
     if names is not None:
         query = query.where(traits.c.name.in_(names))
@@ -135,30 +152,31 @@ def list_traits(conn, *, names=None, prefix=None, associated=None):
     return conn.execute(query.order_by(traits.c.name)).mappings().all()
 
 
-def get_trait(conn, name):
+def get_trait(conn: Connection, name: str) -> RowMapping | None:
     return conn.execute(sa.select(traits).where(traits.c.name == name)).mappings().first()
 
 
-def trait_ids(conn, names) -> dict[str, int]:
+def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Ids of the named traits; unknown names are absent from the answer."""
     return _lookup(conn, "SELECT name, id FROM traits WHERE name IN {ids}", names, STANDARD_TRAITS, name_is_key=True)
 
 
-def trait_names_of(conn, ids) -> dict[int, str]:
+def trait_names_of(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     """Names of the traits with these ids; unknown ids are absent from the answer."""
     return _lookup(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids, STANDARD_TRAITS, name_is_key=False)
 
 
-def require_trait_ids(conn, names) -> dict[str, int]:
+def require_trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Ids of the named traits, or a 400 naming those that do not exist."""
-    found = trait_ids(conn, names)
-    missing = sorted(set(names) - set(found))
+    wanted = set(names)
+    found = trait_ids(conn, wanted)
+    missing = sorted(wanted - set(found))
     if missing:
         raise BadRequest(f"No such trait(s): {', '.join(missing)}.")
     return found
 
 
-def ensure_trait(conn, name) -> bool:
+def ensure_trait(conn: Connection, name: str) -> bool:
     """Create the trait if missing; True when it was created."""
     if get_trait(conn, name) is not None:
         return False
@@ -167,7 +185,7 @@ def ensure_trait(conn, name) -> bool:
     return True
 
 
-def delete_trait(conn, name):
+def delete_trait(conn: Connection, name: str) -> None:
     row = get_trait(conn, name)
     if row is None:
         raise NotFound(f"No such trait(s): {name}")

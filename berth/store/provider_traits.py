@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+
+from sqlalchemy import Connection
 
 from berth.domain.errors import ConcurrentUpdate
 from berth.store import names
@@ -20,13 +23,13 @@ INSERT INTO resource_provider_traits (resource_provider_id, trait_id, created_at
 VALUES (?, ?, ?, ?)"""
 
 
-def provider_traits(conn, provider_id) -> list[str]:
+def provider_traits(conn: Connection, provider_id: int) -> list[str]:
     # Sorted here, not by the database, whose collation may not be bytewise: a PUT answers with the
     # same order without reading the traits back.
     return sorted(name for (name,) in fetch(conn, _NAMES, (provider_id,)))
 
 
-def set_provider_traits(conn, provider_id, trait_ids: dict[str, int]) -> None:
+def set_provider_traits(conn: Connection, provider_id: int, trait_ids: Mapping[str, int]) -> None:
     current = {trait_id for (trait_id,) in fetch(conn, _IDS, (provider_id,))}
     wanted = set(trait_ids.values())
     if current - wanted:
@@ -67,7 +70,7 @@ def _replace_pg(traits: int) -> str:
     return _REPLACE_PG.format(named_rows=values_rows("(?::text)", traits, "SELECT NULL::text WHERE false"))
 
 
-def replace_provider_traits(conn, uuid, generation, trait_names) -> int:
+def replace_provider_traits(conn: Connection, uuid: str, generation: int, trait_names: Iterable[str]) -> int:
     """PUT .../traits: the provider's traits become exactly ``trait_names``; the new generation.
 
     Refusals come in the reference's order: an unknown provider, a stale generation, then unknown

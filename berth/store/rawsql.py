@@ -18,12 +18,24 @@ SQLAlchemy's format (``db_time`` writes it, ``py_time`` reads it back).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.engine.interfaces import DBAPICursor, DBAPIModule
+
+if TYPE_CHECKING:
+    import psycopg
+
+# A row as the driver returns it: its columns' values, of whatever types the statement selects.
+Row: TypeAlias = tuple[Any, ...]
+# Parameters of a statement (or, for ``execute_many``, of each of its runs).
+Params: TypeAlias = Sequence[Any]
 
 
-def _is_postgres(conn) -> bool:
+def _is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
@@ -44,7 +56,9 @@ def values_rows(row: str, count: int, no_rows: str) -> str:
     return "VALUES " + ", ".join([row] * count) if count else no_rows
 
 
-def _wrapped(conn, error, text, params, cursor):
+def _wrapped(
+    conn: Connection, error: DBAPIModule.Error, text: str, params: Params, cursor: DBAPICursor
+) -> sa.exc.StatementError:
     """``error`` from the driver as the SQLAlchemy exception it would have been."""
     dbapi_connection = conn.connection.dbapi_connection
     invalidated = conn.dialect.is_disconnect(error, dbapi_connection, cursor)
@@ -63,31 +77,33 @@ def _wrapped(conn, error, text, params, cursor):
 _LONGEST_PREPARED_LIST = 32
 
 
-def _cursor(conn, sql, params, ids, many=False):
+def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | None, many: bool = False) -> DBAPICursor:
     postgres = _is_postgres(conn)
+    id_list = None if ids is None else list(ids)
     if not many:
         params = list(params)
-        if ids is not None:
-            ids = list(ids)
+        if id_list is not None:
             for _ in range(sql.count("{ids}")):
                 if postgres:
-                    params.append(ids)
+                    params.append(id_list)
                 else:
-                    params.extend(ids)
+                    params.extend(id_list)
     if postgres:
-        text = _translate(sql, True, 0, bool(ids) and isinstance(ids[0], int))
+        text = _translate(sql, True, 0, bool(id_list and isinstance(id_list[0], int)))
     else:
-        text = _translate(sql, False, 0 if ids is None else len(ids))
-    cursor = conn.connection.dbapi_connection.cursor()
+        text = _translate(sql, False, 0 if id_list is None else len(id_list))
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # held by the connection for as long as it is open
+    cursor = dbapi_connection.cursor()
     try:
         if many:
             cursor.executemany(text, params)
-        elif postgres and ids is not None and len(ids) > _LONGEST_PREPARED_LIST:
+        elif postgres and id_list is not None and len(id_list) > _LONGEST_PREPARED_LIST:
             # Planned for this very list: psycopg prepares a statement after a few runs, and
             # PostgreSQL may then keep one generic plan for every list length, chosen while the
             # lists were short (or the tables not yet analysed).  On a freshly loaded database that
             # plan made 1,000 trees cost 24 ms to load instead of 9.
-            cursor.execute(text, params, prepare=False)
+            cast("psycopg.Cursor[Any]", cursor).execute(text, params, prepare=False)
         else:
             cursor.execute(text, params)
     except conn.dialect.loaded_dbapi.Error as error:
@@ -100,7 +116,7 @@ def _cursor(conn, sql, params, ids, many=False):
     return cursor
 
 
-def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
+def fetch(conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] | None = None) -> Sequence[Row]:
     """Rows of ``sql``; ``ids`` fills each of its ``IN {ids}`` lists (after the other parameters)."""
     cursor = _cursor(conn, sql, params, ids)
     try:
@@ -109,7 +125,9 @@ def fetch(conn, sql: str, params=(), ids=None) -> list[tuple]:
         cursor.close()
 
 
-def fetch_dicts(conn, sql: str, params=(), ids=None) -> list[dict]:
+def fetch_dicts(
+    conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] | None = None
+) -> list[dict[str, Any]]:
     """Rows of ``sql`` as dicts keyed by column name (or label)."""
     cursor = _cursor(conn, sql, params, ids)
     try:
@@ -119,7 +137,9 @@ def fetch_dicts(conn, sql: str, params=(), ids=None) -> list[dict]:
         cursor.close()
 
 
-def fetch_records(conn, sql: str, params=(), ids=None) -> list[dict]:
+def fetch_records(
+    conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] | None = None
+) -> list[dict[str, Any]]:
     """``fetch_dicts`` for rows of a table with timestamps: ``created_at`` and ``updated_at`` come
     back as datetimes whichever database stored them."""
     rows = fetch_dicts(conn, sql, params, ids)
@@ -129,7 +149,7 @@ def fetch_records(conn, sql: str, params=(), ids=None) -> list[dict]:
     return rows
 
 
-def fetch_value(conn, sql: str, params=()):
+def fetch_value(conn: Connection, sql: str, params: Params = ()) -> Any:
     """The first column of the first row, or None when there is no row."""
     cursor = _cursor(conn, sql, params, None)
     try:
@@ -139,7 +159,7 @@ def fetch_value(conn, sql: str, params=()):
         cursor.close()
 
 
-def execute(conn, sql: str, params=(), ids=None) -> int:
+def execute(conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] | None = None) -> int:
     """Run a statement that changes rows; the number of rows it changed."""
     cursor = _cursor(conn, sql, params, ids)
     try:
@@ -148,13 +168,13 @@ def execute(conn, sql: str, params=(), ids=None) -> int:
         cursor.close()
 
 
-def execute_many(conn, sql: str, rows: list) -> None:
+def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:
     """Run ``sql`` once per parameter tuple in ``rows``."""
     if rows:
         _cursor(conn, sql, rows, None, many=True).close()
 
 
-def db_time(conn, moment: datetime.datetime):
+def db_time(conn: Connection, moment: datetime.datetime) -> datetime.datetime | str:
     """``moment`` (naive UTC) as the driver should receive it."""
     if _is_postgres(conn):
         return moment
@@ -163,7 +183,7 @@ def db_time(conn, moment: datetime.datetime):
     return moment.isoformat(" ", "microseconds")
 
 
-def py_time(value) -> datetime.datetime | None:
+def py_time(value: datetime.datetime | str | None) -> datetime.datetime | None:
     """A timestamp column's value as a datetime, whichever database returned it."""
     if value is None or isinstance(value, datetime.datetime):
         return value

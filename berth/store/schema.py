@@ -9,6 +9,7 @@ never have to sum the allocations table.
 
 from __future__ import annotations
 
+import datetime
 import secrets
 
 import sqlalchemy as sa
@@ -28,7 +29,7 @@ def new_revision() -> int:
     return secrets.randbits(52)
 
 
-def _timestamps():
+def _timestamps() -> tuple[sa.Column[datetime.datetime], sa.Column[datetime.datetime]]:
     return (
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.Column("updated_at", sa.DateTime, nullable=False),

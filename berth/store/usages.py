@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import sqlalchemy as sa
+from sqlalchemy import Connection
 
 from berth.store.schema import allocations, consumer_types, consumers, inventories, resource_classes
 
+# Resource class name (or "consumer_count") -> total, for each consumer type (or "all").
+UsagesByType: TypeAlias = dict[str, dict[str, int]]
 
-def provider_usages(conn, provider_id) -> dict[str, int]:
+
+def provider_usages(conn: Connection, provider_id: int) -> dict[str, int]:
     rows = conn.execute(
         sa.select(resource_classes.c.name, inventories.c.used)
         .join(resource_classes, resource_classes.c.id == inventories.c.resource_class_id)
@@ -17,7 +23,14 @@ def provider_usages(conn, provider_id) -> dict[str, int]:
     return {name: used for name, used in rows}
 
 
-def project_usages(conn, project_pk, user_pk=None, *, by_consumer_type=False, consumer_type=None):
+def project_usages(
+    conn: Connection,
+    project_pk: int,
+    user_pk: int | None = None,
+    *,
+    by_consumer_type: bool = False,
+    consumer_type: str | None = None,
+) -> dict[str, int] | UsagesByType:
     """Sum of allocations of a project's (and optionally a user's) consumers per resource class.
 
     With ``by_consumer_type`` the answer is grouped per consumer type (``unknown`` for none) and
@@ -46,11 +59,11 @@ def project_usages(conn, project_pk, user_pk=None, *, by_consumer_type=False, co
     elif consumer_type not in (None, "all"):
         query = query.where(consumer_types.c.name == consumer_type)
     if not by_consumer_type:
-        totals = {}
+        totals: dict[str, int] = {}
         for _, name, used, _ in conn.execute(query.group_by(type_name, resource_classes.c.name)):
             totals[name] = totals.get(name, 0) + int(used)
         return totals
-    grouped: dict[str, dict] = {}
+    grouped: UsagesByType = {}
     for type_, name, used, _ in conn.execute(query.group_by(type_name, resource_classes.c.name)):
         grouped.setdefault(type_, {})[name] = int(used)
     count_query = (

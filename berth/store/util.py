@@ -11,6 +11,7 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
-def latest(*moments):
+def latest(*moments: datetime.datetime | None) -> datetime.datetime | None:
+    """The latest of these moments that are known."""
     present = [m for m in moments if m is not None]
     return max(present) if present else None

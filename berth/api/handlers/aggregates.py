@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
-from berth.api.responses import json_response
+from typing import Any
+
+from sqlalchemy import Connection
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, json_response
+from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid
 from berth.domain.errors import BerthError
 from berth.store import aggregates, providers
 
 
-def _view(call, generation, uuids):
-    body = {"aggregates": uuids}
-    if call.version.at_least(19):
+def _view(call: Call, generation: int, uuids: list[str]) -> dict[str, Any]:
+    body: dict[str, Any] = {"aggregates": uuids}
+    if call.version >= mv.AGGREGATES_GENERATION:
         body["resource_provider_generation"] = generation
     return body
 
 
-def list_aggregates(call, uuid):
-    def work(conn):
+def list_aggregates(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], list[str]]:
         provider = providers.require_provider(conn, uuid)
         return provider, aggregates.provider_aggregates(conn, provider["id"])
 
@@ -25,18 +31,19 @@ def list_aggregates(call, uuid):
     return json_response(call, _view(call, provider["generation"], uuids), last_modified=provider["updated_at"])
 
 
-def update_aggregates(call, uuid):
+def update_aggregates(call: Call, uuid: str) -> Reply:
     try:
-        body = call.json_body(schemas.aggregates_put_schema(call.version))
+        body = call.json_body(aggregates_put_schema(call.version))
     except BerthError:
         # An unknown provider is a 404 whatever the body says, as in the reference.
         call.db.read(lambda conn: providers.require_provider(conn, uuid))
         raise
-    if call.version.at_least(19):
-        wanted, expected = body["aggregates"], body["resource_provider_generation"]
+    expected: int | None
+    if call.version >= mv.AGGREGATES_GENERATION:
+        given, expected = body["aggregates"], body["resource_provider_generation"]
     else:
-        wanted, expected = body, None
-    wanted = list(dict.fromkeys(normalize_uuid(u) for u in wanted))
+        given, expected = body, None
+    wanted = list(dict.fromkeys(normalize_uuid(u) for u in given))
     generation = call.db.write_statement(
         lambda conn: aggregates.replace_provider_aggregates(conn, uuid, wanted, expected)
     )

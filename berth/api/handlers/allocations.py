@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
-from berth.api.responses import empty_response, json_response
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, empty_response, json_response
+from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
 from berth.store import allocations, consumers, providers
@@ -14,29 +21,31 @@ from berth.store.util import latest
 INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 
 
-def show_consumer_allocations(call, consumer_uuid):
-    def work(conn):
+def show_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[Sequence[RowMapping], dict[str, Any] | None]:
         return (allocations.allocations_of_consumer(conn, consumer_uuid), consumers.get_consumer(conn, consumer_uuid))
 
     rows, consumer = call.db.read(work)
-    by_provider = {}
+    by_provider: dict[str, dict[str, Any]] = {}
     for row in rows:
         entry = by_provider.setdefault(
             row["provider_uuid"], {"generation": row["provider_generation"], "resources": {}}
         )
         entry["resources"][row["resource_class"]] = row["used"]
-    body = {"allocations": by_provider}
-    if by_provider and consumer is not None and call.version.at_least(12):
+    body: dict[str, Any] = {"allocations": by_provider}
+    if by_provider and consumer is not None and call.version >= mv.ALLOCATIONS_BY_PROVIDER:
         body["project_id"] = consumer["project_id"]
         body["user_id"] = consumer["user_id"]
-        if call.version.at_least(28):
+        if call.version >= mv.CONSUMER_GENERATION:
             body["consumer_generation"] = consumer["generation"]
-        if call.version.at_least(38):
+        if call.version >= mv.CONSUMER_TYPES:
             body["consumer_type"] = consumer["consumer_type"] or "unknown"
     return json_response(call, body, last_modified=latest(*(r["updated_at"] for r in rows)))
 
 
-def request_from_body(call, consumer_uuid, body) -> ConsumerAllocations:
+def request_from_body(call: Call, consumer_uuid: str, body: dict[str, Any]) -> ConsumerAllocations:
+    """One consumer's allocations of a (schema-valid) request body, in either format."""
+    wanted: dict[str, dict[str, int]]
     if isinstance(body["allocations"], list):
         wanted = {}
         for item in body["allocations"]:
@@ -49,45 +58,45 @@ def request_from_body(call, consumer_uuid, body) -> ConsumerAllocations:
         allocations=wanted,
         project_id=body.get("project_id", INCOMPLETE_CONSUMER_ID),
         user_id=body.get("user_id", INCOMPLETE_CONSUMER_ID),
-        consumer_generation=body["consumer_generation"] if call.version.at_least(28) else UNSET,
+        consumer_generation=body["consumer_generation"] if call.version >= mv.CONSUMER_GENERATION else UNSET,
         consumer_type=body.get("consumer_type"),
     )
 
 
-def _consumer_path_uuid(value):
+def _consumer_path_uuid(value: str) -> str:
     if not is_uuid(value):
         raise BadRequest(f"Malformed consumer_uuid: {value}")
     return normalize_uuid(value)
 
 
-def put_consumer_allocations(call, consumer_uuid):
+def put_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer_path_uuid(consumer_uuid)
-    body = call.json_body(schemas.allocations_put_schema(call.version))
+    body = call.json_body(allocations_put_schema(call.version))
     request = request_from_body(call, consumer_uuid, body)
     call.db.write(lambda conn: allocations.replace_allocations(conn, [request]))
     return empty_response()
 
 
-def post_allocations(call):
-    body = call.json_body(schemas.allocations_post_schema(call.version))
+def post_allocations(call: Call) -> Reply:
+    body = call.json_body(allocations_post_schema(call.version))
     requests = [request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body.items()]
     call.db.write(lambda conn: allocations.replace_allocations(conn, requests))
     return empty_response()
 
 
-def delete_consumer_allocations(call, consumer_uuid):
+def delete_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
     if not call.db.write(lambda conn: allocations.delete_consumer_allocations(conn, consumer_uuid)):
         raise NotFound(f"No allocations for consumer '{consumer_uuid}'")
     return empty_response()
 
 
-def list_provider_allocations(call, uuid):
-    def work(conn):
+def list_provider_allocations(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], Sequence[RowMapping]]:
         provider = providers.require_provider(conn, uuid)
         return provider, allocations.allocations_on_provider(conn, provider["id"])
 
     provider, rows = call.db.read(work)
-    by_consumer = {}
+    by_consumer: dict[str, dict[str, dict[str, int]]] = {}
     for row in rows:
         by_consumer.setdefault(row["consumer_id"], {"resources": {}})["resources"][row["resource_class"]] = row["used"]
     return json_response(

@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
-from berth.api.responses import empty_response, json_response, location
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
 from berth.domain.capacity import INVENTORY_DEFAULTS, INVENTORY_FIELDS, Inventory
 from berth.domain.errors import NotFound
 from berth.store import inventories, providers
 from berth.store.util import latest
 
 
-def inventory_view(row) -> dict:
+def inventory_view(row: Mapping[str, Any]) -> dict[str, Any]:
     return {f: row[f] for f in INVENTORY_FIELDS}
 
 
-def _fields(inventory: Inventory) -> dict:
+def _fields(inventory: Inventory) -> dict[str, Any]:
     return {f: getattr(inventory, f) for f in INVENTORY_FIELDS}
 
 
-def inventory_from_body(data) -> Inventory:
+def inventory_from_body(data: Mapping[str, Any]) -> Inventory:
+    """The inventory of a (schema-valid) record, with the defaults for the fields it leaves out."""
     values = {**INVENTORY_DEFAULTS, **{k: v for k, v in data.items() if k in INVENTORY_FIELDS}}
     values["allocation_ratio"] = float(values["allocation_ratio"])
     return Inventory(**values)
 
 
-def list_inventories(call, uuid):
-    def work(conn):
+def list_inventories(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         provider = providers.require_provider(conn, uuid)
         return provider, inventories.list_inventories(conn, provider["id"])
 
@@ -40,8 +48,8 @@ def list_inventories(call, uuid):
     )
 
 
-def show_inventory(call, uuid, resource_class):
-    def work(conn):
+def show_inventory(call: Call, uuid: str, resource_class: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], dict[str, Any] | None]:
         provider = providers.require_provider(conn, uuid)
         return provider, inventories.list_inventories(conn, provider["id"]).get(resource_class)
 
@@ -55,12 +63,12 @@ def show_inventory(call, uuid, resource_class):
     )
 
 
-def _reserved_can_be_total(call):
-    return call.version.at_least(26)
+def _reserved_can_be_total(call: Call) -> bool:
+    return call.version >= mv.RESERVED_EQUALS_TOTAL
 
 
-def replace_inventories(call, uuid):
-    body = call.json_body(schemas.INVENTORIES_PUT)
+def replace_inventories(call: Call, uuid: str) -> Reply:
+    body = call.json_body(INVENTORIES_PUT)
     new = {name: inventory_from_body(data) for name, data in body["inventories"].items()}
 
     generation = call.db.write_statement(
@@ -78,12 +86,12 @@ def replace_inventories(call, uuid):
     )
 
 
-def create_inventory(call, uuid):
-    body = call.json_body(schemas.INVENTORY_POST)
+def create_inventory(call: Call, uuid: str) -> Reply:
+    body = call.json_body(INVENTORY_POST)
     rc_name = body["resource_class"]
     inventory = inventory_from_body(body)
 
-    def work(conn):
+    def work(conn: Connection) -> int:
         provider = providers.require_provider(conn, uuid)
         return inventories.add_inventory(
             conn,
@@ -103,11 +111,11 @@ def create_inventory(call, uuid):
     )
 
 
-def update_inventory(call, uuid, resource_class):
-    body = call.json_body(schemas.INVENTORY_PUT_ONE)
+def update_inventory(call: Call, uuid: str, resource_class: str) -> Reply:
+    body = call.json_body(INVENTORY_PUT_ONE)
     inventory = inventory_from_body(body)
 
-    def work(conn):
+    def work(conn: Connection) -> int:
         provider = providers.require_provider(conn, uuid)
         return inventories.update_inventory(
             conn,
@@ -122,8 +130,8 @@ def update_inventory(call, uuid, resource_class):
     return json_response(call, {"resource_provider_generation": generation, **_fields(inventory)})
 
 
-def delete_inventory(call, uuid, resource_class):
-    def work(conn):
+def delete_inventory(call: Call, uuid: str, resource_class: str) -> Reply:
+    def work(conn: Connection) -> None:
         provider = providers.require_provider(conn, uuid)
         inventories.delete_inventory(conn, provider, resource_class)
 
@@ -131,8 +139,8 @@ def delete_inventory(call, uuid, resource_class):
     return empty_response()
 
 
-def delete_inventories(call, uuid):
-    def work(conn):
+def delete_inventories(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> None:
         provider = providers.require_provider(conn, uuid)
         inventories.delete_all_inventories(conn, provider)
 

@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
+from typing import Any, TypeAlias
+
+from sqlalchemy import Connection
+
+from berth.api.call import Call
 from berth.api.handlers.allocations import request_from_body
 from berth.api.handlers.inventories import inventory_from_body
-from berth.api.responses import empty_response
+from berth.api.responses import Reply, empty_response
+from berth.api.schemas.reshaper import reshaper_schema
 from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
+from berth.domain.capacity import Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store import allocations, inventories, names, providers
 
+# Provider uuid -> (the generation the client saw, its new inventories by class name).
+NewInventories: TypeAlias = dict[str, tuple[int, dict[str, Inventory]]]
 
-def reshape(call):
-    body = call.json_body(schemas.reshaper_schema(call.version))
+
+def reshape(call: Call) -> Reply:
+    body = call.json_body(reshaper_schema(call.version))
     consumer_requests = [
         request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body["allocations"].items()
     ]
-    new_inventories = {
+    new_inventories: NewInventories = {
         uuid: (
             entry["resource_provider_generation"],
             {rc: inventory_from_body(data) for rc, data in entry["inventories"].items()},
@@ -25,26 +34,9 @@ def reshape(call):
         for uuid, entry in body["inventories"].items()
     }
 
-    def work(conn):
-        known = names.resource_class_ids(conn, {rc for _, wanted in new_inventories.values() for rc in wanted})
-        for _, wanted in new_inventories.values():
-            for rc in wanted:
-                if rc not in known:
-                    raise BadRequest(f"malformed reshaper data: No such resource class {rc}.")
-        found = {}
-        for uuid, (generation, _) in sorted(new_inventories.items()):
-            provider = providers.get_provider(conn, uuid)
-            if provider is None:
-                raise BadRequest(
-                    f"Resource provider {uuid} in inventories not found: No resource provider with uuid {uuid} found",
-                    code=error_codes.PROVIDER_NOT_FOUND,
-                )
-            if provider["generation"] != generation:
-                raise ConcurrentUpdate(
-                    f"resource provider generation conflict for provider {uuid}: "
-                    f"actual: {provider['generation']}, given: {generation}"
-                )
-            found[uuid] = provider
+    def work(conn: Connection) -> None:
+        _require_classes(conn, new_inventories)
+        found = _providers_at_generation(conn, new_inventories)
         # As the reference does it: first every provider holds the union of its old and new
         # inventories, then the allocations move, then each provider keeps only its new inventory.
         # Capacity is checked against the union, the in-use rule against the final inventories,
@@ -58,8 +50,35 @@ def reshape(call):
         allocations.release_for_reshape(conn, consumer_requests)
         allocations.replace_allocations(conn, consumer_requests)
         for uuid, (_, wanted) in sorted(new_inventories.items()):
-            provider = providers.get_provider(conn, uuid)
+            provider = providers.require_provider(conn, uuid)
             inventories.replace_inventories(conn, provider, provider["generation"], wanted, reserved_can_be_total=True)
 
     call.db.write(work)
     return empty_response()
+
+
+def _require_classes(conn: Connection, new_inventories: NewInventories) -> None:
+    known = names.resource_class_ids(conn, {rc for _, wanted in new_inventories.values() for rc in wanted})
+    for _, wanted in new_inventories.values():
+        for rc in wanted:
+            if rc not in known:
+                raise BadRequest(f"malformed reshaper data: No such resource class {rc}.")
+
+
+def _providers_at_generation(conn: Connection, new_inventories: NewInventories) -> dict[str, dict[str, Any]]:
+    """The providers whose inventories change, each still at the generation the client saw."""
+    found: dict[str, dict[str, Any]] = {}
+    for uuid, (generation, _) in sorted(new_inventories.items()):
+        provider = providers.get_provider(conn, uuid)
+        if provider is None:
+            raise BadRequest(
+                f"Resource provider {uuid} in inventories not found: No resource provider with uuid {uuid} found",
+                code=error_codes.PROVIDER_NOT_FOUND,
+            )
+        if provider["generation"] != generation:
+            raise ConcurrentUpdate(
+                f"resource provider generation conflict for provider {uuid}: "
+                f"actual: {provider['generation']}, given: {generation}"
+            )
+        found[uuid] = provider
+    return found

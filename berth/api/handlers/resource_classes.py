@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
-from berth.api.responses import empty_response, json_response, location
+from typing import Any
+
+from sqlalchemy import Connection
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
 from berth.domain.errors import NotFound
 from berth.store import names
 from berth.store.util import latest
 
 
-def _view(name):
+def _view(name: str) -> dict[str, Any]:
     return {"name": name, "links": [{"rel": "self", "href": f"/resource_classes/{name}"}]}
 
 
-def list_resource_classes(call):
+def list_resource_classes(call: Call) -> Reply:
     rows = call.db.read(names.list_resource_classes)
     return json_response(
         call,
@@ -23,33 +29,33 @@ def list_resource_classes(call):
     )
 
 
-def create_resource_class(call):
-    body = call.json_body(schemas.RESOURCE_CLASS_BODY)
+def create_resource_class(call: Call) -> Reply:
+    body = call.json_body(RESOURCE_CLASS_BODY)
     call.db.write(lambda conn: names.create_resource_class(conn, body["name"]))
     return empty_response(201, {"Location": location(call, f"/resource_classes/{body['name']}")})
 
 
-def show_resource_class(call, name):
+def show_resource_class(call: Call, name: str) -> Reply:
     row = call.db.read(lambda conn: names.get_resource_class(conn, name))
     if row is None:
         raise NotFound(f"No such resource class {name}.")
     return json_response(call, _view(name), last_modified=row["updated_at"])
 
 
-def update_resource_class(call, name):
-    if call.version.at_least(7):
+def update_resource_class(call: Call, name: str) -> Reply:
+    if call.version >= mv.PUT_RESOURCE_CLASS:
         return _ensure_resource_class(call, name)
-    body = call.json_body(schemas.RESOURCE_CLASS_BODY)
+    body = call.json_body(RESOURCE_CLASS_BODY)
     call.db.write(lambda conn: names.update_resource_class(conn, name, body["name"]))
     return json_response(call, _view(body["name"]))
 
 
-def _ensure_resource_class(call, name):
+def _ensure_resource_class(call: Call, name: str) -> Reply:
     """1.7: PUT creates a custom class, or confirms it exists."""
     # The path's name is held to the same schema as a POST body, with the same message.
-    validate({"name": name}, schemas.RESOURCE_CLASS_BODY)
+    validate({"name": name}, RESOURCE_CLASS_BODY)
 
-    def work(conn):
+    def work(conn: Connection) -> bool:
         if names.get_resource_class(conn, name) is not None:
             return False
         names.create_resource_class(conn, name)
@@ -59,6 +65,6 @@ def _ensure_resource_class(call, name):
     return empty_response(201 if created else 204, {"Location": location(call, f"/resource_classes/{name}")})
 
 
-def delete_resource_class(call, name):
+def delete_resource_class(call: Call, name: str) -> Reply:
     call.db.write(lambda conn: names.delete_resource_class(conn, name))
     return empty_response()

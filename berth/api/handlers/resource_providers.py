@@ -3,53 +3,61 @@
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from berth.api import schemas
+from sqlalchemy import Connection, RowMapping
+from werkzeug.datastructures import MultiDict
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.microversion import Version
 from berth.api.query import parse_member_of, parse_required, parse_resources
-from berth.api.responses import empty_response, json_response, location
+from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
 from berth.api.validation import normalize_uuid, query_schema_check
-from berth.domain.errors import BadRequest
+from berth.domain.candidate_query import AggregateQuery, TraitQuery
+from berth.domain.errors import BadRequest, NotFound
 from berth.store import names, providers
 from berth.store.util import latest
 
 
-def provider_links(call, uuid):
+def provider_links(call: Call, uuid: str) -> list[dict[str, str]]:
     base = f"/resource_providers/{uuid}"
     links = [
         {"rel": "self", "href": base},
         {"rel": "inventories", "href": f"{base}/inventories"},
         {"rel": "usages", "href": f"{base}/usages"},
     ]
-    if call.version.at_least(1):
+    if call.version >= mv.PROVIDER_AGGREGATES:
         links.append({"rel": "aggregates", "href": f"{base}/aggregates"})
-    if call.version.at_least(6):
+    if call.version >= mv.TRAITS:
         links.append({"rel": "traits", "href": f"{base}/traits"})
-    if call.version.at_least(11):
+    if call.version >= mv.ALLOCATIONS_LINK:
         links.append({"rel": "allocations", "href": f"{base}/allocations"})
     return links
 
 
-def provider_view(call, row):
+def provider_view(call: Call, row: Mapping[str, Any] | RowMapping) -> dict[str, Any]:
     view = {
         "uuid": row["uuid"],
         "name": row["name"],
         "generation": row["generation"],
         "links": provider_links(call, row["uuid"]),
     }
-    if call.version.at_least(14):
+    if call.version >= mv.NESTED_PROVIDERS:
         view["parent_provider_uuid"] = row["parent_provider_uuid"]
         view["root_provider_uuid"] = row["root_provider_uuid"]
     return view
 
 
-def list_providers(call):
-    query_schema_check(call.args, schemas.provider_list_query_schema(call.version))
-    flt = provider_filter_from_query(call)
+def list_providers(call: Call) -> Reply:
+    query_schema_check(call.args, provider_list_query_schema(call.version))
+    query = provider_query(call.args, call.version)
 
-    def work(conn):
-        if flt is None:
-            return []
-        return providers.list_providers(conn, resolve_provider_filter(conn, call, flt))
+    def work(conn: Connection) -> Sequence[RowMapping]:
+        return providers.list_providers(conn, resolve_provider_query(conn, query))
 
     rows = call.db.read(work)
     return json_response(
@@ -59,54 +67,72 @@ def list_providers(call):
     )
 
 
-def provider_filter_from_query(call):
-    """The query's conditions, with names still unresolved (see ``resolve_provider_filter``)."""
-    args = call.args
-    version = call.version
-    flt = {"filter": providers.ProviderFilter()}
-    if "uuid" in args:
-        flt["filter"].uuid = normalize_uuid(args["uuid"])
-    if "name" in args:
-        flt["filter"].name = args["name"]
-    if "in_tree" in args:
-        flt["filter"].in_tree = normalize_uuid(args["in_tree"])
+@dataclass(frozen=True)
+class ProviderQuery:
+    """The conditions of GET /resource_providers, names not yet resolved to ids."""
+
+    uuid: str | None = None
+    name: str | None = None
+    in_tree: str | None = None
+    aggregates: AggregateQuery = AggregateQuery()
+    # Resource class name -> amount.
+    resources: Mapping[str, int] | None = None
+    traits: TraitQuery | None = None
+
+
+def provider_query(args: MultiDict[str, str], version: Version) -> ProviderQuery:
+    """The query's conditions, with names still unresolved (see ``resolve_provider_query``)."""
+    uuid = normalize_uuid(args["uuid"]) if "uuid" in args else None
+    in_tree = normalize_uuid(args["in_tree"]) if "in_tree" in args else None
+    aggregates = AggregateQuery()
     member_of = args.getlist("member_of")
     if member_of:
-        if len(member_of) > 1 and not version.at_least(24):
+        if len(member_of) > 1 and version < mv.MULTIPLE_MEMBER_OF:
             raise BadRequest("Multiple member_of parameters are not supported")
-        aggregates = parse_member_of(member_of, allow_forbidden=version.at_least(32))
-        flt["filter"].member_of = aggregates.groups
-        flt["filter"].forbidden_aggregates = aggregates.forbidden
-    if "resources" in args:
-        flt["resources"] = parse_resources(args["resources"])
+        aggregates = parse_member_of(member_of, allow_forbidden=version >= mv.FORBIDDEN_AGGREGATES)
+    resources = parse_resources(args["resources"]) if "resources" in args else None
+    traits = None
     required = args.getlist("required")
     if required:
-        if not version.at_least(39):
+        if version < mv.ANY_OF_TRAITS:
             required = required[-1:]
-        flt["traits"] = parse_required(
-            required, allow_forbidden=version.at_least(22), allow_any_of=version.at_least(39)
+        traits = parse_required(
+            required, allow_forbidden=version >= mv.FORBIDDEN_TRAITS, allow_any_of=version >= mv.ANY_OF_TRAITS
         )
-    return flt
+    return ProviderQuery(
+        uuid=uuid,
+        name=args.get("name"),
+        in_tree=in_tree,
+        aggregates=aggregates,
+        resources=resources,
+        traits=traits,
+    )
 
 
-def resolve_provider_filter(conn, call, flt) -> providers.ProviderFilter:
-    result = flt["filter"]
-    if "resources" in flt:
-        ids = names.resource_class_ids(conn, flt["resources"])
-        for name in flt["resources"]:
+def resolve_provider_query(conn: Connection, query: ProviderQuery) -> providers.ProviderFilter:
+    """The store's filter of the query, its names as ids: a 400 for an unknown class or trait."""
+    result = providers.ProviderFilter(
+        uuid=query.uuid,
+        name=query.name,
+        in_tree=query.in_tree,
+        member_of=[list(any_of) for any_of in query.aggregates.member_of],
+        forbidden_aggregates=list(query.aggregates.forbidden),
+    )
+    if query.resources is not None:
+        ids = names.resource_class_ids(conn, query.resources)
+        for name in query.resources:
             if name not in ids:
                 raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
-        result.resources = {ids[n]: amount for n, amount in flt["resources"].items()}
-    if "traits" in flt:
-        trait_filter = flt["traits"]
-        ids = names.require_trait_ids(conn, trait_filter.names())
-        result.required_traits = [[ids[n] for n in group] for group in trait_filter.groups]
-        result.forbidden_traits = [ids[n] for n in trait_filter.forbidden]
+        result.resources = {ids[n]: amount for n, amount in query.resources.items()}
+    if query.traits is not None:
+        trait_ids = names.require_trait_ids(conn, query.traits.names())
+        result.required_traits = [[trait_ids[n] for n in any_of] for any_of in query.traits.required]
+        result.forbidden_traits = [trait_ids[n] for n in query.traits.forbidden]
     return result
 
 
-def create_provider(call):
-    body = call.json_body(schemas.provider_body_schema(call.version, create=True))
+def create_provider(call: Call) -> Reply:
+    body = call.json_body(provider_body_schema(call.version, create=True))
     uuid = normalize_uuid(body["uuid"]) if body.get("uuid") else str(uuidlib.uuid4())
     parent = body.get("parent_provider_uuid")
     parent = normalize_uuid(parent) if parent else None
@@ -114,37 +140,40 @@ def create_provider(call):
         lambda conn: providers.create_provider(conn, uuid=uuid, name=body["name"], parent_uuid=parent)
     )
     headers = {"Location": location(call, f"/resource_providers/{uuid}")}
-    if call.version.at_least(20):
+    if call.version >= mv.CREATE_PROVIDER_BODY:
         return json_response(call, provider_view(call, row), headers=headers)
     return empty_response(201, headers)
 
 
-def show_provider(call, uuid):
+def show_provider(call: Call, uuid: str) -> Reply:
     row = call.db.read(lambda conn: providers.require_provider(conn, uuid))
     return json_response(call, provider_view(call, row), last_modified=row["updated_at"])
 
 
-def update_provider(call, uuid):
-    body = call.json_body(schemas.provider_body_schema(call.version, create=False))
+def update_provider(call: Call, uuid: str) -> Reply:
+    body = call.json_body(provider_body_schema(call.version, create=False))
     parent = body.get("parent_provider_uuid")
 
-    def work(conn):
+    def work(conn: Connection) -> dict[str, Any]:
         row = providers.require_provider(conn, uuid)
-        return providers.update_provider(
+        updated = providers.update_provider(
             conn,
             row,
             name=body["name"],
             parent_uuid=normalize_uuid(parent) if parent else None,
             parent_given="parent_provider_uuid" in body,
-            allow_reparent=call.version.at_least(37),
+            allow_reparent=call.version >= mv.REPARENT,
         )
+        if updated is None:
+            raise NotFound(f"No resource provider with uuid {uuid} found")
+        return updated
 
     row = call.db.write(work)
     return json_response(call, provider_view(call, row))
 
 
-def delete_provider(call, uuid):
-    def work(conn):
+def delete_provider(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> None:
         row = providers.require_provider(conn, uuid, f"No resource provider with uuid {uuid} found for delete")
         providers.delete_provider(conn, row)
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from berth.api import microversion
-from berth.api.responses import json_response
+from berth.api.call import Call
+from berth.api.responses import Reply, json_response
 
 
-def versions(call):
+def versions(call: Call) -> Reply:
     return json_response(
         call,
         {

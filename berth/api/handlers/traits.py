@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from berth.api import schemas
-from berth.api.responses import empty_response, http_date, json_response, location
+from sqlalchemy import Connection
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, empty_response, http_date, json_response, location
+from berth.api.schemas.common import CUSTOM_NAME_PATTERN
+from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
 from berth.api.validation import query_schema_check
 from berth.domain.errors import BadRequest, NotFound
 from berth.store import names, provider_traits, providers
+from berth.store.names import TraitFilters
 from berth.store.util import latest
 
-_CUSTOM = re.compile(schemas.CUSTOM_NAME_PATTERN)
+_CUSTOM = re.compile(CUSTOM_NAME_PATTERN)
 
 
-def list_traits(call):
-    query_schema_check(call.args, schemas.TRAITS_LIST_QUERY)
-    filters = {}
+def list_traits(call: Call) -> Reply:
+    query_schema_check(call.args, TRAITS_LIST_QUERY)
+    filters: TraitFilters = {}
     if "name" in call.args:
         value = call.args["name"]
         if value.startswith("in:"):
@@ -41,18 +48,18 @@ def list_traits(call):
     )
 
 
-def show_trait(call, name):
+def show_trait(call: Call, name: str) -> Reply:
     row = call.db.read(lambda conn: names.get_trait(conn, name))
     if row is None:
         raise NotFound(f"No such trait(s): {name}")
     response = empty_response(204)
-    if call.version.at_least(15):
+    if call.version >= mv.CACHE_HEADERS:
         response.headers["cache-control"] = "no-cache"
         response.headers["last-modified"] = http_date(row["updated_at"])
     return response
 
 
-def put_trait(call, name):
+def put_trait(call: Call, name: str) -> Reply:
     if not _CUSTOM.match(name) or len(name) > 255:
         raise BadRequest(
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the "
@@ -60,18 +67,18 @@ def put_trait(call, name):
         )
     created = call.db.write(lambda conn: names.ensure_trait(conn, name))
     headers = {"Location": location(call, f"/traits/{name}")}
-    if call.version.at_least(15):
+    if call.version >= mv.CACHE_HEADERS:
         headers.update({"cache-control": "no-cache", "last-modified": http_date()})
     return empty_response(201 if created else 204, headers)
 
 
-def delete_trait(call, name):
+def delete_trait(call: Call, name: str) -> Reply:
     call.db.write(lambda conn: names.delete_trait(conn, name))
     return empty_response()
 
 
-def list_provider_traits(call, uuid):
-    def work(conn):
+def list_provider_traits(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], list[str]]:
         provider = providers.require_provider(conn, uuid)
         return provider, provider_traits.provider_traits(conn, provider["id"])
 
@@ -83,8 +90,8 @@ def list_provider_traits(call, uuid):
     )
 
 
-def update_provider_traits(call, uuid):
-    body = call.json_body(schemas.PROVIDER_TRAITS_PUT)
+def update_provider_traits(call: Call, uuid: str) -> Reply:
+    body = call.json_body(PROVIDER_TRAITS_PUT)
 
     generation = call.db.write_statement(
         lambda conn: provider_traits.replace_provider_traits(
@@ -95,8 +102,8 @@ def update_provider_traits(call, uuid):
     return json_response(call, {"traits": sorted(set(body["traits"])), "resource_provider_generation": generation})
 
 
-def delete_provider_traits(call, uuid):
-    def work(conn):
+def delete_provider_traits(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> None:
         provider = providers.require_provider(conn, uuid)
         providers.bump_generation(conn, provider)
         provider_traits.set_provider_traits(conn, provider["id"], {})

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from berth.api import schemas
-from berth.api.responses import json_response
+from typing import Any
+
+from sqlalchemy import Connection
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.responses import Reply, json_response
+from berth.api.schemas.usages import usages_query_schema
 from berth.api.validation import query_schema_check
 from berth.store import consumers, providers, usages
 
 
-def provider_usages(call, uuid):
-    def work(conn):
+def provider_usages(call: Call, uuid: str) -> Reply:
+    def work(conn: Connection) -> tuple[dict[str, Any], dict[str, int]]:
         provider = providers.require_provider(conn, uuid)
         return provider, usages.provider_usages(conn, provider["id"])
 
@@ -17,15 +23,15 @@ def provider_usages(call, uuid):
     return json_response(call, {"resource_provider_generation": provider["generation"], "usages": used})
 
 
-def project_usages(call):
+def project_usages(call: Call) -> Reply:
     call.authorize("placement:usages", {"project_id": call.args.get("project_id"), "user_id": call.args.get("user_id")})
-    query_schema_check(call.args, schemas.usages_query_schema(call.version))
+    query_schema_check(call.args, usages_query_schema(call.version))
     project_id = call.args["project_id"]
     user_id = call.args.get("user_id")
-    by_type = call.version.at_least(38)
+    by_type = call.version >= mv.CONSUMER_TYPES
     consumer_type = call.args.get("consumer_type") if by_type else None
 
-    def work(conn):
+    def work(conn: Connection) -> dict[str, Any]:
         project_pk = consumers.lookup_project_pk(conn, project_id)
         user_pk = consumers.lookup_user_pk(conn, user_id) if user_id is not None else None
         if project_pk is None or (user_id is not None and user_pk is None):

@@ -14,7 +14,7 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.create_table(
         "consumer_types",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
@@ -220,7 +220,7 @@ def upgrade():
         batch_op.create_index("ix_resource_provider_traits_trait_id", ["trait_id"], unique=False)
 
 
-def downgrade():
+def downgrade() -> None:
     with op.batch_alter_table("resource_provider_traits", schema=None) as batch_op:
         batch_op.drop_index("ix_resource_provider_traits_trait_id")
 

@@ -12,7 +12,7 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.drop_index("ix_inventories_resource_class_id_used", table_name="inventories")
     op.create_index(
         "ix_inventories_resource_class_id_resource_provider_id",
@@ -21,6 +21,6 @@ def upgrade():
     )
 
 
-def downgrade():
+def downgrade() -> None:
     op.drop_index("ix_inventories_resource_class_id_resource_provider_id", table_name="inventories")
     op.create_index("ix_inventories_resource_class_id_used", "inventories", ["resource_class_id", "used"])

@@ -13,10 +13,10 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.add_column("resource_providers", sa.Column("revision", sa.BigInteger, nullable=False, server_default="0"))
 
 
-def downgrade():
+def downgrade() -> None:
     with op.batch_alter_table("resource_providers") as batch:
         batch.drop_column("revision")

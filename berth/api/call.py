@@ -1,0 +1,42 @@
+"""What a handler is given: the request it serves and the service's parts it may use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Request
+
+from berth.api.auth import Caller
+from berth.api.microversion import Version
+from berth.api.policy import PolicyEnforcer
+from berth.api.settings import Settings
+from berth.api.validation import JsonSchema, parse_json_body
+from berth.store.database import Database
+from berth.store.provider_cache import ProviderCache
+
+
+@dataclass
+class Call:
+    """Everything a handler needs to know about the request it serves."""
+
+    request: Request
+    version: Version
+    request_id: str
+    caller: Caller | None
+    db: Database
+    policy: PolicyEnforcer
+    settings: Settings
+    provider_cache: ProviderCache
+
+    @property
+    def args(self) -> MultiDict[str, str]:
+        return self.request.args
+
+    def authorize(self, rule: str, target: dict[str, str | None] | None = None) -> None:
+        self.policy.authorize(self.caller, rule, target)
+
+    def json_body(self, schema: JsonSchema | None = None) -> Any:
+        """The request's JSON body (any JSON document), checked against ``schema`` if given."""
+        return parse_json_body(self.request, schema)

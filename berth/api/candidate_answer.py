@@ -1,0 +1,162 @@
+"""The body of an allocation candidates answer: allocation requests and provider summaries.
+
+Most of an answer repeats from one request to the next: the allocation request that puts all of a
+request on one provider, and (from 1.27, when a summary no longer depends on what was asked) each
+provider's summary.  Both are kept with the provider's copy in the process's ``ProviderCache`` and
+made again only when that copy is replaced, that is when the provider changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+from berth.api import microversion as mv
+from berth.api.microversion import Version
+from berth.domain.candidates import Candidate, ProviderData
+from berth.store.candidate_names import AnswerNames
+from berth.store.provider_cache import ProviderCache
+
+# JSON objects of the answer, as orjson writes them.
+JsonObject: TypeAlias = dict[str, Any]
+
+
+def render(
+    version: Version,
+    candidates: Sequence[Candidate],
+    providers: Mapping[int, ProviderData],
+    requested_classes: set[int],
+    names: AnswerNames,
+    cache: ProviderCache,
+) -> JsonObject:
+    answer = _Answer(version, providers, names, cache)
+    requests, in_answers = answer.allocation_requests(candidates)
+    summaries = answer.provider_summaries(in_answers, requested_classes)
+    return {"allocation_requests": requests, "provider_summaries": summaries}
+
+
+class _Answer:
+    """What the microversion asks an answer to show, and the pieces it shares while being made."""
+
+    def __init__(
+        self, version: Version, providers: Mapping[int, ProviderData], names: AnswerNames, cache: ProviderCache
+    ):
+        self.providers = providers
+        self.names = names
+        self.cache = cache
+        self.dict_format = version >= mv.ALLOCATIONS_BY_PROVIDER
+        self.with_mappings = version >= mv.CANDIDATE_MAPPINGS
+        self.all_classes = version >= mv.SUMMARY_ALL_CLASSES
+        self.with_traits = version >= mv.CANDIDATE_TRAITS
+        self.with_tree = version >= mv.NESTED_CANDIDATES
+        # Standard names never change and trait names cannot, but a custom class can be renamed
+        # (before 1.7): pieces kept with a provider from one request to the next are kept per set of
+        # these names.  Strings, whose hashes Python keeps.
+        custom_names = tuple(sorted((rc, name) for rc, name in names.class_names.items() if name.startswith("CUSTOM_")))
+        self.request_shape = f"requests {self.dict_format:d}{self.with_mappings:d} {custom_names}"
+        self.summary_shape = f"summary {self.with_traits:d}{self.with_tree:d} {custom_names}"
+        # Most answers place the same amounts: each distinct set is named once and its dict shared.
+        self._named_resources: dict[tuple[tuple[int, int], ...], dict[str, int]] = {}
+        # Many providers carry the same set of traits: each set is named and ordered once.
+        self._named_traits: dict[frozenset[int], list[str]] = {}
+
+    # --- allocation requests -------------------------------------------------------------------
+
+    def allocation_requests(self, candidates: Sequence[Candidate]) -> tuple[list[JsonObject], set[int]]:
+        """The allocation request of each candidate, and the providers they name."""
+        requests = []
+        in_answers: set[int] = set()
+        providers, memo, request_shape = self.providers, self.cache.memo, self.request_shape
+        for candidate in candidates:
+            allocations = candidate.allocations
+            mappings = candidate.mappings
+            if len(allocations) == 1 and len(mappings) == 1:
+                [(pid, by_rc)] = allocations.items()
+                [(suffix, ids)] = mappings.items()
+                if len(ids) == 1 and ids[0] == pid:
+                    # The commonest answer, everything on one provider: the same entry serves every
+                    # request that places the same amounts there, as long as the copy is current.
+                    in_answers.add(pid)
+                    key = (request_shape, suffix, *by_rc.items())
+                    requests.append(memo(providers[pid], key, self._allocation_request, candidate))
+                    continue
+            in_answers.update(allocations)
+            for ids in mappings.values():
+                in_answers.update(ids)
+            requests.append(self._allocation_request(candidate))
+        return requests, in_answers
+
+    def _allocation_request(self, candidate: Candidate) -> JsonObject:
+        uuid_of = self.names.provider_uuids
+        allocations = candidate.allocations
+        entry: JsonObject
+        if self.dict_format:
+            entry = {
+                "allocations": {
+                    uuid_of[pid]: {"resources": self._resources(by_rc)} for pid, by_rc in allocations.items()
+                }
+            }
+        else:
+            entry = {
+                "allocations": [
+                    {"resource_provider": {"uuid": uuid_of[pid]}, "resources": self._resources(by_rc)}
+                    for pid, by_rc in allocations.items()
+                ]
+            }
+        if self.with_mappings:
+            entry["mappings"] = {suffix: [uuid_of[pid] for pid in ids] for suffix, ids in candidate.mappings.items()}
+        return entry
+
+    def _resources(self, by_rc: Mapping[int, int]) -> dict[str, int]:
+        key = tuple(by_rc.items())
+        named = self._named_resources.get(key)
+        if named is None:
+            class_names = self.names.class_names
+            named = self._named_resources[key] = {class_names[rc]: amount for rc, amount in key}
+        return named
+
+    # --- provider summaries --------------------------------------------------------------------
+
+    def provider_summaries(self, in_answers: set[int], requested_classes: set[int]) -> dict[str, JsonObject]:
+        """A summary of each provider in the answers (from 1.29, of every provider of their trees)."""
+        providers = self.providers
+        if self.with_tree:
+            roots = {providers[pid].root_id for pid in in_answers}
+            summary_ids = {pid for pid, p in providers.items() if p.root_id in roots} | in_answers
+        else:
+            summary_ids = in_answers
+        summaries = {}
+        memo, summary_shape = self.cache.memo, self.summary_shape
+        for pid in sorted(summary_ids):
+            provider = providers[pid]
+            if self.all_classes:
+                # A summary then depends on the provider alone: made once per copy of it.
+                summaries[provider.uuid] = memo(provider, summary_shape, self._summary, provider, requested_classes)
+            else:
+                summaries[provider.uuid] = self._summary(provider, requested_classes)
+        return summaries
+
+    def _summary(self, provider: ProviderData, requested_classes: set[int]) -> JsonObject:
+        class_names = self.names.class_names
+        resources = {}
+        for rc, inv in provider.inventories.items():
+            if self.all_classes or rc in requested_classes:
+                resources[class_names[rc]] = {"capacity": inv.capacity, "used": inv.used}
+        summary: JsonObject = {"resources": resources}
+        if self.with_traits:
+            summary["traits"] = self._trait_names(provider.traits)
+        if self.with_tree:
+            uuid_of = self.names.provider_uuids
+            summary["parent_provider_uuid"] = (
+                uuid_of.get(provider.parent_id) if provider.parent_id is not None else None
+            )
+            summary["root_provider_uuid"] = uuid_of[provider.root_id]
+        return summary
+
+    def _trait_names(self, traits: frozenset[int]) -> list[str]:
+        """In the order the traits were created, as the reference lists them."""
+        named = self._named_traits.get(traits)
+        if named is None:
+            trait_names = self.names.trait_names
+            named = self._named_traits[traits] = [trait_names[t] for t in sorted(traits)]
+        return named

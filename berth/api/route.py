@@ -1,0 +1,27 @@
+"""A route: what serves one method of one path, from which microversion, under which rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from berth.api.microversion import Version
+from berth.api.responses import Reply
+
+# A handler takes the call and the path's parameters by name.
+Handler: TypeAlias = Callable[..., Reply]
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Handler
+    min_version: Version
+    policy: str | None
+    # What a request older than min_version gets: the reference answers 404 for most routes and
+    # 405 for a few methods added to an existing path.
+    too_old_status: int = 404
+
+
+# Path (Werkzeug's rule syntax) -> HTTP method -> route.
+RouteTable: TypeAlias = Mapping[str, Mapping[str, Route]]

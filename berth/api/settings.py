@@ -1,0 +1,27 @@
+"""The operator's settings of the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from berth.store.provider_cache import DEFAULT_CACHE_CAPACITY
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator settings of the API."""
+
+    # Upper bound of allocation candidates generated for one request, whatever its limit.
+    max_candidates: int = 1000
+    # Visit trees from a random starting point and shuffle the answer, instead of provider order.
+    randomize_candidates: bool = False
+    # noauth2, tokens or keystone; see berth.api.auth.
+    auth_strategy: str = "noauth2"
+    tokens_file: str | None = None
+    # oslo.policy rules overriding the defaults, and which defaults: legacy or secure RBAC.
+    policy_file: str | None = None
+    enforce_new_defaults: bool = False
+    # Providers whose candidate data each worker keeps between requests (0: none).
+    provider_cache_size: int = DEFAULT_CACHE_CAPACITY
+    cors_allowed_origins: tuple[str, ...] = ()
+    cors_allow_headers: tuple[str, ...] = ()

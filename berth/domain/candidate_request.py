@@ -1,0 +1,67 @@
+"""An allocation candidate request as the search answers it: request groups of ids.
+
+Built by the store from a ``CandidateQuery`` (``berth.store.candidate_names.resolve``); never
+changed once built, so the search may work out what it asks of it at every tree only once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class RequestGroup:
+    suffix: str
+    # resource class id -> amount, in the order asked
+    resources: Mapping[int, int] = field(default_factory=dict)
+    # Each inner set is an any-of set of trait ids; all sets must be met.
+    required: Sequence[frozenset[int]] = ()
+    forbidden: frozenset[int] = frozenset()
+    # Each inner set is an any-of set of aggregate ids; all sets must be met.
+    member_of: Sequence[frozenset[int]] = ()
+    forbidden_aggregates: frozenset[int] = frozenset()
+    in_tree_root: int | None = None
+    # An in_tree naming a provider that does not exist can match nothing.
+    impossible: bool = False
+
+
+@dataclass(frozen=True)
+class CandidateRequest:
+    groups: Sequence[RequestGroup]
+    isolate: bool = False
+    # Sets of suffixes whose providers must share one subtree.
+    same_subtree: Sequence[Sequence[str]] = ()
+    root_required: Sequence[frozenset[int]] = ()
+    root_forbidden: frozenset[int] = frozenset()
+    # Before microversion 1.29 an answer may use only one provider of each tree.
+    one_provider_per_tree: bool = False
+
+    # The search asks for these at every tree.
+    @cached_property
+    def unsuffixed(self) -> RequestGroup | None:
+        return next((g for g in self.groups if g.suffix == ""), None)
+
+    @cached_property
+    def suffixed(self) -> list[RequestGroup]:
+        return [g for g in self.groups if g.suffix != ""]
+
+    @cached_property
+    def plain_resources(self) -> list[tuple[int, int]] | None:
+        """The (class, amount) pairs of the commonest request, one unsuffixed group of resources with
+        nothing else to check (no traits, aggregates, tree or root conditions); None for any other."""
+        group = self.unsuffixed
+        if group is None or self.suffixed or not group.resources or group.impossible:
+            return None
+        if (
+            group.required
+            or group.forbidden
+            or group.member_of
+            or group.forbidden_aggregates
+            or group.in_tree_root is not None
+        ):
+            return None
+        if self.root_required or self.root_forbidden or self.same_subtree or self.one_provider_per_tree:
+            return None
+        return list(group.resources.items())
