@@ -20,12 +20,25 @@ from berth.store.migrate import sync_standard_names, upgrade  # noqa: E402
 
 BACKENDS = ["sqlite", "postgresql"]
 
+# The quick local loop is `pytest -m "not slow"`. Slow are: the PostgreSQL half of every test that runs
+# on both databases; tests using a fixture that starts processes (named here); and modules that start
+# processes themselves, which say so with `pytestmark = pytest.mark.slow`.
+PROCESS_FIXTURES = {"postgres_server", "placement_service", "live", "sqlite_server", "postgresql_server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and "postgresql" in callspec.params.values()
+        if on_postgres or PROCESS_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    import pgserver
+    from berth.testbed.postgres import start_postgres
 
-    server = pgserver.start_postgres()
+    server = start_postgres()
     yield server
     server.stop()
 

@@ -6,8 +6,9 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-import requests
-from livehelpers import ADMIN, LiveServer
+from livehelpers import LiveServer
+
+from berth.testbed.client import Client
 
 CAPACITY = 10
 CLAIMERS = 8
@@ -28,33 +29,37 @@ def live(request, tmp_path):
 
 def _claim(args):
     base, provider, attempts = args
-    session = requests.Session()
+    client = Client(base, version="latest")
     results = []
-    for _ in range(attempts):
-        consumer = str(uuid.uuid4())
-        r = session.put(
-            f"{base}/allocations/{consumer}",
-            headers=ADMIN,
-            json={
-                "allocations": {provider: {"resources": {"VCPU": 1}}},
-                "project_id": "p",
-                "user_id": "u",
-                "consumer_generation": None,
-                "consumer_type": "INSTANCE",
-            },
-        )
-        results.append((r.status_code, consumer, r.text))
+    try:
+        for _ in range(attempts):
+            consumer = str(uuid.uuid4())
+            r = client.request(
+                "PUT",
+                f"/allocations/{consumer}",
+                {
+                    "allocations": {provider: {"resources": {"VCPU": 1}}},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                    "consumer_type": "INSTANCE",
+                },
+            )
+            results.append((r.status_code, consumer, r.text))
+    finally:
+        client.close()
     return results
 
 
 def test_racing_claimers_get_exactly_the_capacity(live):
     provider = str(uuid.uuid4())
-    r = requests.post(f"{live.url}/resource_providers", headers=ADMIN, json={"name": "host", "uuid": provider})
+    client = live.client()
+    r = client.request("POST", "/resource_providers", {"name": "host", "uuid": provider})
     assert r.status_code == 200
-    r = requests.put(
-        f"{live.url}/resource_providers/{provider}/inventories",
-        headers=ADMIN,
-        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": CAPACITY}}},
+    r = client.request(
+        "PUT",
+        f"/resource_providers/{provider}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": CAPACITY}}},
     )
     assert r.status_code == 200
 
@@ -67,7 +72,8 @@ def test_racing_claimers_get_exactly_the_capacity(live):
     assert set(statuses) <= {204, 409}, [o for o in outcomes if o[0] not in (204, 409)][:3]
     granted = {consumer for status, consumer, _ in outcomes if status == 204}
     assert len(granted) == CAPACITY
-    usages = requests.get(f"{live.url}/resource_providers/{provider}/usages", headers=ADMIN).json()
+    usages = client.get(f"/resource_providers/{provider}/usages").json()
     assert usages["usages"] == {"VCPU": CAPACITY}
-    held = requests.get(f"{live.url}/resource_providers/{provider}/allocations", headers=ADMIN).json()
+    held = client.get(f"/resource_providers/{provider}/allocations").json()
     assert set(held["allocations"]) == granted
+    client.close()

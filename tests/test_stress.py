@@ -4,12 +4,29 @@ claims to catch)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
 import uuid
+from pathlib import Path
 
-import pgserver
 import pytest
 
-from berth.cli import stress
+from berth.cli.stress import add_stress_arguments
+from berth.testbed.client import Client, RequestFailed
+from berth.testbed.loopback import free_port
+from berth.testbed.postgres import start_postgres
+from berth.testbed.server import Server
+from berth.testbed.stress.audit import audit_providers
+from berth.testbed.stress.config import KINDS, StressConfig
+from berth.testbed.stress.replay import replay
+from berth.testbed.stress.responses import error_body_problem
+from berth.testbed.stress.result import StressResult
+from berth.testbed.stress.runner import run_stress
 
 # 6 claimer processes for ~4 s.  The plain run and the two server faults of a backend share one
 # server (each run builds providers of its own; kill-server restarts it on the same port), which
@@ -22,32 +39,32 @@ SERVER_FAULTS = ["none", "kill-worker", "kill-server"]  # in this order: kill-se
 def sqlite_server(tmp_path_factory):
     # 4 workers: SQLite's single writer lock is contended.
     folder = tmp_path_factory.mktemp("stress-sqlite")
-    server = stress.OwnServer(f"sqlite:///{folder / 'stress.sqlite'}", 4, str(folder))
+    server = Server(f"sqlite:///{folder / 'stress.sqlite'}", 4, str(folder))
     server.start()
     yield server
-    server.stop()
+    server.stop(grace=1.0)
 
 
 @pytest.fixture(scope="module")
 def postgresql_server(postgres_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("stress-postgresql")
-    server = stress.OwnServer(postgres_server.create_database(f"stress_{uuid.uuid4().hex[:10]}"), 3, str(folder))
+    server = Server(postgres_server.create_database(f"stress_{uuid.uuid4().hex[:10]}"), 3, str(folder))
     server.start()
     yield server
-    server.stop()
+    server.stop(grace=1.0)
 
 
-def run_ci(fault: str = "none", **kwargs) -> stress.StressResult:
-    return stress.run_stress(stress.StressConfig(fault=fault, **CI), **kwargs)
+def run_ci(fault: str = "none", **kwargs) -> StressResult:
+    return run_stress(StressConfig(fault=fault, **CI), **kwargs)
 
 
-def assert_clean(result: stress.StressResult, fault: str) -> None:
+def assert_clean(result: StressResult, fault: str) -> None:
     report = result.table() + "\n" + result.violation_report()
     assert result.violations == [], report
     assert result.http_500s == 0, report
-    assert result.count("2xx", stress.KINDS) > 0, report  # the load did write
+    assert result.count("2xx", KINDS) > 0, report  # the load did write
     if fault == "none":
-        assert result.count("409", stress.KINDS) > 0, report  # ... and raced for the last units
+        assert result.count("409", KINDS) > 0, report  # ... and raced for the last units
     assert len(result.faults) == (0 if fault == "none" else 1), report
 
 
@@ -61,15 +78,16 @@ def test_stress_postgresql(fault, postgresql_server):
     assert_clean(run_ci(fault, server=postgresql_server), fault)
 
 
+@pytest.mark.slow
 def test_stress_postgresql_restart(tmp_path):
     # A PostgreSQL of its own: restarting the session's one would break the tests sharing it.
-    pg = pgserver.start_postgres()
-    server = stress.OwnServer(pg.create_database("stress"), 3, str(tmp_path))
+    pg = start_postgres()
+    server = Server(pg.create_database("stress"), 3, str(tmp_path))
     try:
         server.start()
         result = run_ci("restart-postgres", server=server, postgres=pg)
     finally:
-        server.stop()
+        server.stop(grace=1.0)
         pg.stop()
     assert_clean(result, "restart-postgres")
 
@@ -96,7 +114,7 @@ def observe(seq, seen):
 
 
 def kinds(events, actual):
-    violations, _ = stress.replay(0, events, actual)
+    violations, _ = replay(0, events, actual)
     return [v["what"] for v in violations]
 
 
@@ -155,7 +173,7 @@ def test_provider_audit_catches_overcommit_and_usage_drift():
             "allocations": {B: {"resources": {"VCPU": 2}}},
         },
     }
-    holdings, violations = stress.audit_providers(FakeApi(views), layout)
+    holdings, violations = audit_providers(FakeApi(views), layout)
     assert sorted(v["what"] for v in violations) == ["over capacity", "usage mismatch"]
     assert holdings == {A: ((HOST1, "VCPU", 4),), B: ((HOST2, "VCPU", 2),)}
 
@@ -171,7 +189,139 @@ def test_error_body_format():
             return json.loads(self._body)
 
     good = '{"errors": [{"status": 409, "title": "Conflict", "detail": "x", "request_id": "r"}]}'
-    assert stress.error_body_problem(R(409, good)) is None
-    assert stress.error_body_problem(R(503, "<html>Service Unavailable</html>", "text/html"))
-    assert stress.error_body_problem(R(409, '{"errors": [{"status": 409, "title": "Conflict"}]}'))
-    assert stress.error_body_problem(R(500, good))  # status inside differs from the HTTP status
+    assert error_body_problem(R(409, good)) is None
+    assert error_body_problem(R(503, "<html>Service Unavailable</html>", "text/html"))
+    assert error_body_problem(R(409, '{"errors": [{"status": 409, "title": "Conflict"}]}'))
+    assert error_body_problem(R(500, good))  # status inside differs from the HTTP status
+
+
+# --------------------------------------------------------------------------------------------------
+# The command itself: its options, its table and its JSON keys (docs/reliability.md).
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
+OPTIONS = {
+    "--url",
+    "--database",
+    "--workers",
+    "--concurrency",
+    "--seconds",
+    "--operations",
+    "--providers",
+    "--fault",
+    "--fault-count",
+    "--down-seconds",
+    "--server-pid",
+    "--seed",
+    "--keep",
+    "--json",
+    "--server-log",
+}
+JSON_KEYS = {
+    "backend",
+    "workers",
+    "concurrency",
+    "fault",
+    "seconds_planned",
+    "elapsed",
+    "stats",
+    "faults",
+    "violations",
+    "providers",
+    "consumers_seen",
+    "consumers_present",
+    "notes",
+    "server_tracebacks",
+    "server_exceptions",
+    "server_log_excerpt",
+    "requests",
+    "writes",
+    "http_500s",
+}
+
+
+def test_options_are_those_the_docs_name():
+    parser = argparse.ArgumentParser()
+    add_stress_arguments(parser)
+    options = {o for action in parser._actions for o in action.option_strings if o.startswith("--")} - {"--help"}
+    assert options == OPTIONS
+    assert options <= set(re.findall(r"--[a-z][a-z-]*", DOCS.read_text()))
+    args = parser.parse_args(["-c", "3", "--fault", "kill-worker"])
+    assert (args.concurrency, args.fault, args.seconds, args.providers, args.workers) == (3, "kill-worker", 30.0, 20, 4)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--fault", "unplug-the-cable"])
+
+
+@pytest.mark.slow
+def test_command_prints_its_table_and_writes_its_json(tmp_path):
+    report = tmp_path / "stress.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "stress", "-c", "2", "--operations", "8", "--providers", "3"]
+        + ["--workers", "1", "--seed", "7", "--database", "sqlite", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "berth stress: sqlite, 1 workers, 2 claimers, fault none, 5 providers"
+    header = (
+        "operation        total           2xx           409           503  refused-conn     lost-conn         other"
+    )
+    assert lines[2] == header
+    assert [line.split()[0] for line in lines[3:10]] == [*KINDS, "candidates", "providers", "read-back"]
+    assert lines[10] == "-" * len(header) and lines[11].startswith("all requests")
+    assert "violations: 0" in lines
+    document = json.loads(report.read_text())
+    assert set(document) == JSON_KEYS
+    assert document["violations"] == [] and document["requests"] > 0 and document["seconds_planned"] is None
+
+
+@pytest.mark.slow
+def test_without_pycurl_stress_names_the_extra_to_install():
+    code = (
+        "import sys; sys.modules['pycurl'] = None\n"
+        "from berth.cli.main import main\n"
+        "sys.exit(main(['stress', '--operations', '1']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "pycurl" in done.stderr and "berth[bench]" in done.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The client's word on a failed request, which decides between "refused" and "uncertain" writes.
+
+
+@pytest.mark.parametrize("at_most_once", [False, True], ids=["curl", "requests"])
+def test_a_refused_connection_was_not_sent(at_most_once):
+    client = Client(f"http://127.0.0.1:{free_port()}", timeout=5.0, at_most_once=at_most_once)
+    with pytest.raises(RequestFailed) as failed:
+        client.request("PUT", "/allocations/x", {"allocations": {}})
+    client.close()
+    assert failed.value.sent is False
+
+
+@pytest.mark.parametrize("at_most_once", [False, True], ids=["curl", "requests"])
+def test_a_connection_closed_after_the_request_may_have_been_processed(at_most_once):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    received = []
+
+    def hang_up():
+        connection, _ = listener.accept()
+        received.append(connection.recv(65536))
+        connection.close()
+
+    thread = threading.Thread(target=hang_up)
+    thread.start()
+    client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=5.0, at_most_once=at_most_once)
+    try:
+        with pytest.raises(RequestFailed) as failed:
+            client.request("PUT", "/allocations/x", {"allocations": {}})
+    finally:
+        client.close()
+        thread.join(timeout=10)
+        listener.close()
+    assert received and received[0].startswith(b"PUT /allocations/x")
+    assert failed.value.sent is True

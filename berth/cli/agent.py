@@ -8,99 +8,138 @@ serves the tracker's claim operations over HTTP (see berth/tracker/agent_api.py)
 
 from __future__ import annotations
 
+import argparse
 import fcntl
-import ipaddress
 import json
 import logging
 import os
 import socket
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from berth.cli.exposure import bind_host, is_loopback
+from berth.cli.settings import add_arguments, command_line_layer, resolve, setting
+
+# The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
+if TYPE_CHECKING:
+    from berth.tracker.config import TrackerConfig
+    from berth.tracker.placement_client import PlacementClient
 
 LOG = logging.getLogger("berth.agent")
 
 
-def add_agent_arguments(parser) -> None:
-    parser.add_argument(
-        "--host",
-        default=socket.gethostname(),
-        help="the host's name, also its compute node provider's name (default: hostname)",
+@dataclass(frozen=True)
+class AgentSettings:
+    """The settings of ``berth agent`` given on its command line; most can also be in its configuration file."""
+
+    host: str = setting(
+        socket.gethostname(),
+        help="the host's name, also its compute node provider's name",
+        default_text="this machine's host name",
     )
-    parser.add_argument(
-        "--placement",
-        default=os.environ.get("BERTH_PLACEMENT_URL", "http://127.0.0.1:8778"),
-        help="the Placement service (default $BERTH_PLACEMENT_URL, else http://127.0.0.1:8778)",
+    placement: str = setting(
+        "http://127.0.0.1:8778", help="the Placement service", env="BERTH_PLACEMENT_URL", metavar="URL"
     )
-    parser.add_argument(
-        "--placement-token",
-        default=os.environ.get("BERTH_PLACEMENT_TOKEN", "admin"),
-        help="X-Auth-Token for Placement (default $BERTH_PLACEMENT_TOKEN, else admin)",
+    placement_token: str = setting(
+        "admin", help="X-Auth-Token for Placement", env="BERTH_PLACEMENT_TOKEN", metavar="TOKEN"
     )
-    parser.add_argument(
-        "--driver",
-        choices=("fake", "linux"),
-        default="linux",
+    driver: str = setting(
+        "linux",
         help="linux: this machine; fake: a host made up from the config's fake section",
+        choices=("fake", "linux"),
     )
-    parser.add_argument("--config", default=None, help="YAML or TOML configuration file (docs/tracker.md)")
-    parser.add_argument("--bind", default=None, help="address:port of the agent's API (default 127.0.0.1:8779)")
+    # The defaults of the tracker's configuration (tests/test_agent_settings.py holds them equal).
+    bind: str = setting("127.0.0.1:8779", help="address:port of the agent's API", metavar="HOST:PORT")
+    state_dir: str = setting("/var/lib/berth/agent", help="where the claim store lives", metavar="DIR")
+    instances_path: str = setting(
+        "/var/lib/berth/instances", help="the instances directory (linux driver)", metavar="DIR"
+    )
+    token: str | None = setting(
+        None, help="require this X-Auth-Token on the agent's API", env="BERTH_AGENT_TOKEN", metavar="TOKEN"
+    )
+    audit_interval: float = setting(
+        60.0, help="seconds between audits; 0 disables the periodic task", minimum=0, metavar="SECONDS"
+    )
+    heal: bool = setting(False, help="let the audit heal what it finds")
+    access_log: bool = setting(False, help="log every API request")
+    force_insecure: bool = setting(False, help="allow the API on a non-loopback address without --token")
+
+
+# Where each setting sits in the tracker's configuration file (docs/tracker.md), when it may be there.
+FILE_KEYS: dict[str, tuple[str, ...]] = {
+    "bind": ("agent", "bind"),
+    "token": ("agent", "token"),
+    "state_dir": ("state_dir",),
+    "instances_path": ("instances_path",),
+    "audit_interval": ("audit", "interval"),
+    "heal": ("audit", "heal"),
+}
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state-dir", default=None, help="where the claim store lives (default /var/lib/berth/agent, or the config's)"
+        "--config", default=None, metavar="FILE", help="YAML or TOML configuration file (docs/tracker.md)"
     )
-    parser.add_argument("--instances-path", default=None, help="the instances directory (linux driver)")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("BERTH_AGENT_TOKEN"),
-        help="require this X-Auth-Token on the agent's API (default $BERTH_AGENT_TOKEN)",
-    )
-    parser.add_argument(
-        "--audit-interval",
-        type=float,
-        default=None,
-        help="seconds between audits (default 60; 0 disables the periodic task)",
-    )
-    parser.add_argument("--heal", action="store_true", default=None, help="let the audit heal what it finds")
+    add_arguments(parser, AgentSettings)
     parser.add_argument("--once", action="store_true", help="report the host, run one audit, print it as JSON and exit")
-    parser.add_argument("--access-log", action="store_true", help="log every API request")
-    parser.add_argument(
-        "--force-insecure", action="store_true", help="allow the API on a non-loopback address without --token"
-    )
 
 
-def load_config(args):
+def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[AgentSettings, TrackerConfig]:
+    """The agent's settings and the tracker's configuration, the first overriding the second where both speak."""
     from berth.tracker.config import TrackerConfig
+    from berth.tracker.documents import read_document
 
-    config = TrackerConfig.load(args.config) if args.config else TrackerConfig()
-    if args.state_dir:
-        config.state_dir = args.state_dir
-    if args.instances_path:
-        config.instances_path = args.instances_path
-    if args.audit_interval is not None:
-        config.audit = replace(config.audit, interval=args.audit_interval)
-    if args.heal:
-        config.audit = replace(config.audit, heal=True)
-    if args.bind:
-        config.agent = replace(config.agent, bind=args.bind)
-    if args.token:
-        config.agent = replace(config.agent, token=args.token)
-    return config
+    document: dict[str, Any] = {}
+    config = TrackerConfig()
+    if args.config:
+        path = Path(args.config)
+        document = read_document(path)
+        config = TrackerConfig.from_dict(document, base_dir=str(path.parent))
+    # The file's values as the tracker's configuration read them (paths made absolute), but only
+    # those the file gives: the others are left to the environment and the defaults.
+    in_file = {name: _dig(config, keys) for name, keys in FILE_KEYS.items() if _given(document, keys)}
+    settings = resolve(
+        AgentSettings,
+        command_line=command_line_layer(args, AgentSettings),
+        file=in_file,
+        file_name=args.config or "",
+        environ=environ,
+    )
+    config.state_dir = settings.state_dir
+    config.instances_path = settings.instances_path
+    config.audit = replace(config.audit, interval=settings.audit_interval, heal=settings.heal)
+    config.agent = replace(config.agent, bind=settings.bind, token=settings.token)
+    return settings, config
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
+def _given(document: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
+    value: Any = document
+    for key in keys:
+        if not isinstance(value, Mapping) or value.get(key) is None:
+            return False
+        value = value[key]
+    return True
 
 
-def _wait_for_placement(client, seconds=30.0):
+def _dig(config: TrackerConfig, keys: tuple[str, ...]) -> object:
+    value: object = config
+    for key in keys:
+        value = getattr(value, key)
+    return value
+
+
+def _wait_for_placement(client: PlacementClient, seconds: float = 30.0) -> None:
     from berth.tracker.placement_client import PlacementError
 
     deadline = time.monotonic() + seconds
     while True:
         try:
-            return client.ping()
+            client.ping()
+            return
         except PlacementError as e:
             if time.monotonic() > deadline:
                 raise
@@ -108,7 +147,7 @@ def _wait_for_placement(client, seconds=30.0):
             time.sleep(1.0)
 
 
-def _lock_state(path):
+def _lock_state(path: str) -> IO[str]:
     """One agent per claim store: a second one on the same host would break the lock's promise."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # Kept open for the agent's life: closing it would drop the lock.
@@ -123,41 +162,41 @@ def _lock_state(path):
     return handle
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from berth.tracker.agent_api import serve_agent
-    from berth.tracker.config import ConfigError
     from berth.tracker.drivers import make_driver
+    from berth.tracker.errors import ConfigError
     from berth.tracker.placement_client import PlacementClient, PlacementError
-    from berth.tracker.provider_config import ProviderConfigError
     from berth.tracker.tracker import ResourceTracker
 
     try:
-        config = load_config(args)
-        driver = make_driver(args.driver, config)
-        driver.provider_tree(args.host, config, config.provider_config)  # configuration errors show now
-    except (ConfigError, ProviderConfigError, ValueError) as e:
+        settings, config = load_config(args, os.environ)
+        driver = make_driver(settings.driver, config)
+        driver.provider_tree(settings.host, config, config.provider_config)  # configuration errors show now
+    except (ConfigError, ValueError) as e:
         print(f"berth agent: {e}", file=sys.stderr)
         return 2
-    bind_host = config.agent.bind.rsplit(":", 1)[0].strip("[]")
-    if not config.agent.token and not _is_loopback(bind_host) and not args.force_insecure:
+    host = bind_host(config.agent.bind)
+    if not config.agent.token and not is_loopback(host) and not settings.force_insecure:
         print(
-            f"berth agent: refusing to serve claims on {bind_host} without a token: anyone who can reach "
+            f"berth agent: refusing to serve claims on {host} without a token: anyone who can reach "
             "it could claim and free this host's resources. Set --token (or agent.token), bind to a "
             "loopback address, or pass --force-insecure.",
             file=sys.stderr,
         )
         return 2
-    client = PlacementClient(args.placement, args.placement_token)
+    client = PlacementClient(settings.placement, settings.placement_token)
     try:
         _wait_for_placement(client)
     except PlacementError as e:
-        print(f"berth agent: Placement at {args.placement} does not answer: {e.detail}", file=sys.stderr)
+        print(f"berth agent: Placement at {settings.placement} does not answer: {e.detail}", file=sys.stderr)
         return 1
-    store_path = config.store_path(args.host)
+    store_path = config.store_path(settings.host)
     lock = _lock_state(store_path)
 
-    def build_tracker():
-        return ResourceTracker(args.host, driver, PlacementClient(args.placement, args.placement_token), config)
+    def build_tracker() -> ResourceTracker:
+        placement = PlacementClient(settings.placement, settings.placement_token)
+        return ResourceTracker(settings.host, driver, placement, config)
 
     try:
         if args.once:
@@ -177,19 +216,20 @@ def run(args) -> int:
             return 0
         LOG.info(
             "agent for %s (%s driver) on %s, claims in %s, Placement at %s",
-            args.host,
-            args.driver,
+            settings.host,
+            settings.driver,
             config.agent.bind,
             store_path,
-            args.placement,
+            settings.placement,
         )
-        return serve_agent(
+        status: int = serve_agent(
             bind=config.agent.bind,
             build_tracker=build_tracker,
             token=config.agent.token,
-            driver_name=args.driver,
+            driver_name=settings.driver,
             audit_interval=config.audit.interval,
-            access_log=args.access_log,
+            access_log=settings.access_log,
         )
+        return status
     finally:
         lock.close()

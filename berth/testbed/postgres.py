@@ -1,4 +1,5 @@
-"""Start and stop a throwaway PostgreSQL server for the test suite.
+"""A throwaway PostgreSQL server, started as an unprivileged user, for the test suite and for
+``--database postgresql`` of the tools.
 
 Usage::
 
@@ -9,8 +10,7 @@ Usage::
     server.restart()                               # stop (fast) and start again, same port
     server.stop()                                  # also registered with atexit
 
-Only the standard library and psycopg 3 are used, so this works before the
-package itself imports cleanly.
+Besides psycopg 3 it needs only the PostgreSQL server programs (initdb, pg_ctl, postgres).
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ import os
 import pwd
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
 import psycopg
 from psycopg import sql
+
+from berth.testbed.errors import TestbedError
+from berth.testbed.loopback import free_port
 
 USER = "berth"
 DBNAME = "berth"
@@ -63,21 +65,15 @@ def find_bindir() -> str:
         # without the server programs, hence the check.
         if all(os.access(os.path.join(d, p), os.X_OK) for p in ("initdb", "pg_ctl", "postgres")):
             return d
-    raise RuntimeError(
+    raise TestbedError(
         "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; "
         "install Debian's `postgresql` package (apt-get install postgresql), "
         "or run scripts/ensure-postgres"
     )
 
 
-def _version_key(v: str) -> tuple:
+def _version_key(v: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_postgres_user() -> list[str]:
@@ -120,7 +116,7 @@ class PostgresServer:
     def _conninfo(self, dbname: str = "postgres") -> str:
         return f"host=127.0.0.1 port={self.port} user={USER} dbname={dbname}"
 
-    def _run(self, *args: str) -> subprocess.CompletedProcess:
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         cmd = self.prefix + [os.path.join(self.bindir, args[0]), *args[1:]]
         # cwd: the postgres user may not be allowed into the caller's directory.
         return subprocess.run(cmd, cwd=self.tmpdir, capture_output=True, text=True)
@@ -137,21 +133,21 @@ class PostgresServer:
             "initdb", "-D", self.datadir, "-A", "trust", "-U", USER, "--encoding", "UTF8", "--no-locale", "--no-sync"
         )
         if r.returncode != 0:
-            raise RuntimeError(f"initdb failed:\n{r.stdout}{r.stderr}")
+            raise TestbedError(f"initdb failed:\n{r.stdout}{r.stderr}")
 
         # A free port may be taken between picking and binding it (e.g. by a
         # parallel test worker), so retry with a fresh one a few times.
         for _ in range(3):
-            self.port = _free_port()
+            self.port = free_port()
             r = self._pg_ctl_start()
             if r.returncode == 0:
                 break
         else:
-            raise RuntimeError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+            raise TestbedError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
         self._wait_accepting()
         self.create_database(DBNAME)
 
-    def _pg_ctl_start(self) -> subprocess.CompletedProcess:
+    def _pg_ctl_start(self) -> subprocess.CompletedProcess[str]:
         """Start the postmaster on ``self.port`` with the standard settings."""
         settings = dict(SETTINGS, unix_socket_directories=self.tmpdir, port=str(self.port))
         opts = " ".join(f"-c {k}={shlex.quote(v)}" for k, v in settings.items())
@@ -167,7 +163,7 @@ class PostgresServer:
                 break
             except psycopg.OperationalError as e:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
+                    raise TestbedError(
                         f"PostgreSQL did not accept connections within {START_TIMEOUT:.0f}s: {e}\n"
                         f"--- log tail ---\n{self._log_tail()}"
                     ) from e
@@ -186,11 +182,11 @@ class PostgresServer:
         connections are cut.  Returns how long the server was unreachable, in seconds.
         """
         if self._stopped:
-            raise RuntimeError("the server was stopped for good")
+            raise TestbedError("the server was stopped for good")
         began = time.monotonic()
         r = self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", str(int(START_TIMEOUT)), "stop")
         if r.returncode != 0:
-            raise RuntimeError(f"pg_ctl stop failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+            raise TestbedError(f"pg_ctl stop failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
         if down_seconds > 0:
             time.sleep(down_seconds)
         # The port was ours a moment ago; something else may still grab it, so retry briefly.
@@ -200,7 +196,7 @@ class PostgresServer:
                 break
             time.sleep(0.5)
         else:
-            raise RuntimeError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+            raise TestbedError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
         self._wait_accepting()
         return time.monotonic() - began
 

@@ -1,0 +1,161 @@
+"""``berth serve``: its settings, declared once, and the command that starts the server with them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from berth.api.settings import Settings
+from berth.cli.exposure import bind_host, is_loopback
+from berth.cli.harness import DEFAULT_WORKERS
+from berth.cli.settings import SettingsError, add_arguments, command_line_layer, read_settings_file, resolve, setting
+from berth.store.database import DEFAULT_SQLITE_FILE
+
+AUTH_STRATEGIES = ("noauth2", "tokens", "keystone")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Every setting of ``berth serve``; the order is the order of ``--help`` and of the README's table."""
+
+    bind: str = setting("127.0.0.1:8778", help="address:port to listen on", env="BERTH_BIND", metavar="HOST:PORT")
+    database: str = setting(
+        f"sqlite:///{DEFAULT_SQLITE_FILE}",
+        help="SQLAlchemy database URL",
+        env="BERTH_DATABASE_URL",
+        default_text=f"a SQLite file {DEFAULT_SQLITE_FILE} in the current folder",
+        metavar="URL",
+    )
+    workers: int = setting(
+        DEFAULT_WORKERS,
+        help="worker processes",
+        env="BERTH_WORKERS",
+        minimum=1,
+        default_text="cores + 1, at most 4",
+        metavar="N",
+    )
+    threads: int = setting(1, help="threads per worker", env="BERTH_THREADS", minimum=1, metavar="N")
+    access_log: bool = setting(False, help="log every request", env="BERTH_ACCESS_LOG")
+    auth_strategy: str = setting(
+        Settings.auth_strategy, help="how callers are identified", env="BERTH_AUTH_STRATEGY", choices=AUTH_STRATEGIES
+    )
+    tokens_file: str | None = setting(
+        None,
+        help="YAML file of tokens and their users, projects and roles, for --auth-strategy tokens",
+        env="BERTH_TOKENS_FILE",
+        metavar="FILE",
+    )
+    policy_file: str | None = setting(
+        None,
+        help="oslo.policy rules (YAML or JSON) overriding the defaults by Placement's rule names",
+        env="BERTH_POLICY_FILE",
+        metavar="FILE",
+    )
+    enforce_new_defaults: bool = setting(
+        False,
+        help="use the secure RBAC defaults instead of the legacy admin-only ones",
+        env="BERTH_ENFORCE_NEW_DEFAULTS",
+    )
+    cors_allowed_origin: tuple[str, ...] = setting(
+        (),
+        help="origin allowed to make cross-site requests; repeatable, or comma-separated",
+        env="BERTH_CORS_ALLOWED_ORIGIN",
+        repeatable=True,
+        metavar="URL",
+    )
+    cors_allow_headers: tuple[str, ...] = setting(
+        (),
+        help="extra request headers allowed in cross-site requests, comma-separated",
+        env="BERTH_CORS_ALLOW_HEADERS",
+        metavar="NAMES",
+    )
+    max_candidates: int = setting(
+        Settings.max_candidates,
+        help="most allocation candidates generated for one request, whatever its limit",
+        env="BERTH_MAX_CANDIDATES",
+        # A bound of zero would answer every allocation candidates request with nothing.
+        minimum=1,
+        metavar="N",
+    )
+    randomize_candidates: bool = setting(
+        False,
+        help="return allocation candidates in random order instead of provider order",
+        env="BERTH_RANDOMIZE_CANDIDATES",
+    )
+    provider_cache_size: int = setting(
+        Settings.provider_cache_size,
+        help="providers whose candidate data each worker keeps between requests, each checked against "
+        "the database before use; 0 for none",
+        env="BERTH_PROVIDER_CACHE_SIZE",
+        minimum=0,
+        metavar="N",
+    )
+    force_insecure: bool = setting(
+        False, help="allow the noauth2 development mode on a non-loopback address", env="BERTH_FORCE_INSECURE"
+    )
+
+    def api_settings(self) -> Settings:
+        return Settings(
+            max_candidates=self.max_candidates,
+            randomize_candidates=self.randomize_candidates,
+            auth_strategy=self.auth_strategy,
+            tokens_file=self.tokens_file,
+            policy_file=self.policy_file,
+            enforce_new_defaults=self.enforce_new_defaults,
+            provider_cache_size=self.provider_cache_size,
+            cors_allowed_origins=self.cors_allowed_origin,
+            cors_allow_headers=self.cors_allow_headers,
+        )
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="YAML file of settings named like the long options (auth_strategy, policy_file, "
+        "cors_allowed_origin, ...); the command line wins over it, it wins over the environment",
+    )
+    add_arguments(parser, ServeSettings)
+
+
+def load_serve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeSettings:
+    config_path: str | None = args.config
+    return resolve(
+        ServeSettings,
+        command_line=command_line_layer(args, ServeSettings),
+        file=read_settings_file(config_path, ServeSettings) if config_path else None,
+        file_name=config_path or "",
+        environ=environ,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from berth.api import server
+
+    try:
+        settings = load_serve_settings(args, os.environ)
+    except SettingsError as error:
+        # As argparse does for a malformed command line: the message, then exit status 2.
+        print(f"berth serve: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    host = bind_host(settings.bind)
+    if settings.auth_strategy == "noauth2" and not is_loopback(host) and not settings.force_insecure:
+        print(
+            f"refusing to serve the noauth2 development mode on {host}: anyone who can reach it could "
+            "act as admin. Bind to a loopback address, choose --auth-strategy tokens or keystone, "
+            "or pass --force-insecure.",
+            file=sys.stderr,
+        )
+        return 2
+    return server.serve(
+        bind=settings.bind,
+        database_url=settings.database,
+        workers=settings.workers,
+        threads=settings.threads,
+        access_log=settings.access_log,
+        settings=settings.api_settings(),
+    )

@@ -1,0 +1,32 @@
+"""What a stress run is asked to do, and the names of what it counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FAULTS = ("none", "kill-worker", "kill-server", "restart-postgres")
+KINDS = ("create", "replace", "move", "delete")  # the writes
+READS = ("candidates", "providers", "read-back")
+OUTCOME_COLUMNS = ("2xx", "409", "503", "refused-conn", "lost-conn", "other")
+
+REQUEST_TIMEOUT = 60.0
+RESOLVE_GRACE = 60.0  # how long a claimer keeps trying to read back an uncertain write
+
+
+@dataclass
+class StressConfig:
+    url: str | None = None  # a running server; else one is started
+    database: str | None = None  # for a started server: sqlite (default), postgresql, or a URL
+    workers: int = 4
+    concurrency: int = 8
+    seconds: float = 30.0
+    operations: int | None = None  # per claimer, instead of --seconds
+    providers: int = 20
+    fault: str = "none"
+    fault_count: int = 1
+    down_seconds: float = 1.0  # kill-server, restart-postgres: how long to stay down
+    server_pid: int | None = None  # kill-worker against --url: the server's master process
+    seed: int | None = None
+    keep: bool = False  # with --url: leave the providers and consumers behind
+    json: str | None = None
+    server_log: str | None = None  # copy the started server's log there

@@ -1,0 +1,204 @@
+"""A whole stress run: the server, the layout, the claimers and faults, the audit, the report."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import tempfile
+import time
+import uuid as uuidlib
+from collections import Counter
+
+from berth.testbed.client import Client, require_curl
+from berth.testbed.databases import Databases, backend_of
+from berth.testbed.errors import TestbedError
+from berth.testbed.loopback import loopback_url
+from berth.testbed.postgres import PostgresServer
+from berth.testbed.report import write_json
+from berth.testbed.server import START_TIMEOUT, Server
+from berth.testbed.stress import log
+from berth.testbed.stress.audit import audit_consumers, audit_providers
+from berth.testbed.stress.claimers import ClaimerPool
+from berth.testbed.stress.cloud import build_layout, remove
+from berth.testbed.stress.config import FAULTS, REQUEST_TIMEOUT, RESOLVE_GRACE, StressConfig
+from berth.testbed.stress.faults import check_fault, fault_times, inject
+from berth.testbed.stress.replay import replay
+from berth.testbed.stress.result import StressResult
+
+# The workers log "Worker exiting" at once but then take seconds of CPU to wind down; once the audit
+# is done nothing is left to wait for.
+STOP_GRACE = 1.0
+
+
+def main(config: StressConfig) -> int:
+    """Entry point of ``berth stress``: the exit status (0 clean, 1 violations, 2 error, 130 interrupted)."""
+    try:
+        require_curl("berth stress")
+        result = run_stress(config)
+    except TestbedError as e:
+        log(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    print(result.table(), flush=True)
+    if result.violations:
+        print(result.violation_report(), flush=True)
+    if config.json:
+        write_json(config.json, result.as_dict())
+    return 0 if result.ok else 1
+
+
+def run_stress(
+    config: StressConfig, *, postgres: PostgresServer | None = None, server: Server | None = None
+) -> StressResult:
+    """Set up, run the load and the faults, audit; the in-process entry point (tests call this).
+
+    ``postgres``: a throwaway PostgreSQL that ``restart-postgres`` may restart.  ``server``: an already
+    started :class:`Server` to use (and leave running) instead of starting one; several runs may share
+    it, each with providers of its own.  Raises :class:`TestbedError` when the setup fails; violations
+    are in the result.
+    """
+    if config.fault not in FAULTS:
+        raise TestbedError(f"unknown fault {config.fault!r}; one of {', '.join(FAULTS)}")
+    tmpdir = tempfile.mkdtemp(prefix="berth-stress-")
+    databases = Databases(config.database, tmpdir, log) if server is None and not config.url else None
+    own_server = None
+    try:
+        if databases is not None:
+            server = own_server = Server(databases.new(f"stress_{uuidlib.uuid4().hex[:8]}"), config.workers, tmpdir)
+            postgres = databases.postgres or postgres
+            server.start()
+            log(f"berth serve ({databases.kind}, {config.workers} workers) at {server.url}, log {server.logpath}")
+        check_fault(config, server, postgres)
+        if server is not None:
+            result = new_result(config, backend_of(server.database_url), server.workers)
+            log_offset = len(server.log_text())
+            load_and_audit(config, server.url, server, postgres, result)
+            read_server_log(server, server.log_text()[log_offset:], result, config.server_log)
+        else:
+            base = loopback_url(config.url or "")
+            result = new_result(config, "server at " + base, None)
+            load_and_audit(config, base, None, postgres, result)
+        return result
+    finally:
+        if own_server is not None:
+            own_server.stop(grace=STOP_GRACE)
+        if databases is not None:
+            databases.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def new_result(config: StressConfig, backend: str, workers: int | None) -> StressResult:
+    return StressResult(
+        backend=backend,
+        workers=workers,
+        concurrency=config.concurrency,
+        fault=config.fault,
+        seconds_planned=None if config.operations else config.seconds,
+    )
+
+
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$")
+
+
+def summarise_exceptions(text: str) -> dict[str, int]:
+    """Exception lines of the server log's tracebacks, counted (digits masked: ports, pids, ids)."""
+    found: Counter[str] = Counter()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _EXCEPTION_LINE.match(line)
+        if m and i > 0 and lines[i - 1].startswith(" "):
+            found[re.sub(r"\d+", "N", line)[:300]] += 1
+    return dict(found.most_common())
+
+
+def read_server_log(server: Server, text: str, result: StressResult, copy_to: str | None) -> None:
+    """The tracebacks in what the server logged during the run; a copy of the whole log if asked."""
+    result.server_tracebacks = text.count("Traceback (most recent call last)")
+    result.server_exceptions = summarise_exceptions(text)
+    if result.server_tracebacks:
+        start = text.index("Traceback (most recent call last)")
+        head = text.rfind("\n", 0, max(0, start - 1))
+        result.server_log_excerpt = "\n".join(text[head + 1 :].splitlines()[:80])
+    if copy_to:
+        shutil.copyfile(server.logpath, copy_to)
+
+
+def run_claimers(
+    config: StressConfig,
+    pool: ClaimerPool,
+    server: Server | None,
+    postgres: PostgresServer | None,
+    rng: random.Random,
+    result: StressResult,
+) -> None:
+    """Let the claimers go, inject the faults on time, collect every claimer's report."""
+    pool.start(None if config.operations else config.seconds)
+    log(
+        f"{config.concurrency} claimers running"
+        + (f" for {config.seconds:g}s" if not config.operations else f", {config.operations} rounds each")
+        + (f", fault {config.fault} x{config.fault_count}" if config.fault != "none" else "")
+    )
+    t0 = time.monotonic()
+    for at in fault_times(config):
+        pool.collect(t0 + at)
+        if pool.finished:
+            break
+        began = time.monotonic() - t0
+        detail = inject(config, server, postgres, rng)
+        result.faults.append({"kind": config.fault, "at": began, "detail": detail})
+        log(f"fault at {began:.1f}s: {detail}")
+    if not config.operations:
+        pool.collect(t0 + config.seconds)
+        pool.stop.set()
+    pool.collect(time.monotonic() + RESOLVE_GRACE + REQUEST_TIMEOUT + 60)
+    result.elapsed = time.monotonic() - t0
+    if not pool.finished:
+        raise TestbedError("claimers did not finish in time")
+
+
+def load_and_audit(
+    config: StressConfig, base: str, server: Server | None, postgres: PostgresServer | None, result: StressResult
+) -> None:
+    seed = config.seed if config.seed is not None else random.randrange(2**32)
+    rng = random.Random(seed)
+    client = Client(base, timeout=REQUEST_TIMEOUT)
+    try:
+        layout = build_layout(client, config.providers, uuidlib.uuid4().hex[:8])
+        result.providers = len(layout["all"])
+        log(
+            f"layout: {config.providers} hosts, {len(layout['gpus'])} GPU children, 1 sharing disk provider; "
+            f"seed {seed}"
+        )
+        pool = ClaimerPool(config, base, layout, rng)
+        try:
+            run_claimers(config, pool, server, postgres, rng, result)
+        finally:
+            pool.close()
+        collected = pool.collected
+        for index in sorted(collected):
+            data = collected[index]
+            result.stats.update({tuple(k): v for k, v in data["stats"].items()})
+            result.violations.extend(data["problems"])
+            if data["unresolved"]:
+                result.notes["consumers never read back"] += len(data["unresolved"])
+        if server is not None and not server.wait_answering(START_TIMEOUT):
+            raise TestbedError(f"the server does not answer after the load:\n{server.log_tail()}")
+        log("auditing")
+        actual, provider_violations = audit_providers(client, layout)
+        result.violations.extend(provider_violations)
+        known: set[str] = set()
+        for index in sorted(collected):
+            violations, info = replay(index, collected[index]["events"], actual)
+            result.violations.extend(violations)
+            result.notes.update(info["notes"])
+            known |= info["consumers"]
+        result.violations.extend(audit_consumers(client, actual, known, rng))
+        result.consumers_seen = len(known)
+        result.consumers_present = len(actual)
+        if config.url and not config.keep:
+            remove(client, layout, sorted(actual))
+    finally:
+        client.close()

@@ -1,0 +1,241 @@
+"""The layer rule of docs/architecture.md, checked on every import under berth/.
+
+Every ``import`` and ``from ... import`` counts, at module level or inside a function, and so does
+``importlib.import_module("berth....")`` with a literal name. A module belongs to the layer of the
+longest package prefix in ``LAYERS`` that names it; a new package gets a row there, or this test fails.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "berth"
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    packages: tuple[str, ...]
+    may_import: frozenset[str]
+
+
+def _layers(*rows: tuple[str, tuple[str, ...], set[str]]) -> dict[str, Layer]:
+    return {name: Layer(name, packages, frozenset(allowed | {name})) for name, packages, allowed in rows}
+
+
+_EVERY_LAYER = {"domain", "store", "api", "clients", "tracker", "scheduler", "conductor", "testbed", "cli", "package"}
+
+# The one table of the rule: each layer, the packages in it, and the layers it may import (it may
+# always import itself). Layers still to be written have their row already.
+LAYERS = _layers(
+    # berth/__init__.py: the package itself, importable by the tools that locate it.
+    ("package", ("berth",), set()),
+    ("domain", ("berth.domain",), set()),
+    ("store", ("berth.store",), {"domain"}),
+    ("api", ("berth.api",), {"store", "domain"}),
+    # HTTP clients of the service and of the agents: what the scheduler and the conductor may use
+    # to talk to them. Today they live in the tracker's package.
+    (
+        "clients",
+        ("berth.clients", "berth.tracker.placement_client", "berth.tracker.agent_client"),
+        {"domain"},
+    ),
+    ("tracker", ("berth.tracker",), {"domain", "clients"}),
+    ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
+    ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients"}),
+    # Load tools (bench, stress, sim) drive a server from outside, and may reuse any part of it.
+    ("testbed", ("berth.testbed",), _EVERY_LAYER - {"cli"}),
+    ("cli", ("berth.cli",), _EVERY_LAYER),
+)
+
+# Imports that break the rule today, each with why it is let through: (importing module, imported
+# module), both as prefixes. The clients still live in the tracker's package and speak in the
+# tracker's types: the records, errors and error codes that go over HTTP (the requests, allocation
+# sets and host snapshots are the domain's, berth.domain.host).
+# Those types belong below the clients (with them, or in the domain) before the scheduler uses them.
+_CLIENT_VOCABULARY = "value types the client's HTTP exchanges are written in, defined with the tracker"
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("berth.tracker.agent_client", "berth.tracker.claims"): _CLIENT_VOCABULARY,
+    ("berth.tracker.agent_client", "berth.tracker.error_codes"): _CLIENT_VOCABULARY,
+    ("berth.tracker.agent_client", "berth.tracker.errors"): _CLIENT_VOCABULARY,
+    ("berth.tracker.agent_client", "berth.tracker.records"): _CLIENT_VOCABULARY,
+    ("berth.tracker.placement_client", "berth.tracker.errors"): _CLIENT_VOCABULARY,
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    path: Path
+    line: int
+    importer: str
+    imported: str
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}: {self.importer} imports {self.imported}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, source: str | None = None, module: str | None = None) -> list[Import]:
+    """Every import of a ``berth`` module in one file, wherever it stands in the file."""
+    module = module or module_name(path)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(source if source is not None else path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        for name in _imported_names(node, module, is_package):
+            if name == "berth" or name.startswith("berth."):
+                found.append(Import(path, node.lineno, module, name))
+    return found
+
+
+def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - node.level + 1]
+            base = ".".join(package + ([node.module] if node.module else []))
+        # ``from berth.x import y`` imports the module berth.x.y when there is one, else a name of berth.x.
+        names = [f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base for alias in node.names]
+        return list(dict.fromkeys(names)) if base else []
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute | ast.Name)
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+        in ("import_module", "__import__")
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return [node.args[0].value]
+    return []
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str) -> Layer | None:
+    if module == "berth":
+        return LAYERS["package"]
+    best: tuple[int, Layer] | None = None
+    for layer in LAYERS.values():
+        for package in layer.packages:
+            if package != "berth" and _under(module, package) and (best is None or len(package) > best[0]):
+                best = (len(package), layer)
+    return best[1] if best else None
+
+
+def violations(found: list[Import]) -> list[str]:
+    problems = []
+    for edge in found:
+        source, target = layer_of(edge.importer), layer_of(edge.imported)
+        if source is None or target is None:
+            problems.append(f"{edge}: not in any layer; add its package to LAYERS in tests/test_layers.py")
+        elif target.name not in source.may_import and not _excepted(edge):
+            problems.append(f"{edge}: layer {source.name} may not import layer {target.name}")
+    return problems
+
+
+def _excepted(edge: Import) -> bool:
+    return any(_under(edge.importer, a) and _under(edge.imported, b) for a, b in EXCEPTIONS)
+
+
+def every_import() -> list[Import]:
+    return [edge for path in sorted(PACKAGE.rglob("*.py")) for edge in imports_of(path)]
+
+
+def test_every_import_under_berth_follows_the_layer_rule():
+    problems = violations(every_import())
+    assert not problems, "imports against the layer rule (docs/architecture.md):\n" + "\n".join(problems)
+
+
+def test_every_module_under_berth_belongs_to_a_layer():
+    homeless = [str(path.relative_to(ROOT)) for path in PACKAGE.rglob("*.py") if layer_of(module_name(path)) is None]
+    assert not homeless, f"add their packages to LAYERS in tests/test_layers.py: {homeless}"
+
+
+def test_every_exception_is_still_needed():
+    found = every_import()
+    unused = [
+        pair
+        for pair in EXCEPTIONS
+        if not any(_under(e.importer, pair[0]) and _under(e.imported, pair[1]) for e in found)
+    ]
+    assert not unused, f"these exceptions no longer match any import; remove them from EXCEPTIONS: {unused}"
+
+
+def test_the_table_names_only_its_own_layers():
+    assert set(LAYERS) == _EVERY_LAYER
+    for layer in LAYERS.values():
+        assert layer.may_import <= set(LAYERS), layer
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "berth.domain.example",
+            "import os\n\ndef late():\n    from berth.store import database\n",
+            [
+                "berth/domain/example.py:4: berth.domain.example imports berth.store.database: "
+                "layer domain may not import layer store"
+            ],
+        ),
+        (
+            "berth.tracker.example",
+            "import berth.api.app\n",
+            [
+                "berth/tracker/example.py:1: berth.tracker.example imports berth.api.app: "
+                "layer tracker may not import layer api"
+            ],
+        ),
+        (
+            "berth.store.example",
+            "from ..api import app\n",
+            [
+                "berth/store/example.py:1: berth.store.example imports berth.api.app: "
+                "layer store may not import layer api"
+            ],
+        ),
+        (
+            "berth.scheduler.example",
+            "import importlib\nimportlib.import_module('berth.store.database')\n",
+            [
+                "berth/scheduler/example.py:2: berth.scheduler.example imports berth.store.database: "
+                "layer scheduler may not import layer store"
+            ],
+        ),
+        ("berth.scheduler.example", "from berth.tracker.agent_client import AgentClient\n", []),
+        ("berth.cli.example", "from berth.testbed import server\nfrom berth.api import wsgi\n", []),
+        (
+            "berth.testbed.example",
+            "from berth.cli import main\n",
+            [
+                "berth/testbed/example.py:1: berth.testbed.example imports berth.cli.main: "
+                "layer testbed may not import layer cli"
+            ],
+        ),
+    ],
+)
+def test_the_check_finds_forbidden_imports_anywhere_in_a_file(module, source, expected):
+    path = ROOT / (module.replace(".", "/") + ".py")
+    assert violations(imports_of(path, source, module)) == expected
