@@ -1,6 +1,7 @@
 """The compute host's half of Berth: what one host has, the claims against it, and their audit.
 
-    from berth.tracker import ResourceTracker, PlacementClient, TrackerConfig, InstanceSpec, Flavor
+    from berth.domain.host.request import Flavor, InstanceSpec
+    from berth.tracker import ResourceTracker, PlacementClient, TrackerConfig
     from berth.tracker.drivers.linux import LinuxDriver
 
     tracker = ResourceTracker("compute1", LinuxDriver("/var/lib/berth/instances"),
@@ -9,10 +10,10 @@
     with tracker.instance_claim(instance) as claim:   # fits, writes Placement, persists
         spawn(instance, claim.numa, claim.pci)
 
-See docs/tracker.md.
+What a request is, the host's provider tree and the fitting of one on the other are the host
+model's (``berth.domain.host``), which schedulers share. See docs/tracker.md.
 """
 
-from berth.tracker.claim_requests import Flavor, InstanceSpec, NumaRequest, PciRequest
 from berth.tracker.claims import Claim, NopClaim
 from berth.tracker.config import TrackerConfig
 from berth.tracker.errors import ClaimError, ClaimFailed, ClaimNotFound, InvalidRequest, TrackerError
@@ -26,13 +27,9 @@ __all__ = [
     "ClaimError",
     "ClaimFailed",
     "ClaimNotFound",
-    "Flavor",
-    "InstanceSpec",
     "InvalidRequest",
     "MoveParticipant",
     "NopClaim",
-    "NumaRequest",
-    "PciRequest",
     "PlacementClient",
     "ResourceTracker",
     "SourceContext",

@@ -7,6 +7,7 @@ JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with
 
     GET    /                                      host, root provider, driver
     GET    /capacity                              inventories, usage, NUMA cells, PCI slots
+    GET    /host                                  the host's snapshot for schedulers (HostSnapshot)
     GET    /claims?instance_uuid=U | ?host=H      claims (default: all of this host)
     GET    /claims/<id>                           one claim
     DELETE /claims/<id>                           abort it
@@ -30,10 +31,11 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from berth.domain.host.errors import HostModelError
+from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker import error_codes
-from berth.tracker.claim_requests import Flavor, InstanceSpec
 from berth.tracker.claims import ClaimHandle
-from berth.tracker.errors import ClaimError, InvalidRequest, PlacementError
+from berth.tracker.errors import ClaimError, InvalidRequest, PlacementError, claim_error
 from berth.tracker.records import SourceContext
 from berth.tracker.tracker import ResourceTracker
 
@@ -46,6 +48,7 @@ _URLS = Map(
     [
         Rule("/", endpoint="index", methods=["GET"]),
         Rule("/capacity", endpoint="capacity", methods=["GET"]),
+        Rule("/host", endpoint="host", methods=["GET"]),
         Rule("/claims", endpoint="list_claims", methods=["GET"]),
         Rule("/claims/<claim_id>", endpoint="show_claim", methods=["GET"]),
         Rule("/claims/<claim_id>", endpoint="abort_claim", methods=["DELETE"]),
@@ -91,6 +94,9 @@ class AgentApp:
             response = self.dispatch(request)
         except ClaimError as e:
             response = _json({"error": e.to_dict()}, e.status)
+        except HostModelError as e:  # a request the host model could not read (a flavor, an instance)
+            error = claim_error(e)
+            response = _json({"error": error.to_dict()}, error.status)
         except PlacementError as e:
             LOG.warning("Placement error during %s %s: %s", request.method, request.path, e)
             response = _error(503 if e.status in (0, 503) else 502, error_codes.PLACEMENT_ERROR, str(e))
@@ -145,6 +151,9 @@ class AgentApp:
 
     def on_capacity(self, request: Request) -> Response:
         return _json(self.tracker.capacity())
+
+    def on_host(self, request: Request) -> Response:
+        return _json(self.tracker.host_snapshot().to_dict())
 
     def on_list_claims(self, request: Request) -> Response:
         if "instance_uuid" in request.args:

@@ -11,8 +11,9 @@ from typing import Any, cast
 
 import requests
 
+from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.host.snapshot import HostSnapshot
 from berth.tracker import error_codes
-from berth.tracker.claim_requests import Flavor, InstanceSpec
 from berth.tracker.claims import Claim, NopClaim
 from berth.tracker.errors import (
     AgentError,
@@ -170,6 +171,10 @@ class AgentClient:
 
     def capacity(self) -> JSON:
         return cast(JSON, self._call("GET", "/capacity"))
+
+    def host_snapshot(self) -> HostSnapshot:
+        """The host's tree and its claims' usage, for ``berth.domain.host.snapshot.fits``."""
+        return HostSnapshot.from_dict(self._call("GET", "/host"))
 
     def audit(self, heal: bool | None = None) -> JSON:
         return cast(JSON, self._call("POST", "/audit", {"heal": heal}))

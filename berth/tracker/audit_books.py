@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from berth.tracker import allocations
-from berth.tracker.allocations import Allocations, ByConsumer
+from berth.domain.host import allocations
+from berth.domain.host.allocations import Allocations, ByConsumer
 from berth.tracker.errors import PlacementError
 from berth.tracker.records import MOVING, OUTGOING, ClaimRecord
 

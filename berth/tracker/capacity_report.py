@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from berth.tracker.fitting import CellLimits, HostUsage, usage_of
+from berth.domain.host.fitting import CellLimits
+from berth.domain.host.tree import ProviderTree
+from berth.domain.host.usage import HostUsage, usage_of
 from berth.tracker.provider_config import ProviderConfig
-from berth.tracker.provider_tree import ProviderTree
 from berth.tracker.records import ClaimRecord
 
 

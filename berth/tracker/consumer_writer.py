@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from berth.tracker import allocations
-from berth.tracker.allocations import Allocations
+from berth.domain.host import allocations
+from berth.domain.host.allocations import Allocations
 from berth.tracker.placement_client import JSON, ConsumerState, PlacementClient, retry_on_conflict
 from berth.tracker.records import INSTANCE, MIGRATION
 

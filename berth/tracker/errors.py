@@ -19,13 +19,20 @@
 A ``ClaimError`` is what the agent's HTTP API answers with (its ``status`` and ``code``, from
 ``berth.tracker.error_codes``), and what ``AgentClient`` raises again on the conductor's side.
 Catch ``TrackerError`` for "the tracker said no"; anything else is a bug.
+
+The host model (``berth.domain.host``) refuses with errors of its own, which carry no status:
+``claim_error`` gives the tracker's error for one (``DoesNotFit`` is ``ClaimFailed``,
+``InvalidHostRequest`` is ``InvalidRequest``, with the same message and reasons), and
+``host_model_refusals()`` turns them into it around the tracker's calls of the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from berth.domain.host.errors import DoesNotFit, HostModelError
 from berth.tracker import error_codes
 
 
@@ -134,3 +141,22 @@ class AgentError(ClaimError):
         super().__init__(message, reasons=reasons)
         self.status = status
         self.code = code or error_codes.INTERNAL
+
+
+# --- the host model's refusals ---------------------------------------------------------------------
+
+
+def claim_error(error: HostModelError) -> ClaimError:
+    """The tracker's error for a refusal of the host model: the agent answers it as it always has."""
+    if isinstance(error, DoesNotFit):
+        return ClaimFailed(error.reasons)
+    return InvalidRequest(str(error))
+
+
+@contextmanager
+def host_model_refusals() -> Iterator[None]:
+    """Inside this block the host model's refusals are raised as the tracker's claim errors."""
+    try:
+        yield
+    except HostModelError as e:
+        raise claim_error(e) from e

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from berth.tracker.allocations import ByConsumer
+from berth.domain.host.allocations import ByConsumer
 from berth.tracker.placement_client import ConsumerState
 from berth.tracker.records import ACTIVE, INCOMING, MIGRATION, SHELVED, SOFT_DELETED, ClaimRecord
 from berth.tracker.recovery import PendingOp

@@ -19,11 +19,11 @@ import logging
 from dataclasses import replace
 
 from berth.domain.capacity import Inventory
+from berth.domain.host.tree import CellInfo, PciPool, ProviderNode, ProviderTree
 from berth.tracker.config import PciDeviceSpec, TrackerConfig, format_cpu_set
 from berth.tracker.errors import ProviderConfigError
 from berth.tracker.facts import HostFacts, PciDevice
 from berth.tracker.provider_config import ProviderConfig
-from berth.tracker.provider_tree import CellInfo, PciPool, ProviderNode, ProviderTree
 
 LOG = logging.getLogger(__name__)
 

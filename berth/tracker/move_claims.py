@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from berth.tracker import allocations
-from berth.tracker.allocations import Allocations
-from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.domain.host import allocations
+from berth.domain.host.allocations import Allocations
+from berth.domain.host.fitting import Plan
+from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker.claims import Claim
 from berth.tracker.consumer_writer import Desired, DesiredFn
 from berth.tracker.errors import ClaimError, InvalidRequest
-from berth.tracker.fitting import Plan, plan_claim
 from berth.tracker.placement_client import ConsumerState
 from berth.tracker.records import INCOMING, INSTANCE, MIGRATION, OUTGOING, ClaimRecord, MigrationContext, SourceContext
 from berth.tracker.recovery import PendingOp
@@ -43,7 +43,7 @@ def claim(tracker: ResourceTracker, move: MoveRequest) -> Claim:
     if existing is not None:
         return Claim(existing, tracker)
     _check(tracker, move)
-    plan = plan_claim(move.flavor, tracker.require_tree(), tracker.usage(), shared_provider=tracker.shared_provider)
+    plan = tracker.plan(move.flavor)
     moved, kept = _split(tracker.placement.consumer(move.instance.uuid), tracker.shared_provider)
     record = tracker.store.add(_incoming_record(tracker.host, move, plan, moved, kept))
     desired = _handover(tracker, move, plan)

@@ -11,7 +11,7 @@ so two moves crossing in opposite directions cannot deadlock.
 
 from __future__ import annotations
 
-from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker.claims import Claim
 from berth.tracker.participant import MoveParticipant
 

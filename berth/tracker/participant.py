@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from berth.tracker.claim_requests import Flavor, InstanceSpec
+from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker.claims import Claim
 from berth.tracker.records import SourceContext
 

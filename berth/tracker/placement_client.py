@@ -18,8 +18,8 @@ from urllib.parse import urlencode
 import requests
 
 from berth.domain import error_codes
-from berth.tracker import allocations
-from berth.tracker.allocations import Allocations
+from berth.domain.host import allocations
+from berth.domain.host.allocations import Allocations
 from berth.tracker.errors import CapacityExceeded, GenerationConflict, PlacementError, PlacementUnavailable
 
 __all__ = [

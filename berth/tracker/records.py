@@ -1,5 +1,8 @@
 """What a claim holds, as the tracker's store keeps it: allocations, NUMA cells, PCI devices, moves.
 
+The NUMA cells and PCI devices themselves (``CellAssignment``, ``PciAssignment``) are the host
+model's, in ``berth.domain.host.assignments``.
+
 A ``ClaimRecord`` is one claim of one host in one state:
 
     state          held by (consumer)    set only in this state
@@ -20,9 +23,10 @@ import uuid as uuidlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from berth.tracker.allocations import Allocations
-from berth.tracker.allocations import parse as parse_allocations
-from berth.tracker.claim_requests import Flavor
+from berth.domain.host.allocations import Allocations
+from berth.domain.host.allocations import parse as parse_allocations
+from berth.domain.host.assignments import CellAssignment, PciAssignment, cells_from, devices_from
+from berth.domain.host.request import Flavor
 from berth.tracker.errors import ClaimStateError, InvalidRequest
 
 # States of a claim on its host.
@@ -38,58 +42,6 @@ KINDS = ("instance", "resize", "live_migration", "evacuate", "adopted")
 # Placement's consumer types, as the claims' consumers are written.
 INSTANCE = "INSTANCE"
 MIGRATION = "MIGRATION"
-
-
-@dataclass(frozen=True)
-class CellAssignment:
-    guest_cell: int
-    host_cell: int
-    vcpus: int
-    memory_mb: int
-    pinned_cpus: tuple[int, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "guest_cell": self.guest_cell,
-            "host_cell": self.host_cell,
-            "vcpus": self.vcpus,
-            "memory_mb": self.memory_mb,
-            "pinned_cpus": list(self.pinned_cpus),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CellAssignment:
-        return cls(d["guest_cell"], d["host_cell"], d["vcpus"], d["memory_mb"], tuple(d.get("pinned_cpus") or ()))
-
-
-@dataclass(frozen=True)
-class PciAssignment:
-    request: int  # index into the flavor's PCI requests
-    provider_uuid: str
-    device: str  # the provider's device (the PF for a virtual function)
-    address: str  # what the guest gets: the device itself or one virtual function
-    resource_class: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "request": self.request,
-            "provider_uuid": self.provider_uuid,
-            "device": self.device,
-            "address": self.address,
-            "resource_class": self.resource_class,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PciAssignment:
-        return cls(d["request"], d["provider_uuid"], d["device"], d["address"], d["resource_class"])
-
-
-def _cells(items: list[dict[str, Any]] | None) -> tuple[CellAssignment, ...]:
-    return tuple(CellAssignment.from_dict(c) for c in items or ())
-
-
-def _devices(items: list[dict[str, Any]] | None) -> tuple[PciAssignment, ...]:
-    return tuple(PciAssignment.from_dict(p) for p in items or ())
 
 
 @dataclass(frozen=True)
@@ -134,10 +86,10 @@ class MigrationContext:
             d["dest_host"],
             Flavor.from_dict(d["old_flavor"]) if d.get("old_flavor") else None,
             Flavor.from_dict(d["new_flavor"]),
-            _cells(d.get("old_numa")),
-            _cells(d.get("new_numa")),
-            _devices(d.get("old_pci")),
-            _devices(d.get("new_pci")),
+            cells_from(d.get("old_numa")),
+            cells_from(d.get("new_numa")),
+            devices_from(d.get("old_pci")),
+            devices_from(d.get("new_pci")),
             parse_allocations(d.get("old_allocations")),
             parse_allocations(d.get("old_shared")),
         )
@@ -182,8 +134,8 @@ class SourceContext:
                 Flavor.from_dict(d["flavor"]),
                 parse_allocations(d["allocations"]),
                 parse_allocations(d.get("shared_allocations")),
-                _cells(d.get("numa")),
-                _devices(d.get("pci")),
+                cells_from(d.get("numa")),
+                devices_from(d.get("pci")),
                 d["project_id"],
                 d["user_id"],
             )
@@ -294,8 +246,8 @@ class ClaimRecord:
             flavor=Flavor.from_dict(d["flavor"]),
             allocations=parse_allocations(d["allocations"]),
             shared_allocations=parse_allocations(d.get("shared_allocations")),
-            numa=_cells(d.get("numa")),
-            pci=_devices(d.get("pci")),
+            numa=cells_from(d.get("numa")),
+            pci=devices_from(d.get("pci")),
             migration_uuid=d.get("migration_uuid"),
             migration_context=MigrationContext.from_dict(d["migration_context"])
             if d.get("migration_context")

@@ -22,11 +22,15 @@ import threading
 import time
 from typing import Any
 
+from berth.domain.host.allocations import ByConsumer
+from berth.domain.host.fitting import Plan, plan_claim
+from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.host.snapshot import HostSnapshot
+from berth.domain.host.tree import ProviderTree
+from berth.domain.host.usage import HostUsage, usage_of
 from berth.tracker import evacuation, move_claims
-from berth.tracker.allocations import ByConsumer
 from berth.tracker.audit import AuditReport, run_audit
 from berth.tracker.capacity_report import capacity_report, shrink_warnings
-from berth.tracker.claim_requests import Flavor, InstanceSpec
 from berth.tracker.claims import Claim, NopClaim
 from berth.tracker.config import TrackerConfig
 from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
@@ -40,10 +44,9 @@ from berth.tracker.errors import (
     PlacementError,
     PlacementUnavailable,
     TrackerUnavailable,
+    host_model_refusals,
 )
-from berth.tracker.fitting import HostUsage, plan_claim, usage_of
 from berth.tracker.placement_client import ConsumerState, PlacementClient
-from berth.tracker.provider_tree import ProviderTree
 from berth.tracker.records import (
     ACTIVE,
     INCOMING,
@@ -132,6 +135,19 @@ class ResourceTracker:
     def usage(self) -> HostUsage:
         return usage_of(self.store.all())
 
+    def plan(self, flavor: Flavor) -> Plan:
+        """Fit ``flavor`` on this host next to the persisted claims (under the lock), or raise
+        ``ClaimFailed`` / ``InvalidRequest``."""
+        with host_model_refusals():
+            return plan_claim(flavor, self.require_tree(), self.usage(), shared_provider=self.shared_provider)
+
+    def host_snapshot(self) -> HostSnapshot:
+        """The tree and the claims' usage as ``plan`` sees them, read together under the lock."""
+        with self.lock:
+            return HostSnapshot.take(
+                self.host, self.require_tree(), self.usage(), shared_provider=self.shared_provider, taken_at=time.time()
+            )
+
     # -- inventory ------------------------------------------------------------------------------
 
     def update_available_resource(self) -> SyncResult:
@@ -176,14 +192,14 @@ class ResourceTracker:
     def instance_claim(self, instance: InstanceSpec) -> Claim:
         """Claim a new instance's resources on this host (build, unshelve after offload)."""
         with self.lock:
-            tree = self.require_tree()
+            self.require_tree()  # an unreported host refuses before anything else is looked at
             existing = self.store.for_instance(instance.uuid)
             if existing:
                 raise ClaimError(
                     f"instance {instance.uuid} already has a claim on {self.host} "
                     f"({', '.join(r.state for r in existing)})"
                 )
-            plan = plan_claim(instance.flavor, tree, self.usage(), shared_provider=self.shared_provider)
+            plan = self.plan(instance.flavor)
             record = self.store.add(
                 ClaimRecord.new(
                     host=self.host,

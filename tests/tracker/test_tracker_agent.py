@@ -14,7 +14,8 @@ import requests
 from agenthelpers import TOKEN, Agent, assert_remote_books_agree
 from trackerhelpers import flavor, instance, new_uuid
 
-from berth.tracker import ClaimFailed, ClaimNotFound, PciRequest, moves
+from berth.domain.host.request import PciRequest
+from berth.tracker import ClaimFailed, ClaimNotFound, moves
 from berth.tracker.agent_client import AgentError
 from berth.tracker.errors import InvalidRequest
 from berth.tracker.records import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED

@@ -7,7 +7,8 @@ import threading
 import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
-from berth.tracker import ClaimError, ClaimFailed, NumaRequest, PciRequest
+from berth.domain.host.request import NumaRequest, PciRequest
+from berth.tracker import ClaimError, ClaimFailed
 from berth.tracker.errors import InvalidRequest
 from berth.tracker.records import ACTIVE
 

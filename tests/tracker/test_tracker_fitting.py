@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, TOPOLOGY, flavor
 
-from berth.tracker.claim_requests import NumaRequest, PciRequest
+from berth.domain.host.errors import DoesNotFit
+from berth.domain.host.fitting import plan_claim
+from berth.domain.host.request import NumaRequest, PciRequest
+from berth.domain.host.usage import usage_of
 from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
-from berth.tracker.errors import ClaimFailed
-from berth.tracker.fitting import plan_claim, usage_of
 from berth.tracker.records import ClaimRecord
 
 
@@ -69,14 +70,14 @@ def test_a_full_cell_sends_the_guest_to_the_other_one():
     # 3 + 3 in the cells: the host has 2 vCPUs free, but no single cell does.
     usage = _fill(tree, flavor(3, 1024, numa=NumaRequest(1)), flavor(3, 1024, numa=NumaRequest(1)))
     assert (usage.cell_vcpus[0], usage.cell_vcpus[1]) == (3, 3)
-    with pytest.raises(ClaimFailed, match="NUMA cell 1: 1 vCPUs free, 2 asked"):
+    with pytest.raises(DoesNotFit, match="NUMA cell 1: 1 vCPUs free, 2 asked"):
         plan_claim(flavor(2, 512, numa=NumaRequest(1)), tree, usage)
     assert plan_claim(flavor(2, 512), tree, usage).numa == ()  # a floating guest still fits
 
 
 def test_numa_memory_is_checked_per_cell():
     tree = _tree()
-    with pytest.raises(ClaimFailed, match="MB free"):
+    with pytest.raises(DoesNotFit, match="MB free"):
         plan_claim(flavor(1, 9000, numa=NumaRequest(1)), tree, usage_of([]))
     assert plan_claim(flavor(1, 9000), tree, usage_of([])).numa == ()  # a floating guest fits
 
@@ -85,7 +86,7 @@ def test_floating_guests_do_not_take_cell_capacity_but_do_take_host_capacity():
     tree = _tree()
     usage = _fill(tree, flavor(6, 1024))
     plan_claim(flavor(2, 1024, numa=NumaRequest(1)), tree, usage)
-    with pytest.raises(ClaimFailed, match="VCPU on h"):
+    with pytest.raises(DoesNotFit, match="VCPU on h"):
         plan_claim(flavor(3, 1024, numa=NumaRequest(1)), tree, usage)
 
 
@@ -100,7 +101,7 @@ def test_pinned_cpus_are_chosen_per_cell_and_never_reused():
     usage = _fill(tree, flavor(1, 512, cpu_policy="dedicated"))
     usage.pinned[1].add(6)
     usage.providers["uuid-h"]["PCPU"] += 1
-    with pytest.raises(ClaimFailed, match="1 free dedicated CPUs, 2 asked"):
+    with pytest.raises(DoesNotFit, match="1 free dedicated CPUs, 2 asked"):
         plan_claim(flavor(2, 512, cpu_policy="dedicated"), tree, usage)
 
 
@@ -126,7 +127,7 @@ def test_pci_numa_policies():
     assert plan_claim(strict, tree, usage).numa[0].host_cell == 1  # required: moves the guest
     usage.cell_vcpus[1] = 4  # cell 1 is full
     assert plan_claim(gpu_local, tree, usage).numa[0].host_cell == 0
-    with pytest.raises(ClaimFailed, match="on the guest's NUMA cells"):
+    with pytest.raises(DoesNotFit, match="on the guest's NUMA cells"):
         plan_claim(strict, tree, usage)
 
 
@@ -144,11 +145,11 @@ def test_pci_requests_match_vendor_product_and_traits():
         .device
         == "0000:c1:00.0"
     )
-    with pytest.raises(ClaimFailed, match="0 of 1 devices free"):
+    with pytest.raises(DoesNotFit, match="0 of 1 devices free"):
         plan_claim(flavor(1, 1, pci=(PciRequest(1, vendor_id="8086"),)), tree, usage_of([]))
 
 
 def test_every_shortage_is_named():
-    with pytest.raises(ClaimFailed) as failure:
+    with pytest.raises(DoesNotFit) as failure:
         plan_claim(flavor(64, 10**6, 10**4), _tree(), usage_of([]))
     assert [r.split(":")[0] for r in failure.value.reasons] == ["VCPU on h", "MEMORY_MB on h", "DISK_GB on h"]

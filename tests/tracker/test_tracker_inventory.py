@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, TOPOLOGY, assert_books_agree, flavor, instance, new_uuid
 
-from berth.tracker import ClaimFailed, PciRequest, PlacementClient
+from berth.domain.host.request import PciRequest
+from berth.tracker import ClaimFailed, PlacementClient
 from berth.tracker.placement_client import GenerationConflict
 from berth.tracker.provider_config import load_provider_configs
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
-from berth.tracker import ClaimError, ClaimFailed, NopClaim, NumaRequest, PciRequest, moves
+from berth.domain.host.request import NumaRequest, PciRequest
+from berth.tracker import ClaimError, ClaimFailed, NopClaim, moves
 from berth.tracker.errors import InvalidRequest
 from berth.tracker.records import ACTIVE, INCOMING, OUTGOING
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from collections import Counter, defaultdict
 
-from berth.tracker import Flavor, InstanceSpec
-from berth.tracker.fitting import usage_of
+from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.host.usage import usage_of
 from berth.tracker.records import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED
 from berth.tracker.store import ClaimStore
 
@@ -50,57 +50,70 @@ def _nonzero(d) -> dict:
 def assert_books_agree(*trackers):
     """Placement, the persisted claims and each tracker's capacity view tell the same story."""
     for tracker in trackers:
-        placement = tracker.placement
         records = tracker.store.all()
         assert not [r for r in records if r.pending_op], "operations left half done"
-        # What is in the store file is what a restarted tracker would read.
-        reread = ClaimStore(tracker.store.path)
-        try:
-            assert sorted(reread.all(), key=lambda r: r.claim_id) == sorted(records, key=lambda r: r.claim_id)
-        finally:
-            reread.close()
-
-        usage = usage_of(records)
+        _assert_store_reads_back(tracker, records)
         capacity = tracker.capacity()
-        for node in tracker.tree:
-            if not node.inventories:
-                assert not usage.providers.get(node.uuid)
-                continue
-            placement_usage = _nonzero(placement.usages(node.uuid))
-            claimed = _nonzero(usage.providers.get(node.uuid, Counter()))
-            assert placement_usage == claimed, f"{node.name}: Placement {placement_usage} != claims {claimed}"
-            view = capacity["providers"][node.uuid]["inventories"]
-            assert _nonzero({rc: v["used"] for rc, v in view.items()}) == claimed
-            for rc, v in view.items():
-                assert 0 <= v["used"] <= v["capacity"], f"{node.name} {rc} over capacity: {v}"
-
-        # Consumer by consumer: who holds what on this host.
-        actual = defaultdict(dict)
-        for rp in {n.uuid for n in tracker.tree if n.inventories} | tracker.leftover_providers:
-            for consumer, resources in placement.provider_allocations(rp).items():
-                actual[consumer][rp] = resources
-        expected = defaultdict(lambda: defaultdict(Counter))
-        for record in records:
-            for rp, resources in record.allocations.items():
-                expected[record.consumer_uuid][rp].update(resources)
-        expected = {c: {rp: dict(r) for rp, r in by_rp.items()} for c, by_rp in expected.items()}
-        assert dict(actual) == expected
-
-        for record in records:
-            state = placement.consumer(record.consumer_uuid)
-            assert state.consumer_type == ("MIGRATION" if record.state == OUTGOING else "INSTANCE")
-            assert state.project_id == record.project_id
-            if record.state in (ACTIVE, INCOMING, SOFT_DELETED, SHELVED):
-                assert state.on(set(record.shared_allocations)) == record.shared_allocations
-
-        # NUMA cells and devices: nothing over its capacity, nothing given twice.
-        slots = [d.address for r in records for d in r.pci]
-        assert len(slots) == len(set(slots)), "a PCI device is claimed twice"
-        pinned = [cpu for r in records for c in r.numa for cpu in c.pinned_cpus]
-        assert len(pinned) == len(set(pinned)), "a CPU is pinned twice"
-        for cell in capacity["cells"]:
-            assert cell["vcpus_used"] <= cell["vcpus_capacity"]
-            assert cell["memory_used"] <= cell["memory_capacity"]
-            assert set(cell["pinned_cpus"]) <= set(cell["dedicated_cpus"])
+        _assert_usages_agree(tracker, records, capacity)
+        _assert_consumers_agree(tracker, records)
+        _assert_cells_and_devices_agree(records, capacity)
         report = tracker.audit(heal=False)
         assert report.consistent, report.to_dict()["findings"]
+
+
+def _assert_store_reads_back(tracker, records):
+    """What is in the store file is what a restarted tracker would read."""
+    reread = ClaimStore(tracker.store.path)
+    try:
+        assert sorted(reread.all(), key=lambda r: r.claim_id) == sorted(records, key=lambda r: r.claim_id)
+    finally:
+        reread.close()
+
+
+def _assert_usages_agree(tracker, records, capacity):
+    usage = usage_of(records)
+    for node in tracker.tree:
+        if not node.inventories:
+            assert not usage.providers.get(node.uuid)
+            continue
+        placement_usage = _nonzero(tracker.placement.usages(node.uuid))
+        claimed = _nonzero(usage.providers.get(node.uuid, Counter()))
+        assert placement_usage == claimed, f"{node.name}: Placement {placement_usage} != claims {claimed}"
+        view = capacity["providers"][node.uuid]["inventories"]
+        assert _nonzero({rc: v["used"] for rc, v in view.items()}) == claimed
+        for rc, v in view.items():
+            assert 0 <= v["used"] <= v["capacity"], f"{node.name} {rc} over capacity: {v}"
+
+
+def _assert_consumers_agree(tracker, records):
+    """Consumer by consumer: who holds what on this host."""
+    placement = tracker.placement
+    actual = defaultdict(dict)
+    for rp in {n.uuid for n in tracker.tree if n.inventories} | tracker.leftover_providers:
+        for consumer, resources in placement.provider_allocations(rp).items():
+            actual[consumer][rp] = resources
+    expected = defaultdict(lambda: defaultdict(Counter))
+    for record in records:
+        for rp, resources in record.allocations.items():
+            expected[record.consumer_uuid][rp].update(resources)
+    expected = {c: {rp: dict(r) for rp, r in by_rp.items()} for c, by_rp in expected.items()}
+    assert dict(actual) == expected
+
+    for record in records:
+        state = placement.consumer(record.consumer_uuid)
+        assert state.consumer_type == ("MIGRATION" if record.state == OUTGOING else "INSTANCE")
+        assert state.project_id == record.project_id
+        if record.state in (ACTIVE, INCOMING, SOFT_DELETED, SHELVED):
+            assert state.on(set(record.shared_allocations)) == record.shared_allocations
+
+
+def _assert_cells_and_devices_agree(records, capacity):
+    """NUMA cells and devices: nothing over its capacity, nothing given twice."""
+    slots = [d.address for r in records for d in r.pci]
+    assert len(slots) == len(set(slots)), "a PCI device is claimed twice"
+    pinned = [cpu for r in records for c in r.numa for cpu in c.pinned_cpus]
+    assert len(pinned) == len(set(pinned)), "a CPU is pinned twice"
+    for cell in capacity["cells"]:
+        assert cell["vcpus_used"] <= cell["vcpus_capacity"]
+        assert cell["memory_used"] <= cell["memory_capacity"]
+        assert set(cell["pinned_cpus"]) <= set(cell["dedicated_cpus"])

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import abc
 
+from berth.domain.host.tree import ProviderTree
 from berth.tracker.config import TrackerConfig
 from berth.tracker.facts import Guest, HostFacts
 from berth.tracker.hosttree import build_provider_tree
 from berth.tracker.provider_config import ProviderConfig
-from berth.tracker.provider_tree import ProviderTree
 
 
 class Driver(abc.ABC):

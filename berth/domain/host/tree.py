@@ -1,17 +1,19 @@
 """A host as a tree of resource providers: the compute node, its NUMA cells, PCI devices, extras.
 
-``berth.tracker.hosttree`` builds the tree from a driver's facts and the configuration;
-``berth.tracker.sync`` makes the service match it and fills in each provider's uuid; claims are
-fitted against it. Inventories are ``berth.domain.capacity.Inventory``, the service's own type, so
-the tracker and the service apply one capacity rule.
+The compute tracker builds the tree from a driver's facts and its configuration, makes the service
+match it (which gives each provider its uuid), and fits claims against it. Inventories are
+``berth.domain.capacity.Inventory``, the service's own type, so that the host and the service apply
+one capacity rule. Every type here has a JSON form (``to_dict``/``from_dict``): a host's snapshot
+carries its tree to schedulers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from berth.domain.capacity import Inventory
+from berth.domain.capacity import INVENTORY_DEFAULTS, Inventory
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,23 @@ class CellInfo:
     shared_cpus: frozenset[int]
     dedicated_cpus: frozenset[int]
     memory_mb: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "shared_cpus": sorted(self.shared_cpus),
+            "dedicated_cpus": sorted(self.dedicated_cpus),
+            "memory_mb": self.memory_mb,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellInfo:
+        return cls(
+            id=int(d["id"]),
+            shared_cpus=frozenset(int(c) for c in d["shared_cpus"]),
+            dedicated_cpus=frozenset(int(c) for c in d["dedicated_cpus"]),
+            memory_mb=int(d["memory_mb"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -34,6 +53,39 @@ class PciPool:
     numa_node: int | None
     resource_class: str
     slots: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "vendor_id": self.vendor_id,
+            "product_id": self.product_id,
+            "numa_node": self.numa_node,
+            "resource_class": self.resource_class,
+            "slots": list(self.slots),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PciPool:
+        return cls(
+            address=str(d["address"]),
+            vendor_id=str(d["vendor_id"]),
+            product_id=str(d["product_id"]),
+            numa_node=None if d.get("numa_node") is None else int(d["numa_node"]),
+            resource_class=str(d["resource_class"]),
+            slots=tuple(str(s) for s in d["slots"]),
+        )
+
+
+def _inventory(d: dict[str, Any]) -> Inventory:
+    fields = {**INVENTORY_DEFAULTS, **d}
+    return Inventory(
+        total=int(fields["total"]),
+        reserved=int(fields["reserved"]),
+        min_unit=int(fields["min_unit"]),
+        max_unit=int(fields["max_unit"]),
+        step_size=int(fields["step_size"]),
+        allocation_ratio=float(fields["allocation_ratio"]),
+    )
 
 
 @dataclass
@@ -61,6 +113,33 @@ class ProviderNode:
         if self.pci is None:
             raise LookupError(f"provider {self.name} is a {self.kind} provider, not a PCI device")
         return self.pci
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "parent": self.parent,
+            "kind": self.kind,
+            "uuid": self.uuid,
+            "inventories": {rc: inventory.as_dict() for rc, inventory in sorted(self.inventories.items())},
+            "traits": sorted(self.traits),
+            "aggregates": sorted(self.aggregates),
+            "cell": self.cell.to_dict() if self.cell else None,
+            "pci": self.pci.to_dict() if self.pci else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProviderNode:
+        return cls(
+            name=str(d["name"]),
+            parent=None if d.get("parent") is None else str(d["parent"]),
+            kind=str(d["kind"]),
+            inventories={str(rc): _inventory(inv) for rc, inv in (d.get("inventories") or {}).items()},
+            traits={str(t) for t in d.get("traits") or ()},
+            aggregates={str(a) for a in d.get("aggregates") or ()},
+            cell=CellInfo.from_dict(d["cell"]) if d.get("cell") else None,
+            pci=PciPool.from_dict(d["pci"]) if d.get("pci") else None,
+            uuid=None if d.get("uuid") is None else str(d["uuid"]),
+        )
 
 
 class ProviderTree:
@@ -141,3 +220,11 @@ class ProviderTree:
 
     def traits(self) -> set[str]:
         return {t for n in self._order for t in n.traits}
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The providers, parents before children."""
+        return [node.to_dict() for node in self._order]
+
+    @classmethod
+    def from_dict(cls, nodes: list[dict[str, Any]]) -> ProviderTree:
+        return cls([ProviderNode.from_dict(n) for n in nodes])

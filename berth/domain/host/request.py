@@ -1,6 +1,7 @@
 """What an instance asks of a host: a flavor (vCPUs, memory, disk, a NUMA topology, PCI devices,
-other resources) and the instance it is for. Requests arrive as JSON from the agent's API and are
-checked here before anything is fitted.
+other resources) and the instance it is for. Requests arrive as JSON (the compute agent's API, a
+scheduler's request spec) and are checked here before anything is fitted; a malformed one raises
+``InvalidHostRequest``.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from berth.tracker.errors import InvalidRequest
-from berth.tracker.provider_tree import ProviderNode
+from berth.domain.host.errors import InvalidHostRequest
+from berth.domain.host.tree import ProviderNode
 
 CPU_POLICIES = ("shared", "dedicated")
 NUMA_POLICIES = ("required", "preferred")
@@ -27,15 +28,15 @@ class NumaRequest:
     def guest_cells(self, vcpus: int, memory_mb: int) -> list[tuple[int, int]]:
         """(vCPUs, memory) of each guest cell."""
         if self.cells < 1:
-            raise InvalidRequest("a NUMA topology has at least one cell")
+            raise InvalidHostRequest("a NUMA topology has at least one cell")
         cpus = list(self.cell_vcpus) if self.cell_vcpus else _split(vcpus, self.cells)
         memory = list(self.cell_memory_mb) if self.cell_memory_mb else _split(memory_mb, self.cells)
         if len(cpus) != self.cells or len(memory) != self.cells:
-            raise InvalidRequest("cell_vcpus and cell_memory_mb need one entry per guest cell")
+            raise InvalidHostRequest("cell_vcpus and cell_memory_mb need one entry per guest cell")
         if sum(cpus) != vcpus or sum(memory) != memory_mb:
-            raise InvalidRequest("the guest cells' vCPUs and memory must add up to the flavor's")
+            raise InvalidHostRequest("the guest cells' vCPUs and memory must add up to the flavor's")
         if min(cpus) < 1 or min(memory) < 1:
-            raise InvalidRequest("every guest cell needs at least one vCPU and some memory")
+            raise InvalidHostRequest("every guest cell needs at least one vCPU and some memory")
         return list(zip(cpus, memory, strict=True))
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,17 +129,17 @@ class Flavor:
 
     def validate(self) -> None:
         if self.vcpus < 1 or self.memory_mb < 1 or self.disk_gb < 0:
-            raise InvalidRequest("a flavor needs at least one vCPU and some memory, and no negative disk")
+            raise InvalidHostRequest("a flavor needs at least one vCPU and some memory, and no negative disk")
         if self.cpu_policy not in CPU_POLICIES:
-            raise InvalidRequest(f"cpu_policy is one of {', '.join(CPU_POLICIES)}")
+            raise InvalidHostRequest(f"cpu_policy is one of {', '.join(CPU_POLICIES)}")
         for rc, amount in self.resources.items():
             if rc in ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB"):
-                raise InvalidRequest(f"{rc} comes from the flavor's own fields, not from resources")
+                raise InvalidHostRequest(f"{rc} comes from the flavor's own fields, not from resources")
             if not isinstance(amount, int) or amount < 0:
-                raise InvalidRequest(f"resources.{rc} must be a whole number")
+                raise InvalidHostRequest(f"resources.{rc} must be a whole number")
         for request in self.pci:
             if request.count < 1 or request.numa_policy not in NUMA_POLICIES:
-                raise InvalidRequest(f"invalid PCI request {request.describe()}")
+                raise InvalidHostRequest(f"invalid PCI request {request.describe()}")
         if self.numa_request is not None:
             self.numa_request.guest_cells(self.vcpus, self.memory_mb)
 
@@ -179,7 +180,7 @@ class Flavor:
                 resources={str(k): int(v) for k, v in (d.get("resources") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as e:
-            raise InvalidRequest(f"invalid flavor: {e}") from None
+            raise InvalidHostRequest(f"invalid flavor: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -207,4 +208,4 @@ class InstanceSpec:
                 user_id=str(d["user_id"]),
             )
         except (KeyError, TypeError, ValueError) as e:
-            raise InvalidRequest(f"invalid instance: {e}") from None
+            raise InvalidHostRequest(f"invalid instance: {e}") from None

@@ -1,64 +1,27 @@
 """Fitting a request on a host: which providers, NUMA cells, pinned CPUs and PCI devices it gets.
 
-Everything here is pure: a request (``Flavor``), the host's tree and what the persisted claims already
-use (``HostUsage``) go in; a ``Plan`` (allocations per provider, NUMA cells with their pinned CPUs,
-PCI devices) or a ``ClaimFailed`` with the reasons comes out.  Whether an amount fits an inventory
-is Placement's rule, taken from ``berth.domain.capacity``; the tracker applies it to NUMA cells too,
-with the compute node's allocation ratios.
+Everything here is pure: a request (``Flavor``), the host's tree and what its claims already use
+(``HostUsage``) go in; a ``Plan`` (allocations per provider, NUMA cells with their pinned CPUs, PCI
+devices) comes out, or ``DoesNotFit`` with the reasons (``InvalidHostRequest`` for a malformed
+flavor). Whether an amount fits an inventory is Placement's rule, taken from
+``berth.domain.capacity``; it applies to NUMA cells too, with the compute node's allocation ratios.
+The compute tracker claims with ``plan_claim``; a scheduler asks the same question of a host's
+snapshot (``berth.domain.host.snapshot.fits``).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from berth.domain.capacity import Inventory
-from berth.tracker.allocations import Allocations
-from berth.tracker.claim_requests import Flavor, NumaRequest, PciRequest
-from berth.tracker.errors import ClaimFailed
-from berth.tracker.provider_tree import CellInfo, ProviderNode, ProviderTree
-from berth.tracker.records import CellAssignment, ClaimRecord, PciAssignment
-
-# --- usage -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class HostUsage:
-    """What the persisted claims use, by provider, NUMA cell and PCI slot."""
-
-    providers: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    cell_vcpus: Counter[int] = field(default_factory=Counter)
-    cell_memory: Counter[int] = field(default_factory=Counter)
-    pinned: defaultdict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
-    pci: dict[str, str] = field(default_factory=dict)  # slot address -> claim id
-
-    def used(self, provider_uuid: str, resource_class: str) -> int:
-        return self.providers.get(provider_uuid, Counter()).get(resource_class, 0)
-
-    def add(self, record: ClaimRecord) -> None:
-        for rp, resources in record.allocations.items():
-            self.providers[rp].update(resources)
-        for cell in record.numa:
-            if cell.pinned_cpus:
-                self.pinned[cell.host_cell].update(cell.pinned_cpus)
-            else:
-                self.cell_vcpus[cell.host_cell] += cell.vcpus
-            self.cell_memory[cell.host_cell] += cell.memory_mb
-        for device in record.pci:
-            self.pci[device.address] = record.claim_id
-
-    def provider_totals(self) -> Allocations:
-        return {rp: {rc: n for rc, n in c.items() if n} for rp, c in self.providers.items() if +c}
-
-
-def usage_of(records: Iterable[ClaimRecord]) -> HostUsage:
-    """Usage is summed from claims, never from instance states: a claim in flight is always counted."""
-    usage = HostUsage()
-    for record in records:
-        usage.add(record)
-    return usage
+from berth.domain.host.allocations import Allocations
+from berth.domain.host.assignments import CellAssignment, PciAssignment
+from berth.domain.host.errors import DoesNotFit
+from berth.domain.host.request import Flavor, NumaRequest, PciRequest
+from berth.domain.host.tree import CellInfo, ProviderNode, ProviderTree
+from berth.domain.host.usage import HostUsage
 
 
 def refusal(inventory: Inventory, used: int, amount: int) -> str | None:
@@ -89,13 +52,13 @@ Wanted = defaultdict[str, Counter[str]]
 
 
 def plan_claim(flavor: Flavor, tree: ProviderTree, usage: HostUsage, *, shared_provider: str | None = None) -> Plan:
-    """Fit ``flavor`` on the host, or raise ``ClaimFailed`` naming every shortage found."""
+    """Fit ``flavor`` on the host, or raise ``DoesNotFit`` naming every shortage found."""
     flavor.validate()
     wanted, shared = _flavor_resources(flavor, tree.root.synced_uuid, shared_provider)
     reasons = _place_extra_resources(flavor, tree, usage, wanted)
     reasons += _shortages(wanted, tree, usage)
     if reasons:
-        raise ClaimFailed(reasons)
+        raise DoesNotFit(reasons)
     numa_request = flavor.numa_request
     if numa_request is not None:
         numa, pci = _fit_numa(flavor, numa_request, tree, usage)
@@ -189,7 +152,7 @@ def _fit_numa(
     guest = request.guest_cells(flavor.vcpus, flavor.memory_mb)
     cells = tree.cells
     if len(guest) > len(cells):
-        raise ClaimFailed([f"NUMA: {len(guest)} guest cells asked, the host has {len(cells)}"])
+        raise DoesNotFit([f"NUMA: {len(guest)} guest cells asked, the host has {len(cells)}"])
     limits = CellLimits.of(tree)
     dedicated = flavor.cpu_policy == "dedicated"
     reasons: list[str] = []
@@ -204,11 +167,11 @@ def _fit_numa(
         else:
             try:
                 pci = _fit_pci(flavor.pci, tree, usage, cells={a.host_cell for a in assignments})
-            except ClaimFailed as e:
+            except DoesNotFit as e:
                 reasons.extend(e.reasons)
                 continue
             return assignments, pci
-    raise ClaimFailed(reasons or ["NUMA: no placement of the guest cells fits"])
+    raise DoesNotFit(reasons or ["NUMA: no placement of the guest cells fits"])
 
 
 def _fit_cell(
@@ -259,7 +222,7 @@ def _fit_pci(
                 need -= 1
         if need:
             where = " on the guest's NUMA cells" if cells is not None and request.numa_policy == "required" else ""
-            raise ClaimFailed(
+            raise DoesNotFit(
                 [
                     f"PCI request {index} ({request.describe()}): "
                     f"{request.count - need} of {request.count} devices free{where}"
