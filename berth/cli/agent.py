@@ -26,8 +26,8 @@ from berth.cli.settings import add_arguments, command_line_layer, resolve, setti
 
 # The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
 if TYPE_CHECKING:
+    from berth.clients.placement import PlacementClient
     from berth.tracker.config import TrackerConfig
-    from berth.tracker.placement_client import PlacementClient
 
 LOG = logging.getLogger("berth.agent")
 
@@ -133,7 +133,7 @@ def _dig(config: TrackerConfig, keys: tuple[str, ...]) -> object:
 
 
 def _wait_for_placement(client: PlacementClient, seconds: float = 30.0) -> None:
-    from berth.tracker.placement_client import PlacementError
+    from berth.clients.errors import PlacementError
 
     deadline = time.monotonic() + seconds
     while True:
@@ -163,10 +163,11 @@ def _lock_state(path: str) -> IO[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from berth.clients.errors import PlacementError
+    from berth.clients.placement import PlacementClient
     from berth.tracker.agent_api import serve_agent
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
-    from berth.tracker.placement_client import PlacementClient, PlacementError
     from berth.tracker.tracker import ResourceTracker
 
     try:

@@ -1,7 +1,8 @@
 """The compute host's half of Berth: what one host has, the claims against it, and their audit.
 
+    from berth.clients.placement import PlacementClient
     from berth.domain.host.request import Flavor, InstanceSpec
-    from berth.tracker import ResourceTracker, PlacementClient, TrackerConfig
+    from berth.tracker import ResourceTracker, TrackerConfig
     from berth.tracker.drivers.linux import LinuxDriver
 
     tracker = ResourceTracker("compute1", LinuxDriver("/var/lib/berth/instances"),
@@ -11,28 +12,14 @@
         spawn(instance, claim.numa, claim.pci)
 
 What a request is, the host's provider tree and the fitting of one on the other are the host
-model's (``berth.domain.host``), which schedulers share. See docs/tracker.md.
+model's (``berth.domain.host``), which schedulers share, and so are the claims and their records
+(``claims``, ``records``). The Placement client, the agent's client and the claim errors that cross
+HTTP are the clients' (``berth.clients``). See docs/tracker.md.
 """
 
-from berth.tracker.claims import Claim, NopClaim
 from berth.tracker.config import TrackerConfig
-from berth.tracker.errors import ClaimError, ClaimFailed, ClaimNotFound, InvalidRequest, TrackerError
+from berth.tracker.errors import TrackerError
 from berth.tracker.participant import MoveParticipant
-from berth.tracker.placement_client import PlacementClient
-from berth.tracker.records import SourceContext
 from berth.tracker.tracker import ResourceTracker
 
-__all__ = [
-    "Claim",
-    "ClaimError",
-    "ClaimFailed",
-    "ClaimNotFound",
-    "InvalidRequest",
-    "MoveParticipant",
-    "NopClaim",
-    "PlacementClient",
-    "ResourceTracker",
-    "SourceContext",
-    "TrackerConfig",
-    "TrackerError",
-]
+__all__ = ["MoveParticipant", "ResourceTracker", "TrackerConfig", "TrackerError"]

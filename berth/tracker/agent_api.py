@@ -31,12 +31,13 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from berth.clients import agent_error_codes
+from berth.clients.errors import ClaimError, InvalidRequest, PlacementError
+from berth.domain.host.claims import ClaimHandle
 from berth.domain.host.errors import HostModelError
+from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker import error_codes
-from berth.tracker.claims import ClaimHandle
-from berth.tracker.errors import ClaimError, InvalidRequest, PlacementError, claim_error
-from berth.tracker.records import SourceContext
+from berth.tracker.errors import claim_error
 from berth.tracker.tracker import ResourceTracker
 
 if TYPE_CHECKING:
@@ -99,19 +100,19 @@ class AgentApp:
             response = _json({"error": error.to_dict()}, error.status)
         except PlacementError as e:
             LOG.warning("Placement error during %s %s: %s", request.method, request.path, e)
-            response = _error(503 if e.status in (0, 503) else 502, error_codes.PLACEMENT_ERROR, str(e))
+            response = _error(503 if e.status in (0, 503) else 502, agent_error_codes.PLACEMENT_ERROR, str(e))
         except HTTPException as e:
-            response = _error(e.code or 500, error_codes.HTTP_ERROR, e.description or e.name)
+            response = _error(e.code or 500, agent_error_codes.HTTP_ERROR, e.description or e.name)
         except Exception:  # noqa: BLE001 - the agent answers, and logs, whatever went wrong
             LOG.exception("agent request %s %s failed", request.method, request.path)
-            response = _error(500, error_codes.INTERNAL, "internal error; see the agent's log")
+            response = _error(500, agent_error_codes.INTERNAL, "internal error; see the agent's log")
         return response(environ, start_response)
 
     def dispatch(self, request: Request) -> Response:
         if self.token is not None and request.path != "/":
             given = request.headers.get("X-Auth-Token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return _error(401, error_codes.AUTH_REQUIRED, "a valid X-Auth-Token is required")
+                return _error(401, agent_error_codes.AUTH_REQUIRED, "a valid X-Auth-Token is required")
         adapter = _URLS.bind_to_environ(request.environ)
         endpoint, args = adapter.match()
         handler: Callable[..., Response] = getattr(self, f"on_{endpoint}")

@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from berth.clients.errors import PlacementError
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations, ByConsumer
 from berth.domain.host.assignments import PciAssignment
+from berth.domain.host.records import ACTIVE, INSTANCE, MIGRATION, ClaimRecord
 from berth.domain.host.request import Flavor
 from berth.domain.host.usage import usage_of
 from berth.tracker.audit_books import ConsumerBooks, HostBooks, read_books
-from berth.tracker.errors import PlacementError
 from berth.tracker.facts import Guest
-from berth.tracker.records import ACTIVE, INSTANCE, MIGRATION, ClaimRecord
 from berth.tracker.recovery import PendingOp
 
 if TYPE_CHECKING:

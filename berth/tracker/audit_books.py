@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from berth.clients.errors import PlacementError
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations, ByConsumer
-from berth.tracker.errors import PlacementError
-from berth.tracker.records import MOVING, OUTGOING, ClaimRecord
+from berth.domain.host.records import MOVING, OUTGOING, ClaimRecord
 
 if TYPE_CHECKING:
     from berth.tracker.tracker import ResourceTracker

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from berth.domain.host.fitting import CellLimits
+from berth.domain.host.records import ClaimRecord
 from berth.domain.host.tree import ProviderTree
 from berth.domain.host.usage import HostUsage, usage_of
 from berth.tracker.provider_config import ProviderConfig
-from berth.tracker.records import ClaimRecord
 
 
 def capacity_report(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from berth.clients.placement import JSON, ConsumerState, PlacementClient, retry_on_conflict
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
-from berth.tracker.placement_client import JSON, ConsumerState, PlacementClient, retry_on_conflict
-from berth.tracker.records import INSTANCE, MIGRATION
+from berth.domain.host.records import INSTANCE, MIGRATION
 
 # consumer -> (its whole new allocation set, its consumer type or None to keep the one it has)
 Desired = dict[str, tuple[Allocations, str | None]]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from berth.clients.placement import ConsumerState
 from berth.domain.host.allocations import ByConsumer
-from berth.tracker.placement_client import ConsumerState
-from berth.tracker.records import ACTIVE, INCOMING, MIGRATION, SHELVED, SOFT_DELETED, ClaimRecord
+from berth.domain.host.records import ACTIVE, INCOMING, MIGRATION, SHELVED, SOFT_DELETED, ClaimRecord
 from berth.tracker.recovery import PendingOp
 
 if TYPE_CHECKING:

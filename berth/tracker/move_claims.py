@@ -12,15 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from berth.clients.errors import ClaimError, InvalidRequest
+from berth.clients.placement import ConsumerState
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
+from berth.domain.host.claims import Claim
 from berth.domain.host.fitting import Plan
+from berth.domain.host.records import (
+    INCOMING,
+    INSTANCE,
+    MIGRATION,
+    OUTGOING,
+    ClaimRecord,
+    MigrationContext,
+    SourceContext,
+)
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker.claims import Claim
 from berth.tracker.consumer_writer import Desired, DesiredFn
-from berth.tracker.errors import ClaimError, InvalidRequest
-from berth.tracker.placement_client import ConsumerState
-from berth.tracker.records import INCOMING, INSTANCE, MIGRATION, OUTGOING, ClaimRecord, MigrationContext, SourceContext
 from berth.tracker.recovery import PendingOp
 
 if TYPE_CHECKING:

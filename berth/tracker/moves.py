@@ -11,8 +11,8 @@ so two moves crossing in opposite directions cannot deadlock.
 
 from __future__ import annotations
 
+from berth.domain.host.claims import Claim
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker.claims import Claim
 from berth.tracker.participant import MoveParticipant
 
 MOVE_KINDS = ("resize", "live_migration")

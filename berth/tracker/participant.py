@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from berth.domain.host.claims import Claim
+from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker.claims import Claim
-from berth.tracker.records import SourceContext
 
 if TYPE_CHECKING:
-    from berth.tracker.agent_client import AgentClient
+    from berth.clients.agent import AgentClient
     from berth.tracker.tracker import ResourceTracker
 
 

@@ -42,10 +42,10 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
+from berth.clients.placement import ConsumerState, PlacementClient
+from berth.domain.host.records import ACTIVE, INCOMING, INSTANCE, MIGRATION, ClaimRecord
 from berth.tracker.consumer_writer import ConsumerWriter, Desired
 from berth.tracker.errors import StoreError
-from berth.tracker.placement_client import ConsumerState, PlacementClient
-from berth.tracker.records import ACTIVE, INCOMING, INSTANCE, MIGRATION, ClaimRecord
 from berth.tracker.store import ClaimStore
 
 LOG = logging.getLogger(__name__)

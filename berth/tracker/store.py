@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
+from berth.domain.host.records import ClaimRecord
 from berth.tracker.errors import StoreError
-from berth.tracker.records import ClaimRecord
 
 __all__ = ["ClaimStore", "StoreError"]
 

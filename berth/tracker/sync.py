@@ -15,11 +15,11 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.clients.errors import PlacementError
+from berth.clients.placement import JSON, PlacementClient, retry_on_conflict
 from berth.domain import error_codes
 from berth.domain.capacity import INVENTORY_FIELDS
 from berth.domain.host.tree import ProviderNode, ProviderTree
-from berth.tracker.errors import PlacementError
-from berth.tracker.placement_client import JSON, PlacementClient, retry_on_conflict
 
 LOG = logging.getLogger(__name__)
 PROVIDER_NAMESPACE = uuidlib.UUID("6f1d0b52-8f0e-4c7e-9a43-2b1f4e0c9d11")

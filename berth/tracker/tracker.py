@@ -22,20 +22,7 @@ import threading
 import time
 from typing import Any
 
-from berth.domain.host.allocations import ByConsumer
-from berth.domain.host.fitting import Plan, plan_claim
-from berth.domain.host.request import Flavor, InstanceSpec
-from berth.domain.host.snapshot import HostSnapshot
-from berth.domain.host.tree import ProviderTree
-from berth.domain.host.usage import HostUsage, usage_of
-from berth.tracker import evacuation, move_claims
-from berth.tracker.audit import AuditReport, run_audit
-from berth.tracker.capacity_report import capacity_report, shrink_warnings
-from berth.tracker.claims import Claim, NopClaim
-from berth.tracker.config import TrackerConfig
-from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
-from berth.tracker.drivers.base import Driver
-from berth.tracker.errors import (
+from berth.clients.errors import (
     CapacityExceeded,
     ClaimError,
     ClaimFailed,
@@ -44,10 +31,12 @@ from berth.tracker.errors import (
     PlacementError,
     PlacementUnavailable,
     TrackerUnavailable,
-    host_model_refusals,
 )
-from berth.tracker.placement_client import ConsumerState, PlacementClient
-from berth.tracker.records import (
+from berth.clients.placement import ConsumerState, PlacementClient
+from berth.domain.host.allocations import ByConsumer
+from berth.domain.host.claims import Claim, NopClaim
+from berth.domain.host.fitting import Plan, plan_claim
+from berth.domain.host.records import (
     ACTIVE,
     INCOMING,
     INSTANCE,
@@ -58,6 +47,17 @@ from berth.tracker.records import (
     ClaimRecord,
     SourceContext,
 )
+from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.host.snapshot import HostSnapshot
+from berth.domain.host.tree import ProviderTree
+from berth.domain.host.usage import HostUsage, usage_of
+from berth.tracker import evacuation, move_claims
+from berth.tracker.audit import AuditReport, run_audit
+from berth.tracker.capacity_report import capacity_report, shrink_warnings
+from berth.tracker.config import TrackerConfig
+from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
+from berth.tracker.drivers.base import Driver
+from berth.tracker.errors import host_model_refusals
 from berth.tracker.recovery import PendingOp, PendingOperations
 from berth.tracker.store import ClaimStore
 from berth.tracker.sync import SyncResult, TreeSync

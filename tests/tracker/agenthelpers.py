@@ -16,7 +16,7 @@ import yaml
 from livehelpers import free_port
 from trackerhelpers import TOPOLOGY
 
-from berth.tracker.agent_client import AgentClient
+from berth.clients.agent import AgentClient
 
 TOKEN = "conductor-secret"
 

@@ -13,7 +13,8 @@ import pytest
 from livehelpers import LiveServer
 from trackerhelpers import BASE_CONFIG, TOPOLOGY
 
-from berth.tracker import PlacementClient, ResourceTracker, TrackerConfig
+from berth.clients.placement import PlacementClient
+from berth.tracker import ResourceTracker, TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
 
 

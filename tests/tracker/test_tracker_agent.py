@@ -14,11 +14,10 @@ import requests
 from agenthelpers import TOKEN, Agent, assert_remote_books_agree
 from trackerhelpers import flavor, instance, new_uuid
 
+from berth.clients.errors import AgentError, ClaimFailed, ClaimNotFound, InvalidRequest
+from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED
 from berth.domain.host.request import PciRequest
-from berth.tracker import ClaimFailed, ClaimNotFound, moves
-from berth.tracker.agent_client import AgentError
-from berth.tracker.errors import InvalidRequest
-from berth.tracker.records import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED
+from berth.tracker import moves
 
 
 @pytest.fixture(scope="module")

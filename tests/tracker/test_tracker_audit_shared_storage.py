@@ -13,8 +13,8 @@ import pytest
 from agenthelpers import Agent, assert_remote_books_agree
 from trackerhelpers import GPU, flavor, instance, new_uuid
 
+from berth.clients.placement import PlacementClient
 from berth.domain.host.request import PciRequest
-from berth.tracker import PlacementClient
 from berth.tracker.audit import ALLOCATION_MISMATCH, CLAIM_WITHOUT_ALLOCATIONS, USAGE_MISMATCH
 
 

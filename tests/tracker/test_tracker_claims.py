@@ -7,10 +7,9 @@ import threading
 import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
+from berth.clients.errors import ClaimError, ClaimFailed, InvalidRequest
+from berth.domain.host.records import ACTIVE
 from berth.domain.host.request import NumaRequest, PciRequest
-from berth.tracker import ClaimError, ClaimFailed
-from berth.tracker.errors import InvalidRequest
-from berth.tracker.records import ACTIVE
 
 
 def test_instance_claim_writes_allocations_and_persists_the_claim(hosts, placement):

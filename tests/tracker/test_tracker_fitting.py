@@ -7,11 +7,11 @@ from trackerhelpers import GPU, TOPOLOGY, flavor
 
 from berth.domain.host.errors import DoesNotFit
 from berth.domain.host.fitting import plan_claim
+from berth.domain.host.records import ClaimRecord
 from berth.domain.host.request import NumaRequest, PciRequest
 from berth.domain.host.usage import usage_of
 from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
-from berth.tracker.records import ClaimRecord
 
 
 def _tree(**config):

@@ -8,13 +8,14 @@ import requests
 from agenthelpers import TOKEN, Agent
 from trackerhelpers import GPU, flavor, instance, new_uuid
 
+from berth.clients.agent import AgentClient
+from berth.clients.errors import ClaimFailed
+from berth.clients.placement import PlacementClient
 from berth.domain.capacity import INVENTORY_FIELDS
 from berth.domain.host.errors import InvalidSnapshot
 from berth.domain.host.fitting import Plan
 from berth.domain.host.request import Flavor, NumaRequest, PciRequest
 from berth.domain.host.snapshot import HostSnapshot, Refusal, fits
-from berth.tracker import ClaimFailed, PlacementClient
-from berth.tracker.agent_client import AgentClient
 
 # Cell 0 has CPUs 0-3 and a GPU, cell 1 CPUs 4-7, a GPU and a NIC of 4 virtual functions (TOPOLOGY).
 # CPUs 2-3 and 6-7 are pinned ones; at a vCPU ratio of 2 each cell floats 4 vCPUs, the host 8.

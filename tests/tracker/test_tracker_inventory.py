@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, TOPOLOGY, assert_books_agree, flavor, instance, new_uuid
 
+from berth.clients.errors import ClaimFailed, GenerationConflict
+from berth.clients.placement import PlacementClient
 from berth.domain.host.request import PciRequest
-from berth.tracker import ClaimFailed, PlacementClient
-from berth.tracker.placement_client import GenerationConflict
 from berth.tracker.provider_config import load_provider_configs
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
-from berth.tracker import ClaimError, ClaimNotFound, moves
-from berth.tracker.records import ACTIVE, SHELVED, SOFT_DELETED
+from berth.clients.errors import ClaimError, ClaimNotFound
+from berth.domain.host.records import ACTIVE, SHELVED, SOFT_DELETED
+from berth.tracker import moves
 
 
 def test_delete_frees_everything(hosts, placement):

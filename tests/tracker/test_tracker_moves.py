@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from trackerhelpers import GPU, SMALL, assert_books_agree, flavor, instance, new_uuid
 
+from berth.clients.errors import ClaimError, ClaimFailed, InvalidRequest
+from berth.domain.host.claims import NopClaim
+from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING
 from berth.domain.host.request import NumaRequest, PciRequest
-from berth.tracker import ClaimError, ClaimFailed, NopClaim, moves
-from berth.tracker.errors import InvalidRequest
-from berth.tracker.records import ACTIVE, INCOMING, OUTGOING
+from berth.tracker import moves
 
 
 def _consumer(placement, uuid):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 from collections import Counter, defaultdict
 
+from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.domain.host.usage import usage_of
-from berth.tracker.records import ACTIVE, INCOMING, OUTGOING, SHELVED, SOFT_DELETED
 from berth.tracker.store import ClaimStore
 
 # Two cells of four CPUs and 8 GB; a GPU on each cell; a NIC with four virtual functions on cell 1.

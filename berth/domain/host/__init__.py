@@ -10,5 +10,7 @@ snapshot (``snapshot.HostSnapshot``, served by the host's agent), so that both g
     usage.py         what the claims use, by provider, NUMA cell and PCI slot: HostUsage
     fitting.py       a request fitted on the tree and its usage: plan_claim, Plan
     snapshot.py      a host's tree and usage in one document, and fits() on it
-    errors.py        InvalidHostRequest, DoesNotFit
+    records.py       what a claim holds, in its states: ClaimRecord, MigrationContext, SourceContext
+    claims.py        a claim as its caller holds it, aborting itself when its block fails: Claim, NopClaim
+    errors.py        InvalidHostRequest, DoesNotFit, WrongClaimState, InvalidSnapshot
 """

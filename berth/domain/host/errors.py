@@ -4,6 +4,8 @@
     ├── InvalidHostRequest  the request is malformed or contradicts itself (no host could take it)
     ├── DoesNotFit          the request is valid but this host cannot take it; ``reasons`` names
     │                       every shortage found
+    ├── WrongClaimState     a claim lacks what its state promises (a move's fields on a claim that
+    │                       takes part in no move)
     └── InvalidSnapshot     a host snapshot's document is malformed
 
 They carry no HTTP status: the compute tracker turns them into its own claim errors (and so into
@@ -33,6 +35,10 @@ class DoesNotFit(HostModelError):
     def __init__(self, reasons: Iterable[str]):
         self.reasons = list(dict.fromkeys(reasons))
         super().__init__("the request does not fit this host: " + "; ".join(self.reasons))
+
+
+class WrongClaimState(HostModelError):
+    """A claim's record is asked for what only another state carries; the message names the claim."""
 
 
 class InvalidSnapshot(HostModelError):

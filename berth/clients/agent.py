@@ -1,8 +1,9 @@
 """A client for ``berth agent``: the tracker's methods, over HTTP, for a conductor elsewhere.
 
-``AgentClient`` is a ``MoveParticipant`` (``berth.tracker.participant``) like ``ResourceTracker``,
-so ``berth.tracker.moves`` drives agents and trackers alike. An agent's error comes back as the
-tracker's exception of the same code (``berth.tracker.error_codes``), else as an ``AgentError``.
+``AgentClient`` has the compute tracker's method names and types, so a move drives agents and
+trackers alike (the tracker's ``MoveParticipant`` protocol, which mypy checks for both). An agent's
+error comes back as the ``ClaimError`` class of its code (``berth.clients.agent_error_codes``), the
+very class the tracker raised, else as an ``AgentError``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from typing import Any, cast
 
 import requests
 
-from berth.domain.host.request import Flavor, InstanceSpec
-from berth.domain.host.snapshot import HostSnapshot
-from berth.tracker import error_codes
-from berth.tracker.claims import Claim, NopClaim
-from berth.tracker.errors import (
+from berth.clients import agent_error_codes
+from berth.clients.errors import (
     AgentError,
     ClaimError,
     ClaimFailed,
@@ -24,19 +22,22 @@ from berth.tracker.errors import (
     InvalidRequest,
     TrackerUnavailable,
 )
-from berth.tracker.records import ClaimRecord, SourceContext
+from berth.domain.host.claims import Claim, NopClaim
+from berth.domain.host.records import ClaimRecord, SourceContext
+from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.host.snapshot import HostSnapshot
 
-__all__ = ["AgentClient", "AgentError"]
+__all__ = ["AgentClient"]
 
 JSON = dict[str, Any]
 
-# The agent's codes that come back as the tracker's own exceptions (ClaimFailed is built from its reasons).
+# The agent's codes that come back as their own classes (ClaimFailed is built from its reasons).
 _ERRORS: dict[str, type[ClaimError]] = {
-    error_codes.CLAIM_REFUSED: ClaimError,
-    error_codes.CLAIM_NOT_FOUND: ClaimNotFound,
-    error_codes.CLAIM_INVALID_REQUEST: InvalidRequest,
-    error_codes.CLAIM_WRONG_STATE: ClaimStateError,
-    error_codes.CLAIM_PLACEMENT_UNAVAILABLE: TrackerUnavailable,
+    agent_error_codes.CLAIM_REFUSED: ClaimError,
+    agent_error_codes.CLAIM_NOT_FOUND: ClaimNotFound,
+    agent_error_codes.CLAIM_INVALID_REQUEST: InvalidRequest,
+    agent_error_codes.CLAIM_WRONG_STATE: ClaimStateError,
+    agent_error_codes.CLAIM_PLACEMENT_UNAVAILABLE: TrackerUnavailable,
 }
 
 
@@ -61,7 +62,7 @@ class AgentClient:
         if response.status_code >= 400:
             error = (data or {}).get("error", {})
             code, message, reasons = error.get("code"), error.get("message", response.text), error.get("reasons", [])
-            if code == error_codes.CLAIM_DOES_NOT_FIT:
+            if code == agent_error_codes.CLAIM_DOES_NOT_FIT:
                 raise ClaimFailed(reasons or [message])
             cls = _ERRORS.get(code or "")
             if cls is not None:

@@ -1,4 +1,4 @@
-"""A small client for the Placement API, as the tracker uses it.
+"""A small client for the Placement API, as the tracker (and the scheduler) use it.
 
 Every request speaks microversion 1.39.  Writes guarded by a provider or consumer generation fail
 with 409 ``placement.concurrent_update`` when someone else wrote first; the helpers here re-read and
@@ -17,20 +17,12 @@ from urllib.parse import urlencode
 
 import requests
 
+from berth.clients.errors import CapacityExceeded, GenerationConflict, PlacementError, PlacementUnavailable
 from berth.domain import error_codes
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
-from berth.tracker.errors import CapacityExceeded, GenerationConflict, PlacementError, PlacementUnavailable
 
-__all__ = [
-    "CapacityExceeded",
-    "ConsumerState",
-    "GenerationConflict",
-    "PlacementClient",
-    "PlacementError",
-    "PlacementUnavailable",
-    "retry_on_conflict",
-]
+__all__ = ["ConsumerState", "PlacementClient", "retry_on_conflict"]
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
-"""What a claim holds, as the tracker's store keeps it: allocations, NUMA cells, PCI devices, moves.
+"""What a claim holds: allocations, NUMA cells, PCI devices, moves; and its JSON form.
 
-The NUMA cells and PCI devices themselves (``CellAssignment``, ``PciAssignment``) are the host
-model's, in ``berth.domain.host.assignments``.
+The compute tracker's store keeps these records, its agent answers them, and ``AgentClient`` reads
+them back (``to_dict`` and ``from_dict`` are that one JSON form). The NUMA cells and PCI devices
+themselves (``CellAssignment``, ``PciAssignment``) are in ``assignments.py``.
 
 A ``ClaimRecord`` is one claim of one host in one state:
 
@@ -12,8 +13,9 @@ A ``ClaimRecord`` is one claim of one host in one state:
     incoming       the instance          migration_uuid, migration_context (both sides of the move)
     outgoing       the migration         migration_uuid (= consumer_uuid)
 
-``record.migration`` and ``record.move`` read what only a move's states carry and raise a
-``ClaimStateError`` on any other claim, instead of handing on a None.
+``record.migration`` and ``record.move`` read what only a move's states carry and raise
+``WrongClaimState`` on any other claim, instead of handing on a None (the tracker answers it as its
+``ClaimStateError``). A malformed ``SourceContext`` document is an ``InvalidHostRequest``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import Any
 from berth.domain.host.allocations import Allocations
 from berth.domain.host.allocations import parse as parse_allocations
 from berth.domain.host.assignments import CellAssignment, PciAssignment, cells_from, devices_from
+from berth.domain.host.errors import InvalidHostRequest, WrongClaimState
 from berth.domain.host.request import Flavor
-from berth.tracker.errors import ClaimStateError, InvalidRequest
 
 # States of a claim on its host.
 ACTIVE = "active"  # the instance runs (or is being built) here
@@ -140,7 +142,7 @@ class SourceContext:
                 d["user_id"],
             )
         except (KeyError, TypeError) as e:
-            raise InvalidRequest(f"invalid source context: {e}") from None
+            raise InvalidHostRequest(f"invalid source context: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class ClaimRecord:
     pci: tuple[PciAssignment, ...] = ()
     migration_uuid: str | None = None  # incoming and outgoing claims (and an evacuation being cleaned up)
     migration_context: MigrationContext | None = None  # incoming claims
-    pending_op: str | None = None  # an operation begun but not known to be finished (berth.tracker.recovery)
+    pending_op: str | None = None  # an operation begun but not known to be finished (the tracker's recovery)
     created_at: float = 0.0
     updated_at: float = 0.0
     state_changed_at: float = 0.0
@@ -187,14 +189,14 @@ class ClaimRecord:
     def migration(self) -> str:
         """The move this claim takes part in."""
         if self.migration_uuid is None:
-            raise ClaimStateError(f"claim {self.claim_id} of {self.instance_uuid} ({self.state}) takes part in no move")
+            raise WrongClaimState(f"claim {self.claim_id} of {self.instance_uuid} ({self.state}) takes part in no move")
         return self.migration_uuid
 
     @property
     def move(self) -> MigrationContext:
         """Both sides of the move an incoming claim is for."""
         if self.migration_context is None:
-            raise ClaimStateError(f"claim {self.claim_id} of {self.instance_uuid} ({self.state}) has no move context")
+            raise WrongClaimState(f"claim {self.claim_id} of {self.instance_uuid} ({self.state}) has no move context")
         return self.migration_context
 
     @property

@@ -1,8 +1,9 @@
 """Claims as their callers hold them: a record to read and a way to undo it.
 
 ClaimHandle          a context manager that aborts the claim when its block raises
-├── Claim            a persisted claim (``record``), undone by its owner: a tracker or an agent
-│   └── MoveClaim    the destination's claim of a move, whose abort reverts both sides (moves.py)
+├── Claim            a persisted claim (``record``), undone by its owner: a tracker or an agent's client
+│   └── MoveClaim    the destination's claim of a move, whose abort reverts both sides
+│                    (``berth.tracker.moves``)
 └── NopClaim         a claim that needed nothing (rebuild in place); aborting it does nothing
 
 with tracker.instance_claim(instance) as claim:
@@ -15,11 +16,11 @@ import abc
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from berth.tracker.records import ClaimRecord
+from berth.domain.host.records import ClaimRecord
 
 
 class ClaimOwner(Protocol):
-    """Whoever can undo a claim: a ``ResourceTracker`` in this process or an ``AgentClient``."""
+    """Whoever can undo a claim: a compute tracker in this process or an agent's client."""
 
     def abort(self, claim_id: str) -> str | None: ...
 

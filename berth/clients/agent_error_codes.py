@@ -1,10 +1,10 @@
 """The error codes of the agent's HTTP API, each a named constant.
 
-An agent answers an error with ``{"error": {"code", "message", "reasons"}}``; a conductor's
-``AgentClient`` turns the code back into the tracker's exception class. A code is part of that
-contract: never change one's value or reuse it for another meaning; add a new one.
-Placement's own codes, which the tracker reads in the service's answers, are in
-``berth.domain.error_codes``.
+An agent answers an error with ``{"error": {"code", "message", "reasons"}}``; the claim codes are
+those of the ``ClaimError`` classes (``berth.clients.errors``), which ``AgentClient`` raises again
+for them. A code is part of that contract: never change one's value or reuse it for another
+meaning; add a new one. Placement's own codes, which the clients read in the service's answers, are
+in ``berth.domain.error_codes``.
 """
 
 from __future__ import annotations
