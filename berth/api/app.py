@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from werkzeug.exceptions import NotFound as RouteNotFound
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
-from werkzeug.wrappers import Request
 
 from berth.api import auth, errors, microversion
 from berth.api.call import Call
 from berth.api.microversion import ERROR_CODES, Version
 from berth.api.policy import PolicyEnforcer
+from berth.api.request import PlacementRequest
 from berth.api.responses import JSON, Reply
 from berth.api.routes import ROUTES
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
@@ -53,7 +53,7 @@ class PlacementApp:
         ).bind("placement")
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        request = Request(environ)
+        request = PlacementRequest(environ)
         request.max_content_length = MAX_BODY_BYTES
         request_id = f"req-{uuid.uuid4()}"
         version = microversion.MIN
@@ -90,7 +90,9 @@ class PlacementApp:
             response.headers["vary"] = microversion.HEADER.lower()
         return response(environ, start_response)
 
-    def _dispatch(self, request: Request, version: Version, request_id: str, caller: auth.Caller | None) -> Reply:
+    def _dispatch(
+        self, request: PlacementRequest, version: Version, request_id: str, caller: auth.Caller | None
+    ) -> Reply:
         try:
             path, params = self.routes.match(request.path, return_rule=False)
         except RouteNotFound:
@@ -138,7 +140,7 @@ class PlacementApp:
         version: Version,
         version_known: bool,
         headers: Mapping[str, str] | None = None,
-        request: Request | None = None,
+        request: PlacementRequest | None = None,
     ) -> Reply:
         method = request.method if request is not None else None
         extra = None
@@ -166,7 +168,7 @@ class PlacementApp:
         return response
 
 
-def _refuse_nul_characters(request: Request) -> None:
+def _refuse_nul_characters(request: PlacementRequest) -> None:
     """No identifier or name may hold a NUL: PostgreSQL cannot store one, and no client needs it."""
     if (
         "\x00" in request.path
@@ -176,7 +178,7 @@ def _refuse_nul_characters(request: Request) -> None:
         raise BerthError("NUL characters are not allowed in the request.", status=400)
 
 
-def _check_accept(request: Request) -> None:
+def _check_accept(request: PlacementRequest) -> None:
     accept = request.headers.get("Accept")
     if (
         accept

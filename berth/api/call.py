@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from werkzeug.datastructures import MultiDict
-from werkzeug.wrappers import Request
+from typing import Any, cast
 
 from berth.api.auth import Caller
 from berth.api.microversion import Version
 from berth.api.policy import PolicyEnforcer
+from berth.api.request import PlacementRequest, QueryArgs
 from berth.api.settings import Settings
 from berth.api.validation import JsonSchema, parse_json_body
 from berth.store.database import Database
@@ -21,7 +19,7 @@ from berth.store.provider_cache import ProviderCache
 class Call:
     """Everything a handler needs to know about the request it serves."""
 
-    request: Request
+    request: PlacementRequest
     version: Version
     request_id: str
     caller: Caller | None
@@ -31,8 +29,9 @@ class Call:
     provider_cache: ProviderCache
 
     @property
-    def args(self) -> MultiDict[str, str]:
-        return self.request.args
+    def args(self) -> QueryArgs:
+        # Werkzeug types ``args`` as its base class; ``PlacementRequest`` makes every one a ``QueryArgs``.
+        return cast(QueryArgs, self.request.args)
 
     def authorize(self, rule: str, target: dict[str, str | None] | None = None) -> None:
         self.policy.authorize(self.caller, rule, target)

@@ -31,14 +31,24 @@ Args: TypeAlias = MultiDict[str, str]
 
 
 def parse_query(args: Args, version: Version) -> CandidateQuery:
-    """The request groups and options of the query string, names not yet resolved to ids."""
+    """The request groups and options of the query string, names not yet resolved to ids.
+
+    The steps run in the reference's order: the options that apply to the whole request, then each
+    request group's keys, then the rules over all groups, then ``group_policy``.
+    """
     query_schema_check(args, allocation_candidates_query_schema(version))
-    groups = _request_groups(args, version)
-    _require_resources(groups, version)
-    group_policy = _group_policy(args, groups)
     limit = int(args["limit"]) if "limit" in args else None
+    policy = args.get("group_policy")
     root_required = _root_required(args)
-    same_subtree = _same_subtree(args, groups)
+    same_subtree = _same_subtree(args)
+    groups = _request_groups(args, version)
+    if version >= mv.SAME_SUBTREE:
+        _require_resources_or_subtree(groups, same_subtree)
+    else:
+        _require_resources(groups)
+    if version >= mv.FORBIDDEN_TRAITS:
+        _refuse_contradictions(groups)
+    group_policy = _group_policy(policy, groups)
     return CandidateQuery(
         groups=tuple(group.query() for group in groups.values()),
         group_policy=group_policy,
@@ -49,6 +59,39 @@ def parse_query(args: Args, version: Version) -> CandidateQuery:
     )
 
 
+# --- options of the whole request -------------------------------------------------------------
+
+
+def _root_required(args: Args) -> TraitQuery:
+    """Traits the root of every answer's tree must have, or lack (1.35)."""
+    if "root_required" not in args:
+        return TraitQuery()
+    values = args.getlist("root_required")
+    if len(values) > 1:
+        raise BadRequest(
+            "Query parameter 'root_required' may be specified only once.", code=error_codes.QUERY_DUPLICATE_KEY
+        )
+    traits = parse_required(values, allow_forbidden=True, allow_any_of=False)
+    both = sorted({name for any_of in traits.required for name in any_of} & set(traits.forbidden))
+    if both:
+        raise BadRequest(
+            f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
+            code=error_codes.QUERY_BAD_VALUE,
+        )
+    return traits
+
+
+def _same_subtree(args: Args) -> tuple[tuple[str, ...], ...]:
+    """Sets of suffixed groups to be served from one subtree (1.36)."""
+    same_subtree = tuple(tuple(s.strip() for s in value.split(",")) for value in args.getlist("same_subtree"))
+    if any("" in suffixes for suffixes in same_subtree):
+        raise BadRequest(
+            "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+            code=error_codes.QUERY_BAD_VALUE,
+        )
+    return same_subtree
+
+
 # --- request groups ---------------------------------------------------------------------------
 
 
@@ -57,8 +100,6 @@ class _Group:
     """One request group as its keys are read."""
 
     suffix: str
-    # The group keys given for it (``resources``, ``required`` ...), without the suffix.
-    keys: set[str] = field(default_factory=set)
     resources: dict[str, int] = field(default_factory=dict)
     traits: TraitQuery = TraitQuery()
     aggregates: AggregateQuery = AggregateQuery()
@@ -76,8 +117,7 @@ def _request_groups(args: Args, version: Version) -> dict[str, _Group]:
         if base is None:
             continue
         group = groups.setdefault(suffix, _Group(suffix))
-        group.keys.add(base)
-        _GROUP_KEY_READERS[base](group, args.getlist(key), key, version)
+        _GROUP_KEY_READERS[base](group, args.getlist(key), version)
     return groups
 
 
@@ -89,48 +129,39 @@ def _group_key(key: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def _read_resources(group: _Group, values: Sequence[str], key: str, version: Version) -> None:
-    group.resources = parse_resources(values[-1])
+# Each reader checks every value given for its key, in order, as the reference does; a key that
+# takes one value keeps the last.
 
 
-def _read_required(group: _Group, values: Sequence[str], key: str, version: Version) -> None:
+def _read_resources(group: _Group, values: Sequence[str], version: Version) -> None:
+    for value in values:
+        group.resources = parse_resources(value)
+
+
+def _read_required(group: _Group, values: Sequence[str], version: Version) -> None:
     if version < mv.ANY_OF_TRAITS:
         values = values[-1:]
     group.traits = parse_required(
-        values,
-        allow_forbidden=version >= mv.FORBIDDEN_TRAITS,
-        allow_any_of=version >= mv.ANY_OF_TRAITS,
-        param=key,
+        values, allow_forbidden=version >= mv.FORBIDDEN_TRAITS, allow_any_of=version >= mv.ANY_OF_TRAITS
     )
-    _refuse_contradiction(group.traits, key)
 
 
-def _refuse_contradiction(traits: TraitQuery, param: str) -> None:
-    """No trait may be both required (by itself, not as one of several) and forbidden."""
-    required = {name for any_of in traits.required if len(any_of) == 1 for name in any_of}
-    both = sorted(required & set(traits.forbidden))
-    if both:
-        raise BadRequest(
-            f"Conflicting required and forbidden traits found in the following traits "
-            f"keys: {param}: ({', '.join(both)})"
-        )
-
-
-def _read_member_of(group: _Group, values: Sequence[str], key: str, version: Version) -> None:
+def _read_member_of(group: _Group, values: Sequence[str], version: Version) -> None:
     if len(values) > 1 and version < mv.MULTIPLE_MEMBER_OF:
-        raise BadRequest("Multiple member_of parameters are not supported")
-    group.aggregates = parse_member_of(values, allow_forbidden=version >= mv.FORBIDDEN_AGGREGATES)
+        raise BadRequest(f"Multiple member_of{group.suffix} parameters are not supported")
+    group.aggregates = parse_member_of(values, allow_forbidden=version >= mv.FORBIDDEN_AGGREGATES, suffix=group.suffix)
 
 
-def _read_in_tree(group: _Group, values: Sequence[str], key: str, version: Version) -> None:
-    if not is_uuid(values[-1]):
-        raise BadRequest(
-            f"Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {values[-1]}"
-        )
-    group.in_tree = normalize_uuid(values[-1])
+def _read_in_tree(group: _Group, values: Sequence[str], version: Version) -> None:
+    for value in values:
+        if not is_uuid(value.strip()):
+            raise BadRequest(
+                f"Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {value}"
+            )
+        group.in_tree = normalize_uuid(value.strip())
 
 
-_GROUP_KEY_READERS: Mapping[str, Callable[[_Group, Sequence[str], str, Version], None]] = {
+_GROUP_KEY_READERS: Mapping[str, Callable[[_Group, Sequence[str], Version], None]] = {
     "resources": _read_resources,
     "required": _read_required,
     "member_of": _read_member_of,
@@ -138,87 +169,77 @@ _GROUP_KEY_READERS: Mapping[str, Callable[[_Group, Sequence[str], str, Version],
 }
 
 
-def _require_resources(groups: Mapping[str, _Group], version: Version) -> None:
-    """Every group needs resources before 1.36; from then on, at least one group does."""
-    if not groups:
-        raise BadRequest("At least one request group (`resources` or `resources{$S}`) is required.")
-    if version >= mv.SAME_SUBTREE:
-        if not any(g.resources for g in groups.values()):
-            raise BadRequest(
-                "There must be at least one resources or resources[$S] parameter.",
-                code=error_codes.QUERY_MISSING_VALUE,
-            )
-        return
-    _refuse_orphans(groups, "required", "All traits parameters must be associated with resources.  ", "traits")
-    _refuse_orphans(groups, "member_of", "All member_of parameters must be associated with resources. ", "member_of")
-    if any(not g.resources for g in groups.values()):
-        raise BadRequest("All request groups must specify resources.")
+# --- rules over all the groups ---------------------------------------------------------------------
 
 
-def _refuse_orphans(groups: Mapping[str, _Group], base: str, problem: str, what: str) -> None:
-    """Before 1.36: no ``base`` key may name a group without resources."""
-    orphans = sorted(f"{base}{suffix}" for suffix, g in groups.items() if not g.resources and base in g.keys)
-    if orphans:
-        raise BadRequest(f"{problem}Found the following orphaned {what} keys: {', '.join(orphans)}")
-
-
-# --- options ----------------------------------------------------------------------------------
-
-
-def _group_policy(args: Args, groups: Mapping[str, _Group]) -> GroupPolicy | None:
-    """Required as soon as two suffixed groups ask for resources."""
-    policy = args.get("group_policy")
-    if len([s for s, g in groups.items() if s and g.resources]) > 1 and policy is None:
+def _require_resources_or_subtree(groups: Mapping[str, _Group], same_subtree: Sequence[Sequence[str]]) -> None:
+    """From 1.36: some group has resources, and every group without them is a suffixed group
+    named in ``same_subtree`` (the unsuffixed group, whose suffix is the empty string, never is);
+    every suffix ``same_subtree`` names is a group's."""
+    resourceless = [suffix for suffix, group in groups.items() if not group.resources]
+    if len(resourceless) == len(groups):
         raise BadRequest(
-            'The "group_policy" parameter is required when specifying more than one "resources{N}" parameter.'
+            "There must be at least one resources or resources[$S] parameter.",
+            code=error_codes.QUERY_MISSING_VALUE,
         )
-    if policy is None:
-        return None
-    # The schema allows no other value (in the last one given; the first is the one read, as there).
-    return "isolate" if policy == "isolate" else "none"
-
-
-def _root_required(args: Args) -> TraitQuery:
-    """Traits the root of every answer's tree must have, or lack (1.35)."""
-    if "root_required" not in args:
-        return TraitQuery()
-    values = args.getlist("root_required")
-    if len(values) > 1:
+    named = {suffix for suffixes in same_subtree for suffix in suffixes}
+    outside = sorted(suffix for suffix in resourceless if suffix not in named)
+    if outside:
         raise BadRequest(
-            "Query parameter 'root_required' may be specified only once.", code=error_codes.QUERY_DUPLICATE_KEY
-        )
-    traits = parse_required(values, allow_forbidden=True, allow_any_of=False, param="root_required")
-    both = sorted({name for any_of in traits.required for name in any_of} & set(traits.forbidden))
-    if both:
-        raise BadRequest(
-            f"Conflicting required and forbidden traits found in root_required: {', '.join(both)}",
-            code=error_codes.QUERY_BAD_VALUE,
-        )
-    return traits
-
-
-def _same_subtree(args: Args, groups: Mapping[str, _Group]) -> tuple[tuple[str, ...], ...]:
-    """Sets of suffixed groups to be served from one subtree (1.36); every suffixed group without
-    resources must be in one."""
-    same_subtree = tuple(tuple(s.strip() for s in value.split(",")) for value in args.getlist("same_subtree"))
-    named = {s for suffixes in same_subtree for s in suffixes}
-    if "" in named:
-        raise BadRequest(
-            "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+            "Resourceless suffixed group request should be specified in `same_subtree` query param: "
+            f"bad group(s) - {outside}.",
             code=error_codes.QUERY_BAD_VALUE,
         )
     unknown = sorted(named - set(groups))
     if unknown:
         raise BadRequest(
-            f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
-            f"{sorted(s for s in groups if s)}",
+            f"Real suffixes should be specified in `same_subtree`: {unknown} not found in {list(groups)}.",
             code=error_codes.QUERY_BAD_VALUE,
         )
-    resourceless = sorted(s for s, g in groups.items() if s and not g.resources and s not in named)
-    if resourceless:
+
+
+def _require_resources(groups: Mapping[str, _Group]) -> None:
+    """Before 1.36: every group has resources; traits or aggregates without them are named."""
+    _refuse_orphans(
+        [f"required{s}" for s, g in groups.items() if not g.resources and g.traits.required],
+        "All traits parameters must be associated with resources.  Found the following orphaned traits keys",
+    )
+    _refuse_orphans(
+        [f"member_of{s}" for s, g in groups.items() if not g.resources and g.aggregates.uuids()],
+        "All member_of parameters must be associated with resources. Found the following orphaned member_of keys",
+    )
+    if not all(g.resources for g in groups.values()):
+        raise BadRequest("All request groups must specify resources.")
+    if not groups:
+        raise BadRequest("At least one request group (`resources` or `resources{$S}`) is required.")
+
+
+def _refuse_orphans(orphans: Sequence[str], problem: str) -> None:
+    if orphans:
+        raise BadRequest(f"{problem}: {', '.join(orphans)}")
+
+
+def _refuse_contradictions(groups: Mapping[str, _Group]) -> None:
+    """No group may require a trait (or every trait of an any-of set) that it also forbids."""
+    contradictions = sorted(
+        f"required{suffix}: ({', '.join(sorted(set(any_of)))})"
+        for suffix, group in groups.items()
+        for any_of in group.traits.required
+        if set(any_of) <= set(group.traits.forbidden)
+    )
+    if contradictions:
         raise BadRequest(
-            "Resourceless suffixed group request should be specified in `same_subtree` query "
-            f"param: bad group(s) - {resourceless}.",
-            code=error_codes.QUERY_BAD_VALUE,
+            "Conflicting required and forbidden traits found in the following traits keys: " + ", ".join(contradictions)
         )
-    return same_subtree
+
+
+def _group_policy(policy: str | None, groups: Mapping[str, _Group]) -> GroupPolicy | None:
+    """Required as soon as two suffixed groups are named, with resources or without."""
+    if policy is None:
+        if len([suffix for suffix in groups if suffix]) > 1:
+            raise BadRequest(
+                'The "group_policy" parameter is required when specifying more than one "resources{N}" parameter.'
+            )
+        return None
+    # The schema allows no other value.
+    return "isolate" if policy == "isolate" else "none"

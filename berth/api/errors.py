@@ -2,12 +2,13 @@
 
 Clients and the reference's tests read ``detail`` (Nova looks for "consumer generation conflict",
 the CLI prints it), so the detail keeps the reference's shape: the status's standard explanation, a
-blank line, then the specific message.
+blank line, then the specific message, folded into one line as WebOb folds it (``one_line``).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from http import HTTPStatus
 
 import orjson
@@ -29,6 +30,21 @@ EXPLANATIONS = {
     500: "The server has either erred or is incapable of performing the requested operation.",
     503: "The server is currently unavailable. Please try again at a later time.",
 }
+
+
+_BREAK = re.compile(r"<br.*?>", re.IGNORECASE | re.DOTALL)
+_COMMENT_MARK = re.compile(r"<!--|-->")
+_TAG = re.compile(r"<.*?>", re.DOTALL)
+
+
+def one_line(message: str) -> str:
+    """``message`` as the reference's JSON errors carry it: WebOb turns line breaks into spaces and
+    strips markup.  Clients show the detail's last line only (osc prints ``... (HTTP 400)``), so a
+    message of several lines, such as jsonschema's, would show as its last line alone."""
+    message = message.replace("\n", " ").replace("\r", "")
+    if "<" in message:
+        message = _TAG.sub("", _COMMENT_MARK.sub("", _BREAK.sub("\n", message)))
+    return message
 
 
 def title(status: int) -> str:
@@ -61,7 +77,7 @@ def error_body(
     error = {
         "status": status,
         "title": title(status),
-        "detail": f"{explanation}\n\n {detail}  " if detail else explanation,
+        "detail": f"{explanation}\n\n {one_line(detail)}  " if detail else explanation,
         "request_id": request_id,
     }
     if include_code:

@@ -93,6 +93,13 @@ def location(call: Call, path: str) -> str:
     return root + path
 
 
+def link(call: Call, path: str) -> str:
+    """The href of a link to ``path``: under the path the service is mounted at (``SCRIPT_NAME``,
+    ``/placement`` in most clouds), relative to the host, as the reference writes it."""
+    prefix: str = call.request.environ.get("SCRIPT_NAME", "")
+    return prefix + path
+
+
 def empty_response(status: int = 204, headers: Mapping[str, str] | None = None) -> Reply:
     return Reply(b"", status, content_type=None, headers=headers)
 

@@ -24,7 +24,7 @@ from berth.domain.candidates import (
     TreeView,
     search,
 )
-from berth.domain.capacity import room_sql, units_sql
+from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store import names
 from berth.store.provider_cache import MemberRow, ProviderCache
 from berth.store.rawsql import fetch
@@ -176,6 +176,9 @@ class CandidateFinder:
         driving = self._driving_class()
         if driving is not None:
             rc, amount = driving
+            # No inventory's max_unit is above MAX_INT, so every larger amount fits nowhere alike; one
+            # past it keeps the parameter within SQLite's 64-bit integers.
+            amount = min(amount, MAX_INT + 1)
             sql, column, in_tree = _DRIVING_SQL, _DRIVING_CURSOR, _DRIVING_IN_TREE
             fixed = [amount, amount, amount, amount, rc]
         else:

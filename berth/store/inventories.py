@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from berth.domain import error_codes
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
 from berth.store import names
@@ -58,7 +59,10 @@ def _class_ids(
                 f"Unable to create inventory for resource provider {provider['uuid']}: "
                 f"No such resource class {unknown[0]}."
             )
-        raise BadRequest(f"Unknown resource class in inventory for resource provider {provider['uuid']}: {unknown[0]}")
+        raise BadRequest(
+            f"Unknown resource class in inventory for resource provider {provider['uuid']}: "
+            f"No such resource class {unknown[0]}."
+        )
     return ids
 
 
@@ -276,7 +280,8 @@ def add_inventory(
     _validate_allocatable(provider, {rc_name: inventory}, action="create")
     if rc_name in list_inventories(conn, provider["id"]):
         raise Conflict(
-            f"Update conflict: Inventory for '{rc_name}' on resource provider '{provider['uuid']}' already exists."
+            f"Update conflict: Inventory for '{rc_name}' on resource provider '{provider['uuid']}' already exists.",
+            code=error_codes.CONCURRENT_UPDATE,
         )
     now = db_time(conn, utcnow())
     execute(conn, _INSERT, (provider["id"], ids[rc_name], *(getattr(inventory, f) for f in INVENTORY_FIELDS), now, now))
@@ -298,7 +303,10 @@ def update_inventory(
     _validate_allocatable(provider, {rc_name: inventory})
     row = list_inventories(conn, provider["id"]).get(rc_name)
     if row is None:
-        raise BadRequest(f"No inventory record with resource class for resource provider {provider['uuid']}")
+        raise BadRequest(
+            f"No inventory record with resource class for resource provider {provider['uuid']}: "
+            f"No inventory of class {rc_name} found."
+        )
     _warn_if_over_used(provider, rc_name, inventory, row["used"])
     execute(conn, _UPDATE, (*(getattr(inventory, f) for f in INVENTORY_FIELDS), db_time(conn, utcnow()), row["id"]))
     return new_generation

@@ -108,7 +108,7 @@ def delete_resource_class(conn: Connection, name: str) -> None:
     if row is None:
         raise NotFound(f"No such resource class {name}.")
     if name in STANDARD_CLASSES:
-        raise BadRequest(f"Cannot delete standard resource class {name}")
+        raise BadRequest(f"Error in delete resource class: Cannot delete standard resource class {name}.")
     in_use = conn.execute(
         sa.select(sa.literal(1)).where(
             sa.or_(
@@ -166,13 +166,21 @@ def trait_names_of(conn: Connection, ids: Iterable[int]) -> dict[int, str]:
     return _lookup(conn, "SELECT id, name FROM traits WHERE id IN {ids}", ids, STANDARD_TRAITS, name_is_key=False)
 
 
+class UnknownTraits(BadRequest):
+    """Traits named that do not exist: a 400, which each route words as the reference does."""
+
+    def __init__(self, missing: Sequence[str]):
+        super().__init__(f"No such trait(s): {', '.join(missing)}.")
+        self.missing = tuple(missing)
+
+
 def require_trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
-    """Ids of the named traits, or a 400 naming those that do not exist."""
+    """Ids of the named traits, or ``UnknownTraits`` naming those that do not exist."""
     wanted = set(names)
     found = trait_ids(conn, wanted)
     missing = sorted(wanted - set(found))
     if missing:
-        raise BadRequest(f"No such trait(s): {', '.join(missing)}.")
+        raise UnknownTraits(missing)
     return found
 
 
@@ -188,7 +196,7 @@ def ensure_trait(conn: Connection, name: str) -> bool:
 def delete_trait(conn: Connection, name: str) -> None:
     row = get_trait(conn, name)
     if row is None:
-        raise NotFound(f"No such trait(s): {name}")
+        raise NotFound(f"No such trait(s): {name}.")
     if name in STANDARD_TRAITS:
         raise BadRequest(f"Cannot delete standard trait {name}.")
     in_use = conn.execute(

@@ -8,10 +8,10 @@ from sqlalchemy import Connection
 
 from berth.api import microversion as mv
 from berth.api.call import Call
+from berth.api.handlers.provider_lookup import provider_json_body
 from berth.api.responses import Reply, json_response
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid
-from berth.domain.errors import BerthError
 from berth.store import aggregates, providers
 
 
@@ -32,12 +32,7 @@ def list_aggregates(call: Call, uuid: str) -> Reply:
 
 
 def update_aggregates(call: Call, uuid: str) -> Reply:
-    try:
-        body = call.json_body(aggregates_put_schema(call.version))
-    except BerthError:
-        # An unknown provider is a 404 whatever the body says, as in the reference.
-        call.db.read(lambda conn: providers.require_provider(conn, uuid))
-        raise
+    body = provider_json_body(call, uuid, aggregates_put_schema(call.version))
     expected: int | None
     if call.version >= mv.AGGREGATES_GENERATION:
         given, expected = body["aggregates"], body["resource_provider_generation"]

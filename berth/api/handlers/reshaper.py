@@ -40,13 +40,16 @@ def reshape(call: Call) -> Reply:
         # As the reference does it: first every provider holds the union of its old and new
         # inventories, then the allocations move, then each provider keeps only its new inventory.
         # Capacity is checked against the union, the in-use rule against the final inventories,
-        # and each step that writes a provider's inventory bumps its generation.
+        # and each step that writes a provider's inventory bumps its generation.  A provider whose
+        # new inventory is empty skips the union, which would be its old inventory again: its
+        # generation moves once, when it is emptied at the end.
         for uuid, (generation, wanted) in sorted(new_inventories.items()):
+            if not wanted:
+                continue
             provider = found[uuid]
             current = inventories.list_inventories(conn, provider["id"])
             union = {rc: inventories.inventory_of(row) for rc, row in current.items()} | wanted
-            if union:
-                inventories.replace_inventories(conn, provider, generation, union, reserved_can_be_total=True)
+            inventories.replace_inventories(conn, provider, generation, union, reserved_can_be_total=True)
         allocations.release_for_reshape(conn, consumer_requests)
         allocations.replace_allocations(conn, consumer_requests)
         for uuid, (_, wanted) in sorted(new_inventories.items()):

@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.responses import Reply, empty_response, json_response, link, location
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
 from berth.domain.errors import NotFound
@@ -16,15 +16,15 @@ from berth.store import names
 from berth.store.util import latest
 
 
-def _view(name: str) -> dict[str, Any]:
-    return {"name": name, "links": [{"rel": "self", "href": f"/resource_classes/{name}"}]}
+def _view(call: Call, name: str) -> dict[str, Any]:
+    return {"name": name, "links": [{"rel": "self", "href": link(call, f"/resource_classes/{name}")}]}
 
 
 def list_resource_classes(call: Call) -> Reply:
     rows = call.db.read(names.list_resource_classes)
     return json_response(
         call,
-        {"resource_classes": [_view(r["name"]) for r in rows]},
+        {"resource_classes": [_view(call, r["name"]) for r in rows]},
         last_modified=latest(*(r["updated_at"] for r in rows)),
     )
 
@@ -39,7 +39,7 @@ def show_resource_class(call: Call, name: str) -> Reply:
     row = call.db.read(lambda conn: names.get_resource_class(conn, name))
     if row is None:
         raise NotFound(f"No such resource class {name}.")
-    return json_response(call, _view(name), last_modified=row["updated_at"])
+    return json_response(call, _view(call, name), last_modified=row["updated_at"])
 
 
 def update_resource_class(call: Call, name: str) -> Reply:
@@ -47,7 +47,7 @@ def update_resource_class(call: Call, name: str) -> Reply:
         return _ensure_resource_class(call, name)
     body = call.json_body(RESOURCE_CLASS_BODY)
     call.db.write(lambda conn: names.update_resource_class(conn, name, body["name"]))
-    return json_response(call, _view(body["name"]))
+    return json_response(call, _view(call, body["name"]))
 
 
 def _ensure_resource_class(call: Call, name: str) -> Reply:

@@ -12,19 +12,20 @@ from werkzeug.datastructures import MultiDict
 
 from berth.api import microversion as mv
 from berth.api.call import Call
+from berth.api.handlers.provider_lookup import provider_json_body
 from berth.api.microversion import Version
 from berth.api.query import parse_member_of, parse_required, parse_resources
-from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.responses import Reply, empty_response, json_response, link, location
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.candidate_query import AggregateQuery, TraitQuery
-from berth.domain.errors import BadRequest, NotFound
+from berth.domain.errors import BadRequest, DuplicateName, NotFound
 from berth.store import names, providers
 from berth.store.util import latest
 
 
 def provider_links(call: Call, uuid: str) -> list[dict[str, str]]:
-    base = f"/resource_providers/{uuid}"
+    base = link(call, f"/resource_providers/{uuid}")
     links = [
         {"rel": "self", "href": base},
         {"rel": "inventories", "href": f"{base}/inventories"},
@@ -81,16 +82,14 @@ class ProviderQuery:
 
 
 def provider_query(args: MultiDict[str, str], version: Version) -> ProviderQuery:
-    """The query's conditions, with names still unresolved (see ``resolve_provider_query``)."""
-    uuid = normalize_uuid(args["uuid"]) if "uuid" in args else None
-    in_tree = normalize_uuid(args["in_tree"]) if "in_tree" in args else None
+    """The query's conditions, with names still unresolved (see ``resolve_provider_query``).  The
+    values are read in the reference's order: member_of, required, then the others."""
     aggregates = AggregateQuery()
     member_of = args.getlist("member_of")
     if member_of:
         if len(member_of) > 1 and version < mv.MULTIPLE_MEMBER_OF:
             raise BadRequest("Multiple member_of parameters are not supported")
         aggregates = parse_member_of(member_of, allow_forbidden=version >= mv.FORBIDDEN_AGGREGATES)
-    resources = parse_resources(args["resources"]) if "resources" in args else None
     traits = None
     required = args.getlist("required")
     if required:
@@ -100,11 +99,11 @@ def provider_query(args: MultiDict[str, str], version: Version) -> ProviderQuery
             required, allow_forbidden=version >= mv.FORBIDDEN_TRAITS, allow_any_of=version >= mv.ANY_OF_TRAITS
         )
     return ProviderQuery(
-        uuid=uuid,
+        uuid=normalize_uuid(args["uuid"]) if "uuid" in args else None,
         name=args.get("name"),
-        in_tree=in_tree,
+        in_tree=normalize_uuid(args["in_tree"]) if "in_tree" in args else None,
         aggregates=aggregates,
-        resources=resources,
+        resources=parse_resources(args["resources"]) if "resources" in args else None,
         traits=traits,
     )
 
@@ -125,10 +124,17 @@ def resolve_provider_query(conn: Connection, query: ProviderQuery) -> providers.
                 raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
         result.resources = {ids[n]: amount for n, amount in query.resources.items()}
     if query.traits is not None:
-        trait_ids = names.require_trait_ids(conn, query.traits.names())
-        result.required_traits = [[trait_ids[n] for n in any_of] for any_of in query.traits.required]
-        result.forbidden_traits = [trait_ids[n] for n in query.traits.forbidden]
+        result.required_traits, result.forbidden_traits = _trait_filter(conn, query.traits)
     return result
+
+
+def _trait_filter(conn: Connection, traits: TraitQuery) -> tuple[list[list[int]], list[int]]:
+    """The ids of the traits required (each an any-of list) and forbidden."""
+    try:
+        trait_ids = names.require_trait_ids(conn, traits.names())
+    except names.UnknownTraits as unknown:
+        raise BadRequest(f'Invalid trait(s) in "required" parameter: {unknown.detail}') from None
+    return [[trait_ids[n] for n in any_of] for any_of in traits.required], [trait_ids[n] for n in traits.forbidden]
 
 
 def create_provider(call: Call) -> Reply:
@@ -151,19 +157,23 @@ def show_provider(call: Call, uuid: str) -> Reply:
 
 
 def update_provider(call: Call, uuid: str) -> Reply:
-    body = call.json_body(provider_body_schema(call.version, create=False))
+    body = provider_json_body(call, uuid, provider_body_schema(call.version, create=False))
     parent = body.get("parent_provider_uuid")
 
     def work(conn: Connection) -> dict[str, Any]:
         row = providers.require_provider(conn, uuid)
-        updated = providers.update_provider(
-            conn,
-            row,
-            name=body["name"],
-            parent_uuid=normalize_uuid(parent) if parent else None,
-            parent_given="parent_provider_uuid" in body,
-            allow_reparent=call.version >= mv.REPARENT,
-        )
+        try:
+            updated = providers.update_provider(
+                conn,
+                row,
+                name=body["name"],
+                parent_uuid=normalize_uuid(parent) if parent else None,
+                parent_given="parent_provider_uuid" in body,
+                allow_reparent=call.version >= mv.REPARENT,
+            )
+        except DuplicateName:
+            # Worded as the reference words a rename's clash: by the name alone.
+            raise DuplicateName(f"Conflicting resource provider {body['name']} already exists.") from None
         if updated is None:
             raise NotFound(f"No resource provider with uuid {uuid} found")
         return updated

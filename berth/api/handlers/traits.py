@@ -9,6 +9,7 @@ from sqlalchemy import Connection
 
 from berth.api import microversion as mv
 from berth.api.call import Call
+from berth.api.handlers.provider_lookup import repeated_not_found
 from berth.api.responses import Reply, empty_response, http_date, json_response, location
 from berth.api.schemas.common import CUSTOM_NAME_PATTERN
 from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
@@ -51,7 +52,7 @@ def list_traits(call: Call) -> Reply:
 def show_trait(call: Call, name: str) -> Reply:
     row = call.db.read(lambda conn: names.get_trait(conn, name))
     if row is None:
-        raise NotFound(f"No such trait(s): {name}")
+        raise NotFound(f"No such trait(s): {name}.")
     response = empty_response(204)
     if call.version >= mv.CACHE_HEADERS:
         response.headers["cache-control"] = "no-cache"
@@ -79,7 +80,7 @@ def delete_trait(call: Call, name: str) -> Reply:
 
 def list_provider_traits(call: Call, uuid: str) -> Reply:
     def work(conn: Connection) -> tuple[dict[str, Any], list[str]]:
-        provider = providers.require_provider(conn, uuid)
+        provider = providers.require_provider(conn, uuid, repeated_not_found(uuid, ": "))
         return provider, provider_traits.provider_traits(conn, provider["id"])
 
     provider, traits = call.db.read(work)
@@ -93,11 +94,14 @@ def list_provider_traits(call: Call, uuid: str) -> Reply:
 def update_provider_traits(call: Call, uuid: str) -> Reply:
     body = call.json_body(PROVIDER_TRAITS_PUT)
 
-    generation = call.db.write_statement(
-        lambda conn: provider_traits.replace_provider_traits(
-            conn, uuid, body["resource_provider_generation"], body["traits"]
+    try:
+        generation = call.db.write_statement(
+            lambda conn: provider_traits.replace_provider_traits(
+                conn, uuid, body["resource_provider_generation"], body["traits"]
+            )
         )
-    )
+    except names.UnknownTraits as unknown:
+        raise BadRequest(f"No such trait {', '.join(unknown.missing)}") from None
     # The provider's traits are now exactly those of the body, listed by name as when read back.
     return json_response(call, {"traits": sorted(set(body["traits"])), "resource_provider_generation": generation})
 
