@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 from apihelpers import Api  # noqa: E402
+from dbhelpers import BACKENDS, make_database  # noqa: E402
 
 from berth.api.app import PlacementApp  # noqa: E402
 from berth.store import schema  # noqa: E402
 from berth.store.database import Database  # noqa: E402
 from berth.store.migrate import sync_standard_names, upgrade  # noqa: E402
-
-BACKENDS = ["sqlite", "postgresql"]
 
 # The quick local loop is `pytest -m "not slow"`. Slow are: the PostgreSQL half of every test that runs
 # on both databases; tests using a fixture that starts processes (named here); and modules that start
@@ -43,17 +41,9 @@ def postgres_server():
     server.stop()
 
 
-def _make_database(backend, tmp_path_factory, request):
-    if backend == "sqlite":
-        path = tmp_path_factory.mktemp("sqlite") / "berth.sqlite"
-        return f"sqlite:///{path}"
-    server = request.getfixturevalue("postgres_server")
-    return server.create_database(f"berth_{uuid.uuid4().hex[:12]}")
-
-
 @pytest.fixture(scope="session", params=BACKENDS)
 def session_db(request, tmp_path_factory):
-    url = _make_database(request.param, tmp_path_factory, request)
+    url = make_database(request.param, tmp_path_factory, request)
     db = Database(url)
     upgrade(db)
     yield db

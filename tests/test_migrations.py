@@ -8,7 +8,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from apihelpers import Api
-from conftest import BACKENDS, _make_database
+from dbhelpers import BACKENDS, make_database
 
 from berth.api.app import PlacementApp
 from berth.store import schema
@@ -18,7 +18,7 @@ from berth.store.migrate import alembic_config, upgrade
 
 @pytest.fixture(params=BACKENDS)
 def empty_db(request, tmp_path_factory):
-    db = Database(_make_database(request.param, tmp_path_factory, request))
+    db = Database(make_database(request.param, tmp_path_factory, request))
     yield db
     db.dispose()
 

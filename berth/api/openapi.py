@@ -15,6 +15,8 @@ from berth.api.route import Route, RouteTable
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.leases import LEASE_PUT
+from berth.api.schemas.pick import PICK_BODY
 from berth.api.schemas.reshaper import reshaper_schema
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
@@ -60,6 +62,8 @@ _BODIES: Final[dict[tuple[str, str], JsonSchema]] = {
     ("PUT", "/allocations/<consumer_uuid>"): allocations_put_schema(MAX),
     ("POST", "/allocations"): allocations_post_schema(MAX),
     ("POST", "/reshaper"): reshaper_schema(MAX),
+    ("PUT", "/berth/leases/<consumer_uuid>"): LEASE_PUT,
+    ("POST", "/berth/pick"): PICK_BODY,
 }
 
 _CANDIDATE_QUERY: Final[dict[str, Any]] = {
@@ -95,6 +99,7 @@ _SUCCESS: Final[dict[tuple[str, str], list[int]]] = {
     ("PUT", "/allocations/<consumer_uuid>"): [204],
     ("POST", "/allocations"): [204],
     ("POST", "/reshaper"): [204],
+    ("POST", "/berth/leases/<consumer_uuid>/confirm"): [204],
 }
 
 _ERRORS: Final = [400, 401, 403, 404, 405, 406, 409, 413, 415, 503]

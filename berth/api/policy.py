@@ -67,6 +67,14 @@ OPERATIONS = [
     Operation("placement:allocation_candidates:list", "GET", "/allocation_candidates", True),
     Operation("placement:reshaper:reshape", "POST", "/reshaper", False),
     Operation("placement:usages", "GET", "/usages", True),
+    # Berth's claim leases, outside the Placement API, under the same defaults.
+    Operation("berth:leases:list", "GET", "/berth/leases", True),
+    Operation("berth:leases:show", "GET", "/berth/leases/{consumer_uuid}", True),
+    Operation("berth:leases:update", "PUT", "/berth/leases/{consumer_uuid}", False),
+    Operation("berth:leases:confirm", "POST", "/berth/leases/{consumer_uuid}/confirm", False),
+    Operation("berth:leases:delete", "DELETE", "/berth/leases/{consumer_uuid}", False),
+    # Pick and claim, Berth's own as well.
+    Operation("berth:pick", "POST", "/berth/pick", False),
 ]
 
 BASE_RULES = {

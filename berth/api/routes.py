@@ -12,6 +12,8 @@ from berth.api.handlers import (
     allocation_candidates,
     allocations,
     inventories,
+    leases,
+    pick,
     reshaper,
     resource_classes,
     root,
@@ -129,6 +131,20 @@ def _build() -> RouteTable:
                 P + "allocation_candidates:list",
                 since=mv.ALLOCATION_CANDIDATES,
             ),
+        },
+        "/berth/leases": {
+            "GET": _r(leases.list_leases, "berth:leases:list"),
+        },
+        "/berth/leases/<consumer_uuid>": {
+            "GET": _r(leases.show_lease, "berth:leases:show"),
+            "PUT": _r(leases.set_lease, "berth:leases:update"),
+            "DELETE": _r(leases.release_lease, "berth:leases:delete"),
+        },
+        "/berth/leases/<consumer_uuid>/confirm": {
+            "POST": _r(leases.confirm_lease, "berth:leases:confirm"),
+        },
+        "/berth/pick": {
+            "POST": _r(pick.pick, "berth:pick"),
         },
         "/reshaper": {
             "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=mv.RESHAPER),

@@ -43,6 +43,7 @@ def serve(
     threads: int = 1,
     access_log: bool = False,
     settings: Settings | None = None,
+    lease_check_interval: float = 0.0,
 ) -> int:
     db = Database(database_url)
     upgrade(db)
@@ -52,7 +53,7 @@ def serve(
     def load_app() -> CollectorPausedDuringRequests:
         from berth.api.wsgi import create_app
 
-        app = create_app(database_url, settings)
+        app = create_app(database_url, settings, lease_check_interval=lease_check_interval)
         # Everything built so far lives as long as the worker: keep the collector from walking it
         # again and again while requests allocate their short-lived objects.
         gc.collect()

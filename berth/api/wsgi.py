@@ -1,6 +1,7 @@
 """WSGI entry point: ``berth.api.wsgi:application`` for any WSGI server.
 
-The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current folder by default).
+The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current folder by default),
+and the seconds between passes of the lease reaper from ``BERTH_LEASE_CHECK_INTERVAL``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from berth.api.app import PlacementApp
 from berth.api.collector import CollectorPausedDuringRequests
 from berth.api.settings import Settings
 from berth.store.database import Database
+from berth.store.lease_reaper import DEFAULT_INTERVAL_S, LeaseReaper
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -75,9 +77,16 @@ def _keystone_wrapped(app: WSGIApplication) -> WSGIApplication:
     return wrapped
 
 
-def create_app(database_url: str | None = None, settings: Settings | None = None) -> CollectorPausedDuringRequests:
+def create_app(
+    database_url: str | None = None, settings: Settings | None = None, *, lease_check_interval: float = 0.0
+) -> CollectorPausedDuringRequests:
+    """The application; with ``lease_check_interval`` above 0, also the lease reaper of this process
+    (build it after any fork: the thread does not cross one)."""
     settings = settings or settings_from_environment()
-    app: WSGIApplication = PlacementApp(Database(database_url), settings=settings)
+    db = Database(database_url)
+    app: WSGIApplication = PlacementApp(db, settings=settings)
+    if lease_check_interval > 0:
+        LeaseReaper(db, lease_check_interval).start()
     if settings.auth_strategy == "keystone":
         app = _keystone_wrapped(app)
     if settings.cors_allowed_origins:
@@ -98,7 +107,8 @@ def __getattr__(name: str) -> CollectorPausedDuringRequests:
     # Built on first access so that importing this module (e.g. in a server's master process
     # before it forks workers) opens no database connection.
     if name == "application":
-        app = create_app()
+        interval = os.environ.get("BERTH_LEASE_CHECK_INTERVAL") or DEFAULT_INTERVAL_S
+        app = create_app(lease_check_interval=float(interval))
         globals()["application"] = app
         return app
     raise AttributeError(name)

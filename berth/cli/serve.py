@@ -13,6 +13,7 @@ from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.harness import DEFAULT_WORKERS
 from berth.cli.settings import SettingsError, add_arguments, command_line_layer, read_settings_file, resolve, setting
 from berth.store.database import DEFAULT_SQLITE_FILE
+from berth.store.lease_reaper import DEFAULT_INTERVAL_S
 
 AUTH_STRATEGIES = ("noauth2", "tokens", "keystone")
 
@@ -93,6 +94,14 @@ class ServeSettings:
         minimum=0,
         metavar="N",
     )
+    lease_check_interval: float = setting(
+        DEFAULT_INTERVAL_S,
+        help="seconds between each worker's passes releasing the allocations of expired claim leases; 0 for none",
+        env="BERTH_LEASE_CHECK_INTERVAL",
+        minimum=0,
+        default_text=f"{DEFAULT_INTERVAL_S:g}",
+        metavar="SECONDS",
+    )
     force_insecure: bool = setting(
         False, help="allow the noauth2 development mode on a non-loopback address", env="BERTH_FORCE_INSECURE"
     )
@@ -158,4 +167,5 @@ def run(args: argparse.Namespace) -> int:
         threads=settings.threads,
         access_log=settings.access_log,
         settings=settings.api_settings(),
+        lease_check_interval=settings.lease_check_interval,
     )

@@ -29,3 +29,13 @@ QUERY_DUPLICATE_KEY: Final = "placement.query.duplicate_key"
 QUERY_BAD_VALUE: Final = "placement.query.bad_value"
 # A query lacks a parameter it needs.
 QUERY_MISSING_VALUE: Final = "placement.query.missing_value"
+
+# --- Berth's own codes --------------------------------------------------------------------------
+# For what Berth offers beyond the Placement API (``/berth/...``). Never ``placement.*``: those are
+# Placement's alone.
+
+# Pick-and-claim found no host that fits the request and its server group, or every one that did
+# was taken by concurrent claims before this one could write.
+PICK_NO_VALID_HOST: Final = "berth.pick.no_valid_host"
+# A server group was named with another policy than the one it was created with.
+SERVER_GROUP_POLICY_CONFLICT: Final = "berth.server_group.policy_conflict"

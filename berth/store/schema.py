@@ -167,3 +167,37 @@ resource_provider_traits = sa.Table(
     *_timestamps(),
     sa.Index("ix_resource_provider_traits_trait_id", "trait_id"),
 )
+
+# Berth's own, outside Placement's model: the server groups pick-and-claim places members of
+# (berth.store.server_groups).  A group's row is what concurrent picks for it lock, and it fixes the
+# group's policy.  A member counts on the hosts where its consumer holds allocations now; the root
+# it was placed on is kept as a record only, so neither table refers to providers or consumers, whose
+# rows the Placement API deletes freely.
+server_groups = sa.Table(
+    "server_groups",
+    metadata,
+    sa.Column("uuid", sa.String(36), primary_key=True),
+    sa.Column("policy", sa.String(32), nullable=False),
+    *_timestamps(),
+)
+
+server_group_members = sa.Table(
+    "server_group_members",
+    metadata,
+    sa.Column("group_uuid", sa.String(36), sa.ForeignKey("server_groups.uuid"), primary_key=True),
+    sa.Column("consumer_uuid", sa.String(36), primary_key=True),
+    sa.Column("root_provider_id", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+# Berth's own, outside Placement's model: a consumer whose allocations are released unless the lease
+# is confirmed before it expires (berth.store.leases).  Keyed by the consumer's uuid, not its row: a
+# lease may be taken before the consumer has any allocation, or even exists.
+allocation_leases = sa.Table(
+    "allocation_leases",
+    metadata,
+    sa.Column("consumer_uuid", sa.String(36), primary_key=True),
+    sa.Column("expires_at", sa.DateTime, nullable=False),
+    *_timestamps(),
+    sa.Index("ix_allocation_leases_expires_at", "expires_at"),
+)

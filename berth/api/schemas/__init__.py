@@ -13,6 +13,8 @@ from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.schemas.allocation_candidates import allocation_candidates_query_schema
 from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.leases import LEASE_PUT
+from berth.api.schemas.pick import PICK_BODY
 from berth.api.schemas.reshaper import reshaper_schema
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
@@ -31,6 +33,8 @@ def every_schema() -> Iterator[JsonSchema]:
         RESOURCE_CLASS_BODY,
         PROVIDER_TRAITS_PUT,
         TRAITS_LIST_QUERY,
+        PICK_BODY,
+        LEASE_PUT,
     )
     for version in microversion.ALL:
         yield provider_body_schema(version, create=True)

@@ -1,0 +1,92 @@
+"""/berth/leases and /berth/leases/{consumer_uuid}: claim leases (berth.store.leases)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from berth.api.call import Call
+from berth.api.responses import Reply, empty_response, json_response
+from berth.api.schemas.leases import LEASE_PUT
+from berth.api.validation import is_uuid, normalize_uuid
+from berth.domain.errors import BadRequest, NotFound
+from berth.store import allocations, leases
+from berth.store.leases import Lease
+from berth.store.util import latest, utcnow
+
+
+def _consumer(value: str) -> str:
+    if not is_uuid(value):
+        raise BadRequest(f"Malformed consumer_uuid: {value}")
+    return normalize_uuid(value)
+
+
+def _timestamp(moment: datetime.datetime) -> str:
+    return moment.isoformat(timespec="microseconds") + "Z"
+
+
+def _view(lease: Lease, now: datetime.datetime) -> dict[str, Any]:
+    return {
+        "consumer_uuid": lease.consumer_uuid,
+        "expires_at": _timestamp(lease.expires_at),
+        # The same moment as seconds left, for a client whose clock is not the service's.
+        "expires_in": round(max(0.0, (lease.expires_at - now).total_seconds()), 3),
+        "created_at": _timestamp(lease.created_at),
+        "updated_at": _timestamp(lease.updated_at),
+    }
+
+
+def list_leases(call: Call) -> Reply:
+    rows = call.db.read(leases.list_leases)
+    now = utcnow()
+    return json_response(
+        call, {"leases": [_view(lease, now) for lease in rows]}, last_modified=latest(*(r.updated_at for r in rows))
+    )
+
+
+def show_lease(call: Call, consumer_uuid: str) -> Reply:
+    consumer_uuid = _consumer(consumer_uuid)
+    lease = call.db.read(lambda conn: leases.get_lease(conn, consumer_uuid))
+    if lease is None:
+        raise NotFound(f"No lease for consumer {consumer_uuid}.")
+    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+
+
+def set_lease(call: Call, consumer_uuid: str) -> Reply:
+    consumer_uuid = _consumer(consumer_uuid)
+    body = call.json_body(LEASE_PUT)
+
+    def work(conn: Connection) -> Lease | None:
+        leases.set_lease(conn, consumer_uuid, body["expires_in"])
+        return leases.get_lease(conn, consumer_uuid)
+
+    lease = call.db.write(work)
+    assert lease is not None  # written by this very transaction
+    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+
+
+def confirm_lease(call: Call, consumer_uuid: str) -> Reply:
+    consumer_uuid = _consumer(consumer_uuid)
+
+    def work(conn: Connection) -> bool:
+        if leases.confirm_lease(conn, consumer_uuid):
+            return True
+        # Confirmed before (or never leased), the allocations stand: confirming again changes
+        # nothing.  Nothing held means the lease expired and was released, which the caller must
+        # learn rather than build on resources it no longer holds.
+        return bool(allocations.allocations_of_consumer(conn, consumer_uuid))
+
+    if not call.db.write(work):
+        raise NotFound(
+            f"No lease and no allocations for consumer {consumer_uuid}: the lease expired and its "
+            "allocations were released, or there never was one."
+        )
+    return empty_response()
+
+
+def release_lease(call: Call, consumer_uuid: str) -> Reply:
+    consumer_uuid = _consumer(consumer_uuid)
+    call.db.write(lambda conn: leases.release_lease(conn, consumer_uuid))
+    return empty_response()

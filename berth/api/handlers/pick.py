@@ -1,0 +1,77 @@
+"""POST /berth/pick: choose a host for a consumer among every tree that fits, and claim it at once.
+
+Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carries the query of
+GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
+consumer, and optionally a server group and a lease; the store does the rest in one write
+transaction (``berth.store.pick``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from berth.api import microversion as mv
+from berth.api.call import Call
+from berth.api.candidate_query import parse_query
+from berth.api.request import QueryArgs
+from berth.api.responses import Reply, json_response
+from berth.api.schemas.pick import PICK_BODY
+from berth.api.validation import normalize_uuid
+from berth.domain import error_codes
+from berth.domain.errors import BadRequest
+from berth.domain.weighing import WeighPolicy, multipliers_for
+from berth.store.pick import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
+from berth.store.server_groups import GroupPolicy
+
+
+def pick(call: Call) -> Reply:
+    request = _pick_request(call.json_body(PICK_BODY))
+    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, call.provider_cache))
+    return json_response(call, _answer(chosen))
+
+
+def _pick_request(body: dict[str, Any]) -> PickRequest:
+    """The request of a (schema-valid) body."""
+    query: dict[str, str | list[str]] = body["query"]
+    if "limit" in query:
+        raise BadRequest(
+            "The query of a pick takes no limit: every tree that fits is weighed.", code=error_codes.QUERY_BAD_VALUE
+        )
+    args = QueryArgs([(key, value) for key, values in query.items() for value in _as_list(values)])
+    weighing = body.get("weigh", {})
+    consumer = body["consumer"]
+    group = body.get("server_group")
+    return PickRequest(
+        query=parse_query(args, mv.MAX),
+        multipliers=multipliers_for(cast(WeighPolicy, weighing.get("policy", "spread")), weighing.get("multipliers")),
+        consumer=Consumer(
+            uuid=normalize_uuid(consumer["uuid"]),
+            project_id=consumer["project_id"],
+            user_id=consumer["user_id"],
+            consumer_type=consumer["consumer_type"],
+        ),
+        server_group=(
+            ServerGroup(normalize_uuid(group["uuid"]), cast(GroupPolicy, group["policy"]))
+            if group is not None
+            else None
+        ),
+        lease_seconds=body.get("lease_seconds"),
+    )
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def _answer(chosen: Pick) -> dict[str, Any]:
+    return {
+        # As GET /allocation_candidates writes an allocation request at the highest microversion.
+        "allocation_request": {
+            "allocations": {uuid: {"resources": resources} for uuid, resources in chosen.allocations.items()},
+            "mappings": chosen.mappings,
+        },
+        "root_provider_uuid": chosen.root_provider_uuid,
+        "weight": chosen.weight,
+        "trees_fitted": chosen.trees_fitted,
+        "trees_weighed": chosen.trees_weighed,
+    }

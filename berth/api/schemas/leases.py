@@ -1,0 +1,17 @@
+"""Claim leases: the body of PUT /berth/leases/{consumer_uuid}."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from berth.store.leases import MAX_LEASE_SECONDS
+
+LEASE_PUT: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        # Seconds from now; 0 expires the lease at once, for the next pass of the reaper.
+        "expires_in": {"type": "number", "minimum": 0, "maximum": MAX_LEASE_SECONDS},
+    },
+    "required": ["expires_in"],
+    "additionalProperties": False,
+}

@@ -1,0 +1,61 @@
+"""Pick and claim: the body of POST /berth/pick (Berth's own, outside the Placement API)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from berth.api.schemas.common import NAME_PATTERN, UUID
+from berth.api.validation import JsonSchema
+from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
+from berth.store.leases import MAX_LEASE_SECONDS
+from berth.store.server_groups import GROUP_POLICIES
+
+_EXTERNAL_ID: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 255}
+_QUERY_VALUE: Final[dict[str, Any]] = {
+    "oneOf": [
+        {"type": "string"},
+        {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    ]
+}
+
+PICK_BODY: Final[JsonSchema] = {
+    "type": "object",
+    "properties": {
+        # The parameters of GET /allocation_candidates, as the query string would give them: a
+        # parameter given several times (required, member_of, same_subtree) as a list.
+        "query": {"type": "object", "minProperties": 1, "additionalProperties": _QUERY_VALUE},
+        "weigh": {
+            "type": "object",
+            "properties": {
+                "policy": {"enum": sorted(POLICY_MULTIPLIERS)},
+                "multipliers": {
+                    "type": "object",
+                    "properties": {name: {"type": "number"} for name in MULTIPLIER_NAMES},
+                    "additionalProperties": False,
+                },
+            },
+            "additionalProperties": False,
+        },
+        "consumer": {
+            "type": "object",
+            "properties": {
+                "uuid": UUID,
+                "project_id": _EXTERNAL_ID,
+                "user_id": _EXTERNAL_ID,
+                "consumer_type": {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 255},
+            },
+            "required": ["uuid", "project_id", "user_id", "consumer_type"],
+            "additionalProperties": False,
+        },
+        "server_group": {
+            "type": "object",
+            "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}},
+            "required": ["uuid", "policy"],
+            "additionalProperties": False,
+        },
+        # Seconds from now until the claim is released unless confirmed (berth.store.leases).
+        "lease_seconds": {"type": "number", "minimum": 0, "maximum": MAX_LEASE_SECONDS},
+    },
+    "required": ["query", "consumer"],
+    "additionalProperties": False,
+}

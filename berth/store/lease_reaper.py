@@ -1,0 +1,76 @@
+"""The reaper: a daemon thread of each server worker that releases expired claim leases.
+
+Every worker runs one, so that leases expire as long as any worker lives, with no cron outside the
+service; ``store.leases.reap_expired`` makes concurrent passes release each lease once.  The state
+is the database's alone, so a lease that expires while the service is down is released by the first
+pass after it starts again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+import threading
+from typing import Final
+
+from berth.store import leases
+from berth.store.database import Database
+from berth.store.util import utcnow
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S: Final = 5.0
+# Leases released per transaction: a pass that finds more runs again at once, so that no write
+# transaction holds its locks for long.
+BATCH: Final = 200
+
+
+class LeaseReaper:
+    """Releases expired leases every ``interval`` seconds until ``stop``."""
+
+    def __init__(self, db: Database, interval: float = DEFAULT_INTERVAL_S):
+        if interval <= 0:
+            raise ValueError(f"the lease check interval must be positive, not {interval!r}")
+        self.db = db
+        self.interval = interval
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> LeaseReaper:
+        self._thread = threading.Thread(target=self._run, name="berth-lease-reaper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        # Workers started together would otherwise pass together: a random first wait spreads them.
+        delay = random.uniform(0, self.interval)
+        while not self._stopping.wait(delay):
+            try:
+                self.reap()
+            except Exception:  # noqa: BLE001 - a failed pass must not end the thread; the next one retries
+                LOG.exception("releasing expired leases failed; trying again in %g s", self.interval)
+            delay = self.interval
+
+    def reap(self) -> list[str]:
+        """One pass: release every lease expired by now, in transactions of at most ``BATCH``."""
+        released: list[str] = []
+        while not self._stopping.is_set():
+            batch = self._reap_batch(utcnow())
+            released += batch
+            if len(batch) < BATCH:
+                break
+        return released
+
+    def _reap_batch(self, now: datetime.datetime) -> list[str]:
+        if not self.db.read(lambda conn: leases.has_expired_leases(conn, now)):
+            return []
+        batch = self.db.write(lambda conn: leases.reap_expired(conn, now, limit=BATCH))
+        if batch:
+            LOG.info("released the allocations of expired leases (%d): %s", len(batch), ", ".join(batch))
+        return batch

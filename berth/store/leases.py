@@ -1,0 +1,144 @@
+"""Claim leases: allocations the service releases itself unless they are confirmed in time.
+
+A lease names a consumer and a moment.  Until the lease is confirmed (dropped, the allocations kept)
+the consumer's allocations are released, as ``DELETE /allocations/{consumer}`` releases them, once
+that moment has passed: a scheduler or conductor that dies between claiming and building leaks
+nothing.  A lease may be taken before the consumer holds anything, so that a crash between taking
+it and writing the allocations leaks nothing either.
+
+Lock order: a lease row, then the consumer, then inventories (what ``store.allocations`` takes).
+Whoever writes a lease and allocations in one transaction should set the lease first, so that
+it queues behind a reaper instead of deadlocking with it.
+
+Several reapers (one per worker process) may run at once.  On PostgreSQL each takes the expired
+leases it will release with ``FOR UPDATE SKIP LOCKED``: a lease another reaper holds is skipped,
+and one it has already deleted is no longer found, so each lease is released exactly once and no
+reaper waits for another.  On SQLite writers run one at a time, and the second finds nothing left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql, sqlite
+
+from berth.domain.errors import BadRequest, ConcurrentUpdate
+from berth.store.allocations import delete_consumer_allocations
+from berth.store.schema import allocation_leases as leases
+from berth.store.util import utcnow
+
+# A lease covers the time between a claim and the build it is for: a day is far beyond any build,
+# and a bound keeps the moment within what the databases store.
+MAX_LEASE_SECONDS: Final = 86400.0
+# Tries at releasing a consumer that a concurrent writer changed meanwhile (PostgreSQL only: SQLite
+# runs one writer at a time); each try reads the consumer as that writer left it.
+_RELEASE_TRIES: Final = 5
+
+
+@dataclass(frozen=True)
+class Lease:
+    consumer_uuid: str
+    # Naive UTC, as every timestamp of the store.
+    expires_at: datetime.datetime
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+
+
+def _lease(row: sa.Row[tuple[str, datetime.datetime, datetime.datetime, datetime.datetime]]) -> Lease:
+    return Lease(row.consumer_uuid, row.expires_at, row.created_at, row.updated_at)
+
+
+_COLUMNS: Final = (leases.c.consumer_uuid, leases.c.expires_at, leases.c.created_at, leases.c.updated_at)
+
+
+def set_lease(conn: Connection, consumer_uuid: str, seconds: float) -> datetime.datetime:
+    """Make the consumer's lease expire ``seconds`` from now, creating it if there is none; when."""
+    if not (isinstance(seconds, int | float) and math.isfinite(seconds) and 0 <= seconds <= MAX_LEASE_SECONDS):
+        raise BadRequest(f"A lease lasts from 0 to {MAX_LEASE_SECONDS:g} seconds, not {seconds!r}.")
+    now = utcnow()
+    expires_at = now + datetime.timedelta(seconds=seconds)
+    insert = postgresql.insert(leases) if conn.dialect.name == "postgresql" else sqlite.insert(leases)
+    conn.execute(
+        insert.values(
+            consumer_uuid=consumer_uuid, expires_at=expires_at, created_at=now, updated_at=now
+        ).on_conflict_do_update(
+            index_elements=[leases.c.consumer_uuid],
+            set_={"expires_at": insert.excluded.expires_at, "updated_at": insert.excluded.updated_at},
+        )
+    )
+    return expires_at
+
+
+def get_lease(conn: Connection, consumer_uuid: str) -> Lease | None:
+    row = conn.execute(sa.select(*_COLUMNS).where(leases.c.consumer_uuid == consumer_uuid)).one_or_none()
+    return None if row is None else _lease(row)
+
+
+def list_leases(conn: Connection) -> list[Lease]:
+    """Every lease, the soonest to expire first."""
+    rows = conn.execute(sa.select(*_COLUMNS).order_by(leases.c.expires_at, leases.c.consumer_uuid))
+    return [_lease(row) for row in rows]
+
+
+def _drop(conn: Connection, consumer_uuid: str) -> bool:
+    return conn.execute(sa.delete(leases).where(leases.c.consumer_uuid == consumer_uuid)).rowcount == 1
+
+
+def confirm_lease(conn: Connection, consumer_uuid: str) -> bool:
+    """Drop the consumer's lease and keep its allocations for good; False when it had no lease."""
+    return _drop(conn, consumer_uuid)
+
+
+def release_lease(conn: Connection, consumer_uuid: str) -> bool:
+    """Release the allocations of a leased consumer and drop its lease; False when it had no lease.
+
+    A consumer without a lease is left alone: its allocations were confirmed (or never leased), and
+    a late or repeated release must not free what a running workload holds.
+    """
+    if not _drop(conn, consumer_uuid):
+        return False
+    _release_allocations(conn, consumer_uuid)
+    return True
+
+
+def _release_allocations(conn: Connection, consumer_uuid: str) -> None:
+    for attempt in range(1, _RELEASE_TRIES + 1):
+        try:
+            delete_consumer_allocations(conn, consumer_uuid)
+            return
+        except ConcurrentUpdate:
+            # Refused before anything was written: the transaction is sound, and the next try reads
+            # the consumer as the other writer committed it.
+            if attempt == _RELEASE_TRIES:
+                raise
+
+
+def has_expired_leases(conn: Connection, now: datetime.datetime) -> bool:
+    """Whether any lease has expired by ``now``: a read, so that a pass with nothing to release
+    takes no write lock."""
+    return conn.execute(sa.select(sa.literal(1)).where(leases.c.expires_at <= now).limit(1)).first() is not None
+
+
+def reap_expired(conn: Connection, now: datetime.datetime, *, limit: int | None = None) -> list[str]:
+    """Release every lease expired by ``now`` (naive UTC), or the ``limit`` that expired first; the
+    consumers released, in the order released (by uuid, the order in which consumers are locked)."""
+    query = (
+        sa.select(leases.c.consumer_uuid)
+        .where(leases.c.expires_at <= now)
+        .order_by(leases.c.expires_at, leases.c.consumer_uuid)
+        .limit(limit)
+        # Nothing on SQLite, whose writers take turns.
+        .with_for_update(skip_locked=True)
+    )
+    expired = sorted(conn.execute(query).scalars())
+    if not expired:
+        return []
+    conn.execute(sa.delete(leases).where(leases.c.consumer_uuid.in_(expired)))
+    for consumer_uuid in expired:
+        _release_allocations(conn, consumer_uuid)
+    return expired

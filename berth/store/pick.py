@@ -1,0 +1,253 @@
+"""Pick and claim: weigh every tree that fits a request, choose one, and write the allocation, in one
+transaction.
+
+The steps, all inside the caller's write transaction (``Database.write``):
+
+1. lock the server group, if one is named (``berth.store.server_groups``): picks for one group run
+   one after another, so that each sees the placements of those before it;
+2. resolve and search the candidates exactly as ``GET /allocation_candidates`` does
+   (``resolve``, ``CandidateFinder``), without its limit;
+3. drop the trees the group's policy forbids: under anti-affinity those holding a member, under
+   affinity all but those holding a member (when there is one);
+4. weigh the trees left (``berth.domain.weighing``) and try them best first, ties in random order;
+   each try writes the consumer's allocations through ``replace_allocations`` inside a SAVEPOINT,
+   so that a tree whose capacity a concurrent writer took meanwhile (on PostgreSQL, whose
+   statements each see what is committed when they start) is given up for the next one and no
+   candidate is tried twice;
+5. record the group membership in the same transaction, and the lease if one is asked for (set
+   before the allocations are written, in the lock order ``berth.store.leases`` gives).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import Connection
+
+from berth.domain import error_codes
+from berth.domain.candidate_query import CandidateQuery
+from berth.domain.candidates import Candidate, ProviderData
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
+from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first, weigh
+from berth.store import server_groups
+from berth.store.allocations import ConsumerAllocations, replace_allocations
+from berth.store.candidate_names import ResolvedQuery, resolve
+from berth.store.candidates import CandidateFinder
+from berth.store.explain import explain
+from berth.store.host_facts import host_facts_of
+from berth.store.leases import set_lease
+from berth.store.provider_cache import ProviderCache
+from berth.store.server_groups import GroupPolicy
+
+# The finder's cap on candidates, high enough never to be met: every tree is weighed. The search's
+# step budget still bounds the work of a pathological request.
+EVERY_CANDIDATE: Final = 2**62
+
+
+@dataclass(frozen=True)
+class Consumer:
+    uuid: str
+    project_id: str
+    user_id: str
+    consumer_type: str
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    uuid: str
+    policy: GroupPolicy
+
+
+@dataclass(frozen=True)
+class PickRequest:
+    query: CandidateQuery
+    multipliers: Multipliers
+    consumer: Consumer
+    server_group: ServerGroup | None = None
+    lease_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The claim written: the allocation request chosen, in names, and how it was chosen."""
+
+    # provider uuid -> resource class -> amount
+    allocations: dict[str, dict[str, int]]
+    # request group suffix -> provider uuids
+    mappings: dict[str, list[str]]
+    root_provider_uuid: str
+    weight: float
+    # Trees that fit the request, and of those the trees the server group allowed.
+    trees_fitted: int
+    trees_weighed: int
+
+
+def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache) -> Pick:
+    """Choose the best tree for the request and claim it for the consumer; 409 when none fits."""
+    group = request.server_group
+    if group is not None:
+        server_groups.lock_group(conn, group.uuid, group.policy)
+    if request.lease_seconds is not None:
+        # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
+        set_lease(conn, request.consumer.uuid, request.lease_seconds)
+    resolved = resolve(conn, request.query)
+    finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
+    candidates, providers = finder.find()
+    sharing = frozenset(finder.sharing)
+    by_root = _by_root(candidates, providers, sharing)
+    members = server_groups.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
+    allowed = _allowed_by_group(by_root, group, members)
+    if not allowed:
+        raise _no_valid_host(_group_refusal(by_root, group) or _nothing_fits(conn, resolved))
+    roots = list(allowed)
+    facts = host_facts_of(
+        conn, roots, providers, finder.sharing_by_aggregate, members, bool(request.multipliers.instances)
+    )
+    weights = weigh(facts, request.multipliers, _soft_policy(group))
+    class_names = {rc: name for name, rc in resolved.class_ids.items()}
+    for index in best_first(weights):
+        root_id = roots[index]
+        claimed = _claim_tree(conn, request.consumer, allowed[root_id], providers, class_names)
+        if claimed is None:
+            continue
+        if group is not None:
+            server_groups.add_member(conn, group.uuid, request.consumer.uuid, root_id)
+        allocations, mappings = claimed
+        return Pick(allocations, mappings, providers[root_id].uuid, weights[index], len(by_root), len(allowed))
+    raise _no_valid_host(f"the {len(allowed)} trees that fit were all taken by concurrent claims meanwhile.")
+
+
+def _no_valid_host(why: str) -> Conflict:
+    return Conflict(f"No valid host: {why}", code=error_codes.PICK_NO_VALID_HOST)
+
+
+# --- which trees ---------------------------------------------------------------------------------
+
+
+def _root_of(candidate: Candidate, providers: Mapping[int, ProviderData], sharing: Collection[int]) -> int:
+    """The tree a candidate places the consumer in: that of its providers other than sharing ones."""
+    placed = [*candidate.allocations, *(pid for ids in candidate.mappings.values() for pid in ids)]
+    own = next((pid for pid in placed if pid not in sharing), placed[0])
+    return providers[own].root_id
+
+
+def _by_root(
+    candidates: Sequence[Candidate], providers: Mapping[int, ProviderData], sharing: Collection[int]
+) -> dict[int, list[Candidate]]:
+    """The candidates of each tree, in the search's order."""
+    by_root: dict[int, list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        by_root[_root_of(candidate, providers, sharing)].append(candidate)
+    return dict(by_root)
+
+
+def _allowed_by_group(
+    by_root: dict[int, list[Candidate]], group: ServerGroup | None, members: Counter[int]
+) -> dict[int, list[Candidate]]:
+    """The trees the group's hard policy leaves; soft policies only weigh."""
+    if group is None or not members:
+        return by_root
+    if group.policy == "anti-affinity":
+        return {root: found for root, found in by_root.items() if root not in members}
+    if group.policy == "affinity":
+        return {root: found for root, found in by_root.items() if root in members}
+    return by_root
+
+
+def _soft_policy(group: ServerGroup | None) -> SoftGroupPolicy | None:
+    if group is None:
+        return None
+    if group.policy == "soft-affinity":
+        return "soft-affinity"
+    if group.policy == "soft-anti-affinity":
+        return "soft-anti-affinity"
+    return None
+
+
+# --- the claim ---------------------------------------------------------------------------------------
+
+
+def _claim_tree(
+    conn: Connection,
+    consumer: Consumer,
+    candidates: Sequence[Candidate],
+    providers: Mapping[int, ProviderData],
+    class_names: Mapping[int, str],
+) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]] | None:
+    """The first of the tree's candidates that could be written, by provider uuid and class name
+    (its allocations and mappings), or None when concurrent writers left room for none."""
+    for candidate in candidates:
+        allocations = {
+            providers[pid].uuid: {class_names[rc]: amount for rc, amount in by_rc.items()}
+            for pid, by_rc in candidate.allocations.items()
+        }
+        if _claim(conn, consumer, allocations):
+            return allocations, {
+                suffix: [providers[pid].uuid for pid in ids] for suffix, ids in candidate.mappings.items()
+            }
+    return None
+
+
+def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]]) -> bool:
+    """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
+    request = ConsumerAllocations(
+        consumer_uuid=consumer.uuid,
+        allocations=allocations,
+        project_id=consumer.project_id,
+        user_id=consumer.user_id,
+        consumer_generation=None,
+        consumer_type=consumer.consumer_type,
+    )
+    try:
+        with conn.begin_nested():
+            replace_allocations(conn, [request])
+    except ConcurrentUpdate:
+        raise  # the consumer exists already: no other tree would change that
+    except (Conflict, BadRequest):
+        # No room left, or a provider deleted since the search read it.
+        return False
+    return True
+
+
+# --- why nothing fits ------------------------------------------------------------------------------
+
+
+def _group_refusal(by_root: Mapping[int, list[Candidate]], group: ServerGroup | None) -> str | None:
+    """Why the group's policy left none of the trees that fit, if it did."""
+    if not by_root or group is None:
+        return None
+    if group.policy == "anti-affinity":
+        return (
+            f"every one of the {len(by_root)} trees that fit holds a member of anti-affinity server group {group.uuid}."
+        )
+    return (
+        f"no tree holding a member of affinity server group {group.uuid} fits the request "
+        f"({len(by_root)} other trees do)."
+    )
+
+
+def _nothing_fits(conn: Connection, resolved: ResolvedQuery) -> str:
+    """The first condition of the request that no provider meets, from the explain counts."""
+    report = explain(
+        conn,
+        resolved.request,
+        class_names={rc: name for name, rc in resolved.class_ids.items()},
+        trait_names={trait: name for name, trait in resolved.trait_ids.items()},
+        aggregate_uuids={aggregate: uuid for uuid, aggregate in resolved.aggregate_ids.items()},
+    )
+    unmet = [
+        (group_report["suffix"], condition["condition"])
+        for group_report in report["groups"]
+        for condition in group_report["conditions"]
+        if condition["remaining"] == 0
+    ]
+    if unmet:
+        suffix, condition = unmet[0]
+        return f"no provider {condition}" + (f" (request group {suffix!r})." if suffix else ".")
+    root_unmet = [condition["condition"] for condition in report["root"] if condition["remaining"] == 0]
+    if root_unmet:
+        return f"no provider's {root_unmet[0]}."
+    return "no tree can hold every part of the request together."
