@@ -91,6 +91,8 @@ class RequestSpec:
     mem_page_size: PageSize | None = None
     # The flavor's PCI aliases, in the order of host_request.pci.
     pci_devices: tuple[PciDemand, ...] = ()
+    # The image's id, for the isolated hosts filter (None: no image, or its id is not known).
+    image_id: str | None = None
 
     def candidates_query(self) -> list[tuple[str, str]]:
         """``GET /allocation_candidates`` parameters (microversion 1.39), keys repeated as sent."""
@@ -113,6 +115,7 @@ def build_request_spec(
     num_instances: int = 1,
     availability_zone: str | None = None,
     member_of: Sequence[str | Collection[str]] = (),
+    image_id: str | None = None,
     project_id: str,
     user_id: str,
     config: SchedulerConfig,
@@ -151,6 +154,7 @@ def build_request_spec(
         aggregate_extra_specs=aggregate_extra_specs(flavor.extra_specs),
         mem_page_size=size,
         pci_devices=pci,
+        image_id=image_id,
     )
 
 

@@ -1,0 +1,22 @@
+"""One scheduling call's request as the filters and weighers read it: the request spec, and the
+server group with the hosts its members are on (those the call places included, as it goes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.server_group import ServerGroup
+
+
+@dataclass
+class BuildRequest:
+    spec: RequestSpec
+    group: ServerGroup | None = None
+    # Root provider uuids of the hosts holding members of the group, candidates or not.
+    group_hosts: set[str] = field(default_factory=set)
+    # The instance being placed now.
+    instance_uuid: str | None = None
+
+    def group_policy(self) -> str | None:
+        return self.group.policy if self.group is not None else None

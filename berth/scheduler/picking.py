@@ -1,0 +1,95 @@
+"""The service's pick-and-claim (``POST /berth/pick``), when the scheduler may leave the choice to it.
+
+The service weighs every tree that fits (not only the first ``limit``), claims the best in the same
+transaction and keeps hard anti-affinity atomic across schedulers. It knows what Placement knows
+and nothing of the agents or of the scheduler's configuration, so it is used only when every
+filter that applies to the request is one it applies itself (the server group's), no weigher
+multiplier comes from aggregate metadata. The service counts the members of a server group it
+placed itself; the scheduler checks each pick against where all the members are (their
+allocations), and takes the Placement path for the request when a pick breaks the group's policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from berth.domain.weighing import Multipliers
+from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.filters.base import HostFilter
+from berth.scheduler.service import INSTANCE_CONSUMER_TYPE
+from berth.scheduler.settings import SelectionSettings
+from berth.scheduler.weighers.base import HostWeigher
+
+_GROUP_CHECKS = {
+    "affinity": "ServerGroupAffinityFilter",
+    "anti-affinity": "ServerGroupAntiAffinityFilter",
+    "soft-affinity": "ServerGroupSoftAffinityWeigher",
+    "soft-anti-affinity": "ServerGroupSoftAntiAffinityWeigher",
+}
+
+
+def pick_suits(
+    request: BuildRequest,
+    filters: Sequence[HostFilter],
+    settings: SelectionSettings,
+) -> bool:
+    """Whether the service's pick would choose as the scheduler's filters and weighers would."""
+    if any(f.applies(request) and not f.pick_covers(request) for f in filters):
+        return False
+    return not any(
+        key.endswith("_weight_multiplier") for metadata in settings.aggregate_metadata.values() for key in metadata
+    )
+
+
+def breaks_group(request: BuildRequest, members_on: Mapping[str, set[str]], root: str) -> bool:
+    """Whether a pick on ``root`` breaks the hard policy of the request's group, as the members'
+    allocations show it: the service counts only the members it placed itself."""
+    group = request.group
+    if group is None:
+        return False
+    if group.policy == "anti-affinity":
+        return len(members_on.get(root, ())) >= group.max_server_per_host
+    if group.policy == "affinity":
+        return bool(members_on) and root not in members_on
+    return False
+
+
+def pick_body(
+    request: BuildRequest,
+    instance_uuid: str,
+    filters: Sequence[HostFilter],
+    weighers: Sequence[HostWeigher],
+    settings: SelectionSettings,
+) -> dict[str, Any]:
+    spec = request.spec
+    query: dict[str, list[str]] = {}
+    for key, value in spec.candidates_query():
+        if key != "limit":  # the pick weighs every tree that fits
+            query.setdefault(key, []).append(value)
+    body: dict[str, Any] = {
+        "query": query,
+        "weigh": {"policy": settings.weigh_policy, "multipliers": _multipliers(weighers, settings)},
+        "consumer": {
+            "uuid": instance_uuid,
+            "project_id": spec.project_id,
+            "user_id": spec.user_id,
+            "consumer_type": INSTANCE_CONSUMER_TYPE,
+        },
+    }
+    group = request.group
+    enabled = {f.name for f in filters} | {w.name for w in weighers}
+    if group is not None and _GROUP_CHECKS[group.policy] in enabled:
+        body["server_group"] = {"uuid": group.uuid, "policy": group.policy}
+    return body
+
+
+def _multipliers(weighers: Sequence[HostWeigher], settings: SelectionSettings) -> dict[str, float]:
+    """Every multiplier the scheduler would use; a weigher it does not run weighs nothing."""
+    base = settings.base_multipliers
+    enabled = {w.multiplier_field for w in weighers}
+    return {
+        field.name: float(getattr(base, field.name)) if field.name in enabled else 0.0
+        for field in dataclasses.fields(Multipliers)
+    }

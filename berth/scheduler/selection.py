@@ -1,0 +1,37 @@
+"""What ``select_destinations`` answers: per instance, the host claimed for it and alternates.
+
+The claimed destination's allocation request is written in Placement for the instance already;
+the alternates' are not: a conductor whose build fails on the claimed host claims an alternate's
+allocation request itself (``PUT /allocations/{instance}``) and tries that host, without asking
+the scheduler again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from berth.scheduler.candidates import AllocationRequest
+from berth.scheduler.request_spec import QUERY_MICROVERSION
+
+ALLOCATION_REQUEST_VERSION: Final = QUERY_MICROVERSION
+
+
+@dataclass(frozen=True)
+class Destination:
+    host: str  # the root provider's name: the host's agent is known by it
+    root_provider_uuid: str
+    allocation_request: AllocationRequest
+
+
+@dataclass(frozen=True)
+class Selection:
+    instance_uuid: str
+    destination: Destination  # claimed
+    alternates: tuple[Destination, ...] = ()
+    # The microversion the allocation requests are written in.
+    allocation_request_version: str = ALLOCATION_REQUEST_VERSION
+
+    @property
+    def host(self) -> str:
+        return self.destination.host

@@ -1,0 +1,277 @@
+"""``select_destinations``: hosts for the instances of one request, claimed in Placement.
+
+On Placement's own API (any Placement, Berth's or OpenStack's):
+
+1. ask ``GET /allocation_candidates`` with the spec's query; nothing: ``NoValidHost`` with the
+   service's count of what each condition excluded, when it can give one;
+2. build a state per host (``hosts``): its allocation requests, its providers' capacity and usage,
+   its aggregates and traits, and what the filters and weighers need;
+3. per instance: filter and weigh the hosts (``sorting``), then claim the best host's allocation
+   request (``PUT /allocations/{instance}``, ``consumer_generation`` null). When the agent was
+   asked, the request that gives what the agent's claim will take goes first. A 409 moves on to
+   the next host, and that request is never tried again in the call. The host placed on then
+   counts the instance (``HostState.consume``) before the next one is placed;
+4. per instance, up to ``alternates`` other hosts that pass the filters, each with an allocation
+   request that fits, unclaimed: a conductor claims one of those itself when the build fails.
+
+If one instance finds no host, the instances already claimed for are released and ``NoValidHost``
+says what removed the hosts. When the service offers its pick-and-claim and nothing of the
+request needs the scheduler's side (``picking.pick_suits``), step 3 is one ``POST /berth/pick``
+per instance instead, and the alternates come from one candidates query afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from berth.clients.agent import AgentClient
+from berth.clients.errors import PlacementError
+from berth.clients.placement import PlacementClient
+from berth.domain.host.allocations import Allocations
+from berth.domain.host.fitting import Plan
+from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.candidates import AllocationRequest, Candidates
+from berth.scheduler.errors import SpecError
+from berth.scheduler.explain import FilterRun, NoValidHost, describe_explain, nothing_left, nothing_offered
+from berth.scheduler.filters import enabled_filters
+from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
+from berth.scheduler.picking import breaks_group, pick_body, pick_suits
+from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.selection import Destination, Selection
+from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.service import PICK_PATH, Service, detail_of
+from berth.scheduler.settings import SelectionSettings
+from berth.scheduler.snapshots import AgentSnapshots, SnapshotSource
+from berth.scheduler.sorting import sorted_hosts
+from berth.scheduler.weighers import counts_instances, enabled_weighers
+
+
+class Selector:
+    def __init__(
+        self,
+        placement: PlacementClient,
+        *,
+        config: SchedulerConfig,
+        settings: SelectionSettings | None = None,
+        agents: Mapping[str, AgentClient] | None = None,
+        rng: random.Random | None = None,
+    ):
+        self.service = Service(placement)
+        self.config = config
+        self.settings = settings or SelectionSettings()
+        self.agents = dict(agents or {})
+        self.rng = rng or random.Random()
+        self.filters = enabled_filters(self.settings, config)
+        self.weighers = enabled_weighers(self.settings)
+        # The path the last call took: "pick" or "placement".
+        self.last_path = ""
+
+    def select_destinations(
+        self,
+        spec: RequestSpec,
+        num_instances: int,
+        alternates: int = 2,
+        *,
+        server_group: ServerGroup | None = None,
+        instance_uuids: Sequence[str],
+    ) -> list[Selection]:
+        """A claimed host and up to ``alternates`` unclaimed ones for each instance, in order."""
+        _check_arguments(num_instances, alternates, instance_uuids)
+        request = BuildRequest(spec, server_group)
+        if self._pick_applies(request):
+            picked = self._pick(request, instance_uuids)
+            if picked is not None:
+                self.last_path = "pick"
+                try:
+                    return self._with_alternates(request, picked, instance_uuids, alternates, None)
+                except BaseException:
+                    self._release(instance_uuids)
+                    raise
+        self.last_path = "placement"
+        return self._claim(request, instance_uuids, alternates)
+
+    # -- the Placement API's path -----------------------------------------------------------------
+
+    def _claim(self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int) -> list[Selection]:
+        query = request.spec.candidates_query()
+        candidates = self.service.candidates(query)
+        if not candidates.requests:
+            raise nothing_offered(self.service.explain(query))
+        hosts = self._hosts(request, candidates, AgentSnapshots(self.agents))
+        claimed: list[Destination] = []
+        try:
+            for index, instance in enumerate(instance_uuids):
+                position = f"{index + 1} of {len(instance_uuids)}"
+                claimed.append(self._claim_one(request, hosts, instance, position))
+            return self._with_alternates(request, claimed, instance_uuids, alternates, hosts)
+        except BaseException:
+            self._release(instance_uuids[: len(claimed)])
+            raise
+
+    def _hosts(self, request: BuildRequest, candidates: Candidates, snapshots: SnapshotSource) -> list[HostState]:
+        reads = HostReads(
+            aggregates=self._aggregates_read(request), instances=counts_instances(self.weighers, self.settings)
+        )
+        hosts = build_hosts(candidates, self.service, snapshots, reads)
+        if request.group is not None:
+            request.group_hosts = place_group(request.group, hosts, candidates, self.service)
+        return hosts
+
+    def _aggregates_read(self, request: BuildRequest) -> frozenset[str]:
+        """The aggregates whose members a filter or a weigher of this request reads."""
+        wanted = frozenset[str]().union(*(f.aggregates_read() for f in self.filters if f.applies(request)))
+        weighing = {
+            aggregate
+            for aggregate, metadata in self.settings.aggregate_metadata.items()
+            if any(key.endswith("_weight_multiplier") for key in metadata)
+        }
+        return wanted | weighing
+
+    def _claim_one(self, request: BuildRequest, hosts: list[HostState], instance: str, position: str) -> Destination:
+        request.instance_uuid = instance
+        ranked, run = self._sorted(hosts, request)
+        refused = []
+        for host in ranked:
+            plan = self._plan(host, request)
+            allocation_request = next(iter(_preferred(host, plan)), None)
+            if allocation_request is None:
+                continue
+            refusal = self.service.claim(
+                instance, allocation_request, project_id=request.spec.project_id, user_id=request.spec.user_id
+            )
+            if refusal is not None:
+                host.forget(allocation_request)
+                refused.append(host.name)
+                continue
+            host.consume(allocation_request, instance, plan, member=request.group is not None)
+            if request.group is not None:
+                request.group_hosts.add(host.uuid)
+            return Destination(host.name, host.uuid, allocation_request)
+        outcome = "every claim was refused" if ranked else "no host is left"
+        raise nothing_left(instance, position, run.hosts, run, refused, outcome)
+
+    def _sorted(self, hosts: list[HostState], request: BuildRequest) -> tuple[list[HostState], FilterRun]:
+        return sorted_hosts(hosts, request, self.filters, self.weighers, self.settings, self.rng)
+
+    def _plan(self, host: HostState, request: BuildRequest) -> Plan | None:
+        """What the agent's claim will take, when a filter asked the agent already."""
+        if not any(f.needs_agent and f.applies(request) for f in self.filters):
+            return None
+        fitted = host.fit(request.spec.host_request)
+        return fitted if isinstance(fitted, Plan) else None
+
+    def _release(self, instance_uuids: Sequence[str]) -> None:
+        for instance in instance_uuids:
+            self.service.release(instance)
+
+    # -- alternates ---------------------------------------------------------------------------------
+
+    def _with_alternates(
+        self,
+        request: BuildRequest,
+        claimed: list[Destination],
+        instance_uuids: Sequence[str],
+        alternates: int,
+        hosts: list[HostState] | None,
+    ) -> list[Selection]:
+        if alternates and hosts is None:
+            hosts = self._hosts_after_picks(request, claimed, instance_uuids)
+        others: list[Destination] = []
+        if alternates and hosts:
+            request.instance_uuid = None
+            chosen = {d.root_provider_uuid for d in claimed}
+            ranked, _ = self._sorted(hosts, request)
+            for host in ranked:
+                if len(others) == alternates:
+                    break
+                allocation_request = next(iter(_preferred(host, self._plan(host, request))), None)
+                if host.uuid not in chosen and allocation_request is not None:
+                    others.append(Destination(host.name, host.uuid, allocation_request))
+        return [
+            Selection(instance, destination, tuple(others))
+            for instance, destination in zip(instance_uuids, claimed, strict=True)
+        ]
+
+    def _hosts_after_picks(
+        self, request: BuildRequest, picked: list[Destination], instance_uuids: Sequence[str]
+    ) -> list[HostState]:
+        """Hosts for the alternates of picked instances: the candidates now (the picks counted)."""
+        candidates = self.service.candidates(request.spec.candidates_query())
+        hosts = self._hosts(request, candidates, AgentSnapshots(self.agents))
+        if request.group is not None:
+            by_uuid = {host.uuid: host for host in hosts}
+            for instance, destination in zip(instance_uuids, picked, strict=False):
+                request.group_hosts.add(destination.root_provider_uuid)
+                if destination.root_provider_uuid in by_uuid:
+                    by_uuid[destination.root_provider_uuid].group_members.add(instance)
+        return hosts
+
+    # -- the service's pick-and-claim -----------------------------------------------------------------
+
+    def _pick_applies(self, request: BuildRequest) -> bool:
+        return (
+            self.settings.use_pick_extension
+            and pick_suits(request, self.filters, self.settings)
+            and PICK_PATH in self.service.extensions()
+        )
+
+    def _pick(self, request: BuildRequest, instance_uuids: Sequence[str]) -> list[Destination] | None:
+        """A pick per instance; None when the Placement path must do it after all: the service
+        turns out not to have the route, or a pick breaks the server group's policy."""
+        group = request.group
+        members_on = member_hosts(group.members - set(instance_uuids), self.service, {}) if group else {}
+        picked: list[tuple[str, AllocationRequest]] = []
+        try:
+            for index, instance in enumerate(instance_uuids):
+                answer = self.service.pick(pick_body(request, instance, self.filters, self.weighers, self.settings))
+                if isinstance(answer, PlacementError):
+                    raise self._pick_refused(request, instance, f"{index + 1} of {len(instance_uuids)}", answer)
+                root = str(answer["root_provider_uuid"])
+                picked.append((root, AllocationRequest.from_dict(answer["allocation_request"])))
+                if breaks_group(request, members_on, root):
+                    self._release(instance_uuids[: len(picked)])
+                    return None
+                members_on.setdefault(root, set()).add(instance)
+        except PlacementError as e:
+            self._release(instance_uuids[: len(picked)])
+            if e.status == 404 and not picked:
+                return None
+            raise
+        except BaseException:
+            self._release(instance_uuids[: len(picked)])
+            raise
+        names = self.service.host_names({root for root, _ in picked})
+        return [Destination(names[root], root, chosen) for root, chosen in picked]
+
+    def _pick_refused(
+        self, request: BuildRequest, instance: str, position: str, refusal: PlacementError
+    ) -> NoValidHost:
+        why = detail_of(refusal).removeprefix("No valid host: ")
+        message = f"No valid host for instance {instance} ({position}): the service's pick found none: {why}"
+        report = self.service.explain(request.spec.candidates_query())
+        if report is not None and not report.get("candidates"):
+            message += f"; the service's count: {describe_explain(report)}"
+        return NoValidHost(message, candidates=int((report or {}).get("candidates") or 0), explain=report)
+
+
+def _preferred(host: HostState, plan: Plan | None) -> list[AllocationRequest]:
+    """The host's requests that still fit; the one the agent's claim will take first."""
+    open_requests = list(host.open_requests())
+    if plan is None:
+        return open_requests
+    claim: Allocations = {**plan.allocations, **plan.shared}
+    return sorted(open_requests, key=lambda r: not r.same_allocations(claim))
+
+
+def _check_arguments(num_instances: int, alternates: int, instance_uuids: Sequence[str]) -> None:
+    if num_instances < 1:
+        raise SpecError("num_instances", f"{num_instances} is less than 1")
+    if len(instance_uuids) != num_instances:
+        raise SpecError("instance_uuids", f"{len(instance_uuids)} given for {num_instances} instances")
+    if len(set(instance_uuids)) != len(instance_uuids):
+        raise SpecError("instance_uuids", "an instance is named twice")
+    if alternates < 0:
+        raise SpecError("alternates", f"{alternates} is less than 0")

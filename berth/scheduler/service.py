@@ -1,0 +1,154 @@
+"""What the scheduler asks of the service, over ``PlacementClient``: candidates, claims, and the
+few reads its filters and weighers need. Berth's own extensions (``/berth/...``) are optional: a
+real Placement answers them 404, and the scheduler does without.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, cast
+from urllib.parse import quote, urlencode
+
+from berth.clients.errors import GenerationConflict, PlacementError
+from berth.clients.placement import PlacementClient
+from berth.domain import error_codes
+from berth.scheduler.candidates import AllocationRequest, Candidates
+from berth.scheduler.errors import SchedulerError
+
+LOG = logging.getLogger(__name__)
+
+CANDIDATES_PATH: Final = "/allocation_candidates"
+EXPLAIN_PATH: Final = "/berth/allocation_candidates/explain"
+OPENAPI_PATH: Final = "/berth/openapi.json"
+PICK_PATH: Final = "/berth/pick"
+# Nova's consumer type for an instance (microversion 1.38 asks for one on every write).
+INSTANCE_CONSUMER_TYPE: Final = "INSTANCE"
+COMPUTE_NODE_TRAIT: Final = "COMPUTE_NODE"
+
+Query = Sequence[tuple[str, str]]
+
+
+def detail_of(error: PlacementError) -> str:
+    """The service's own words: Placement writes a generic sentence, a blank line, then the detail."""
+    paragraphs = [p.strip() for p in (error.detail or "").split("\n\n") if p.strip()]
+    return " ".join(paragraphs[-1].split()) if paragraphs else str(error)
+
+
+class ConsumerTaken(SchedulerError):
+    """The instance already holds allocations: it is being scheduled elsewhere, or twice."""
+
+    def __init__(self, consumer: str, detail: str):
+        super().__init__(f"instance {consumer} already holds allocations: {detail}")
+        self.consumer = consumer
+
+
+class Service:
+    def __init__(self, placement: PlacementClient):
+        self.placement = placement
+        self._extensions: frozenset[str] | None = None
+
+    # -- candidates -------------------------------------------------------------------------------
+
+    def candidates(self, query: Query) -> Candidates:
+        body = self.placement.get(f"{CANDIDATES_PATH}?{urlencode(list(query))}")
+        return Candidates.from_dict(cast(dict[str, Any], body))
+
+    def explain(self, query: Query) -> dict[str, Any] | None:
+        """Berth's count of what each condition of the query excluded; None from a service
+        without the extension."""
+        if EXPLAIN_PATH not in self.extensions():
+            return None
+        try:
+            return cast(dict[str, Any], self.placement.get(f"{EXPLAIN_PATH}?{urlencode(list(query))}"))
+        except PlacementError as e:
+            LOG.info("the service did not explain the query: %s", e)
+            return None
+
+    def extensions(self) -> frozenset[str]:
+        """The ``/berth/...`` paths the service offers, from its OpenAPI document (read once)."""
+        if self._extensions is None:
+            try:
+                document = self.placement.get(OPENAPI_PATH)
+            except PlacementError as e:
+                if e.status not in (404, 405):
+                    raise
+                document = None
+            paths = (document or {}).get("paths") or {}
+            self._extensions = frozenset(p for p in paths if str(p).startswith("/berth/"))
+        return self._extensions
+
+    # -- claims -----------------------------------------------------------------------------------
+
+    def claim(
+        self, consumer: str, request: AllocationRequest, *, project_id: str, user_id: str
+    ) -> PlacementError | None:
+        """Write the instance's allocations as a new consumer; the refusal when the service says
+        409 (no room any more). A consumer that exists already raises ``ConsumerTaken``."""
+        body = {
+            "allocations": {rp: {"resources": dict(res)} for rp, res in request.allocations.items()},
+            "consumer_generation": None,
+            "project_id": project_id,
+            "user_id": user_id,
+            "consumer_type": INSTANCE_CONSUMER_TYPE,
+        }
+        try:
+            self.placement.request("PUT", f"/allocations/{consumer}", body)
+        except GenerationConflict as e:
+            if "consumer generation" in (e.detail or ""):
+                raise ConsumerTaken(consumer, e.detail) from None
+            return e
+        except PlacementError as e:
+            if e.status != 409:
+                raise
+            return e
+        return None
+
+    def release(self, consumer: str) -> None:
+        """Remove an instance's allocations (gone already is fine)."""
+        try:
+            self.placement.request("DELETE", f"/allocations/{consumer}")
+        except PlacementError as e:
+            if e.status != 404:
+                raise
+
+    def pick(self, body: dict[str, Any]) -> dict[str, Any] | PlacementError:
+        """Berth's pick-and-claim; its "no valid host" refusal is returned, not raised."""
+        try:
+            return cast(dict[str, Any], self.placement.request("POST", PICK_PATH, body))
+        except GenerationConflict as e:
+            if "consumer generation" in (e.detail or ""):
+                raise ConsumerTaken(str(body["consumer"]["uuid"]), e.detail) from None
+            raise
+        except PlacementError as e:
+            if e.code != error_codes.PICK_NO_VALID_HOST:
+                raise
+            return e
+
+    # -- reads for the filters and weighers --------------------------------------------------------
+
+    def members_of(self, aggregate: str) -> set[str]:
+        body = self.placement.get("/resource_providers?" + urlencode({"member_of": aggregate}))
+        return {str(p["uuid"]) for p in body["resource_providers"]}
+
+    def host_names(self, roots: Iterable[str]) -> dict[str, str]:
+        """The name of each root provider: the compute nodes' in one read, any other one by one."""
+        wanted = set(roots)
+        body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
+        names = {str(p["uuid"]): str(p["name"]) for p in body["resource_providers"] if p["uuid"] in wanted}
+        for root in sorted(wanted - set(names)):
+            provider = self.placement.get_provider(root)
+            names[root] = str(provider["name"]) if provider else root
+        return names
+
+    def consumers_on(self, provider: str) -> set[str]:
+        body = self.placement.get(f"/resource_providers/{quote(provider)}/allocations")
+        return set(body["allocations"])
+
+    def providers_of(self, consumer: str) -> set[str]:
+        body = self.placement.get(f"/allocations/{quote(consumer)}")
+        return set(body["allocations"])
+
+    def root_of(self, provider: str) -> str | None:
+        found = self.placement.get_provider(provider)
+        return None if found is None else str(found.get("root_provider_uuid") or provider)

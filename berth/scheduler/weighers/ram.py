@@ -1,0 +1,16 @@
+"""RAMWeigher: free memory (MEMORY_MB) of the host's tree; a positive multiplier spreads."""
+
+from __future__ import annotations
+
+from berth.domain.weighing import HostFacts
+from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.weighers.base import HostWeigher
+
+
+class RAMWeigher(HostWeigher):
+    name = "RAMWeigher"
+    multiplier_field = "ram"
+    option = "ram_weight_multiplier"
+
+    def raw(self, facts: HostFacts, request: BuildRequest) -> float:
+        return facts.free_ram_mb

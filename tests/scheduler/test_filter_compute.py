@@ -1,0 +1,27 @@
+"""ComputeFilter: a host whose compute node carries COMPUTE_STATUS_DISABLED takes nothing."""
+
+from __future__ import annotations
+
+from hosthelpers import make_filter, make_host, request
+from schedulerhelpers import CONFIG, spec
+
+from berth.scheduler.filters.compute import ComputeFilter
+from berth.scheduler.flavor import SchedulerConfig
+
+UNEXCLUDED = SchedulerConfig(pci_aliases=CONFIG.pci_aliases, exclude_disabled_hosts=False)
+
+
+def test_a_disabled_host_is_refused_and_an_enabled_one_passes():
+    check = make_filter(ComputeFilter, UNEXCLUDED)
+    build = request(spec(config=UNEXCLUDED))
+    assert check.applies(build)
+    disabled = make_host(traits=["COMPUTE_NODE", "COMPUTE_STATUS_DISABLED"])
+    assert not check.host_passes(disabled, build)
+    assert check.refusal(disabled, build) == "disabled (COMPUTE_STATUS_DISABLED)"
+    assert check.host_passes(make_host(traits=["COMPUTE_NODE"]), build)
+
+
+def test_nothing_to_do_when_the_query_forbids_the_trait_already():
+    build = request(spec())
+    assert ("root_required", "!COMPUTE_STATUS_DISABLED") in build.spec.candidates_query()
+    assert not make_filter(ComputeFilter).applies(build)
