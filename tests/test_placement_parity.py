@@ -636,3 +636,21 @@ def test_updating_an_inventory_the_provider_lacks_names_the_class(api):
     assert _message(r) == (
         f"No inventory record with resource class for resource provider {host}: No inventory of class MEMORY_MB found."
     )
+
+
+# --- 404 texts of the provider's allocations and usages ------------------------------------------------
+
+
+def test_allocations_of_an_unknown_provider(api):
+    missing = new_uuid()
+    r = api.get(f"/resource_providers/{missing}/allocations", version="")
+    assert r.status_code == 404
+    assert _message(r) == f"Resource provider '{missing}' not found: No resource provider with uuid {missing} found"
+
+
+def test_usages_of_an_unknown_provider(api):
+    missing = new_uuid()
+    r = api.get(f"/resource_providers/{missing}/usages", version="")
+    assert r.status_code == 404
+    lookup = f"No resource provider with uuid {missing} found"
+    assert _message(r) == f"{lookup}: {lookup}"

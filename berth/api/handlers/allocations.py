@@ -92,7 +92,9 @@ def delete_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
 
 def list_provider_allocations(call: Call, uuid: str) -> Reply:
     def work(conn: Connection) -> tuple[dict[str, Any], Sequence[RowMapping]]:
-        provider = providers.require_provider(conn, uuid)
+        # Placement words this 404 as its handler's message around the lookup's own.
+        missing = f"Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
+        provider = providers.require_provider(conn, uuid, missing)
         return provider, allocations.allocations_on_provider(conn, provider["id"])
 
     provider, rows = call.db.read(work)

@@ -16,7 +16,9 @@ from berth.store import consumers, providers, usages
 
 def provider_usages(call: Call, uuid: str) -> Reply:
     def work(conn: Connection) -> tuple[dict[str, Any], dict[str, int]]:
-        provider = providers.require_provider(conn, uuid)
+        # Placement words this 404 as its handler's message around the lookup's own, the same words twice.
+        lookup = f"No resource provider with uuid {uuid} found"
+        provider = providers.require_provider(conn, uuid, f"{lookup}: {lookup}")
         return provider, usages.provider_usages(conn, provider["id"])
 
     provider, used = call.db.read(work)
