@@ -8,6 +8,7 @@ visible in one place and matches the reference's middleware order: request id, t
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -18,11 +19,15 @@ from werkzeug.routing import Map, Rule
 
 from berth.api import auth, errors, microversion
 from berth.api.call import Call
+from berth.api.dashboard import PUBLIC_PATHS as DASHBOARD_PUBLIC_PATHS
 from berth.api.microversion import ERROR_CODES, Version
+from berth.api.observability.database_metrics import observe_database
+from berth.api.observability.request_log import global_request_id
+from berth.api.observability.request_observer import RequestObserver
 from berth.api.policy import PolicyEnforcer
 from berth.api.request import PlacementRequest
 from berth.api.responses import JSON, Reply
-from berth.api.routes import ROUTES
+from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
 from berth.store.database import Database
@@ -34,7 +39,9 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
 # Paths any caller may read: version discovery, as in Placement, and the API's own description.
-PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"])
+PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"]) | DASHBOARD_PUBLIC_PATHS
+# Where the matched route's rule is kept in the WSGI environment, for the request's metrics and log.
+ROUTE_KEY = "berth.route"
 
 
 class PlacementApp:
@@ -46,21 +53,30 @@ class PlacementApp:
         self.provider_cache = ProviderCache(settings.provider_cache_size)
         # Bound once: binding per request (host, scheme, script name) cost more than matching,
         # and none of it matters to which handler serves a path.
+        self.route_table = served_routes(settings.metrics)
+        self.public_paths = PUBLIC_PATHS | PROBE_PATHS
+        if settings.metrics == "open":
+            self.public_paths |= {METRICS_PATH}
+        self.observer = RequestObserver(self.route_table, metrics=settings.metrics != "off")
+        if settings.metrics != "off":
+            observe_database(db)
         self.routes = Map(
-            [Rule(path, endpoint=path) for path in ROUTES],
+            [Rule(path, endpoint=path) for path in self.route_table],
             strict_slashes=False,
             merge_slashes=False,
         ).bind("placement")
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        started = time.perf_counter()
         request = PlacementRequest(environ)
         request.max_content_length = MAX_BODY_BYTES
         request_id = f"req-{uuid.uuid4()}"
         version = microversion.MIN
         version_known = False
+        caller = None
+        error_code = None
         try:
-            caller = None
-            if request.path not in PUBLIC_PATHS:
+            if request.path not in self.public_paths:
                 caller = self.authenticate(request.headers)
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
@@ -69,6 +85,7 @@ class PlacementApp:
                 raise BerthError("content-type header required when content-length > 0", status=400)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:
+            error_code = error.code
             response = self._error(
                 error.status,
                 error.detail,
@@ -88,7 +105,25 @@ class PlacementApp:
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
             response.headers["vary"] = microversion.HEADER.lower()
+        self.observer.observe(
+            rule=environ.get(ROUTE_KEY) or self._rule_of(request.path),
+            method=request.method,
+            status=response.status,
+            seconds=time.perf_counter() - started,
+            request_id=request_id,
+            global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
+            project=caller.project_id if caller is not None else None,
+            error_code=error_code,
+        )
         return response(environ, start_response)
+
+    def _rule_of(self, path: str) -> str | None:
+        """The rule of the route ``path`` belongs to, for a request refused before it was routed."""
+        try:
+            rule: str = self.routes.match(path, return_rule=False)[0]
+        except RouteNotFound:
+            return None
+        return rule
 
     def _dispatch(
         self, request: PlacementRequest, version: Version, request_id: str, caller: auth.Caller | None
@@ -97,7 +132,8 @@ class PlacementApp:
             path, params = self.routes.match(request.path, return_rule=False)
         except RouteNotFound:
             raise BerthError("The resource could not be found.", status=404) from None
-        methods = ROUTES[path]
+        request.environ[ROUTE_KEY] = path
+        methods = self.route_table[path]
         route = methods.get(request.method)
         if route is None:
             raise BerthError(
@@ -126,7 +162,7 @@ class PlacementApp:
         )
         if route.policy:
             call.authorize(route.policy)
-        if request.method == "GET":
+        if request.method == "GET" and path != METRICS_PATH:  # /metrics negotiates its own formats
             _check_accept(request)
         reply: Reply = route.handler(call, **params)
         return reply

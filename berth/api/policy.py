@@ -75,7 +75,13 @@ OPERATIONS = [
     Operation("berth:leases:delete", "DELETE", "/berth/leases/{consumer_uuid}", False),
     # Pick and claim, Berth's own as well.
     Operation("berth:pick", "POST", "/berth/pick", False),
+    # The metrics (berth serve --metrics guarded, the default).
+    Operation("berth:metrics", "GET", "/metrics", True),
 ]
+
+# Rules of Berth's own pages rather than operations of the API. The dashboard shows the whole cloud's
+# books, so by default only an administrator reads it, under either set of defaults.
+PAGE_RULES = {"berth:dashboard": "rule:admin_api"}
 
 BASE_RULES = {
     "admin_api": "role:admin",
@@ -115,6 +121,7 @@ class PolicyEnforcer:
                 )
                 for op in OPERATIONS
             ]
+            + [oslo_policy.RuleDefault(name, check, scope_types=scope) for name, check in PAGE_RULES.items()]
         )
         self.enforcer.load_rules(force_reload=True)
         # Rules are evaluated directly, not through Enforcer.enforce (which looks for changes to the

@@ -7,12 +7,15 @@ from typing import Any
 
 from berth.api import microversion as mv
 from berth.api.call import Call
+from berth.api.dashboard import dashboard_routes
 from berth.api.handlers import (
     aggregates,
     allocation_candidates,
     allocations,
+    health,
     inventories,
     leases,
+    metrics,
     pick,
     reshaper,
     resource_classes,
@@ -27,6 +30,10 @@ from berth.api.microversion import Version
 from berth.api.openapi import build_document
 from berth.api.responses import Reply, json_response
 from berth.api.route import Handler, Route, RouteTable
+
+METRICS_PATH = "/metrics"
+METRICS_RULE = "berth:metrics"
+PROBE_PATHS = frozenset(["/healthz", "/readyz"])
 
 
 def openapi_document(call: Call) -> Reply:
@@ -153,7 +160,23 @@ def _build() -> RouteTable:
             # Authorised in the handler: the rule's target is the project asked about.
             "GET": _r(usages.project_usages, since=mv.PROJECT_USAGES),
         },
+        # For operators' tools: probes without a token, metrics as --metrics says (served_routes).
+        "/healthz": {"GET": _r(health.healthz)},
+        "/readyz": {"GET": _r(health.readyz)},
+        METRICS_PATH: {"GET": _r(metrics.metrics, METRICS_RULE)},
+        **dashboard_routes(),
     }
 
 
 ROUTES = _build()
+
+
+def served_routes(metrics_mode: str) -> RouteTable:
+    """The routes as served with ``--metrics metrics_mode``: ``off`` serves no ``/metrics``, ``open``
+    serves it without its rule (the application also asks no token for it)."""
+    if metrics_mode == "guarded":
+        return ROUTES
+    served = {path: methods for path, methods in ROUTES.items() if path != METRICS_PATH}
+    if metrics_mode == "open":
+        served[METRICS_PATH] = {"GET": _r(metrics.metrics)}
+    return served

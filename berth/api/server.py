@@ -6,6 +6,7 @@ once, and the application's modules are imported once, in the master, before any
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import ipaddress
@@ -17,6 +18,8 @@ from granian.log import LogLevels
 from granian.server import Server
 
 from berth.api.collector import CollectorPausedDuringRequests
+from berth.api.observability.multiprocess_dir import multiprocess_metrics_dir
+from berth.api.observability.request_log import logging_config
 from berth.api.schemas import every_schema
 from berth.api.settings import Settings
 from berth.api.validation import compile_validators
@@ -44,6 +47,24 @@ def serve(
     access_log: bool = False,
     settings: Settings | None = None,
     lease_check_interval: float = 0.0,
+    log_format: str = "text",
+) -> int:
+    with contextlib.ExitStack() as stack:
+        if (settings or Settings()).metrics != "off":
+            # Before the application's modules are imported: prometheus_client reads it as it loads.
+            stack.enter_context(multiprocess_metrics_dir())
+        return _serve(bind, database_url, workers, threads, access_log, settings, lease_check_interval, log_format)
+
+
+def _serve(
+    bind: str,
+    database_url: str,
+    workers: int,
+    threads: int,
+    access_log: bool,
+    settings: Settings | None,
+    lease_check_interval: float,
+    log_format: str,
 ) -> int:
     db = Database(database_url)
     upgrade(db)
@@ -79,6 +100,7 @@ def serve(
         http1_settings=HTTP1Settings(keep_alive=True),
         log_access=access_log,
         log_level=LogLevels.info,
+        log_dictconfig=logging_config(log_format),
         respawn_failed_workers=True,
         respawn_interval=0.5,
         workers_kill_timeout=10,

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from berth.store.provider_cache import DEFAULT_CACHE_CAPACITY
 
+# GET /metrics: not served, served to any caller, or under authentication and the rule berth:metrics.
+METRICS_MODES = ("off", "open", "guarded")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -25,3 +28,5 @@ class Settings:
     provider_cache_size: int = DEFAULT_CACHE_CAPACITY
     cors_allowed_origins: tuple[str, ...] = ()
     cors_allow_headers: tuple[str, ...] = ()
+    # One of METRICS_MODES.
+    metrics: str = "guarded"

@@ -1,7 +1,9 @@
 """WSGI entry point: ``berth.api.wsgi:application`` for any WSGI server.
 
 The database URL comes from ``BERTH_DATABASE_URL`` (a SQLite file in the current folder by default),
-and the seconds between passes of the lease reaper from ``BERTH_LEASE_CHECK_INTERVAL``.
+and the seconds between passes of the lease reaper from ``BERTH_LEASE_CHECK_INTERVAL``.  With several
+worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder before the server starts, or
+``BERTH_METRICS=off``: otherwise each worker answers ``/metrics`` with its own counts alone.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def settings_from_environment() -> Settings:
         enforce_new_defaults=_flag("BERTH_ENFORCE_NEW_DEFAULTS"),
         cors_allowed_origins=_list("BERTH_CORS_ALLOWED_ORIGIN"),
         cors_allow_headers=_list("BERTH_CORS_ALLOW_HEADERS"),
+        metrics=os.environ.get("BERTH_METRICS") or Settings.metrics,
     )
 
 

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from berth.api.settings import Settings
+from berth.api.observability.request_log import LOG_FORMATS
+from berth.api.settings import METRICS_MODES, Settings
 from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.harness import DEFAULT_WORKERS
 from berth.cli.settings import SettingsError, add_arguments, command_line_layer, read_settings_file, resolve, setting
@@ -102,6 +103,19 @@ class ServeSettings:
         default_text=f"{DEFAULT_INTERVAL_S:g}",
         metavar="SECONDS",
     )
+    metrics: str = setting(
+        Settings.metrics,
+        help="GET /metrics: off, open (no token: for a scraper on a private network) or guarded "
+        "(authenticated, under the policy rule berth:metrics)",
+        env="BERTH_METRICS",
+        choices=METRICS_MODES,
+    )
+    log_format: str = setting(
+        "text",
+        help="the log's lines, one per request included: key=value text or JSON objects",
+        env="BERTH_LOG_FORMAT",
+        choices=LOG_FORMATS,
+    )
     force_insecure: bool = setting(
         False, help="allow the noauth2 development mode on a non-loopback address", env="BERTH_FORCE_INSECURE"
     )
@@ -117,6 +131,7 @@ class ServeSettings:
             provider_cache_size=self.provider_cache_size,
             cors_allowed_origins=self.cors_allowed_origin,
             cors_allow_headers=self.cors_allow_headers,
+            metrics=self.metrics,
         )
 
 
@@ -168,4 +183,5 @@ def run(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         settings=settings.api_settings(),
         lease_check_interval=settings.lease_check_interval,
+        log_format=settings.log_format,
     )

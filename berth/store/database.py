@@ -95,6 +95,8 @@ class Database:
         # Threads beyond this many take a connection per unit of work, as before: kept ones must not
         # leave a server with many threads waiting for the pool while they sit idle.
         self._most_held = pool_size
+        # Called before each retry of a unit of work (the API counts them as a metric).
+        self.retry_listeners: list[Callable[[], None]] = []
 
     def dispose(self) -> None:
         self._release_held_connections()
@@ -202,6 +204,8 @@ class Database:
                         raise Unavailable("The database is busy or unreachable; try the request again.") from error
                     raise
                 LOG.info("retrying transaction after transient error (attempt %d): %s", attempt, error.orig)
+                for listener in self.retry_listeners:
+                    listener()
                 time.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise AssertionError("unreachable")
 

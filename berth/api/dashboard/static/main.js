@@ -1,0 +1,132 @@
+// The dashboard: learn how to authenticate, then poll the summary, the page of providers shown and
+// /metrics every few seconds.
+
+import { Refused, forgetToken, getJson, getMetricsText, storeToken, storedToken } from "./api.js";
+import { MetricsWindow, parsePrometheus, sampleOf } from "./metrics.js";
+import { renderMetrics, renderProviders, renderSummary } from "./render.js";
+
+const view = { page: 1, search: "" };
+const metrics = new MetricsWindow();
+let config = null;
+let token = null;
+let timer = null;
+// Each refresh is numbered; only the newest schedules the next, so a search typed during a poll
+// does not start a second polling loop.
+let latest = 0;
+
+function show(state, message) {
+  document.body.dataset.state = state;
+  document.getElementById("auth").hidden = state !== "token-needed";
+  document.getElementById("refused").hidden = state !== "refused";
+  document.getElementById("content").hidden = state !== "live";
+  document.getElementById("sign-out").hidden = !config?.token_required || !token;
+  if (message !== undefined) document.getElementById("status").textContent = message;
+}
+
+function providersPath() {
+  const query = new URLSearchParams({ page: String(view.page), page_size: String(config.page_size) });
+  if (view.search) query.set("q", view.search);
+  return `berth/dashboard/providers?${query}`;
+}
+
+async function refreshMetrics() {
+  const text = await getMetricsText(token);
+  if (text === null) {
+    renderMetrics("unavailable", null);
+    return;
+  }
+  metrics.add(sampleOf(parsePrometheus(text), Date.now()));
+  const figures = metrics.figures();
+  renderMetrics(figures ? "live" : "waiting", figures);
+}
+
+async function refreshProviders() {
+  const page = await getJson(providersPath(), token);
+  if (page.page > page.pages && page.matched > 0) {
+    view.page = page.pages;
+    return refreshProviders();
+  }
+  renderProviders(page);
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  const run = ++latest;
+  try {
+    const [summary] = await Promise.all([getJson("berth/dashboard/summary", token), refreshProviders()]);
+    renderSummary(summary);
+    show("live", `updated ${new Date().toLocaleTimeString()}`);
+    document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
+    // The figures above come first; metrics may be slower, or absent, and never hold them back.
+    refreshMetrics().catch(() => renderMetrics("unavailable", null));
+  } catch (error) {
+    if (error instanceof Refused) return refused(error);
+    show(document.body.dataset.state === "live" ? "live" : "error", `refresh failed: ${error.message}`);
+  }
+  if (run === latest) timer = setTimeout(refresh, config.refresh_seconds * 1000);
+}
+
+function refused(error) {
+  // Nothing stays on screen for a caller the policy refuses.
+  clearTimeout(timer);
+  document.getElementById("provider-list").replaceChildren();
+  if (error.status === 401 && config.token_required) {
+    forgetToken();
+    token = null;
+    document.getElementById("auth-message").textContent = "That token was refused.";
+    show("token-needed", "token refused");
+  } else {
+    show("refused", "not allowed");
+  }
+}
+
+function start() {
+  token = config.token_required ? storedToken() : storedToken() || config.development_token;
+  if (!token && config.token_required) {
+    show("token-needed", "a token is needed");
+    document.getElementById("token").focus();
+    return;
+  }
+  refresh();
+}
+
+function wire() {
+  document.getElementById("auth").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = document.getElementById("token");
+    storeToken(input.value.trim());
+    input.value = "";
+    start();
+  });
+  document.getElementById("sign-out").addEventListener("click", () => {
+    forgetToken();
+    token = null;
+    clearTimeout(timer);
+    show("token-needed", "a token is needed");
+  });
+  let typing = null;
+  document.getElementById("search").addEventListener("input", (event) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      view.search = event.target.value.trim();
+      view.page = 1;
+      refresh();
+    }, 250);
+  });
+  document.getElementById("prev").addEventListener("click", () => {
+    view.page = Math.max(1, view.page - 1);
+    refresh();
+  });
+  document.getElementById("next").addEventListener("click", () => {
+    view.page += 1;
+    refresh();
+  });
+}
+
+async function main() {
+  wire();
+  config = await getJson("dashboard/config.json", null);
+  start();
+}
+
+main().catch((error) => show("error", `cannot start: ${error.message}`));

@@ -1,0 +1,135 @@
+// Drawing the figures into the page. Every value from the service goes in as text, never as markup.
+
+const number = new Intl.NumberFormat("en-US");
+const percent = new Intl.NumberFormat("en-US", { style: "percent", maximumFractionDigits: 1 });
+
+export function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, String(value));
+    else node[key] = value;
+  }
+  for (const child of children) node.append(child instanceof Node ? child : String(child));
+  return node;
+}
+
+export function formatNumber(value) {
+  return number.format(value);
+}
+
+export function bar(used, capacity) {
+  const share = capacity > 0 ? used / capacity : used > 0 ? 1 : 0;
+  const level = share >= 0.9 ? "full" : share >= 0.7 ? "warn" : "ok";
+  const fill = el("span");
+  fill.style.width = `${Math.min(share, 1) * 100}%`;
+  return el("div", { class: `bar ${level}`, title: `${number.format(used)} of ${number.format(capacity)}` },
+    fill, el("em", {}, percent.format(share)));
+}
+
+function fillBody(table, rows) {
+  table.tBodies[0].replaceChildren(...rows);
+}
+
+export function renderSummary(summary) {
+  document.getElementById("count-roots").textContent = number.format(summary.roots);
+  document.getElementById("count-providers").textContent = number.format(summary.providers);
+  document.getElementById("count-consumers").textContent = number.format(summary.consumers);
+  fillBody(document.getElementById("classes"), summary.resource_classes.map((c) =>
+    el("tr", { "data-class": c.resource_class, "data-capacity": c.capacity, "data-used": c.used, "data-free": c.free },
+      el("td", {}, c.resource_class),
+      el("td", { class: "num capacity" }, number.format(c.capacity)),
+      el("td", { class: "num used" }, number.format(c.used)),
+      el("td", { class: "num free" }, number.format(c.free)),
+      el("td", {}, bar(c.used, c.capacity)))));
+  fillBody(document.getElementById("fullest"), summary.fullest_providers.map((p) =>
+    el("tr", { "data-id": p.id },
+      el("td", { title: p.id }, p.name), el("td", {}, p.resource_class),
+      el("td", { class: "num" }, `${number.format(p.used)} / ${number.format(p.capacity)}`),
+      el("td", {}, bar(p.used, p.capacity)))));
+  fillBody(document.getElementById("consumers"), summary.biggest_consumers.map((c) =>
+    el("tr", { "data-id": c.id },
+      el("td", { class: "uuid", title: c.id }, c.id.slice(0, 8)), el("td", {}, c.project_id ?? ""),
+      el("td", {}, c.resource_class), el("td", { class: "num" }, number.format(c.used)),
+      el("td", {}, bar(c.used, c.capacity)))));
+  fillBody(document.getElementById("projects"), summary.biggest_projects.map((p) =>
+    el("tr", { "data-id": p.id },
+      el("td", {}, p.id), el("td", {}, p.resource_class), el("td", { class: "num" }, number.format(p.used)),
+      el("td", {}, bar(p.used, p.capacity)))));
+}
+
+function providerItem(node) {
+  const inventories = el("div", { class: "inventories" });
+  for (const inv of node.inventories) {
+    inventories.append(
+      el("span", {}, inv.resource_class),
+      bar(inv.used, inv.capacity),
+      el("span", { class: "figures inventory", "data-class": inv.resource_class, "data-used": inv.used,
+        "data-capacity": inv.capacity }, `${number.format(inv.used)} / ${number.format(inv.capacity)}`));
+  }
+  const item = el("li", { class: "provider", "data-uuid": node.uuid, "data-name": node.name },
+    el("div", { class: "provider-head" }, el("strong", {}, node.name), el("span", { class: "uuid" }, node.uuid)),
+    inventories);
+  if (node.children.length) item.append(el("ul", {}, ...node.children.map(providerItem)));
+  return item;
+}
+
+export function renderProviders(page) {
+  document.getElementById("provider-list").replaceChildren(...page.trees.map(providerItem));
+  const shown = page.matched === 0 ? "no provider trees" :
+    `page ${page.page} of ${page.pages} (${number.format(page.matched)} trees)`;
+  document.getElementById("page-info").textContent = shown;
+  document.getElementById("prev").disabled = page.page <= 1;
+  document.getElementById("next").disabled = page.page >= page.pages;
+}
+
+function sparkline(values) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", "0 0 100 28");
+  svg.setAttribute("preserveAspectRatio", "none");
+  if (values.length > 1) {
+    const top = Math.max(...values, 1e-9);
+    const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+    line.setAttribute("points", values.map((v, i) =>
+      `${(i * 100) / (values.length - 1)},${27 - (v / top) * 25}`).join(" "));
+    svg.append(line);
+  }
+  return svg;
+}
+
+function tile(key, label, value, extra) {
+  const node = el("div", { class: "metric", "data-metric": key }, el("div", { class: "label" }, label),
+    el("div", { class: "value" }, value));
+  if (extra) node.append(extra);
+  return node;
+}
+
+function milliseconds(seconds) {
+  return seconds === null ? "–" : `${number.format(Math.round(seconds * 10000) / 10)} ms`;
+}
+
+export function renderMetrics(state, figures) {
+  const panel = document.getElementById("metrics");
+  panel.dataset.state = state;
+  if (state === "unavailable") {
+    panel.replaceChildren(el("p", { class: "note" }, "metrics unavailable"));
+    return;
+  }
+  if (!figures) {
+    panel.replaceChildren(el("p", { class: "note" }, "waiting for two samples…"));
+    return;
+  }
+  const codes = Object.entries(figures.conflictsByCode).map(([code, n]) => `${code}: ${n}`).join(", ");
+  panel.replaceChildren(
+    el("p", { class: "note" }, `over the last ${Math.round(figures.seconds)} s, the dashboard's own requests left out`),
+    el("div", { class: "metric-grid" },
+      tile("request-rate", "requests / s", figures.requestRate.toFixed(2), sparkline(figures.rateHistory)),
+      tile("requests", "requests", number.format(figures.requests)),
+      tile("latency-mean", "mean latency", milliseconds(figures.meanLatency)),
+      tile("latency-p50", "p50 latency", milliseconds(figures.p50)),
+      tile("latency-p95", "p95 latency", milliseconds(figures.p95)),
+      tile("conflicts", "allocation conflicts / min", figures.conflictsPerMinute.toFixed(2),
+        el("div", { class: "label" }, `${number.format(figures.conflicts)} (${percent.format(figures.conflictShare)}
+          of requests)${codes ? " " + codes : ""}`)),
+      tile("errors", "5xx answers", number.format(figures.errors))));
+}

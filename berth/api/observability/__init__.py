@@ -1,0 +1,1 @@
+"""What operators see of the service: Prometheus metrics, the request log and the probes' answers."""

@@ -1,0 +1,403 @@
+"""The dashboard's two reads: the cloud's summary and one page of provider trees, one statement each.
+
+Both are polled every few seconds by every open dashboard, so each is a single round trip that stays
+cheap at 10,000 hosts: the summary reads the inventories' maintained ``used`` counters and sums the
+allocations once per (consumer, class); a page reads only the trees it shows.
+
+Capacity follows the domain rule (``berth.domain.capacity``), applied in Python: the summary groups
+inventories by their (class, total, reserved, ratio) shape, of which a cloud has few, so the rounding
+of each inventory's capacity stays the domain's. SQL ranks by the unrounded figure, which orders the
+same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from berth.domain.capacity import capacity
+from berth.store.schema import (
+    allocations,
+    consumers,
+    inventories,
+    projects,
+    resource_classes,
+    resource_providers,
+)
+
+TOP = 10
+"""How many providers, consumers and projects each ranking of the summary holds."""
+
+_ROOM = (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
+
+
+@dataclass
+class ClassTotals:
+    resource_class: str
+    capacity: int = 0
+    used: int = 0
+    inventories: int = 0
+
+    @property
+    def free(self) -> int:
+        return max(self.capacity - self.used, 0)
+
+
+@dataclass
+class Ranked:
+    """One entry of a ranking: who, by which class it ranks there, and how much of it."""
+
+    ident: str
+    label: str | None
+    resource_class: str
+    used: int
+    capacity: int
+
+    @property
+    def share(self) -> float:
+        return self.used / self.capacity if self.capacity > 0 else 0.0
+
+
+@dataclass
+class Summary:
+    classes: dict[str, ClassTotals] = field(default_factory=dict)
+    providers: int = 0
+    roots: int = 0
+    consumers: int = 0
+    fullest_providers: list[Ranked] = field(default_factory=list)
+    biggest_consumers: list[Ranked] = field(default_factory=list)
+    biggest_projects: list[Ranked] = field(default_factory=list)
+
+
+def _typed_null(type_: Any) -> sa.Cast[Any]:
+    # PostgreSQL types an untyped NULL of a UNION branch as text, which clashes with the numbers.
+    return sa.cast(sa.null(), type_)
+
+
+def _section(kind: str, *, ident: Any = None, label: Any = None, **figures: Any) -> list[Any]:
+    """The summary statement's columns for one section: what each row is, then its figures."""
+    text = sa.String()
+    columns = [
+        sa.literal(kind, text).label("kind"),
+        (ident if ident is not None else _typed_null(text)).label("ident"),
+        (label if label is not None else _typed_null(text)).label("label"),
+    ]
+    for name, type_ in (
+        ("resource_class", text),
+        ("total", sa.BigInteger()),
+        ("reserved", sa.BigInteger()),
+        ("allocation_ratio", sa.Float()),
+        ("used", sa.BigInteger()),
+        ("count", sa.BigInteger()),
+    ):
+        value = figures.get(name)
+        column: sa.ColumnElement[Any] = sa.cast(value, type_) if value is not None else _typed_null(type_)
+        columns.append(column.label(name))
+    return columns
+
+
+def _shapes() -> sa.Select[Any]:
+    inv, rc = inventories, resource_classes
+    return (
+        sa.select(
+            *_section(
+                "shape",
+                resource_class=rc.c.name,
+                total=inv.c.total,
+                reserved=inv.c.reserved,
+                allocation_ratio=inv.c.allocation_ratio,
+                used=sa.func.sum(inv.c.used),
+                count=sa.func.count(),
+            )
+        )
+        .join_from(inv, rc, rc.c.id == inv.c.resource_class_id)
+        .group_by(rc.c.name, inv.c.total, inv.c.reserved, inv.c.allocation_ratio)
+    )
+
+
+def _fullest_providers() -> sa.Select[Any]:
+    inv, rc, rp = inventories, resource_classes, resource_providers
+    fill = inv.c.used / sa.func.nullif(_ROOM, 0)
+    ranked = (
+        sa.select(
+            inv.c.resource_provider_id,
+            inv.c.resource_class_id,
+            inv.c.total,
+            inv.c.reserved,
+            inv.c.allocation_ratio,
+            inv.c.used,
+            fill.label("fill"),
+            sa.func.row_number()
+            .over(partition_by=inv.c.resource_provider_id, order_by=(fill.desc(), inv.c.resource_class_id))
+            .label("rank"),
+        )
+        .where(_ROOM > 0)
+        .subquery("provider_fill")
+    )
+    top = (
+        sa.select(
+            *_section(
+                "provider",
+                ident=rp.c.uuid,
+                label=rp.c.name,
+                resource_class=rc.c.name,
+                total=ranked.c.total,
+                reserved=ranked.c.reserved,
+                allocation_ratio=ranked.c.allocation_ratio,
+                used=ranked.c.used,
+            )
+        )
+        .join_from(ranked, rp, rp.c.id == ranked.c.resource_provider_id)
+        .join(rc, rc.c.id == ranked.c.resource_class_id)
+        .where(ranked.c.rank == 1)
+        .order_by(ranked.c.fill.desc(), rp.c.name)
+        .limit(TOP)
+        .subquery("fullest")
+    )
+    return sa.select(*top.c)
+
+
+def _class_room() -> sa.CTE:
+    return (
+        sa.select(inventories.c.resource_class_id, sa.func.sum(_ROOM).label("room"))
+        .group_by(inventories.c.resource_class_id)
+        .cte("class_room")
+    )
+
+
+def _biggest(kind: str, class_room: sa.CTE) -> sa.Select[Any]:
+    """The consumers or projects holding the largest share of any one class of the cloud.
+
+    Each is ranked by its dominant share: the class of which it holds the most, relative to the
+    cloud's capacity of that class, so that a consumer of many VCPUs and one of much memory compare.
+    Allocations are grouped by the narrowest key (the consumer's uuid, the project's row id), and
+    names are joined to the few ranked rows only: the grouping is the statement's main cost.
+    """
+    by_project = kind == "project"
+    owner = consumers.c.project_id if by_project else allocations.c.consumer_id
+    used = sa.func.sum(allocations.c.used)
+    share = sa.cast(used, sa.Float) / sa.func.nullif(class_room.c.room, 0)
+    grouped = sa.select(
+        owner.label("owner"),
+        allocations.c.resource_class_id,
+        used.label("owner_used"),
+        share.label("share"),
+        sa.func.row_number()
+        .over(partition_by=owner, order_by=(share.desc(), allocations.c.resource_class_id))
+        .label("rank"),
+    )
+    if by_project:
+        grouped = grouped.join_from(allocations, consumers, consumers.c.uuid == allocations.c.consumer_id)
+    per_class = (
+        grouped.join(class_room, class_room.c.resource_class_id == allocations.c.resource_class_id)
+        .group_by(owner, allocations.c.resource_class_id, class_room.c.room)
+        .subquery(f"{kind}_share")
+    )
+    ranked = (
+        sa.select(per_class)
+        .where(per_class.c.rank == 1)
+        .order_by(per_class.c.share.desc(), per_class.c.owner)
+        .limit(TOP)
+        .subquery(f"ranked_{kind}")
+    )
+    if by_project:
+        named = sa.select(
+            *_section(
+                kind,
+                ident=projects.c.external_id,
+                resource_class=resource_classes.c.name,
+                used=ranked.c.owner_used,
+            )
+        ).join_from(ranked, projects, projects.c.id == ranked.c.owner)
+    else:
+        # A consumer is named by its uuid and labelled with its project.
+        named = (
+            sa.select(
+                *_section(
+                    kind,
+                    ident=ranked.c.owner,
+                    label=projects.c.external_id,
+                    resource_class=resource_classes.c.name,
+                    used=ranked.c.owner_used,
+                )
+            )
+            .join_from(ranked, consumers, consumers.c.uuid == ranked.c.owner)
+            .join(projects, projects.c.id == consumers.c.project_id)
+        )
+    return named.join(resource_classes, resource_classes.c.id == ranked.c.resource_class_id)
+
+
+def _counts() -> list[sa.Select[Any]]:
+    rp = resource_providers
+    return [
+        sa.select(*_section("providers", count=sa.func.count())).select_from(rp),
+        sa.select(*_section("roots", count=sa.func.count())).where(rp.c.parent_provider_id.is_(None)),
+        sa.select(*_section("consumers", count=sa.func.count())).select_from(consumers),
+    ]
+
+
+def _summary_statement() -> sa.CompoundSelect[Any]:
+    class_room = _class_room()
+    return sa.union_all(
+        _shapes(),
+        _fullest_providers(),
+        _biggest("consumer", class_room),
+        _biggest("project", class_room),
+        *_counts(),
+    )
+
+
+SUMMARY = _summary_statement()
+
+
+def summary(conn: Connection) -> Summary:
+    """The cloud's summary, read in one statement."""
+    result = Summary()
+    rankings = {
+        "provider": result.fullest_providers,
+        "consumer": result.biggest_consumers,
+        "project": result.biggest_projects,
+    }
+    owned: list[tuple[list[Ranked], Any]] = []
+    for row in conn.execute(SUMMARY).mappings():
+        kind = row["kind"]
+        if kind == "shape":
+            totals = result.classes.setdefault(row["resource_class"], ClassTotals(row["resource_class"]))
+            totals.capacity += capacity(row["total"], row["reserved"], row["allocation_ratio"]) * row["count"]
+            totals.used += row["used"]
+            totals.inventories += row["count"]
+        elif kind == "provider":
+            room = capacity(row["total"], row["reserved"], row["allocation_ratio"])
+            rankings[kind].append(Ranked(row["ident"], row["label"], row["resource_class"], row["used"], room))
+        elif kind in rankings:
+            owned.append((rankings[kind], row))
+        else:
+            setattr(result, kind, row["count"])
+    # An owner's share is of the cloud's capacity of its class, known once every shape is read.
+    for ranking, row in owned:
+        cloud = result.classes.get(row["resource_class"])
+        ranking.append(
+            Ranked(row["ident"], row["label"], row["resource_class"], row["used"], cloud.capacity if cloud else 0)
+        )
+    result.fullest_providers.sort(key=lambda r: (-r.share, r.label or ""))
+    for ranking in (result.biggest_consumers, result.biggest_projects):
+        ranking.sort(key=lambda r: (-r.share, r.ident))
+    return result
+
+
+@dataclass
+class InventoryUse:
+    resource_class: str
+    total: int
+    reserved: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+
+@dataclass
+class ProviderNode:
+    uuid: str
+    name: str
+    parent_uuid: str | None
+    inventories: list[InventoryUse] = field(default_factory=list)
+    children: list[ProviderNode] = field(default_factory=list)
+
+
+@dataclass
+class ProviderPage:
+    matched: int
+    """How many trees match the search, on every page."""
+    trees: list[ProviderNode]
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _matching_roots(search: str | None) -> sa.Select[Any]:
+    """The roots of the trees to list: all, or those with a member whose name holds ``search`` or
+    whose uuid starts with it."""
+    rp = resource_providers
+    roots = sa.select(rp.c.id, rp.c.name).where(rp.c.parent_provider_id.is_(None))
+    if search:
+        member = rp.alias("member")
+        pattern = _escaped(search)
+        roots = roots.where(
+            sa.exists().where(
+                member.c.root_provider_id == rp.c.id,
+                sa.or_(
+                    member.c.name.ilike(f"%{pattern}%", escape="\\"),
+                    member.c.uuid.like(f"{pattern.lower()}%", escape="\\"),
+                ),
+            )
+        )
+    return roots
+
+
+def provider_page(conn: Connection, page: int, page_size: int, search: str | None = None) -> ProviderPage:
+    """Page ``page`` (from 1) of the provider trees, by root name, each with every member's
+    inventories and usage, read in one statement."""
+    rp, inv, rc = resource_providers, inventories, resource_classes
+    matching = _matching_roots(search).subquery("matching")
+    counted = sa.select(sa.func.count().label("matched")).select_from(matching).subquery("counted")
+    page_roots = (
+        sa.select(matching.c.id, matching.c.name)
+        .order_by(matching.c.name, matching.c.id)
+        .limit(page_size)
+        .offset((page - 1) * page_size)
+        .subquery("page_roots")
+    )
+    parent = rp.alias("parent")
+    members = (
+        sa.select(
+            page_roots.c.name.label("root_name"),
+            page_roots.c.id.label("root_id"),
+            rp.c.id.label("member_id"),
+            rp.c.uuid,
+            rp.c.name,
+            parent.c.uuid.label("parent_uuid"),
+            rc.c.name.label("resource_class"),
+            inv.c.resource_class_id,
+            inv.c.total,
+            inv.c.reserved,
+            inv.c.allocation_ratio,
+            inv.c.used,
+        )
+        .join_from(page_roots, rp, rp.c.root_provider_id == page_roots.c.id)
+        .outerjoin(parent, parent.c.id == rp.c.parent_provider_id)
+        .outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
+        .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
+        .subquery("members")
+    )
+    # The count rides along with the page's rows, and alone when the page is past the end.
+    statement = (
+        sa.select(counted.c.matched, *[c for c in members.c])
+        .select_from(counted.outerjoin(members, sa.true()))
+        .order_by(members.c.root_name, members.c.root_id, members.c.member_id, members.c.resource_class_id)
+    )
+    matched = 0
+    nodes: dict[str, ProviderNode] = {}
+    for row in conn.execute(statement).mappings():
+        matched = row["matched"]
+        if row["uuid"] is None:
+            continue
+        node = nodes.get(row["uuid"])
+        if node is None:
+            node = nodes[row["uuid"]] = ProviderNode(row["uuid"], row["name"], row["parent_uuid"])
+        if row["resource_class"] is not None:
+            node.inventories.append(
+                InventoryUse(row["resource_class"], row["total"], row["reserved"], row["allocation_ratio"], row["used"])
+            )
+    trees: list[ProviderNode] = []
+    # Every member of a listed tree is read, so each parent is found; roots keep the page's order.
+    for node in nodes.values():
+        parent_node = nodes.get(node.parent_uuid) if node.parent_uuid else None
+        (parent_node.children if parent_node else trees).append(node)
+    return ProviderPage(matched, trees)

@@ -1,0 +1,154 @@
+"""The dashboard's page, assets and JSON, through the WSGI application on both databases."""
+
+import pytest
+import yaml
+from apihelpers import Api, new_uuid
+
+from berth.api.app import PlacementApp, Settings
+from berth.api.dashboard import PUBLIC_PATHS
+from berth.domain.capacity import capacity
+
+
+@pytest.fixture
+def cloud(api):
+    """Two hosts (one with a NUMA child and over-commit), one idle host, three consumers in two projects."""
+    host_a = api.create_provider(
+        "host-a", inventory={"VCPU": {"total": 10, "reserved": 1, "allocation_ratio": 1.5}, "MEMORY_MB": 8192}
+    )
+    numa = api.create_provider("host-a-numa0", parent=host_a, inventory={"PCPU": 4})
+    host_b = api.create_provider("host-b", inventory={"VCPU": 4, "MEMORY_MB": 2048})
+    idle = api.create_provider("idle-host", inventory={"VCPU": 64})
+    big, small, other = new_uuid(), new_uuid(), new_uuid()
+    api.allocate(big, {host_a: {"VCPU": 2, "MEMORY_MB": 6144}, numa: {"PCPU": 1}}, project="tenant-a")
+    api.allocate(small, {host_b: {"VCPU": 1, "MEMORY_MB": 256}}, project="tenant-a")
+    api.allocate(other, {host_b: {"VCPU": 3}}, project="tenant-b")
+    return {"host_a": host_a, "numa": numa, "host_b": host_b, "idle": idle, "big": big, "small": small, "other": other}
+
+
+def _expected_totals(api, providers):
+    totals = {}
+    for uuid in providers:
+        inventories = api.get(f"/resource_providers/{uuid}/inventories").json_body["inventories"]
+        used = api.get(f"/resource_providers/{uuid}/usages").json_body["usages"]
+        for rc, inv in inventories.items():
+            t = totals.setdefault(rc, {"capacity": 0, "used": 0})
+            t["capacity"] += capacity(inv["total"], inv["reserved"], inv["allocation_ratio"])
+            t["used"] += used[rc]
+    return totals
+
+
+def test_summary_totals_equal_the_usages_api(api, cloud):
+    summary = api.get("/berth/dashboard/summary").json_body
+    expected = _expected_totals(api, [cloud[k] for k in ("host_a", "numa", "host_b", "idle")])
+    got = {c["resource_class"]: c for c in summary["resource_classes"]}
+    assert {rc: {"capacity": c["capacity"], "used": c["used"]} for rc, c in got.items()} == expected
+    # (10 - 1) x 1.5 rounds down to 13, added to 4 and 64.
+    assert got["VCPU"]["capacity"] == 13 + 4 + 64 and got["VCPU"]["free"] == 81 - 6
+    assert (summary["providers"], summary["roots"], summary["consumers"]) == (4, 3, 3)
+
+
+def test_summary_ranks_by_dominant_share(api, cloud):
+    summary = api.get("/berth/dashboard/summary").json_body
+    # host-b is full of VCPU (4 of 4); host-a's fullest class is memory (6144 of 8192).
+    fullest = [(p["name"], p["resource_class"], p["used"], p["capacity"]) for p in summary["fullest_providers"]]
+    assert fullest[:2] == [("host-b", "VCPU", 4, 4), ("host-a", "MEMORY_MB", 6144, 8192)]
+    assert fullest[-1][0] == "idle-host"
+    # The big consumer holds 6144 of 10240 MB (60 %), more than any share of VCPU or PCPU.
+    first = summary["biggest_consumers"][0]
+    assert (first["id"], first["project_id"], first["resource_class"], first["used"]) == (
+        cloud["big"],
+        "tenant-a",
+        "MEMORY_MB",
+        6144,
+    )
+    assert first["share"] == pytest.approx(6144 / 10240)
+    projects = {p["id"]: (p["resource_class"], p["used"]) for p in summary["biggest_projects"]}
+    assert projects == {"tenant-a": ("MEMORY_MB", 6400), "tenant-b": ("VCPU", 3)}
+    assert [p["id"] for p in summary["biggest_projects"]] == ["tenant-a", "tenant-b"]
+
+
+def test_summary_of_an_empty_cloud(api):
+    summary = api.get("/berth/dashboard/summary").json_body
+    assert summary["resource_classes"] == [] and summary["providers"] == 0 and summary["biggest_consumers"] == []
+
+
+def test_provider_page_nests_trees_with_their_usage(api, cloud):
+    page = api.get("/berth/dashboard/providers").json_body
+    assert [t["name"] for t in page["trees"]] == ["host-a", "host-b", "idle-host"]
+    assert (page["matched"], page["pages"]) == (3, 1)
+    host_a = page["trees"][0]
+    assert [c["uuid"] for c in host_a["children"]] == [cloud["numa"]]
+    usages = api.get(f"/resource_providers/{cloud['host_a']}/usages").json_body["usages"]
+    assert {i["resource_class"]: i["used"] for i in host_a["inventories"]} == usages
+    vcpu = next(i for i in host_a["inventories"] if i["resource_class"] == "VCPU")
+    assert (vcpu["capacity"], vcpu["used"], vcpu["free"]) == (13, 2, 11)
+    assert host_a["children"][0]["inventories"][0]["used"] == 1
+
+
+def test_provider_pages_never_hold_more_than_their_size(api, cloud):
+    for i in range(5):
+        api.create_provider(f"zz-{i}")
+    first = api.get("/berth/dashboard/providers?page_size=3").json_body
+    assert (first["matched"], first["pages"], len(first["trees"])) == (8, 3, 3)
+    last = api.get("/berth/dashboard/providers?page_size=3&page=3").json_body
+    assert [t["name"] for t in last["trees"]] == ["zz-3", "zz-4"]
+    beyond = api.get("/berth/dashboard/providers?page_size=3&page=9").json_body
+    assert beyond["trees"] == [] and beyond["matched"] == 8
+
+
+def test_search_by_name_or_uuid_finds_the_whole_tree(api, cloud):
+    by_child = api.get("/berth/dashboard/providers?q=NUMA0").json_body
+    assert [t["uuid"] for t in by_child["trees"]] == [cloud["host_a"]] and by_child["matched"] == 1
+    by_uuid = api.get(f"/berth/dashboard/providers?q={cloud['host_b'][:13].upper()}").json_body
+    assert [t["uuid"] for t in by_uuid["trees"]] == [cloud["host_b"]]
+    # LIKE's wildcards are plain characters in a search.
+    assert api.get("/berth/dashboard/providers?q=%25").json_body["matched"] == 0
+    assert api.get("/berth/dashboard/providers?q=host_").json_body["matched"] == 0
+
+
+@pytest.mark.parametrize("query", ["page=0", "page=x", "page_size=0", "page_size=1000", "other=1"])
+def test_bad_page_queries_are_400(api, query):
+    assert api.get(f"/berth/dashboard/providers?{query}").status_code == 400
+
+
+def test_page_assets_and_config_need_no_token(api):
+    page = api.get("/dashboard", token="", version="")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert b'<base href="/">' in page.data and b"dashboard/static/main.js" in page.data
+    for path in sorted(p for p in PUBLIC_PATHS if p.startswith("/dashboard/static/")):
+        assert api.get(path, token="", version="").status_code == 200, path
+    assert {p.rsplit("/", 1)[-1] for p in PUBLIC_PATHS if "/static/" in p} >= {"main.js", "dashboard.css"}
+    assert api.get("/dashboard/static/nothing.js", token="").status_code == 401
+    assert api.get("/dashboard/static/nothing.js").status_code == 404
+    config = api.get("/dashboard/config.json", token="", version="").json_body
+    assert config["auth_strategy"] == "noauth2" and not config["token_required"]
+    assert config["development_token"] == "admin"
+
+
+def test_page_is_written_under_the_mount_path(app):
+    from werkzeug.test import Client
+
+    response = Client(app).get("/dashboard", environ_overrides={"SCRIPT_NAME": "/placement"})
+    assert b'<base href="/placement/">' in response.data
+
+
+def test_figures_need_a_token_and_an_admin_by_default(api):
+    for path in ("/berth/dashboard/summary", "/berth/dashboard/providers"):
+        assert api.get(path, token="").status_code == 401
+        assert api.get(path, token="alice:tenant-a").status_code == 403
+        assert api.get(path, token="nova:service", headers={"X-Roles": "service"}).status_code == 403
+        assert api.get(path).status_code == 200
+
+
+def test_a_policy_file_opens_the_figures_to_readers(db, tmp_path):
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(
+        yaml.safe_dump({"tokens": {"t-reader": {"user_id": "a", "project_id": "p", "roles": ["reader"]}}})
+    )
+    policy = tmp_path / "policy.yaml"
+    policy.write_text('"berth:dashboard": "role:reader"\n')
+    api = Api(PlacementApp(db, Settings(auth_strategy="tokens", tokens_file=str(tokens), policy_file=str(policy))))
+    assert api.get("/berth/dashboard/summary", token="t-reader").status_code == 200
+    assert api.get("/resource_providers", token="t-reader").status_code == 403
+    config = api.get("/dashboard/config.json", token="").json_body
+    assert config["token_required"] and config["development_token"] is None
