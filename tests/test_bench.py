@@ -27,6 +27,9 @@ CONFIG_KEYS = {
     "claims_seconds",
     "create_clients",
     "allocations",
+    "pick_clients",
+    "pick_seconds",
+    "group_size",
     "microversion",
     "python",
     "cpus",
@@ -43,7 +46,35 @@ RESULT_KEYS = {
     "claims",
     "memory",
     "verification",
+    "worst_layout",
+    "pick_and_claim",
+    "client_side_claims",
 }
+WORST_VARIANTS = {"nothing_fits", "sharing_only", "rare_trait", "rare_aggregate", "limit_1000", "wide_tree"}
+# The pick-and-claim phase's figures, the same for both ways of placing (pick adds its weigh-all ones).
+PLACING_KEYS = {
+    "placements",
+    "placements_per_s",
+    "p50_ms",
+    "p99_ms",
+    "conflicts",
+    "conflict_codes",
+    "no_valid_host",
+    "errors",
+    "error_samples",
+    "requests",
+    "requests_per_placement",
+    "seconds",
+    "clients",
+    "anti_affinity",
+    "violations",
+    "usage_mismatches",
+    "providers_checked",
+    "anti_affinity_violations",
+    "over_commit_samples",
+    "anti_affinity_samples",
+}
+PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all"}
 BUILD_KEYS = {
     "providers",
     "seconds",
@@ -102,6 +133,12 @@ def test_bench_runs_and_reports(tmp_path):
             "4",
             "--allocations",
             "90",
+            "--pick-seconds",
+            "1",
+            "--pick-clients",
+            "4",
+            "--group-size",
+            "5",
             "--workers",
             "2",
             "--json",
@@ -119,7 +156,17 @@ def test_bench_runs_and_reports(tmp_path):
     assert set(document["config"]) == CONFIG_KEYS
     assert set(result) == RESULT_KEYS
     assert set(result["build"]) == BUILD_KEYS
-    assert set(result["candidates"]) == {"basic", "traits", "granular_nested", "forbidden_agg_sharing", "unlimited"}
+    assert (
+        set(result["candidates"])
+        == {
+            "basic",
+            "traits",
+            "granular_nested",
+            "forbidden_agg_sharing",
+            "unlimited",
+        }
+        | WORST_VARIANTS
+    )
     assert all(set(entry) == VARIANT_KEYS for entry in result["candidates"].values())
     assert set(result["claims"]) == CLAIMS_KEYS
     assert set(result["verification"]) == VERIFICATION_KEYS
@@ -167,6 +214,49 @@ def test_bench_runs_and_reports(tmp_path):
         assert 0 <= phase["steal_percent"] <= 100
     memory = result["memory"]
     assert memory["processes"] == 3 and 0 < memory["pss_total_mb"] <= memory["rss_total_mb"]
+    _check_worst_queries(result, done.stdout)
+    _check_pick_and_claim(result, done.stdout)
+
+
+def _check_worst_queries(result, stdout):
+    # 60 hosts: cn-3 has the rare trait, cn-7 the rare aggregate, cn-9 eight PCI devices; the
+    # six hosts i % 10 == 1 share a disk pool.
+    assert result["worst_layout"]["wide_tree_hosts"] == 1 and result["worst_layout"]["providers"] == 8
+    counts = {name: result["candidates"][name]["allocation_requests"] for name in WORST_VARIANTS}
+    assert counts == {
+        "nothing_fits": 0,
+        "sharing_only": 6,
+        "rare_trait": 1,
+        "rare_aggregate": 1,
+        "limit_1000": 66,
+        "wide_tree": 50,
+    }
+    assert result["candidates"]["sharing_only"]["requests_using_sharing_provider"] == 6
+    for name in WORST_VARIANTS:
+        entry = result["candidates"][name]
+        assert entry["errors"] == 0 and 0 < entry["median_ms"] <= entry["p95_ms"], (name, entry)
+    assert "nothing_fits ms" in stdout and "wide_tree ms" in stdout
+
+
+def _check_pick_and_claim(result, stdout):
+    picked, client_side = result["pick_and_claim"], result["client_side_claims"]
+    assert set(picked) == PICK_KEYS and set(client_side) == PLACING_KEYS
+    for figures in (picked, client_side):
+        assert figures["placements"] > 0 and figures["placements_per_s"] > 0, figures
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"]
+        assert figures["errors"] == 0 and figures["violations"] == 0 and figures["usage_mismatches"] == 0
+        assert figures["providers_checked"] > 0 and figures["clients"] == 4
+        grouped = figures["anti_affinity"]
+        assert grouped["placements"] > 0 and grouped["group_size"] == 5 and grouped["errors"] == 0
+        assert grouped["groups"] >= grouped["placements"] / 5
+    # Every pick placed the whole server on one host, and the service kept every group apart.
+    assert picked["conflicts"] == 0 and picked["anti_affinity_violations"] == 0
+    assert picked["requests"] == picked["placements"] + picked["no_valid_host"]
+    weighed = picked["weigh_all"]
+    assert weighed["picks"] == 3 and weighed["trees_fitted"] == [60] and weighed["failed"] == 0
+    assert 0 < picked["weigh_all_median_ms"] <= picked["weigh_all_p95_ms"]
+    placing = [line.split() for line in stdout.splitlines() if line.startswith("   60  ")]
+    assert [row[1] for row in placing[-2:]] == ["pick", "client-side"]
 
 
 def test_stolen_share_of_cpu_time():
@@ -199,6 +289,9 @@ def test_options_are_those_the_docs_list():
             "--claims-seconds",
             "--create-clients",
             "--allocations",
+            "--pick-clients",
+            "--pick-seconds",
+            "--group-size",
             "--json",
         }
     )
@@ -210,6 +303,7 @@ def test_options_are_those_the_docs_list():
         8,
         0,
     )
+    assert (args.pick_clients, args.pick_seconds, args.group_size) == (16, 10.0, 10)
 
 
 @pytest.mark.slow
@@ -223,3 +317,33 @@ def test_without_pycurl_the_bench_names_the_extra_to_install():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "pycurl" in done.stderr and "berth[bench]" in done.stderr
+
+
+def test_group_members_are_handed_out_one_group_at_a_time():
+    from berth.testbed.bench.pick_phase import Members
+
+    members = Members(3)
+    groups = [members.next_group() for _ in range(7)]
+    assert groups[:3] == [groups[0]] * 3 and groups[3:6] == [groups[3]] * 3 and groups[6] not in groups[:6]
+    assert members.groups == [groups[0], groups[3], groups[6]] and len(set(members.groups)) == 3
+
+
+def test_the_worst_queries_expect_what_the_layout_gives():
+    from berth.testbed.bench.cloud import host_spec
+    from berth.testbed.bench.worst_queries import worst_expected_counts, worst_queries
+
+    specs = [host_spec(i, ["shared"], "rare") for i in range(250)]
+    assert [s.name for s in specs if "CUSTOM_BENCH_RARE" in s.traits] == ["cn-3", "cn-103", "cn-203"]
+    assert [s.name for s in specs if "rare" in s.aggregates] == ["cn-7", "cn-107", "cn-207"]
+    assert not any(s.children for s in specs if s.name.endswith("-3") or s.name.endswith("-7"))
+    expected = worst_expected_counts(250, 1000)
+    assert expected == {
+        "nothing_fits": 0,
+        "sharing_only": 25,
+        "rare_trait": 3,
+        "rare_aggregate": 3,
+        "limit_1000": 275,
+        "wide_tree": 50,
+    }
+    assert worst_expected_counts(5, 1000)["wide_tree"] == 0
+    assert "member_of=agg-uuid&" in worst_queries({"rare_aggregate": "agg-uuid"})["rare_aggregate"]

@@ -28,7 +28,8 @@ def _non_negative_int(text: str) -> int:
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Build a synthetic cloud through the HTTP API, then measure provider creation, allocation "
-        "candidate latency, concurrent claims and (for a server it started) memory. Without --url it "
+        "candidate latency, concurrent claims, pick and claim against the client-side loop and (for a "
+        "server it started) memory. Without --url it "
         "starts its own `berth serve` on a free loopback port, with a fresh database per host count."
     )
     parser.add_argument(
@@ -87,6 +88,26 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "POST /allocations after the layout and before the measurements "
         "(default 0)",
     )
+    parser.add_argument(
+        "--pick-clients",
+        type=harness.positive_int,
+        default=16,
+        help="concurrent threads placing servers in the pick-and-claim phase, with POST /berth/pick "
+        "and then with the client-side loop (default 16)",
+    )
+    parser.add_argument(
+        "--pick-seconds",
+        type=harness.positive_float,
+        default=10.0,
+        help="duration of each of the pick-and-claim phase's four runs (pick and client-side loop, "
+        "servers and anti-affinity groups) in seconds (default 10)",
+    )
+    parser.add_argument(
+        "--group-size",
+        type=harness.positive_int,
+        default=10,
+        help="members of each anti-affinity group of the pick-and-claim phase (default 10)",
+    )
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the results as JSON")
 
 
@@ -101,6 +122,9 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         claims_seconds=args.claims_seconds,
         create_clients=args.create_clients,
         allocations=args.allocations,
+        pick_clients=args.pick_clients,
+        pick_seconds=args.pick_seconds,
+        group_size=args.group_size,
         json=args.json,
     )
 

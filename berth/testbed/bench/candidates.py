@@ -1,5 +1,5 @@
-"""Phase 2: the latency of ``GET /allocation_candidates`` in five variants, and whether each returns
-what the layout allows."""
+"""Phase 2: the latency of ``GET /allocation_candidates`` in five variants and the six worst ones
+(:mod:`.worst_queries`), and whether each returns what the layout allows."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from typing import Any
 
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import AVX2_TRAIT, FAST_TRAIT, sharing_host_count
+from berth.testbed.bench.worst_queries import (
+    check_worst_variant,
+    worst_expected_counts,
+    worst_layout_sets,
+    worst_queries,
+)
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop
 from berth.testbed.report import percentile
@@ -57,6 +63,8 @@ def expected_counts(hosts: int, cap: int) -> dict[str, int]:
 
 def check_variant(name: str, body: dict[str, Any], layout_sets: dict[str, set[str]]) -> str | None:
     """A sanity check of what each variant returned; a message when something looks wrong."""
+    if name not in VARIANTS:
+        return check_worst_variant(name, body, layout_sets)
     for request in body.get("allocation_requests", []):
         providers = set(request["allocations"])
         roots = providers & layout_sets["hosts"]
@@ -80,10 +88,17 @@ def _first_answer_checks(name: str, body: dict[str, Any], layout_sets: dict[str,
 
 
 def measure_variant(
-    client: Client, name: str, queries: int, expected: int, layout_sets: dict[str, set[str]], stop: Stop
+    client: Client,
+    name: str,
+    queries: int,
+    expected: int,
+    layout_sets: dict[str, set[str]],
+    stop: Stop,
+    query: str | None = None,
 ) -> dict[str, Any]:
-    """``WARMUPS`` untimed then ``queries`` timed requests of one variant."""
-    query = VARIANTS[name]
+    """``WARMUPS`` untimed then ``queries`` timed requests of one variant (``query``, by default the
+    variant's own)."""
+    query = query or VARIANTS[name]
     path = f"/allocation_candidates?{query}"
     times: list[float] = []
     counts: set[int] = set()
@@ -123,16 +138,19 @@ def measure_variant(
 def measure_candidates(
     client: Client, queries: int, hosts: int, layout: dict[str, Any], cap: int, stop: Stop
 ) -> dict[str, dict[str, Any]]:
+    """Every variant in turn; the worst ones need the wide trees of :mod:`.wide_trees` built first."""
     layout_sets = {
         "hosts": set(layout["hosts"]),
         "fast": {u for i, u in enumerate(layout["hosts"]) if i % 2 == 0},
         "gpus": set(layout["gpus"]),
         "sharing": set(layout["sharing"]),
+        **worst_layout_sets(layout),
     }
-    expected = expected_counts(hosts, cap)
+    expected = {**expected_counts(hosts, cap), **worst_expected_counts(hosts, cap)}
+    queries_by_name = {**VARIANTS, **worst_queries(layout)}
     results = {}
-    for name in VARIANTS:
-        entry = results[name] = measure_variant(client, name, queries, expected[name], layout_sets, stop)
+    for name, query in queries_by_name.items():
+        entry = results[name] = measure_variant(client, name, queries, expected[name], layout_sets, stop, query)
         for problem in entry["problems"]:
             log(f"  WARNING {problem}")
         log(

@@ -14,6 +14,7 @@ from berth.testbed.layout import Inventory, ProviderSpec, create_custom_traits, 
 from berth.testbed.parallel import Stop, parallel
 
 FAST_TRAIT = "CUSTOM_BENCH_FAST"
+RARE_TRAIT = "CUSTOM_BENCH_RARE"
 AVX2_TRAIT = "HW_CPU_X86_AVX2"
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 HOSTS_PER_SHARING_PROVIDER = 100
@@ -27,6 +28,12 @@ HOST_INVENTORY: Inventory = {
 }
 GPU_INVENTORY: Inventory = {"VGPU": {"total": 4}}
 SHARING_INVENTORY: Inventory = {"DISK_GB": {"total": 100000}}
+
+# The hosts i % 100 == residue carry what only 1 % of the cloud has (the worst candidate queries ask
+# for it): odd residues not ending in 1, so none of them has a GPU child or a sharing aggregate.
+RARE_EVERY = 100
+RARE_TRAIT_RESIDUE = 3
+RARE_AGGREGATE_RESIDUE = 7
 
 PRELOAD_RESOURCES = {"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}
 PRELOAD_CONSUMERS_PER_REQUEST = 500
@@ -49,13 +56,29 @@ def sharing_provider_count(hosts: int) -> int:
     return -(-sharing_host_count(hosts) // HOSTS_PER_SHARING_PROVIDER)
 
 
-def host_spec(i: int, aggregates: list[str]) -> ProviderSpec:
-    """Host ``cn-{i}``; ``aggregates``: those of the sharing providers, by sharing group."""
+def is_rare(i: int, residue: int) -> bool:
+    return i % RARE_EVERY == residue
+
+
+def rare_host_count(hosts: int, residue: int) -> int:
+    """How many of ``hosts`` hosts have ``i % RARE_EVERY == residue``."""
+    return max(0, (hosts - residue + RARE_EVERY - 1) // RARE_EVERY)
+
+
+def host_spec(i: int, aggregates: list[str], rare_aggregate: str = "") -> ProviderSpec:
+    """Host ``cn-{i}``; ``aggregates``: those of the sharing providers, by sharing group;
+    ``rare_aggregate``: the one of 1 % of the hosts."""
+    traits = [AVX2_TRAIT, FAST_TRAIT] if i % 2 == 0 else []
+    if is_rare(i, RARE_TRAIT_RESIDUE):
+        traits = [RARE_TRAIT]
+    host_aggregates = [aggregates[sharing_group(i)]] if has_sharing(i) else []
+    if rare_aggregate and is_rare(i, RARE_AGGREGATE_RESIDUE):
+        host_aggregates = [rare_aggregate]
     return ProviderSpec(
         f"cn-{i}",
         inventory=HOST_INVENTORY,
-        traits=[AVX2_TRAIT, FAST_TRAIT] if i % 2 == 0 else [],
-        aggregates=[aggregates[sharing_group(i)]] if has_sharing(i) else [],
+        traits=traits,
+        aggregates=host_aggregates,
         children=[ProviderSpec(f"cn-{i}-gpu", inventory=GPU_INVENTORY)] if i % 5 == 0 else [],
     )
 
@@ -63,8 +86,9 @@ def host_spec(i: int, aggregates: list[str]) -> ProviderSpec:
 def build_layout(client: Client, hosts: int, threads: int, stop: Stop) -> dict[str, Any]:
     """Create the providers of ``hosts`` compute hosts; returns uuids and timing."""
     started = time.perf_counter()
-    create_custom_traits(client, [FAST_TRAIT])
+    create_custom_traits(client, [FAST_TRAIT, RARE_TRAIT])
     aggregates = [str(uuidlib.uuid4()) for _ in range(sharing_provider_count(hosts))]
+    rare_aggregate = str(uuidlib.uuid4())
     sharing_specs = [
         ProviderSpec(f"share-{k}", inventory=SHARING_INVENTORY, traits=[SHARING_TRAIT], aggregates=[aggregate])
         for k, aggregate in enumerate(aggregates)
@@ -73,7 +97,7 @@ def build_layout(client: Client, hosts: int, threads: int, stop: Stop) -> dict[s
     made = parallel(
         range(hosts),
         threads,
-        lambda i: create_tree(client, host_spec(i, aggregates)),
+        lambda i: create_tree(client, host_spec(i, aggregates, rare_aggregate)),
         stop,
         client=client,
         progress=lambda done: log(f"  hosts built: {done}/{hosts}"),
@@ -86,6 +110,7 @@ def build_layout(client: Client, hosts: int, threads: int, stop: Stop) -> dict[s
         "hosts": host_uuids,
         "gpus": gpu_uuids,
         "sharing": sharing,
+        "rare_aggregate": rare_aggregate,
         "providers": providers,
         "seconds": elapsed,
         "providers_per_second": providers / elapsed,
@@ -145,7 +170,7 @@ def preload_allocations(
 
 def remove(client: Client, layout: dict[str, Any], consumers: list[str], threads: int, stop: Stop) -> None:
     """Delete what the bench created on a server it did not start (allocations first, then trees)."""
-    levels = [layout.get("gpus", []), layout.get("hosts", []) + layout.get("sharing", [])]
+    levels = [layout.get("gpus", []) + layout.get("pci", []), layout.get("hosts", []) + layout.get("sharing", [])]
     remove_layout(client, consumers, levels, threads, stop, log)
 
 

@@ -18,4 +18,7 @@ class BenchConfig:
     claims_seconds: float = 10.0
     create_clients: int = 8
     allocations: int = 0
+    pick_clients: int = 16
+    pick_seconds: float = 10.0
+    group_size: int = 10
     json: str | None = None

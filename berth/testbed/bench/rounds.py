@@ -9,6 +9,8 @@ from berth.testbed.bench.candidates import DEFAULT_MAX_CANDIDATES, measure_candi
 from berth.testbed.bench.claims import run_claims, verify_capacity
 from berth.testbed.bench.cloud import build_layout, check_empty, preload_allocations, remove
 from berth.testbed.bench.config import REQUEST_TIMEOUT, BenchConfig
+from berth.testbed.bench.pick_phase import WEIGH_ALL_PICKS, PickPhase
+from berth.testbed.bench.wide_trees import add_wide_trees
 from berth.testbed.client import Client, RequestFailed
 from berth.testbed.cpu import cpu_check_ms, cpu_times, stolen_percent
 from berth.testbed.databases import Databases
@@ -33,6 +35,7 @@ class Round:
         self.layout: dict[str, Any] = {}
         self.consumers: list[str] = []
         self.preloaded: dict[str, dict[str, int]] = {}
+        self.claim_consumers: list[str] = []
 
     def log(self, message: str) -> None:
         log(f"hosts={self.hosts}: {message}")
@@ -66,7 +69,16 @@ class Round:
             f"({loaded['records_per_second']:.0f}/s)"
         )
 
+    def worst_layout(self) -> None:
+        """What the worst candidate queries need besides the layout: the wide trees."""
+        self.log("adding the wide trees of the worst candidate queries")
+        wide = self.result["worst_layout"] = add_wide_trees(
+            self.client, self.layout, self.config.create_clients, self.stop
+        )
+        self.log(f"{wide['providers']} PCI devices on {wide['wide_tree_hosts']} hosts in {wide['seconds']:.1f} s")
+
     def candidates(self) -> None:
+        self.worst_layout()
         self.log(f"timing allocation candidates ({self.config.queries} queries per variant)")
         cap = DEFAULT_MAX_CANDIDATES if self.config.url else server_max_candidates()
         self.result["server_max_candidates"] = cap
@@ -81,7 +93,8 @@ class Round:
         claims = run_claims(self.client, self.config.clients, self.config.claims_seconds, self.stop)
         claims["steal_percent"] = stolen_percent(times, cpu_times())
         claimed: dict[str, dict[str, int]] = claims.pop("_claimed")
-        self.consumers = self.consumers + claims.pop("_consumers")
+        self.claim_consumers = claims.pop("_consumers")
+        self.consumers = self.consumers + self.claim_consumers
         self.result["claims"] = claims
         self.log(
             f"{claims['claims']} claims ({claims['claims_per_second']:.1f}/s), "
@@ -113,6 +126,32 @@ class Round:
         self.result["verification"] = verification
         self.log(f"{verification['violations']} violations, {verification['usage_mismatches']} usage mismatches")
 
+    def pick_and_claim(self, claim_consumers: list[str]) -> None:
+        """Pick and claim beside the client-side loop, each on the cloud as the preload left it."""
+        config = self.config
+        self.log(f"pick and claim against the client-side loop, {config.pick_clients} clients")
+        phase = PickPhase(
+            self.client,
+            self.layout,
+            self.preloaded,
+            config.pick_clients,
+            config.pick_seconds,
+            config.group_size,
+            config.create_clients,
+            self.stop,
+        )
+        try:
+            picked, client_side = phase.run(claim_consumers, min(config.queries, WEIGH_ALL_PICKS))
+        finally:
+            self.consumers = self.consumers + phase.consumers
+        self.result["pick_and_claim"] = picked
+        self.result["client_side_claims"] = client_side
+        for name, figures in (("pick and claim", picked), ("client-side loop", client_side)):
+            self.log(
+                f"{name}: {figures['placements_per_s']} placements/s, {figures['violations']} over-commits, "
+                f"{figures['anti_affinity_violations']} anti-affinity violations"
+            )
+
     def run(self, server: Server | None, reused: bool) -> None:
         if reused:
             check_empty(self.client)
@@ -123,6 +162,7 @@ class Round:
         claimed = self.claims()
         self.machine(server)
         self.verify(claimed)
+        self.pick_and_claim(self.claim_consumers)
         if reused:
             self.log("removing the bench's consumers and providers")
             remove(self.client, self.layout, self.consumers, self.config.create_clients, self.stop)

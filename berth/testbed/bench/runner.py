@@ -35,6 +35,9 @@ def json_document(config: BenchConfig, databases: Databases | None, results: lis
             "claims_seconds": config.claims_seconds,
             "create_clients": config.create_clients,
             "allocations": config.allocations,
+            "pick_clients": config.pick_clients,
+            "pick_seconds": config.pick_seconds,
+            "group_size": config.group_size,
             "microversion": VERSION,
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
@@ -56,6 +59,22 @@ def failures(results: list[dict[str, Any]]) -> list[str]:
         basic = r["candidates"]["basic"]
         if r["hosts"] >= 50 and basic["allocation_requests"] != 50:
             bad.append(f"hosts={r['hosts']}: basic returned {basic['allocation_requests']} requests, not 50")
+        bad += placement_failures(r)
+    return bad
+
+
+def placement_failures(r: dict[str, Any]) -> list[str]:
+    """The pick-and-claim phase's part: errors or broken books either way, anti-affinity broken by a
+    pick (the client-side loop cannot keep it under concurrency: its violations are a figure)."""
+    bad = []
+    picked, client_side = r["pick_and_claim"], r["client_side_claims"]
+    for name, figures in (("pick and claim", picked), ("client-side loop", client_side)):
+        if figures["errors"] or figures["anti_affinity"]["errors"]:
+            bad.append(f"hosts={r['hosts']}: {name}: errors")
+        if figures["violations"] or figures["usage_mismatches"]:
+            bad.append(f"hosts={r['hosts']}: {name}: over-commits or usage mismatches")
+    if picked["anti_affinity_violations"] or picked["weigh_all"]["failed"]:
+        bad.append(f"hosts={r['hosts']}: pick and claim: anti-affinity violations or failed picks")
     return bad
 
 

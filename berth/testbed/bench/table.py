@@ -1,10 +1,12 @@
-"""The table ``berth bench`` prints: one line per host count."""
+"""The tables ``berth bench`` prints: one line per host count, then the worst candidate queries per
+host count, then pick and claim beside the client-side loop (two lines per host count)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from berth.testbed.bench.rounds import percent
+from berth.testbed.bench.worst_queries import WORST_VARIANTS
 from berth.testbed.report import RULE, Column, Table
 
 COLUMNS = [
@@ -64,6 +66,74 @@ def _row(r: dict[str, Any]) -> list[str]:
     ]
 
 
+WORST_COLUMNS = ["hosts", *(f"{name} ms" for name in WORST_VARIANTS)]
+WORST_FOOTNOTE = "worst candidate queries: median/p95 in ms, as above (docs/performance.md lists the queries)"
+
+PLACING_COLUMNS = [
+    "hosts",
+    "placing",
+    "placements/s",
+    "p50/p99 ms",
+    "conflicts",
+    "over-commits",
+    "anti-affinity placements/s",
+    "anti-affinity violations",
+    "weigh all ms",
+]
+PLACING_FOOTNOTE = (
+    "placing: POST /berth/pick (pick) or GET /allocation_candidates then PUT /allocations, the next "
+    "candidate on a 409 (client-side); p50/p99: one placement, retries included; weigh all: one pick "
+    "that every host fits, alone, median/p95"
+)
+
+
+def _worst_row(r: dict[str, Any]) -> list[str]:
+    return [str(r["hosts"]), *(_ms(r["candidates"].get(name)) for name in WORST_VARIANTS)]
+
+
+def _latency(figures: dict[str, Any]) -> str:
+    if figures.get("p50_ms") is None:
+        return "-"
+    return f"{figures['p50_ms']:.1f}/{figures['p99_ms']:.1f}"
+
+
+def _placing_row(hosts: int, name: str, figures: dict[str, Any]) -> list[str]:
+    weighed = figures.get("weigh_all")
+    return [
+        str(hosts),
+        name,
+        f"{figures['placements_per_s']:.1f}",
+        _latency(figures),
+        str(figures["conflicts"]),
+        str(figures["violations"]),
+        f"{figures['anti_affinity']['placements_per_s']:.1f}",
+        str(figures["anti_affinity_violations"]),
+        _ms(weighed) if weighed else "-",
+    ]
+
+
+def _placing_rows(r: dict[str, Any]) -> list[list[str]]:
+    if "pick_and_claim" not in r:
+        return []
+    return [
+        _placing_row(r["hosts"], "pick", r["pick_and_claim"]),
+        _placing_row(r["hosts"], "client-side", r["client_side_claims"]),
+    ]
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     table = Table([Column(title) for title in COLUMNS])
-    return "\n".join([*table.render([RULE, *(_row(r) for r in results)]), FOOTNOTE])
+    worst = Table([Column(title) for title in WORST_COLUMNS])
+    placing = Table([Column(title, align="<" if title == "placing" else ">") for title in PLACING_COLUMNS])
+    return "\n".join(
+        [
+            *table.render([RULE, *(_row(r) for r in results)]),
+            FOOTNOTE,
+            "",
+            *worst.render([RULE, *(_worst_row(r) for r in results)]),
+            WORST_FOOTNOTE,
+            "",
+            *placing.render([RULE, *(row for r in results for row in _placing_rows(r))]),
+            PLACING_FOOTNOTE,
+        ]
+    )

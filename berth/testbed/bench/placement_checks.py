@@ -1,0 +1,74 @@
+"""The checks after the pick-and-claim phase, read back from the service: no provider over-committed
+(and its usages equal to every claim it accepted), and no two members of an anti-affinity group on
+one host."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from berth.testbed.bench import log
+from berth.testbed.bench.claims import check_provider
+from berth.testbed.bench.placing import Placement
+from berth.testbed.client import Client
+from berth.testbed.parallel import Stop, parallel
+
+
+def add_usage(held: dict[str, dict[str, int]], taken: dict[str, dict[str, int]]) -> None:
+    """Add ``taken`` to ``held`` (both provider -> class -> amount)."""
+    for rp, resources in taken.items():
+        used = held.setdefault(rp, {})
+        for rc, amount in resources.items():
+            used[rc] = used.get(rc, 0) + amount
+
+
+def add_placements(held: dict[str, dict[str, int]], placements: Iterable[Placement]) -> None:
+    """Add what ``placements`` took to ``held``."""
+    for placement in placements:
+        add_usage(held, placement.allocations)
+
+
+def check_over_commit(
+    client: Client, providers: Collection[str], held: dict[str, dict[str, int]], threads: int, stop: Stop
+) -> dict[str, Any]:
+    """Usages within capacity (``berth.domain.capacity``) on ``providers``, and equal to ``held``."""
+    checked = parallel(
+        sorted(providers), threads, lambda rp: check_provider(client, rp, held.get(rp, {})), stop, client=client
+    )
+    violations = [v for vs, _ in checked for v in vs]
+    mismatches = [m for _, ms in checked for m in ms]
+    for v in violations[:5]:
+        log(f"  OVER-COMMIT {v}")
+    for m in mismatches[:5]:
+        log(f"  MISMATCH {m}")
+    return {
+        "providers_checked": len(checked),
+        "violations": len(violations),
+        "usage_mismatches": len(mismatches),
+        "violation_samples": violations[:10],
+    }
+
+
+def check_anti_affinity(
+    client: Client, members: list[Placement], hosts: Collection[str], threads: int, stop: Stop
+) -> dict[str, Any]:
+    """Where the service holds each member's allocations; a violation for every member on a host that
+    already has one of its group (so a group of 10 on 9 hosts counts 1)."""
+
+    def host_of(member: Placement) -> tuple[str | None, str]:
+        allocations = client.call("GET", f"/allocations/{member.consumer}")["allocations"]
+        return member.group, next((rp for rp in allocations if rp in hosts), "none")
+
+    where = parallel(members, threads, host_of, stop, client=client)
+    per_host = Counter(where)
+    violations = sum(n - 1 for n in per_host.values())
+    samples = [{"group": group, "host": host, "members": n} for (group, host), n in per_host.items() if n > 1]
+    for sample in samples[:5]:
+        log(f"  ANTI-AFFINITY VIOLATION {sample}")
+    return {
+        "members_checked": len(where),
+        "groups_checked": len({group for group, _ in where}),
+        "violations": violations,
+        "violation_samples": samples[:10],
+    }
