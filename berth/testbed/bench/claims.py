@@ -7,6 +7,7 @@ import statistics
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Collection
 from typing import Any
 
 from berth.domain.capacity import capacity
@@ -171,21 +172,30 @@ def check_provider(
     return violations, mismatches
 
 
-def verify_capacity(client: Client, claimed: dict[str, dict[str, int]], threads: int, stop: Stop) -> dict[str, Any]:
-    """No over-commit on any provider that received claims; usages equal the accepted claims."""
-    providers = sorted(claimed)
+def verify_capacity(
+    client: Client,
+    claimed: dict[str, dict[str, int]],
+    threads: int,
+    stop: Stop,
+    *,
+    providers: Collection[str] | None = None,
+    label: str = "VIOLATION",
+) -> dict[str, Any]:
+    """No over-commit on ``providers`` (default: those that received claims), checked with
+    ``berth.domain.capacity``; their usages equal the accepted claims in ``claimed``."""
+    names = sorted(claimed if providers is None else providers)
     checked = parallel(
-        providers,
+        names,
         threads,
-        lambda rp: check_provider(client, rp, claimed[rp]),
+        lambda rp: check_provider(client, rp, claimed.get(rp, {})),
         stop,
         client=client,
-        progress=lambda done: log(f"  providers verified: {done}/{len(providers)}"),
+        progress=lambda done: log(f"  providers verified: {done}/{len(names)}"),
     )
     violations = [v for vs, _ in checked for v in vs]
     mismatches = [m for _, ms in checked for m in ms]
     for v in violations[:5]:
-        log(f"  VIOLATION {v}")
+        log(f"  {label} {v}")
     for m in mismatches[:5]:
         log(f"  MISMATCH {m}")
     return {

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from berth.testbed.bench import log
-from berth.testbed.bench.claims import check_provider
+from berth.testbed.bench.claims import verify_capacity
 from berth.testbed.bench.placing import Placement
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
@@ -33,21 +33,7 @@ def check_over_commit(
     client: Client, providers: Collection[str], held: dict[str, dict[str, int]], threads: int, stop: Stop
 ) -> dict[str, Any]:
     """Usages within capacity (``berth.domain.capacity``) on ``providers``, and equal to ``held``."""
-    checked = parallel(
-        sorted(providers), threads, lambda rp: check_provider(client, rp, held.get(rp, {})), stop, client=client
-    )
-    violations = [v for vs, _ in checked for v in vs]
-    mismatches = [m for _, ms in checked for m in ms]
-    for v in violations[:5]:
-        log(f"  OVER-COMMIT {v}")
-    for m in mismatches[:5]:
-        log(f"  MISMATCH {m}")
-    return {
-        "providers_checked": len(checked),
-        "violations": len(violations),
-        "usage_mismatches": len(mismatches),
-        "violation_samples": violations[:10],
-    }
+    return verify_capacity(client, held, threads, stop, providers=providers, label="OVER-COMMIT")
 
 
 def check_anti_affinity(
