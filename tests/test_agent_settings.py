@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import Any
 
 import pytest
 
@@ -11,10 +11,8 @@ from berth.cli.settings import SettingsError
 from berth.tracker.config import TrackerConfig
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    agent.add_agent_arguments(parser)
-    return parser.parse_args(argv)
+def parse(*argv: str) -> dict[str, Any]:
+    return agent.agent_command.make_context("agent", list(argv)).params
 
 
 def write(tmp_path, text: str) -> str:

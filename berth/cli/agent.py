@@ -8,7 +8,6 @@ serves the tracker's claim operations over HTTP (see berth/tracker/agent_api.py)
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import logging
@@ -21,8 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import click
+
 from berth.cli.exposure import bind_host, is_loopback
-from berth.cli.settings import add_arguments, command_line_layer, resolve, setting
+from berth.cli.settings import click_options, command_line_layer, resolve, setting
 
 # The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
 if TYPE_CHECKING:
@@ -80,23 +81,16 @@ FILE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", default=None, metavar="FILE", help="YAML or TOML configuration file (docs/tracker.md)"
-    )
-    add_arguments(parser, AgentSettings)
-    parser.add_argument("--once", action="store_true", help="report the host, run one audit, print it as JSON and exit")
-
-
-def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[AgentSettings, TrackerConfig]:
+def load_config(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[AgentSettings, TrackerConfig]:
     """The agent's settings and the tracker's configuration, the first overriding the second where both speak."""
     from berth.tracker.config import TrackerConfig
     from berth.tracker.documents import read_document
 
     document: dict[str, Any] = {}
     config = TrackerConfig()
-    if args.config:
-        path = Path(args.config)
+    config_path: str | None = params.get("config")
+    if config_path:
+        path = Path(config_path)
         document = read_document(path)
         config = TrackerConfig.from_dict(document, base_dir=str(path.parent))
     # The file's values as the tracker's configuration read them (paths made absolute), but only
@@ -104,9 +98,9 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[A
     in_file = {name: _dig(config, keys) for name, keys in FILE_KEYS.items() if _given(document, keys)}
     settings = resolve(
         AgentSettings,
-        command_line=command_line_layer(args, AgentSettings),
+        command_line=command_line_layer(params, AgentSettings),
         file=in_file,
-        file_name=args.config or "",
+        file_name=config_path or "",
         environ=environ,
     )
     config.state_dir = settings.state_dir
@@ -162,7 +156,18 @@ def _lock_state(path: str) -> IO[str]:
     return handle
 
 
-def run(args: argparse.Namespace) -> int:
+@click.command("agent", help="Run the resource tracker of one host (see docs/tracker.md).")
+@click.option("--config", default=None, metavar="FILE", help="YAML or TOML configuration file (docs/tracker.md)")
+@click_options(AgentSettings)
+@click.option("--once", is_flag=True, help="report the host, run one audit, print it as JSON and exit")
+def agent_command(**params: Any) -> int:
+    status = run(params)
+    if status:
+        raise click.exceptions.Exit(status)
+    return status
+
+
+def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
     from berth.clients.placement import PlacementClient
     from berth.tracker.agent_api import serve_agent
@@ -171,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from berth.tracker.tracker import ResourceTracker
 
     try:
-        settings, config = load_config(args, os.environ)
+        settings, config = load_config(params, os.environ)
         driver = make_driver(settings.driver, config)
         driver.provider_tree(settings.host, config, config.provider_config)  # configuration errors show now
     except (ConfigError, ValueError) as e:
@@ -200,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         return ResourceTracker(settings.host, driver, placement, config)
 
     try:
-        if args.once:
+        if params.get("once"):
             tracker = build_tracker()
             try:
                 started = tracker.start()

@@ -1,68 +1,105 @@
-"""The ``berth`` command."""
+"""The ``berth`` command: a Click group of the server's, the agent's and the client's commands."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import click
 
 from berth.cli import agent, bench, serve, stress
-from berth.store.database import Database, default_url
+from berth.cli.client import CLIENT_COMMANDS
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 
 
-def _add_database_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database",
-        default=None,
-        help="SQLAlchemy database URL (default: $BERTH_DATABASE_URL, else a SQLite file "
-        "berth.sqlite in the current folder)",
-    )
+@click.group(context_settings=CONTEXT, help="Berth: the resource books of a cloud.")
+def cli() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
 
 
-def cmd_db_upgrade(args: argparse.Namespace) -> int:
+@cli.group("db", help="Database administration.")
+def db_group() -> None:
+    pass
+
+
+@db_group.command("upgrade", help="Create or upgrade the schema and load the standard names.")
+@click.option(
+    "--database",
+    default=None,
+    metavar="URL",
+    help="SQLAlchemy database URL (default: $BERTH_DATABASE_URL, else a SQLite file "
+    "berth.sqlite in the current folder)",
+)
+def db_upgrade(database: str | None) -> int:
+    from berth.store.database import Database, default_url
     from berth.store.migrate import upgrade
 
-    db = Database(args.database or default_url())
+    db = Database(database or default_url())
     upgrade(db)
     db.dispose()
-    print(f"database at {db.engine.url.render_as_string(hide_password=True)} is up to date")
+    click.echo(f"database at {db.engine.url.render_as_string(hide_password=True)} is up to date")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="berth", description="Berth: the resource books of a cloud.")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _argparse_command(
+    name: str,
+    help_text: str,
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int],
+) -> click.Command:
+    """A command whose arguments go, untouched, to its own argparse parser (help included)."""
 
-    serve_parser = sub.add_parser("serve", help="run the Placement-compatible API")
-    serve.add_serve_arguments(serve_parser)
-    serve_parser.set_defaults(func=serve.run)
+    @click.command(
+        name,
+        help=help_text,
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    )
+    @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+    def command(arguments: tuple[str, ...]) -> int:
+        parser = argparse.ArgumentParser(prog=f"berth {name}")
+        add_arguments(parser)
+        status = run(parser.parse_args(list(arguments)))
+        if status:
+            raise click.exceptions.Exit(status)
+        return status
 
-    db = sub.add_parser("db", help="database administration")
-    db_sub = db.add_subparsers(dest="db_command", required=True)
-    upgrade = db_sub.add_parser("upgrade", help="create or upgrade the schema and load the standard names")
-    _add_database_option(upgrade)
-    upgrade.set_defaults(func=cmd_db_upgrade)
+    return command
 
-    bench_parser = sub.add_parser("bench", help="benchmark a server over HTTP (see docs/performance.md)")
-    bench.add_bench_arguments(bench_parser)
-    bench_parser.set_defaults(func=bench.run)
 
-    stress_parser = sub.add_parser("stress", help="race claimers, inject faults, audit (see docs/reliability.md)")
-    stress.add_stress_arguments(stress_parser)
-    stress_parser.set_defaults(func=stress.run)
-
-    agent_parser = sub.add_parser("agent", help="run the resource tracker of one host (see docs/tracker.md)")
-    agent.add_agent_arguments(agent_parser)
-    agent_parser.set_defaults(func=agent.run)
-    return parser
+cli.add_command(serve.serve_command)
+cli.add_command(agent.agent_command)
+cli.add_command(
+    _argparse_command(
+        "bench", "Benchmark a server over HTTP (see docs/performance.md).", bench.add_bench_arguments, bench.run
+    )
+)
+cli.add_command(
+    _argparse_command(
+        "stress",
+        "Race claimers, inject faults, audit (see docs/reliability.md).",
+        stress.add_stress_arguments,
+        stress.run,
+    )
+)
+for client_command in CLIENT_COMMANDS:
+    cli.add_command(client_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
-    status: int = args.func(args)
-    return status
+    """Run ``berth``; the exit status is returned (a usage error is 2, as everywhere in Click)."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="berth", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

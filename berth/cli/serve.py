@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import click
 
 from berth.api.observability.request_log import LOG_FORMATS
 from berth.api.settings import METRICS_MODES, Settings
 from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.harness import DEFAULT_WORKERS
-from berth.cli.settings import SettingsError, add_arguments, command_line_layer, read_settings_file, resolve, setting
+from berth.cli.settings import (
+    SettingsError,
+    click_options,
+    command_line_layer,
+    read_settings_file,
+    resolve,
+    setting,
+)
 from berth.store.database import DEFAULT_SQLITE_FILE
 from berth.store.lease_reaper import DEFAULT_INTERVAL_S
 
@@ -135,36 +144,42 @@ class ServeSettings:
         )
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        default=None,
-        metavar="FILE",
-        help="YAML file of settings named like the long options (auth_strategy, policy_file, "
-        "cors_allowed_origin, ...); the command line wins over it, it wins over the environment",
-    )
-    add_arguments(parser, ServeSettings)
-
-
-def load_serve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeSettings:
-    config_path: str | None = args.config
+def load_serve_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ServeSettings:
+    config_path: str | None = params.get("config")
     return resolve(
         ServeSettings,
-        command_line=command_line_layer(args, ServeSettings),
+        command_line=command_line_layer(params, ServeSettings),
         file=read_settings_file(config_path, ServeSettings) if config_path else None,
         file_name=config_path or "",
         environ=environ,
     )
 
 
-def run(args: argparse.Namespace) -> int:
+@click.command("serve", help="Run the Placement-compatible API.")
+@click.option(
+    "--config",
+    default=None,
+    metavar="FILE",
+    help="YAML file of settings named like the long options (auth_strategy, policy_file, "
+    "cors_allowed_origin, ...); the command line wins over it, it wins over the environment",
+)
+@click_options(ServeSettings)
+@click.pass_context
+def serve_command(ctx: click.Context, /, **params: Any) -> int:
+    status = run(ctx, params)
+    if status:
+        raise click.exceptions.Exit(status)
+    return status
+
+
+def run(ctx: click.Context, params: Mapping[str, Any]) -> int:
     from berth.api import server
 
     try:
-        settings = load_serve_settings(args, os.environ)
+        settings = load_serve_settings(params, os.environ)
     except SettingsError as error:
-        # As argparse does for a malformed command line: the message, then exit status 2.
-        print(f"berth serve: {error}", file=sys.stderr)
+        # A malformed setting is a usage error wherever it was given: the message, then exit status 2.
+        click.UsageError(str(error), ctx).show()
         raise SystemExit(2) from None
     host = bind_host(settings.bind)
     if settings.auth_strategy == "noauth2" and not is_loopback(host) and not settings.force_insecure:

@@ -2,7 +2,7 @@
 
 A command declares its settings once, as a frozen dataclass whose fields are made with ``setting()``:
 the annotation is the type, then the default, the help text and the environment variable. From that
-one definition come the command-line options (``add_arguments``), the keys a settings file may hold,
+one definition come the command-line options (``click_options``), the keys a settings file may hold,
 the reference table in the README (``reference_table``) and the resolution (``resolve``).
 
 Each setting takes its value from the first layer that gives one: the command line, then the file,
@@ -13,7 +13,6 @@ instead of quietly giving way to the file.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import difflib
 import types
@@ -22,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import click
 import yaml
 
 _SPEC = "berth.setting"
@@ -102,28 +102,50 @@ def _strip_none(hint: object) -> tuple[object, bool]:
 # ---- the command line ------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One option per setting, each defaulting to None ("not given") so that the other layers show."""
+CommandT = TypeVar("CommandT", bound=Callable[..., Any])
+
+
+def click_options(cls: type) -> Callable[[CommandT], CommandT]:
+    """One option per setting, each defaulting to None ("not given") so that the other layers show.
+
+    Values stay text here: ``resolve`` coerces and checks them, so a bad value is named the same way
+    whichever layer it came from.
+    """
+
+    def decorate(command: CommandT) -> CommandT:
+        # Click stacks decorators bottom up: applying them in reverse keeps the declared order in --help.
+        for item in reversed(declared(cls)):
+            command = _option(item)(command)
+        return command
+
+    return decorate
+
+
+def _option(item: Declared) -> Callable[[CommandT], CommandT]:
+    spec = item.spec
+    also = f"; also ${spec.env}" if spec.env else ""
+    help_text = f"{spec.help} (default: {default_text(item)}{also})"
+    if item.kind is bool:
+        return click.option(item.flag, item.name, is_flag=True, default=None, help=help_text)
+    return click.option(
+        item.flag,
+        item.name,
+        multiple=spec.repeatable,
+        default=None,
+        type=click.Choice(spec.choices) if spec.choices else str,
+        # As argparse named them: the option's name, where the declaration gives no better word.
+        metavar=spec.metavar or (None if spec.choices else item.name.upper()),
+        help=help_text,
+    )
+
+
+def command_line_layer(params: Mapping[str, object], cls: type) -> dict[str, object]:
+    """The settings given on the command line; a repeatable option given no time is not given."""
+    layer: dict[str, object] = {}
     for item in declared(cls):
-        spec = item.spec
-        also = f"; also ${spec.env}" if spec.env else ""
-        help_text = f"{spec.help} (default: {default_text(item)}{also})"
-        if item.kind is bool:
-            parser.add_argument(item.flag, dest=item.name, action="store_true", default=None, help=help_text)
-            continue
-        parser.add_argument(
-            item.flag,
-            dest=item.name,
-            action="append" if spec.repeatable else "store",
-            default=None,
-            choices=spec.choices or None,
-            metavar=spec.metavar,
-            help=help_text,
-        )
-
-
-def command_line_layer(args: argparse.Namespace, cls: type) -> dict[str, object]:
-    return {item.name: getattr(args, item.name, None) for item in declared(cls)}
+        value = params.get(item.name)
+        layer[item.name] = (value or None) if item.spec.repeatable else value
+    return layer
 
 
 # ---- the file ----------------------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Where the client commands send their requests, with which token, and how a failed one reads.
+
+The endpoint is ``--url`` (or ``$BERTH_URL``), the token ``--token`` (or ``$BERTH_TOKEN``). Without a
+token, when ``$OS_AUTH_URL`` is set and keystoneauth1 is installed (the ``keystone`` extra), a
+keystoneauth session authenticates from the usual ``OS_*`` variables and, unless a URL is given,
+finds Placement in the service catalog. Otherwise the token is ``admin``, the noauth2 development mode's.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from berth.clients.errors import PlacementError
+from berth.clients.placement import PlacementClient
+
+DEFAULT_URL = "http://127.0.0.1:8778"
+DEFAULT_TOKEN = "admin"
+FORMATS = ("table", "json", "yaml")
+
+# What to try next, by the status Placement answered with.
+HINTS = {
+    400: "check the command's arguments against `--help`; the detail above names what the service refused",
+    401: "the token was not accepted: pass --token (or set $BERTH_TOKEN), or the OS_* variables of Keystone",
+    403: "the token lacks the role this needs: use an admin (or service) token",
+    404: "check the name or uuid: `berth provider list` shows the providers",
+    406: "the service does not speak the microversion asked for: is it a Placement service of release Yoga or later?",
+    409: "someone else changed it meanwhile: read it again and retry",
+}
+
+
+class ApiFailure(click.ClickException):
+    """A request that failed, said with what to do; exit status 1."""
+
+    exit_code = 1
+
+
+@dataclass
+class Api:
+    """The connected client and the output format asked for."""
+
+    client: PlacementClient
+    output: str
+
+    def get(self, path: str) -> Any:
+        return self.client.get(path)
+
+    def request(self, method: str, path: str, body: object = None) -> Any:
+        return self.client.request(method, path, body)
+
+
+def segment(value: str) -> str:
+    """One path segment, quoted: a name or uuid typed by hand never changes the path."""
+    return quote(value, safe="")
+
+
+def explain_failure(error: PlacementError, url: str) -> ApiFailure:
+    if error.status == 0:
+        return ApiFailure(
+            f"cannot reach Placement at {url}: {_transport_reason(error.detail)}.\n"
+            "Is the service running? Start one with `berth serve`, or point --url (or $BERTH_URL) at one."
+        )
+    request = str(error).split(": ", 1)[0]
+    code = f" {error.code}" if error.code else ""
+    hint = HINTS.get(error.status, "see the service's log for the cause" if error.status >= 500 else "")
+    message = f"{request} answered {error.status}{code}: {_readable(error.detail)}"
+    return ApiFailure(message + (f"\nhint: {hint}" if hint else ""))
+
+
+# The status's stock sentence that Placement's errors open with, before the detail that matters.
+_STOCK = re.compile(
+    r"^The server could not comply with the request since it is either malformed or otherwise incorrect\.\s*"
+)
+
+
+def _readable(detail: str) -> str:
+    return " ".join(_STOCK.sub("", detail).split()) or detail
+
+
+def _transport_reason(detail: str) -> str:
+    for needle, reason in (
+        ("Connection refused", "connection refused"),
+        ("timed out", "no answer in time"),
+        ("Name or service not known", "no such host name"),
+        ("nodename nor servname", "no such host name"),
+        ("Temporary failure in name resolution", "no such host name"),
+    ):
+        if needle in detail:
+            return reason
+    return detail
+
+
+def connect(url: str | None, token: str | None, environ: Mapping[str, str]) -> PlacementClient:
+    if token is None and environ.get("OS_AUTH_URL"):
+        session = _keystone_session(environ)
+        if session is not None:
+            token, url = _from_keystone(session, url, environ)
+    # One attempt: a person at a terminal wants the error now, not after the retries of a daemon.
+    return PlacementClient(url or DEFAULT_URL, token or DEFAULT_TOKEN, attempts=1, timeout=60.0)
+
+
+def _keystone_session(environ: Mapping[str, str]) -> Any:
+    try:
+        from keystoneauth1 import loading, session
+    except ImportError:
+        click.echo(
+            "note: $OS_AUTH_URL is set but keystoneauth1 is not installed (pip install 'berth[keystone]'); "
+            f"sending the token {DEFAULT_TOKEN!r} instead",
+            err=True,
+        )
+        return None
+    loader: Any = loading.get_plugin_loader(environ.get("OS_AUTH_TYPE", "password"))
+    options = {}
+    for option in loader.get_options():
+        name = "OS_" + option.dest.upper()
+        if environ.get(name):
+            options[option.dest] = environ[name]
+    return session.Session(auth=loader.load_from_options(**options))
+
+
+def _from_keystone(session: Any, url: str | None, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    from keystoneauth1 import exceptions
+
+    try:
+        token = str(session.get_token())
+        if url is None:
+            found = session.get_endpoint(
+                service_type="placement",
+                interface=environ.get("OS_INTERFACE", "public"),
+                region_name=environ.get("OS_REGION_NAME"),
+            )
+            url = str(found) if found else None
+    except exceptions.ClientException as error:
+        raise ApiFailure(
+            f"Keystone at {environ['OS_AUTH_URL']} did not authenticate: {error}\n"
+            "hint: check OS_USERNAME, OS_PASSWORD, OS_PROJECT_NAME and the domain variables, or pass --token"
+        ) from None
+    return token, url
+
+
+def placement_command(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the connection options and an ``Api`` as its first argument, and word its failures."""
+
+    @functools.wraps(command)
+    def run(*args: Any, url: str | None, token: str | None, output: str, **kwargs: Any) -> None:
+        client = connect(url, token, os.environ)
+        try:
+            command(Api(client, output), *args, **kwargs)
+        except PlacementError as error:
+            raise explain_failure(error, client.url) from None
+
+    options = [
+        click.option(
+            "--url",
+            envvar="BERTH_URL",
+            default=None,
+            metavar="URL",
+            help=f"the Placement endpoint (default: {DEFAULT_URL}, or Keystone's catalog; also $BERTH_URL)",
+        ),
+        click.option(
+            "--token",
+            envvar="BERTH_TOKEN",
+            default=None,
+            metavar="TOKEN",
+            help=f"X-Auth-Token (default: {DEFAULT_TOKEN!r}, noauth2's admin, or a Keystone token when "
+            "$OS_AUTH_URL is set; also $BERTH_TOKEN)",
+        ),
+        click.option(
+            "-f",
+            "--format",
+            "output",
+            type=click.Choice(FORMATS),
+            default="table",
+            show_default=True,
+            help="tables for people, or the API's data as JSON or YAML for scripts",
+        ),
+    ]
+    decorated: Callable[..., None] = run
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated

@@ -1,0 +1,39 @@
+"""``berth lease list|release``: claim leases, Berth's extension (docs/leases.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import click
+from rich.console import RenderableType
+
+from berth.cli.client.connection import Api, placement_command, segment
+from berth.cli.client.output import emit, note, table
+
+
+@click.group("lease", help="Claim leases: allocations released unless confirmed in time.")
+def lease_group() -> None:
+    pass
+
+
+@lease_group.command("list", help="List the leases, the soonest to expire first.")
+@placement_command
+def lease_list(api: Api) -> None:
+    body = api.get("/berth/leases")
+
+    def render() -> Iterable[RenderableType]:
+        rows = [(lease["consumer_uuid"], lease["expires_at"], f"{lease['expires_in']:.1f}") for lease in body["leases"]]
+        if not rows:
+            yield note("no leases")
+            return
+        yield table(f"{len(rows)} leases", ("consumer", "expires at", "seconds left"), rows, numeric=1)
+
+    emit(api.output, body, render)
+
+
+@lease_group.command("release", help="Release a consumer's lease and its allocations now.")
+@click.argument("consumer")
+@placement_command
+def lease_release(api: Api, consumer: str) -> None:
+    api.request("DELETE", f"/berth/leases/{segment(consumer)}")
+    emit(api.output, {"released": consumer}, lambda: [note(f"released the lease and allocations of {consumer}")])

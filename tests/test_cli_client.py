@@ -1,0 +1,339 @@
+"""The client commands of ``berth`` against a real ``berth serve``, populated through the API."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid as uuid_module
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from livehelpers import LiveServer, free_port
+
+from berth.cli.main import cli, main
+from berth.testbed.client import Client
+
+VERSION = "1.39"
+PROJECT = "tenant-a"
+
+
+def new_uuid() -> str:
+    return str(uuid_module.uuid4())
+
+
+class Cloud:
+    """What the module's server holds: one compute host with a NUMA cell and a GPU below it."""
+
+    def __init__(self, client: Client):
+        self.client = client
+        self.host = self.provider(
+            "cli-compute1",
+            {"VCPU": {"total": 16, "allocation_ratio": 4.0}, "MEMORY_MB": {"total": 8192, "reserved": 512}},
+        )
+        self.numa = self.provider("cli-compute1-numa0", {"PCPU": {"total": 8}}, parent=self.host)
+        self.gpu = self.provider("cli-compute1-gpu0", {"VGPU": {"total": 4}}, parent=self.host)
+        self.lonely = self.provider("cli-storage", {"DISK_GB": {"total": 1000}})
+        client.call("PUT", "/traits/CUSTOM_CLI_FAST", expect=(201, 204))
+        client.call(
+            "PUT",
+            f"/resource_providers/{self.gpu}/traits",
+            {"resource_provider_generation": 1, "traits": ["CUSTOM_CLI_FAST"]},
+        )
+        self.consumer = new_uuid()
+        self.allocate(self.consumer, {self.host: {"VCPU": 6, "MEMORY_MB": 2048}, self.gpu: {"VGPU": 1}})
+
+    def provider(self, name: str, inventories: dict, parent: str | None = None) -> str:
+        uuid = new_uuid()
+        body = {"name": name, "uuid": uuid} | ({"parent_provider_uuid": parent} if parent else {})
+        self.client.call("POST", "/resource_providers", body)
+        self.client.call(
+            "PUT",
+            f"/resource_providers/{uuid}/inventories",
+            {"resource_provider_generation": 0, "inventories": inventories},
+        )
+        return uuid
+
+    def allocate(self, consumer: str, allocations: dict) -> None:
+        body = {
+            "allocations": {rp: {"resources": resources} for rp, resources in allocations.items()},
+            "project_id": PROJECT,
+            "user_id": "alice",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        }
+        self.client.call("PUT", f"/allocations/{consumer}", body, expect=(204,))
+
+    def get(self, path: str):
+        return self.client.call("GET", path)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    server = LiveServer(f"sqlite:///{tmp_path_factory.mktemp('cli') / 'placement.sqlite'}", workers=2)
+    client = Client(server.url, version=VERSION)
+    try:
+        yield server, Cloud(client)
+    finally:
+        client.close()
+        server.stop()
+
+
+@pytest.fixture
+def cloud(live):
+    return live[1]
+
+
+@pytest.fixture
+def berth(live):
+    """Run ``berth ARGS`` against the module's server; the result of Click's runner."""
+    runner = CliRunner()
+
+    def run(*args: str, expect: int = 0):
+        result = runner.invoke(cli, list(args), env={"BERTH_URL": live[0].url, "BERTH_TOKEN": None})
+        assert result.exit_code == expect, (result.output, result.exception)
+        return result
+
+    return run
+
+
+def as_json(result):
+    return json.loads(result.stdout)
+
+
+def rows(text: str) -> list[list[str]]:
+    """A Rich table's body rows as lists of cells."""
+    cells = []
+    for line in text.splitlines():
+        if "│" in line:
+            cells.append([cell.strip() for cell in line.strip().strip("│").split("│")])
+    return cells
+
+
+# ---- providers -----------------------------------------------------------------------------------
+
+
+def test_provider_list_tables_and_dumps_what_the_api_lists(berth, cloud):
+    table = berth("provider", "list").stdout
+    by_uuid = {row[0]: row for row in rows(table)}
+    gpu = cloud.get(f"/resource_providers/{cloud.gpu}")
+    assert by_uuid[cloud.gpu][1:] == ["cli-compute1-gpu0", str(gpu["generation"]), cloud.host]
+    assert by_uuid[cloud.host][1:] == [
+        "cli-compute1",
+        str(cloud.get(f"/resource_providers/{cloud.host}")["generation"]),
+        "-",
+    ]
+    assert as_json(berth("provider", "list", "-f", "json")) == cloud.get("/resource_providers")
+    assert yaml.safe_load(berth("provider", "list", "-f", "yaml").stdout) == cloud.get("/resource_providers")
+
+
+def test_provider_list_filters_as_the_api(berth, cloud):
+    listed = as_json(berth("provider", "list", "--in-tree", cloud.gpu, "--required", "CUSTOM_CLI_FAST", "-f", "json"))
+    assert [p["uuid"] for p in listed["resource_providers"]] == [cloud.gpu]
+
+
+def test_provider_show_by_name_or_uuid_with_inventory_usage_and_traits(berth, cloud):
+    text = berth("provider", "show", "cli-compute1").stdout
+    inventory = {row[0]: row[1:] for row in rows(text) if row[0] in ("VCPU", "MEMORY_MB")}
+    # capacity, used, total, reserved
+    assert inventory == {"VCPU": ["64", "6", "16", "0"], "MEMORY_MB": ["7680", "2048", "8192", "512"]}
+    assert "CUSTOM_CLI_FAST" in berth("provider", "show", cloud.gpu).stdout
+    assert as_json(berth("provider", "show", cloud.host, "-f", "json")) == cloud.get(
+        f"/resource_providers/{cloud.host}"
+    )
+
+
+def test_provider_tree_draws_the_children_under_their_root(berth, cloud):
+    lines = berth("provider", "tree", "cli-compute1-numa0").stdout.splitlines()
+    root = next(i for i, line in enumerate(lines) if "cli-compute1 " in line)
+    gpu = next(line for line in lines if "cli-compute1-gpu0" in line)
+    numa = next(i for i, line in enumerate(lines) if "cli-compute1-numa0" in line)
+    assert root < numa and lines[root].startswith("cli-compute1") and re.match(r"^[├└]── cli-compute1-", lines[numa])
+    assert "VGPU 1/4" in gpu and "VCPU 6/64" in lines[root] and "MEMORY_MB 2048/7680" in lines[root]
+    assert "cli-storage" not in "\n".join(lines)
+    dumped = as_json(berth("provider", "tree", cloud.host, "-f", "json"))
+    assert dumped == cloud.get(f"/resource_providers?in_tree={cloud.host}")
+
+
+# ---- inventory, traits, usages, allocations --------------------------------------------------------
+
+
+def test_inventory_show_has_the_apis_numbers(berth, cloud):
+    table = {row[0]: row[1:] for row in rows(berth("inventory", "show", "cli-compute1").stdout)}
+    # total, reserved, min_unit, max_unit, step_size, allocation_ratio, capacity
+    assert table["VCPU"] == ["16", "0", "1", "2147483647", "1", "4", "64"]
+    path = f"/resource_providers/{cloud.host}/inventories"
+    assert as_json(berth("inventory", "show", cloud.host, "-f", "json")) == cloud.get(path)
+
+
+def test_inventory_set_changes_one_class_and_keeps_the_others(berth, cloud):
+    storage = cloud.provider("cli-set-target", {"DISK_GB": {"total": 100, "reserved": 5}})
+    berth("inventory", "set", "cli-set-target", "DISK_GB", "--total", "200")
+    written = as_json(berth("inventory", "set", storage, "CUSTOM_CLI_SLOTS", "--total", "3", "-f", "json"))
+    assert written == cloud.get(f"/resource_providers/{storage}/inventories")
+    inventories = written["inventories"]
+    assert (inventories["DISK_GB"]["total"], inventories["DISK_GB"]["reserved"]) == (200, 5)
+    assert inventories["CUSTOM_CLI_SLOTS"]["total"] == 3
+    refused = berth("inventory", "set", storage, "VCPU", "--reserved", "1", expect=2)
+    assert "has no VCPU inventory yet: give its --total" in refused.stderr
+
+
+def test_trait_list_of_a_provider_and_of_the_service(berth, cloud):
+    assert rows(berth("trait", "list", "--provider", "cli-compute1-gpu0").stdout) == [["CUSTOM_CLI_FAST"]]
+    dumped = as_json(berth("trait", "list", "--prefix", "CUSTOM_CLI", "-f", "json"))
+    assert dumped == cloud.get("/traits?name=startswith:CUSTOM_CLI") == {"traits": ["CUSTOM_CLI_FAST"]}
+
+
+def test_usage_of_a_provider_as_bars_against_capacity(berth, cloud):
+    table = {row[0]: row[2:] for row in rows(berth("usage", "show", "cli-compute1").stdout)}
+    assert table["VCPU"] == ["6", "64", "9%"] and table["MEMORY_MB"] == ["2048", "7680", "27%"]
+    path = f"/resource_providers/{cloud.host}/usages"
+    assert as_json(berth("usage", "show", cloud.host, "-f", "json")) == cloud.get(path)
+
+
+def test_usage_of_a_project(berth, cloud):
+    table = {(row[0], row[1]): row[2] for row in rows(berth("usage", "show", "--project", PROJECT).stdout)}
+    assert table[("INSTANCE", "VCPU")] == "6" and table[("INSTANCE", "VGPU")] == "1"
+    assert as_json(berth("usage", "show", "--project", PROJECT, "-f", "json")) == cloud.get(
+        f"/usages?project_id={PROJECT}"
+    )
+    assert "give either a PROVIDER or --project" in berth("usage", "show", expect=2).stderr
+
+
+def test_allocation_show_names_each_provider_and_amount(berth, cloud):
+    table = rows(berth("allocation", "show", cloud.consumer).stdout)
+    assert ["cli-compute1", cloud.host, "VCPU", "6"] in table
+    assert ["cli-compute1-gpu0", cloud.gpu, "VGPU", "1"] in table
+    assert ["project_id", PROJECT] in table
+    dumped = as_json(berth("allocation", "show", cloud.consumer, "-f", "json"))
+    assert dumped == cloud.get(f"/allocations/{cloud.consumer}")
+
+
+# ---- candidates ----------------------------------------------------------------------------------
+
+
+def test_candidates_take_the_apis_query_options_and_granular_groups(berth, cloud):
+    args = ("--resources", "VCPU:2", "--resources1", "VGPU:1", "--required1", "CUSTOM_CLI_FAST", "--limit", "5")
+    table = rows(berth("candidates", *args).stdout)
+    assert ["1", "cli-compute1", cloud.host, "VCPU=2"] in table and ["cli-compute1-gpu0", "VGPU", "1", "4"] in table
+    query = "resources=VCPU:2&resources1=VGPU:1&required1=CUSTOM_CLI_FAST&limit=5"
+    assert as_json(berth("candidates", *args, "-f", "json")) == cloud.get(f"/allocation_candidates?{query}")
+    raw = as_json(berth("candidates", "--query", query, "-f", "json"))
+    assert raw == cloud.get(f"/allocation_candidates?{query}")
+
+
+def test_candidates_explain_says_which_condition_leaves_nothing(berth, cloud):
+    empty = berth("candidates", "--resources", "VCPU:100").stdout
+    assert "no allocation candidates: add --explain" in empty
+    explained = berth("candidates", "--resources", "VCPU:100", "--explain").stdout
+    assert "nothing fits: no provider has 100 VCPU free" in explained
+    report = as_json(berth("candidates", "--resources", "VCPU:100", "--explain", "-f", "json"))
+    assert report == cloud.get("/berth/allocation_candidates/explain?resources=VCPU:100")
+    assert report["candidates"] == 0
+
+
+# ---- leases --------------------------------------------------------------------------------------
+
+
+def test_lease_list_and_release(berth, cloud):
+    consumer = new_uuid()
+    cloud.client.call("PUT", f"/berth/leases/{consumer}", {"expires_in": 600})
+    cloud.allocate(consumer, {cloud.lonely: {"DISK_GB": 10}})
+    assert [consumer] == [row[0] for row in rows(berth("lease", "list").stdout) if row[0] == consumer]
+    assert consumer in [lease["consumer_uuid"] for lease in as_json(berth("lease", "list", "-f", "json"))["leases"]]
+    assert f"released the lease and allocations of {consumer}" in berth("lease", "release", consumer).stdout
+    assert cloud.get(f"/allocations/{consumer}")["allocations"] == {}
+    assert consumer not in berth("lease", "list").stdout
+
+
+# ---- errors ------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_provider_is_named_with_what_to_do(berth):
+    for reference in ("no-such-host", new_uuid()):
+        result = berth("provider", "show", reference, expect=1)
+        assert f"no resource provider named or with uuid '{reference}'" in result.stderr
+        assert "berth provider list" in result.stderr
+
+
+def test_a_bad_query_shows_placements_detail_code_and_a_hint(berth):
+    result = berth("candidates", "--resources", "VCPU:lots", expect=1)
+    assert "GET /allocation_candidates?resources=VCPU%3Alots answered 400 placement.undefined_code:" in result.stderr
+    assert "Requested resource VCPU expected positive integer amount. Got: lots." in result.stderr
+    assert "hint: check the command's arguments" in result.stderr
+    assert "unexpected '--no-such'" in berth("candidates", "--no-such", "1", expect=2).stderr
+
+
+def test_an_unreachable_url_is_named_with_berth_serve_as_the_remedy():
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["provider", "list", "--url", url])
+    assert result.exit_code == 1
+    assert f"cannot reach Placement at {url}: connection refused" in result.stderr
+    assert "berth serve" in result.stderr
+
+
+def test_main_returns_the_exit_status_of_usage_errors(capsys):
+    assert main(["provider", "show"]) == 2
+    assert "Missing argument 'PROVIDER'" in capsys.readouterr().err
+
+
+# ---- Keystone ----------------------------------------------------------------------------------------
+
+
+def test_with_os_auth_url_a_keystoneauth_session_gives_the_token_and_the_endpoint(monkeypatch):
+    """keystoneauth1 stands in as a fake: the password plugin's options come from the OS_* variables."""
+    import sys
+    import types
+
+    from berth.cli.client import connection
+
+    seen = {}
+
+    class Option:
+        def __init__(self, dest):
+            self.dest = dest
+
+    class Loader:
+        def get_options(self):
+            return [Option(name) for name in ("auth_url", "username", "password", "project_name")]
+
+        def load_from_options(self, **options):
+            seen["options"] = options
+            return "auth-plugin"
+
+    class Session:
+        def __init__(self, auth):
+            seen["auth"] = auth
+
+        def get_token(self):
+            return "keystone-token"
+
+        def get_endpoint(self, **where):
+            seen["endpoint"] = where
+            return "http://placement.example:8778"
+
+    package = types.ModuleType("keystoneauth1")
+    package.loading = types.SimpleNamespace(get_plugin_loader=lambda name: seen.setdefault("plugin", name) and Loader())
+    package.session = types.SimpleNamespace(Session=Session)
+    package.exceptions = types.SimpleNamespace(ClientException=RuntimeError)
+    monkeypatch.setitem(sys.modules, "keystoneauth1", package)
+    environ = {"OS_AUTH_URL": "http://keystone.example/v3", "OS_USERNAME": "ops", "OS_PASSWORD": "pw"}
+    client = connection.connect(None, None, environ)
+    assert (client.url, client.headers["X-Auth-Token"]) == ("http://placement.example:8778", "keystone-token")
+    assert seen["plugin"] == "password" and seen["auth"] == "auth-plugin"
+    assert seen["options"] == {"auth_url": "http://keystone.example/v3", "username": "ops", "password": "pw"}
+    assert seen["endpoint"]["service_type"] == "placement" and seen["endpoint"]["interface"] == "public"
+    # A URL or token given wins: the token skips Keystone altogether, the URL skips the catalog.
+    assert connection.connect("http://other:1", None, environ).url == "http://other:1"
+    assert connection.connect(None, "mine", environ).headers["X-Auth-Token"] == "mine"
+
+
+def test_without_keystoneauth1_the_os_variables_fall_back_to_the_development_token(monkeypatch, capsys):
+    import sys
+
+    from berth.cli.client import connection
+
+    monkeypatch.setitem(sys.modules, "keystoneauth1", None)
+    client = connection.connect(None, None, {"OS_AUTH_URL": "http://keystone.example/v3"})
+    assert (client.url, client.headers["X-Auth-Token"]) == ("http://127.0.0.1:8778", "admin")
+    assert "pip install 'berth[keystone]'" in capsys.readouterr().err
