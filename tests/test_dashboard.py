@@ -67,6 +67,15 @@ def test_summary_ranks_by_dominant_share(api, cloud):
     assert [p["id"] for p in summary["biggest_projects"]] == ["tenant-a", "tenant-b"]
 
 
+def test_totals_and_rankings_are_the_summarys_two_halves(api, cloud):
+    summary = api.get("/berth/dashboard/summary").json_body
+    totals = api.get("/berth/dashboard/totals").json_body
+    rankings = api.get("/berth/dashboard/rankings").json_body
+    assert totals == {k: summary[k] for k in ("providers", "roots", "consumers", "resource_classes")}
+    assert rankings == {k: summary[k] for k in ("fullest_providers", "biggest_consumers", "biggest_projects")}
+    assert totals["resource_classes"] and rankings["biggest_consumers"]
+
+
 def test_summary_of_an_empty_cloud(api):
     summary = api.get("/berth/dashboard/summary").json_body
     assert summary["resource_classes"] == [] and summary["providers"] == 0 and summary["biggest_consumers"] == []
@@ -133,7 +142,12 @@ def test_page_is_written_under_the_mount_path(app):
 
 
 def test_figures_need_a_token_and_an_admin_by_default(api):
-    for path in ("/berth/dashboard/summary", "/berth/dashboard/providers"):
+    for path in (
+        "/berth/dashboard/summary",
+        "/berth/dashboard/providers",
+        "/berth/dashboard/totals",
+        "/berth/dashboard/rankings",
+    ):
         assert api.get(path, token="").status_code == 401
         assert api.get(path, token="alice:tenant-a").status_code == 403
         assert api.get(path, token="nova:service", headers={"X-Roles": "service"}).status_code == 403

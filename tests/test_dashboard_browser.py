@@ -125,6 +125,16 @@ def test_the_dashboard_shows_what_the_api_reports(served, browser, tmp_path):
     assert page.text_content(f'li.provider[data-uuid="{host}"] .inventory[data-class="VCPU"]') == "6 / 28"
     assert page.locator(f'li.provider[data-uuid="{host}"] li.provider[data-uuid="{hosts[1]}"]').count() == 1
     assert page.text_content("#count-roots") == "3"
+    # The rankings come after the totals, from their own read, and are the API's.
+    page.wait_for_selector(".rankings[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    rankings = client.call("GET", "/berth/dashboard/rankings")
+    for table, key in (
+        ("fullest", "fullest_providers"),
+        ("consumers", "biggest_consumers"),
+        ("projects", "biggest_projects"),
+    ):
+        shown = page.eval_on_selector_all(f"#{table} tbody tr", "rows => rows.map(r => r.dataset.id)")
+        assert shown == [entry["id"] for entry in rankings[key]] and shown, table
     page.screenshot(path=tmp_path / "dashboard.png", full_page=True)
 
     # A new allocation shows at the next refresh.
@@ -169,3 +179,15 @@ def test_a_refused_caller_sees_nothing(served, browser):
     page.wait_for_selector("body[data-state=refused]", timeout=REFRESH_TIMEOUT_MS)
     assert page.is_hidden("#content")
     assert page.locator("#provider-list > li").count() == 0
+
+
+def test_the_timing_script_times_the_first_paint_and_the_rankings(tmp_path):
+    from berth.testbed import dashboard_timing
+
+    args = dashboard_timing.parse(["--hosts", "6", "--consumers-per-host", "2", "--runs", "1", "--workers", "2"])
+    figures = dashboard_timing.measure(args, str(tmp_path / "placement.sqlite"), str(tmp_path))
+    for phase in ("cold", "warm"):
+        [(painted, wall, ranked)] = figures[phase]
+        # The numbers are painted after the navigation started and before the wait around it ended.
+        assert 0 < painted <= wall + 50 and ranked > 0, phase
+    assert all(ms is not None and ms > 0 for ms in figures["endpoints"].values())

@@ -1,10 +1,12 @@
-"""The dashboard's two reads: the cloud's summary and one page of provider trees, one statement each.
+"""The dashboard's reads: the cloud's totals, its rankings, and one page of provider trees.
 
-Both are polled every few seconds by every open dashboard, so each is a single round trip that stays
-cheap at 10,000 hosts: the summary reads the inventories' maintained ``used`` counters and sums the
-allocations once per (consumer, class); a page reads only the trees it shows.
+All are polled every few seconds by every open dashboard, each in one statement. The totals are
+cheap at any size: they sum the inventories' maintained ``used`` counters, so the page shows the
+cloud's capacity first. The rankings of consumers and projects group the allocations once per
+(consumer, class), which is what costs at 10,000 hosts, so the page asks for them separately, after
+the totals. The summary is both at once, for API callers; a page reads only the trees it shows.
 
-Capacity follows the domain rule (``berth.domain.capacity``), applied in Python: the summary groups
+Capacity follows the domain rule (``berth.domain.capacity``), applied in Python: the statements group
 inventories by their (class, total, reserved, ratio) shape, of which a cloud has few, so the rounding
 of each inventory's capacity stays the domain's. SQL ranks by the unrounded figure, which orders the
 same way.
@@ -239,22 +241,23 @@ def _counts() -> list[sa.Select[Any]]:
     ]
 
 
-def _summary_statement() -> sa.CompoundSelect[Any]:
+def _statements() -> dict[str, sa.CompoundSelect[Any]]:
     class_room = _class_room()
-    return sa.union_all(
-        _shapes(),
-        _fullest_providers(),
-        _biggest("consumer", class_room),
-        _biggest("project", class_room),
-        *_counts(),
-    )
+    rankings = [_fullest_providers(), _biggest("consumer", class_room), _biggest("project", class_room)]
+    # The rankings carry the shapes too: an owner's share is of the cloud's capacity of its class.
+    return {
+        "totals": sa.union_all(_shapes(), *_counts()),
+        "rankings": sa.union_all(_shapes(), *rankings),
+        "summary": sa.union_all(_shapes(), *rankings, *_counts()),
+    }
 
 
-SUMMARY = _summary_statement()
+STATEMENTS = _statements()
+TOTALS, RANKINGS, SUMMARY = STATEMENTS["totals"], STATEMENTS["rankings"], STATEMENTS["summary"]
 
 
-def summary(conn: Connection) -> Summary:
-    """The cloud's summary, read in one statement."""
+def _read(conn: Connection, statement: sa.CompoundSelect[Any]) -> Summary:
+    """What ``statement`` (one of the above) holds; the sections it does not read stay empty."""
     result = Summary()
     rankings = {
         "provider": result.fullest_providers,
@@ -262,7 +265,7 @@ def summary(conn: Connection) -> Summary:
         "project": result.biggest_projects,
     }
     owned: list[tuple[list[Ranked], Any]] = []
-    for row in conn.execute(SUMMARY).mappings():
+    for row in conn.execute(statement).mappings():
         kind = row["kind"]
         if kind == "shape":
             totals = result.classes.setdefault(row["resource_class"], ClassTotals(row["resource_class"]))
@@ -286,6 +289,21 @@ def summary(conn: Connection) -> Summary:
     for ranking in (result.biggest_consumers, result.biggest_projects):
         ranking.sort(key=lambda r: (-r.share, r.ident))
     return result
+
+
+def summary(conn: Connection) -> Summary:
+    """The cloud's totals, counts and rankings, read in one statement."""
+    return _read(conn, SUMMARY)
+
+
+def totals(conn: Connection) -> Summary:
+    """The cloud's totals per class and its counts, without the rankings: cheap at any size."""
+    return _read(conn, TOTALS)
+
+
+def rankings(conn: Connection) -> Summary:
+    """The three rankings (and the totals per class they are shares of), without the counts."""
+    return _read(conn, RANKINGS)
 
 
 @dataclass

@@ -21,5 +21,7 @@ def dashboard_routes() -> RouteTable:
         "/dashboard/config.json": {"GET": Route(pages.dashboard_config, BASE, None)},
         "/dashboard/static/<name>": {"GET": Route(pages.dashboard_asset, BASE, None)},
         "/berth/dashboard/summary": {"GET": Route(figures.summary, BASE, RULE)},
+        "/berth/dashboard/totals": {"GET": Route(figures.totals, BASE, RULE)},
+        "/berth/dashboard/rankings": {"GET": Route(figures.rankings, BASE, RULE)},
         "/berth/dashboard/providers": {"GET": Route(figures.providers, BASE, RULE)},
     }

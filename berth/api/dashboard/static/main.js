@@ -1,9 +1,10 @@
-// The dashboard: learn how to authenticate, then poll the summary, the page of providers shown and
-// /metrics every few seconds.
+// The dashboard: learn how to authenticate, then poll the cloud's totals, the page of providers shown,
+// the rankings and /metrics every few seconds. The totals and the page of providers are drawn as soon
+// as they come; the rankings (the service's slowest read) and the metrics follow and hold nothing back.
 
 import { Refused, forgetToken, getJson, getMetricsText, storeToken, storedToken } from "./api.js";
 import { MetricsWindow, parsePrometheus, sampleOf } from "./metrics.js";
-import { renderMetrics, renderProviders, renderSummary } from "./render.js";
+import { renderMetrics, renderProviders, renderRankings, renderTotals } from "./render.js";
 
 const view = { page: 1, search: "" };
 const metrics = new MetricsWindow();
@@ -49,15 +50,27 @@ async function refreshProviders() {
   renderProviders(page);
 }
 
+async function refreshRankings(run) {
+  try {
+    const rankings = await getJson("berth/dashboard/rankings", token);
+    // A newer refresh may have started (a search, a page turn): its rankings are at least as new.
+    if (run === latest) renderRankings(rankings);
+  } catch (error) {
+    if (error instanceof Refused) return refused(error);
+    document.querySelector(".rankings").dataset.state = "error";
+  }
+}
+
 async function refresh() {
   clearTimeout(timer);
   const run = ++latest;
   try {
-    const [summary] = await Promise.all([getJson("berth/dashboard/summary", token), refreshProviders()]);
-    renderSummary(summary);
+    const [totals] = await Promise.all([getJson("berth/dashboard/totals", token), refreshProviders()]);
+    renderTotals(totals);
     show("live", `updated ${new Date().toLocaleTimeString()}`);
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
-    // The figures above come first; metrics may be slower, or absent, and never hold them back.
+    // The figures above come first; the rankings and the metrics may be slower, or absent.
+    refreshRankings(run);
     refreshMetrics().catch(() => renderMetrics("unavailable", null));
   } catch (error) {
     if (error instanceof Refused) return refused(error);

@@ -31,28 +31,34 @@ function fillBody(table, rows) {
   table.tBodies[0].replaceChildren(...rows);
 }
 
-export function renderSummary(summary) {
-  document.getElementById("count-roots").textContent = number.format(summary.roots);
-  document.getElementById("count-providers").textContent = number.format(summary.providers);
-  document.getElementById("count-consumers").textContent = number.format(summary.consumers);
-  fillBody(document.getElementById("classes"), summary.resource_classes.map((c) =>
+// The cloud's counts and its capacity per class: what the page shows first.
+export function renderTotals(totals) {
+  document.getElementById("count-roots").textContent = number.format(totals.roots);
+  document.getElementById("count-providers").textContent = number.format(totals.providers);
+  document.getElementById("count-consumers").textContent = number.format(totals.consumers);
+  fillBody(document.getElementById("classes"), totals.resource_classes.map((c) =>
     el("tr", { "data-class": c.resource_class, "data-capacity": c.capacity, "data-used": c.used, "data-free": c.free },
       el("td", {}, c.resource_class),
       el("td", { class: "num capacity" }, number.format(c.capacity)),
       el("td", { class: "num used" }, number.format(c.used)),
       el("td", { class: "num free" }, number.format(c.free)),
       el("td", {}, bar(c.used, c.capacity)))));
-  fillBody(document.getElementById("fullest"), summary.fullest_providers.map((p) =>
+}
+
+// The rankings, which cost the service the most to read, so they come after the totals.
+export function renderRankings(rankings) {
+  document.querySelector(".rankings").dataset.state = "live";
+  fillBody(document.getElementById("fullest"), rankings.fullest_providers.map((p) =>
     el("tr", { "data-id": p.id },
       el("td", { title: p.id }, p.name), el("td", {}, p.resource_class),
       el("td", { class: "num" }, `${number.format(p.used)} / ${number.format(p.capacity)}`),
       el("td", {}, bar(p.used, p.capacity)))));
-  fillBody(document.getElementById("consumers"), summary.biggest_consumers.map((c) =>
+  fillBody(document.getElementById("consumers"), rankings.biggest_consumers.map((c) =>
     el("tr", { "data-id": c.id },
       el("td", { class: "uuid", title: c.id }, c.id.slice(0, 8)), el("td", {}, c.project_id ?? ""),
       el("td", {}, c.resource_class), el("td", { class: "num" }, number.format(c.used)),
       el("td", {}, bar(c.used, c.capacity)))));
-  fillBody(document.getElementById("projects"), summary.biggest_projects.map((p) =>
+  fillBody(document.getElementById("projects"), rankings.biggest_projects.map((p) =>
     el("tr", { "data-id": p.id },
       el("td", {}, p.id), el("td", {}, p.resource_class), el("td", { class: "num" }, number.format(p.used)),
       el("td", {}, bar(p.used, p.capacity)))));
