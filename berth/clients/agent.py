@@ -182,3 +182,38 @@ class AgentClient:
 
     def update_available_resource(self) -> JSON:
         return cast(JSON, self._call("POST", "/sync"))
+
+    # -- guests -------------------------------------------------------------------------------
+    # Refusals come back as AgentError with a guest.* code (agent_error_codes).
+
+    def guests(self) -> list[JSON]:
+        """The guests the host's driver runs: ``{"uuid", "state", "claim_id", "resources"}`` each."""
+        return cast(list[JSON], self._call("GET", "/guests")["guests"])
+
+    def spawn_guest(self, instance_uuid: str, claim_id: str) -> JSON:
+        """Start the instance's guest in its claim; a guest already running in it is answered as it is."""
+        return cast(JSON, self._call("POST", f"/guests/{instance_uuid}", {"claim_id": claim_id}))
+
+    def destroy_guest(self, instance_uuid: str) -> str:
+        """``destroyed``, or ``absent`` when there was no guest."""
+        return cast(str, self._result("DELETE", f"/guests/{instance_uuid}"))
+
+    def migrate_guest(
+        self, instance_uuid: str, *, destination_host: str | None = None, claim_id: str | None = None
+    ) -> JSON:
+        """On the source, the guest leaves for ``destination_host``; on the destination, it arrives
+        in its incoming claim ``claim_id``."""
+        body = {"destination_host": destination_host, "claim_id": claim_id}
+        return cast(JSON, self._call("POST", f"/guests/{instance_uuid}/migrate", body))
+
+    def set_faults(
+        self,
+        *,
+        fail_next_spawns: int | None = None,
+        spawn_failure_rate: float | None = None,
+        seed: int | None = None,
+    ) -> JSON:
+        """Make the host's spawns fail (fake driver); the settings given replace the current ones."""
+        given = {"fail_next_spawns": fail_next_spawns, "spawn_failure_rate": spawn_failure_rate, "seed": seed}
+        body = {k: v for k, v in given.items() if v is not None}
+        return cast(JSON, self._call("POST", "/faults", body)["faults"])

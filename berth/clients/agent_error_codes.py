@@ -31,3 +31,11 @@ HTTP_ERROR: Final = "http.error"
 INTERNAL: Final = "internal"
 # The agent requires an X-Auth-Token and none (or a wrong one) was given.
 AUTH_REQUIRED: Final = "auth.required"
+# A guest operation names no live claim: no such claim, another instance's, or one in the wrong state.
+GUEST_NO_LIVE_CLAIM: Final = "guest.no_live_claim"
+# The guest already runs here with another claim (destroy it first), or is not here to move.
+GUEST_CONFLICT: Final = "guest.conflict"
+# The hypervisor failed to start the guest; the claim is left for the caller to abort.
+GUEST_SPAWN_FAILED: Final = "guest.spawn_failed"
+# This host's driver cannot run guests (the linux driver only discovers them), or has no faults to set.
+GUEST_NOT_SUPPORTED: Final = "guest.not_supported"

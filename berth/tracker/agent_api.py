@@ -15,6 +15,15 @@ JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with
     POST   /migrations/<m>/{source,confirm,revert,drop,cleanup_evacuated}
     POST   /instances/<u>/{delete,soft_delete,restore,shelve,shelve_offload}
     POST   /reclaim  /audit  /sync
+    GET    /guests                                the guests the driver runs
+    POST   /guests/<u>                            spawn in {"claim_id"} (201; 200 when already running in it)
+    DELETE /guests/<u>                            destroy (200 whether or not it was there)
+    POST   /guests/<u>/migrate                    {"destination_host"}: leave (source);
+                                                  {"claim_id"}: arrive in the incoming claim (destination)
+    POST   /faults                                spawn failures on request (fake driver)
+
+Guest operations that are refused answer 409 (``guest.no_live_claim``, ``guest.conflict``); a spawn
+the hypervisor failed 500 ``guest.spawn_failed``; a driver without a guest side 501.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from berth.domain.host.claims import ClaimHandle
 from berth.domain.host.errors import HostModelError
 from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker.errors import claim_error
+from berth.tracker import guests
+from berth.tracker.errors import GuestError, claim_error
 from berth.tracker.tracker import ResourceTracker
 
 if TYPE_CHECKING:
@@ -71,6 +81,11 @@ _URLS = Map(
         Rule("/reclaim", endpoint="reclaim", methods=["POST"]),
         Rule("/audit", endpoint="audit", methods=["POST"]),
         Rule("/sync", endpoint="sync", methods=["POST"]),
+        Rule("/guests", endpoint="list_guests", methods=["GET"]),
+        Rule("/guests/<instance_uuid>", endpoint="spawn_guest", methods=["POST"]),
+        Rule("/guests/<instance_uuid>", endpoint="destroy_guest", methods=["DELETE"]),
+        Rule("/guests/<instance_uuid>/migrate", endpoint="migrate_guest", methods=["POST"]),
+        Rule("/faults", endpoint="faults", methods=["POST"]),
     ]
 )
 
@@ -94,6 +109,8 @@ class AgentApp:
         try:
             response = self.dispatch(request)
         except ClaimError as e:
+            response = _json({"error": e.to_dict()}, e.status)
+        except GuestError as e:
             response = _json({"error": e.to_dict()}, e.status)
         except HostModelError as e:  # a request the host model could not read (a flavor, an instance)
             error = claim_error(e)
@@ -227,6 +244,37 @@ class AgentApp:
 
     def on_sync(self, request: Request) -> Response:
         return _json(self.tracker.update_available_resource().to_dict())
+
+    # -- guests ---------------------------------------------------------------------------------
+
+    def on_list_guests(self, request: Request) -> Response:
+        return _json({"guests": [g.to_dict() for g in guests.guests(self.tracker)]})
+
+    def on_spawn_guest(self, request: Request, instance_uuid: str) -> Response:
+        (claim_id,) = self._need(self._body(request), "claim_id")
+        guest, created = guests.spawn(self.tracker, instance_uuid, str(claim_id))
+        return _json(guest.to_dict(), 201 if created else 200)
+
+    def on_destroy_guest(self, request: Request, instance_uuid: str) -> Response:
+        found = guests.destroy(self.tracker, instance_uuid)
+        return _json({"result": "destroyed" if found else "absent"})
+
+    def on_migrate_guest(self, request: Request, instance_uuid: str) -> Response:
+        body = self._body(request)
+        destination, claim_id = body.get("destination_host"), body.get("claim_id")
+        if bool(destination) == bool(claim_id):
+            raise InvalidRequest("give destination_host (on the source) or claim_id (on the destination)")
+        if destination:
+            left = guests.migrate_out(self.tracker, instance_uuid, str(destination))
+            return _json({"result": "migrated" if left else "absent", "destination_host": destination})
+        guest, created = guests.accept_migration(self.tracker, instance_uuid, str(claim_id))
+        return _json(guest.to_dict(), 201 if created else 200)
+
+    def on_faults(self, request: Request) -> Response:
+        try:
+            return _json({"faults": guests.set_faults(self.tracker, self._body(request))})
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
 
 
 class PeriodicTask:

@@ -6,10 +6,13 @@ for a leak. It first settles interrupted operations and cleans up after evacuati
 each consumer's allocations with its claims over the consumer's scope (``berth.tracker.audit_books``:
 the host's providers, and the sharing providers for a consumer that holds a claim's shared disk).
 
-- ``instance_without_claim``: a guest runs with no claim here.  Heal: adopt the allocations Placement
-  holds for it on this host (and its shared disk) as a claim (nothing is invented when it has none).
+- ``instance_without_claim``: a guest is on the host (running or stopped, as the driver reports it)
+  with no claim here; ``claim_id`` names the claim it was spawned in, if any.  Heal: adopt the
+  allocations Placement holds for it on this host (and its shared disk) as a claim (nothing is
+  invented when it has none).  The guest itself is never destroyed: it may be someone's workload.
 - ``claim_without_instance``: an active claim older than the grace period whose guest is gone, with no
-  move in flight.  Heal: release it.
+  move in flight (an incoming or outgoing claim's guest is on its way) and no operation pending.
+  Heal: release it (a spawn that failed and was never aborted ends here).
 - ``allocations_without_claim``: a consumer holds allocations on this host's providers that no claim
   accounts for.  Heal: remove them (what it holds elsewhere is left alone).
 - ``claim_without_allocations`` / ``allocation_mismatch``: Placement lost or changed what a claim holds,
@@ -154,8 +157,13 @@ class _Audit:
         claimed = {r.instance_uuid for r in tracker.store.all()}
         findings = []
         for uuid in sorted(set(guests) - claimed):
+            guest = guests[uuid]
+            spawned_in = f", spawned in claim {guest.claim_id} which is gone" if guest.claim_id else ""
             finding = Finding(
-                INSTANCE_WITHOUT_CLAIM, f"guest {uuid} runs on {tracker.host} without a claim", instance_uuid=uuid
+                INSTANCE_WITHOUT_CLAIM,
+                f"guest {uuid} ({guest.state}{spawned_in}) is on {tracker.host} without a claim",
+                instance_uuid=uuid,
+                claim_id=guest.claim_id,
             )
             if self.heal:
                 finding.healed = _adopt(tracker, uuid)

@@ -3,7 +3,12 @@
     TrackerError                        what the tracker cannot do, of its own
     ├── ConfigError                     a configuration file or value is wrong (the agent exits with 2)
     │   └── ProviderConfigError         ... in a provider config file
-    └── StoreError                      the claim store cannot be used (another schema, a claim gone)
+    ├── StoreError                      the claim store cannot be used (another schema, a claim gone)
+    └── GuestError                      a guest operation refused or failed; carries the ``status``
+        ├── NoLiveClaim                 and ``code`` its agent answers (``AgentClient`` raises them
+        ├── GuestConflict               as ``AgentError`` with that code)
+        ├── SpawnFailed
+        └── GuestNotSupported
 
 The tracker also raises errors of the clients' tree (``berth.clients.errors``, under ``ClientError``),
 because they cross HTTP unchanged:
@@ -26,9 +31,11 @@ into it around the tracker's calls of the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from berth.clients import agent_error_codes
 from berth.clients.errors import ClaimError, ClaimFailed, ClaimStateError, InvalidRequest
 from berth.domain.host.errors import DoesNotFit, HostModelError, WrongClaimState
 
@@ -53,6 +60,48 @@ class ProviderConfigError(ConfigError):
 
 class StoreError(TrackerError):
     """The claim store cannot be used: another schema version, or a claim that is not there."""
+
+
+# --- guests -----------------------------------------------------------------------------------------
+
+
+class GuestError(TrackerError):
+    """A guest operation was refused or failed; ``status`` and ``code`` are what the agent answers with."""
+
+    status: int = 409
+    code: str = agent_error_codes.GUEST_CONFLICT
+
+    def __init__(self, message: str, *, reasons: Iterable[str] = ()):
+        super().__init__(message)
+        self.message = message
+        self.reasons = list(reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "reasons": self.reasons}
+
+
+class NoLiveClaim(GuestError):
+    """The operation names no claim of this instance in a state that lets a guest run in it."""
+
+    code = agent_error_codes.GUEST_NO_LIVE_CLAIM
+
+
+class GuestConflict(GuestError):
+    """The guest runs here with another claim, or is not here to be moved."""
+
+
+class SpawnFailed(GuestError):
+    """The hypervisor did not start the guest."""
+
+    status = 500
+    code = agent_error_codes.GUEST_SPAWN_FAILED
+
+
+class GuestNotSupported(GuestError):
+    """The driver cannot run guests (or inject faults)."""
+
+    status = 501
+    code = agent_error_codes.GUEST_NOT_SUPPORTED
 
 
 # --- the host model's refusals ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ the same way for every driver, so a fake host and a real one produce trees of th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,37 @@ class HostFacts:
     pci_devices: tuple[PciDevice, ...] = ()
 
 
+# What a guest is doing, as its hypervisor says.
+RUNNING = "running"
+STOPPED = "stopped"
+SHELVED = "shelved"
+GUEST_STATES = (RUNNING, STOPPED, SHELVED)
+
+
 @dataclass(frozen=True)
 class Guest:
     """A guest the hypervisor has, whatever the books say."""
 
     uuid: str
-    running: bool = True
+    state: str = RUNNING
+    # The claim the guest was spawned (or accepted) with; None for a guest nobody here started.
+    claim_id: str | None = None
     # What the hypervisor knows the guest uses ({"VCPU": 2, "MEMORY_MB": 2048, ...}), if it knows.
     resources: dict[str, int] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uuid": self.uuid, "state": self.state, "claim_id": self.claim_id, "resources": self.resources}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Guest:
+        resources = data.get("resources")
+        return cls(
+            uuid=str(data["uuid"]),
+            state=str(data.get("state", RUNNING)),
+            claim_id=data.get("claim_id"),
+            resources=None if resources is None else {str(k): int(v) for k, v in resources.items()},
+        )

@@ -82,6 +82,7 @@ class ResourceTracker:
         self.placement = placement
         self.config = config or TrackerConfig()
         self.store = store if store is not None else ClaimStore(self.config.store_path(host))
+        self.driver.keep_state_beside(self.store.path)
         self.lock = threading.RLock()
         self.tree: ProviderTree | None = None
         self.leftover_providers: set[str] = set()

@@ -9,21 +9,31 @@
       pci_devices:
         - {address: "0000:81:00.0", vendor_id: "10de", product_id: "1eb8", numa_node: 0}
         - {address: "0000:82:00.0", vendor_id: "8086", product_id: "1572", numa_node: 1, vfs: 4}
+      faults: {fail_next_spawns: 0, spawn_failure_rate: 0.0, seed: 7}   # berth.tracker.drivers.faults
 
-Guests appear when a test (or the simulator) calls ``spawn`` and disappear with ``destroy``; the
+Guests appear with ``spawn`` (or ``accept_migration``) and disappear with ``destroy`` (or
+``migrate_out``); they start instantly and use what their claim holds. Once the tracker names its
+claim store (``keep_state_beside``) every change of the guests is written, flushed and renamed into
+``<store>.guests.json`` before it is answered, so a restarted agent knows the guests it ran. The
 topology can be replaced at any time with ``set_topology`` to model hardware changes.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import orjson
+
+from berth.domain.host.records import ClaimRecord
 from berth.tracker.config import parse_cpu_set
 from berth.tracker.drivers.base import Driver
-from berth.tracker.errors import ConfigError
-from berth.tracker.facts import Guest, HostFacts, NumaCell, PciDevice
+from berth.tracker.drivers.faults import SpawnFaults
+from berth.tracker.errors import ConfigError, SpawnFailed
+from berth.tracker.facts import RUNNING, STOPPED, Guest, HostFacts, NumaCell, PciDevice
 
 DEFAULT_TOPOLOGY = {
     "cells": [{"cpus": 4, "memory_mb": 8192}, {"cpus": 4, "memory_mb": 8192}],
@@ -101,8 +111,16 @@ class FakeDriver(Driver):
 
     def __init__(self, topology: dict[str, Any] | FakeTopology | None = None):
         self._lock = threading.Lock()
+        self.faults = SpawnFaults()
+        if not isinstance(topology, FakeTopology):
+            topology = dict(topology or {})
+            try:
+                self.faults.update(topology.pop("faults", None) or {})
+            except ValueError as e:
+                raise ConfigError(f"fake: {e}") from None
         self._topology = topology if isinstance(topology, FakeTopology) else FakeTopology.from_dict(topology)
         self._guests: dict[str, Guest] = {}
+        self._state_path: Path | None = None
 
     def set_topology(self, topology: dict[str, Any] | FakeTopology) -> None:
         with self._lock:
@@ -116,17 +134,73 @@ class FakeDriver(Driver):
         with self._lock:
             return dict(self._guests)
 
-    # -- the hypervisor side, driven by tests and the simulator ---------------------------------
+    # -- the guests' file -----------------------------------------------------------------------
 
-    def spawn(self, instance_uuid: str, resources: dict[str, int] | None = None) -> None:
+    def keep_state_beside(self, store_path: str) -> None:
+        """The guests live in ``<store>.guests.json``: an agent killed and restarted finds them again."""
         with self._lock:
-            self._guests[instance_uuid] = Guest(instance_uuid, True, resources)
+            self._state_path = Path(store_path + ".guests.json")
+            if self._state_path.exists():
+                document = orjson.loads(self._state_path.read_bytes())
+                self._guests = {g["uuid"]: Guest.from_dict(g) for g in document["guests"]}
+            else:
+                self._save()
+
+    def _save(self) -> None:
+        """Write the guests (under the lock): a new file, flushed, then renamed over the old one."""
+        if self._state_path is None:
+            return
+        document = {"guests": [g.to_dict() for _, g in sorted(self._guests.items())]}
+        temporary = self._state_path.with_name(self._state_path.name + ".tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(orjson.dumps(document))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self._state_path)
+
+    def _put(self, guest: Guest) -> Guest:
+        self._guests[guest.uuid] = guest
+        self._save()
+        return guest
+
+    # -- the hypervisor side --------------------------------------------------------------------
+
+    def spawn(self, instance_uuid: str, claim: ClaimRecord | None = None) -> Guest:
+        """Start the guest (tests may plant one with no claim); fail as the faults say."""
+        with self._lock:
+            failure = self.faults.next_spawn_fails()
+            if failure:
+                raise SpawnFailed(f"guest {instance_uuid} did not start: {failure}", reasons=[failure])
+            return self._put(_guest_in(instance_uuid, claim))
+
+    def accept_migration(self, instance_uuid: str, claim: ClaimRecord) -> Guest:
+        with self._lock:
+            return self._put(_guest_in(instance_uuid, claim))
+
+    def migrate_out(self, instance_uuid: str, destination_host: str) -> bool:
+        return self.destroy(instance_uuid)
 
     def power_off(self, instance_uuid: str) -> None:
         with self._lock:
-            guest = self._guests[instance_uuid]
-            self._guests[instance_uuid] = Guest(guest.uuid, False, guest.resources)
+            self._put(replace(self._guests[instance_uuid], state=STOPPED))
 
-    def destroy(self, instance_uuid: str) -> None:
+    def destroy(self, instance_uuid: str) -> bool:
         with self._lock:
-            self._guests.pop(instance_uuid, None)
+            found = self._guests.pop(instance_uuid, None) is not None
+            self._save()
+            return found
+
+    def set_faults(self, settings: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.faults.update(settings)
+            return self.faults.to_dict()
+
+
+def _guest_in(instance_uuid: str, claim: ClaimRecord | None) -> Guest:
+    if claim is None:
+        return Guest(instance_uuid)
+    resources: dict[str, int] = {}
+    for by_class in claim.allocations.values():
+        for resource_class, amount in by_class.items():
+            resources[resource_class] = resources.get(resource_class, 0) + amount
+    return Guest(instance_uuid, RUNNING, claim.claim_id, resources)
