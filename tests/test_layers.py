@@ -28,7 +28,20 @@ def _layers(*rows: tuple[str, tuple[str, ...], set[str]]) -> dict[str, Layer]:
     return {name: Layer(name, packages, frozenset(allowed | {name})) for name, packages, allowed in rows}
 
 
-_EVERY_LAYER = {"domain", "store", "api", "clients", "tracker", "scheduler", "conductor", "testbed", "cli", "package"}
+_EVERY_LAYER = {
+    "domain",
+    "store",
+    "api",
+    "clients",
+    "tracker",
+    "scheduler",
+    "conductor",
+    "migration",
+    "portability",
+    "testbed",
+    "cli",
+    "package",
+}
 
 # The one table of the rule: each layer, the packages in it, and the layers it may import (it may
 # always import itself). Layers still to be written have their row already.
@@ -38,12 +51,16 @@ LAYERS = _layers(
     ("domain", ("berth.domain",), set()),
     ("store", ("berth.store",), {"domain"}),
     ("api", ("berth.api",), {"store", "domain"}),
+    # Snapshots of the books (export and import), written straight to the tables.
+    ("portability", ("berth.portability",), {"store", "domain"}),
     # HTTP clients of the service and of the agents: what the scheduler and the conductor may use
     # to talk to them.
     ("clients", ("berth.clients",), {"domain"}),
     ("tracker", ("berth.tracker",), {"domain", "clients"}),
     ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
     ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients"}),
+    # Moving an existing Placement onto Berth: reads it through the API, writes Berth's database.
+    ("migration", ("berth.migration",), {"clients", "store", "domain"}),
     # Load tools (bench, stress, sim) drive a server from outside, and may reuse any part of it.
     ("testbed", ("berth.testbed",), _EVERY_LAYER - {"cli"}),
     ("cli", ("berth.cli",), _EVERY_LAYER),

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import click
 
 from berth.cli import agent, bench, serve, stress
+from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
@@ -85,7 +86,7 @@ cli.add_command(
         stress.run,
     )
 )
-for client_command in CLIENT_COMMANDS:
+for client_command in [*CLIENT_COMMANDS, *BOOKS_COMMANDS]:
     cli.add_command(client_command)
 
 

@@ -1,0 +1,167 @@
+"""Reading the books of a running Placement through its API, and checking that they add up.
+
+Every provider's answers carry its generation, and every consumer's answer the generations of the
+providers it uses; the per-provider usages must equal the sum of the consumers' allocations. When
+any of these disagree, something wrote while the books were read: the read is refused
+(``SourceChanged``) rather than handing on books that were never true at any one moment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import requests
+
+from berth.clients.errors import PlacementError
+from berth.clients.placement import PlacementClient
+from berth.migration.books import Books, Consumer, Inventory, Progress, Provider, no_progress
+from berth.migration.errors import SourceChanged, TooOld
+
+# The first microversion with consumer generations, which the books must keep.
+OLDEST = (1, 28)
+NEWEST = "1.39"
+JSON = dict[str, Any]
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor)
+
+
+def read_placement(
+    url: str,
+    *,
+    token: str | None = "admin",
+    session: requests.Session | None = None,
+    microversion: str = NEWEST,
+    progress: Progress | None = None,
+    timeout: float = 60.0,
+) -> Books:
+    """The books of the Placement at ``url``, read at ``microversion`` or the newest it speaks below.
+
+    ``token`` goes in ``X-Auth-Token`` (None: send none, ``session`` authenticates); the reads need
+    the admin role. Raises ``TooOld`` below 1.28 and ``SourceChanged`` when the books do not add up.
+    """
+    report = progress or no_progress
+    client = PlacementClient(url, token or "", session=session, timeout=timeout)
+    if token is None:
+        del client.headers["X-Auth-Token"]
+    version = negotiate(client, microversion)
+    client.headers["OpenStack-API-Version"] = f"placement {version}"
+    books = Books(source=url, microversion=version)
+    books.resource_classes = {entry["name"] for entry in client.get("/resource_classes")["resource_classes"]}
+    books.traits = set(client.get("/traits")["traits"])
+    report("names", 1, 1)
+
+    listed: list[JSON] = client.get("/resource_providers")["resource_providers"]
+    seen: dict[str, dict[str, dict[str, int]]] = {}
+    for done, entry in enumerate(listed, 1):
+        provider, seen[entry["uuid"]] = _read_provider(client, entry)
+        books.providers[provider.uuid] = provider
+        report("providers", done, len(listed))
+
+    consumer_uuids = sorted({consumer for held in seen.values() for consumer in held})
+    for done, uuid in enumerate(consumer_uuids, 1):
+        books.consumers[uuid] = _read_consumer(client, uuid, books)
+        report("consumers", done, len(consumer_uuids))
+
+    projects = sorted({consumer.project_id for consumer in books.consumers.values()})
+    for done, project in enumerate(projects, 1):
+        books.project_usages[project] = client.get("/usages?" + urlencode({"project_id": project}))["usages"]
+        report("project usages", done, len(projects))
+
+    problems = cross_check(books, seen)
+    if problems:
+        raise SourceChanged(
+            f"the books read from {url} do not add up, so something wrote to it while they were read; "
+            "stop the services that write to it and read again: " + "; ".join(problems[:10])
+        )
+    return books
+
+
+def negotiate(client: PlacementClient, wanted: str) -> str:
+    """The lower of ``wanted`` and the newest microversion the service speaks, if at least 1.28."""
+    versions = client.get("/")["versions"]
+    newest = max((parse_version(v["max_version"]) for v in versions), default=(1, 0))
+    chosen = min(parse_version(wanted), newest)
+    if chosen < OLDEST:
+        raise TooOld(
+            f"{client.url} speaks microversions up to {newest[0]}.{newest[1]}, and moving needs 1.28 "
+            "or later (consumer generations)"
+        )
+    return f"{chosen[0]}.{chosen[1]}"
+
+
+def _read_provider(client: PlacementClient, entry: JSON) -> tuple[Provider, dict[str, dict[str, int]]]:
+    """One provider, and its allocations as its own answer shows them (consumer -> class -> amount)."""
+    uuid = entry["uuid"]
+    provider = Provider(
+        uuid=uuid,
+        name=entry["name"],
+        generation=int(entry["generation"]),
+        parent_uuid=entry.get("parent_provider_uuid"),
+        root_uuid=entry.get("root_provider_uuid") or uuid,
+    )
+    base = f"/resource_providers/{uuid}"
+    answers = {part: client.get(f"{base}/{part}") for part in ("inventories", "traits", "aggregates", "allocations")}
+    for part, answer in answers.items():
+        if answer.get("resource_provider_generation", provider.generation) != provider.generation:
+            raise SourceChanged(f"provider {uuid} changed while it was read (its {part} show another generation)")
+    provider.inventories = {
+        resource_class: Inventory(
+            total=int(record["total"]),
+            reserved=int(record["reserved"]),
+            min_unit=int(record["min_unit"]),
+            max_unit=int(record["max_unit"]),
+            step_size=int(record["step_size"]),
+            allocation_ratio=float(record["allocation_ratio"]),
+        )
+        for resource_class, record in answers["inventories"]["inventories"].items()
+    }
+    provider.traits = set(answers["traits"]["traits"])
+    provider.aggregates = set(answers["aggregates"]["aggregates"])
+    provider.usages = {rc: int(n) for rc, n in client.get(f"{base}/usages")["usages"].items() if n}
+    held = {consumer: dict(e["resources"]) for consumer, e in answers["allocations"]["allocations"].items()}
+    return provider, held
+
+
+def _read_consumer(client: PlacementClient, uuid: str, books: Books) -> Consumer:
+    try:
+        answer = client.get(f"/allocations/{uuid}")
+    except PlacementError as error:
+        raise SourceChanged(f"consumer {uuid} could not be read: {error}") from error
+    if not answer.get("allocations"):
+        raise SourceChanged(f"consumer {uuid} has no allocations any more")
+    for provider_uuid, entry in answer["allocations"].items():
+        provider = books.providers.get(provider_uuid)
+        if provider is None or entry.get("generation", provider.generation) != provider.generation:
+            raise SourceChanged(f"provider {provider_uuid} of consumer {uuid} changed while it was read")
+    consumer_type = answer.get("consumer_type")
+    return Consumer(
+        uuid=uuid,
+        generation=int(answer["consumer_generation"]),
+        project_id=answer["project_id"],
+        user_id=answer["user_id"],
+        consumer_type=None if consumer_type in (None, "unknown") else consumer_type,
+        allocations={rp: {rc: int(n) for rc, n in e["resources"].items()} for rp, e in answer["allocations"].items()},
+    )
+
+
+def cross_check(books: Books, seen: dict[str, dict[str, dict[str, int]]]) -> list[str]:
+    """Where the consumers' allocations disagree with the providers' allocations or usages."""
+    summed: dict[str, dict[str, int]] = {}
+    for (provider_uuid, resource_class), amount in books.used().items():
+        if amount:
+            summed.setdefault(provider_uuid, {})[resource_class] = amount
+    held: dict[str, dict[str, dict[str, int]]] = {}
+    for consumer in books.consumers.values():
+        for provider_uuid, classes in consumer.allocations.items():
+            held.setdefault(provider_uuid, {})[consumer.uuid] = classes
+    problems = []
+    for uuid, provider in sorted(books.providers.items()):
+        if summed.get(uuid, {}) != provider.usages:
+            problems.append(f"provider {uuid}: usages {provider.usages}, allocations sum to {summed.get(uuid, {})}")
+        if held.get(uuid, {}) != seen.get(uuid, {}):
+            problems.append(f"provider {uuid}: its allocations and its consumers' disagree")
+    return problems

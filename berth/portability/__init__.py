@@ -1,0 +1,19 @@
+"""Snapshots of the books: ``export_books`` writes a database's books as a versioned JSON Lines file
+(docs/backup.md), ``import_books`` reads one into a database, all or nothing."""
+
+from __future__ import annotations
+
+from berth.portability.export import Progress, export_books
+from berth.portability.format import FORMAT, VERSION, BooksConflict, BooksFileError, TargetNotEmpty
+from berth.portability.importer import import_books
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "BooksConflict",
+    "BooksFileError",
+    "Progress",
+    "TargetNotEmpty",
+    "export_books",
+    "import_books",
+]

@@ -1,0 +1,147 @@
+"""Reading a snapshot into a database: all of it in one transaction, or nothing.
+
+Into an empty database (after ``berth.store.migrate.upgrade``) the file's books are written as they
+are: uuids, names and generations kept, ids chosen afresh in the file's order (so the API lists
+things in the same order as the source did), every provider given a new revision, so that no copy of
+a provider's candidate data kept by a running server (berth.store.provider_cache) is taken for
+current, and ``inventories.used`` set from the allocations, as every allocation write keeps it.
+
+A merge (``merge=True``) writes into a database that holds books already: a record the database holds
+as it is, is kept; one it holds otherwise is a conflict, and so is a provider (or consumer, or server
+group) the two hold with different inventories, traits, aggregates (allocations, members). What is
+new is added; an existing provider that receives new allocations has its generation and revision
+moved on, as an allocation write would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from sqlalchemy import Connection
+
+from berth.portability.export import Progress
+from berth.portability.format import KINDS, SECTION, BooksConflict, BooksFileError, decode, read_header
+from berth.portability.loader import Loader
+from berth.portability.sink import BATCH, add_usage
+from berth.portability.target import (
+    advance_sequences,
+    existing_records,
+    lock_for_import,
+    refuse_unless_empty,
+)
+from berth.store.database import Database
+
+
+def import_books(
+    database: str | Database, inp: IO[str], merge: bool = False, progress: Progress | None = None
+) -> dict[str, int]:
+    """Write the snapshot ``inp`` into ``database``; the records of each kind the file holds.
+
+    Raises ``TargetNotEmpty`` for a database with books unless ``merge``, ``BooksFileError`` (naming
+    the line) for a file it cannot take, ``BooksConflict`` when a merge finds the database holding
+    something otherwise; in every such case the database is left as it was.
+    """
+    db = Database(database) if isinstance(database, str) else database
+    try:
+        with _write_transaction(db) as conn:
+            lock_for_import(conn)
+            if not merge:
+                refuse_unless_empty(conn)
+            return _load(conn, inp, existing_records(conn) if merge else None, progress)
+    finally:
+        if db is not database:
+            db.dispose()
+
+
+@contextmanager
+def _write_transaction(db: Database) -> Iterator[Connection]:
+    """One transaction for the whole import (on SQLite holding the write lock from its start)."""
+    with db.engine.connect() as conn:
+        if db.is_sqlite:
+            conn = conn.execution_options(berth_write=True)  # BEGIN IMMEDIATE
+        with conn.begin():
+            yield conn
+
+
+def _load(
+    conn: Connection, inp: IO[str], existing: dict[Any, dict[str, Any]] | None, progress: Progress | None
+) -> dict[str, int]:
+    lines = iter(inp)
+    first = next(lines, None)
+    if first is None:
+        raise BooksFileError(1, "the file is empty")
+    announced = read_header(first)
+    loader = Loader(conn, existing)
+    try:
+        return _read_records(conn, lines, announced, existing, loader, progress)
+    except BaseException as error:
+        loader.abort(error)
+        raise
+
+
+def _read_records(
+    conn: Connection,
+    lines: Iterator[str],
+    announced: dict[str, int],
+    existing: dict[Any, dict[str, Any]] | None,
+    loader: Loader,
+    progress: Progress | None,
+) -> dict[str, int]:
+    counts = dict.fromkeys(KINDS, 0)
+    section = 0
+    line_number = 1
+    for line_number, text in enumerate(lines, start=2):
+        kind, record = decode(line_number, text)
+        if SECTION[kind] != section:
+            loader.flush()
+            section = _next_section(line_number, kind, section, counts, announced, progress)
+        loader.add(line_number, kind, record)
+        counts[kind] += 1
+        if progress and counts[kind] % BATCH == 0:
+            progress(kind, counts[kind], announced[kind])
+    loader.flush()
+    _check_counts(line_number + 1, counts, announced)
+    if progress:
+        for kind in KINDS[section:]:
+            progress(kind, counts[kind], announced[kind])
+    if existing is not None:
+        missing = loader.unmatched_in_target()
+        if missing:
+            more = f"; and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise BooksConflict("; ".join(missing[:10]) + more)
+    _finish(conn, loader)
+    return counts
+
+
+def _next_section(
+    line: int, kind: str, section: int, counts: dict[str, int], announced: dict[str, int], progress: Progress | None
+) -> int:
+    if SECTION[kind] < section:
+        raise BooksFileError(
+            line, f"a {kind} record after the {KINDS[section]} records: sections come in the order {', '.join(KINDS)}"
+        )
+    if progress:
+        for passed in KINDS[section : SECTION[kind]]:
+            progress(passed, counts[passed], announced[passed])
+    return SECTION[kind]
+
+
+def _check_counts(end: int, counts: dict[str, int], announced: dict[str, int]) -> None:
+    """A file cut short (or added to) does not hold what its header announces."""
+    for kind in KINDS:
+        if counts[kind] != announced[kind]:
+            raise BooksFileError(
+                end, f"the header announces {announced[kind]} {kind} records, the file has {counts[kind]}"
+            )
+
+
+def _finish(conn: Connection, loader: Loader) -> None:
+    add_usage(conn, loader.added_usage)
+    if loader.touched_providers:
+        ids = ", ".join(str(i) for i in sorted(loader.touched_providers))
+        conn.exec_driver_sql(
+            f"UPDATE resource_providers SET generation = generation + 1, revision = revision + 1 WHERE id IN ({ids})"
+        )
+    advance_sequences(conn)
