@@ -1,0 +1,198 @@
+"""Build: a new server placed, claimed on its host and started.
+
+    lease ─▶ schedule ─▶ claim ─▶ spawn ─▶ confirm ─▶ done
+                          │  ▲      │
+           refused ◀──────┘  │      └──▶ failed: destroy, abort the claim
+              │              │
+              └──▶ alternate: lease again, write its allocation request ─┘ (up to max_attempts hosts)
+
+The lease is taken before the scheduler claims, so a conductor that dies before ``confirm``
+leaks no allocation even if no other conductor resumes it: the service releases them when the
+lease expires. The agent's claim and guest, once made, wait for resume(), which undoes a build
+whose guest had not started or whose lease expired, and confirms the others. Every host tried
+and why it refused is in the journal's ``attempts``; when none is left the build ends ``failed``
+with ``NoValidHost`` naming them all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import requests
+
+from berth.clients.errors import ClaimError, ClientError
+from berth.conductor.errors import NoValidHost, UnknownHost
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.requests import ServerRequest, destination_from_dict, destinations_of
+from berth.conductor.runner import Runner
+from berth.conductor.service import LeaseExpired
+from berth.domain.host.records import SHELVED
+from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
+
+LOG = logging.getLogger(__name__)
+
+KIND = "build"
+# Unshelving an offloaded instance: a build whose agent's claim is the unshelve claim.
+UNSHELVE = "unshelve"
+# The steps after which a resumed build is finished rather than undone: the guest runs.
+FINISHING_STEPS = ("spawn", "confirm")
+
+
+def build(runner: Runner, request: ServerRequest, kind: str = KIND) -> Operation:
+    operation = runner.journal.start(kind, request.instance_uuid, request.to_dict(), runner.owner)
+    try:
+        _build(runner, operation, request)
+    except Exception as e:
+        _undo(runner, operation)
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def unshelve(runner: Runner, request: ServerRequest) -> Operation:
+    """A shelved instance still on its host is active there again (one step); an offloaded one is
+    built anew, its agent's claim being the unshelve claim."""
+    host = runner.calls.host_of(request.instance_uuid)
+    if host is None:
+        return build(runner, request, UNSHELVE)
+    operation = runner.journal.start(
+        UNSHELVE, request.instance_uuid, {**request.to_dict(), "on_host": host}, runner.owner
+    )
+    try:
+        _unshelve_on_host(runner, operation, request)
+    except Exception as e:
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _unshelve_on_host(runner: Runner, operation: Operation, request: ServerRequest) -> None:
+    """The shelved claim active again; a claim already active (a repeat) is left as it is."""
+    host = str(operation.request["on_host"])
+    agent = runner.agent(host)
+    runner.reach(operation, "confirm")
+    claims = agent.claims_for_instance(request.instance_uuid)
+    if any(c.state == SHELVED for c in claims):
+        claim = agent.unshelve_claim(request.instance(runner.scheduler_config))
+        runner.done(operation, "confirm", host=host, claim_id=claim.claim_id)
+    else:
+        runner.done(operation, "confirm", host=host, claim_id=claims[0].claim_id if claims else None)
+
+
+def _build(runner: Runner, operation: Operation, request: ServerRequest) -> None:
+    instance = request.instance_uuid
+    runner.run(operation, "lease", lambda: runner.calls.take_lease(instance, runner.config.lease_seconds))
+    runner.reach(operation, "schedule")
+    _schedule(runner, operation, request)
+    _land(runner, operation, request)
+    runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(instance))
+
+
+def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> None:
+    spec = request.spec(runner.scheduler_config)
+    try:
+        selections = runner.selector.select_destinations(
+            spec, 1, alternates=runner.config.max_attempts - 1, instance_uuids=[request.instance_uuid]
+        )
+    except SchedulerNoValidHost as e:
+        operation.attempts.append({"host": None, "reason": str(e)})
+        raise NoValidHost(request.instance_uuid, operation.attempts, e.candidates) from e
+    runner.done(operation, "schedule", destinations=destinations_of(selections[0]), index=0)
+
+
+def _land(runner: Runner, operation: Operation, request: ServerRequest) -> None:
+    """The claimed destination, then each alternate in turn, until one claims and starts the guest."""
+    destinations: list[dict[str, Any]] = operation.selections["destinations"]
+    index = int(operation.selections["index"])
+    while True:
+        reason = _try_host(runner, operation, request, destinations[index]["host"])
+        if reason is None:
+            return
+        operation.attempts.append({"host": destinations[index]["host"], "reason": reason})
+        runner.journal.save(operation)
+        LOG.info("build of %s: %s refused (%s)", request.instance_uuid, destinations[index]["host"], reason)
+        index = _next_alternate(runner, operation, request, destinations, index + 1)
+
+
+def _next_alternate(
+    runner: Runner, operation: Operation, request: ServerRequest, destinations: list[dict[str, Any]], index: int
+) -> int:
+    """The index of the next alternate whose allocation request the service took."""
+    while index < len(destinations) and len(operation.attempts) < runner.config.max_attempts:
+        destination = destination_from_dict(destinations[index])
+        runner.reach(operation, "reschedule")
+        runner.calls.take_lease(request.instance_uuid, runner.config.lease_seconds)
+        refused = runner.calls.write(
+            request.instance_uuid,
+            destination.allocation_request,
+            project_id=request.project_id,
+            user_id=request.user_id,
+        )
+        if refused is None:
+            runner.done(operation, "reschedule", index=index)
+            return index
+        operation.attempts.append({"host": destination.host, "reason": f"the service refused the claim: {refused}"})
+        runner.journal.save(operation)
+        index += 1
+    raise NoValidHost(request.instance_uuid, operation.attempts)
+
+
+def _try_host(runner: Runner, operation: Operation, request: ServerRequest, host: str) -> str | None:
+    """None when the host claimed the instance and started its guest; else why not, with
+    everything it took given back."""
+    try:
+        agent = runner.agent(host)
+    except UnknownHost as e:
+        return str(e)
+    runner.reach(operation, "claim")
+    try:
+        instance = request.instance(runner.scheduler_config)
+        claim = agent.unshelve_claim(instance) if operation.kind == UNSHELVE else agent.instance_claim(instance)
+    except ClaimError as e:
+        return f"the agent refused the claim: {e}"
+    except requests.RequestException as e:
+        return f"the agent did not answer: {e}"
+    runner.done(operation, "claim", host=host, claim_id=claim.claim_id)
+    runner.reach(operation, "spawn")
+    try:
+        agent.spawn_guest(request.instance_uuid, claim.claim_id)
+    except (ClientError, requests.RequestException) as e:
+        agent.destroy_guest(request.instance_uuid)
+        agent.abort(claim.claim_id)
+        runner.done(operation, "claim", host=None, claim_id=None)
+        return f"the guest did not start: {e}"
+    runner.done(operation, "spawn")
+    return None
+
+
+def _undo(runner: Runner, operation: Operation) -> None:
+    """Give back everything a build that will not be finished holds: the guest and claims on the
+    host it was trying, and its allocations (never confirmed, so all of them are the build's)."""
+    instance = operation.instance_uuid
+    destinations = operation.selections.get("destinations") or []
+    if destinations:
+        host = str(destinations[int(operation.selections.get("index", 0))]["host"])
+        agent = runner.agents.get(host)
+        if agent is not None:
+            agent.destroy_guest(instance)
+            agent.delete_instance(instance)
+    runner.calls.release_lease(instance)
+    runner.calls.release(instance)
+
+
+def resume(runner: Runner, operation: Operation) -> Operation:
+    """A dead conductor's build: finished if its guest was started, otherwise undone. An unshelve
+    on the instance's own host is finished."""
+    if operation.request.get("on_host"):
+        _unshelve_on_host(runner, operation, ServerRequest.from_dict(operation.request))
+        return runner.end(operation, DONE)
+    if operation.step in FINISHING_STEPS:
+        try:
+            runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(operation.instance_uuid))
+        except LeaseExpired:
+            _undo(runner, operation)
+            return runner.end(operation, ROLLED_BACK, "the lease expired before a conductor resumed the build")
+        return runner.end(operation, DONE)
+    _undo(runner, operation)
+    return runner.end(operation, ROLLED_BACK, "its conductor died before the guest was started")

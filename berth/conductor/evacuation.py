@@ -1,0 +1,123 @@
+"""Evacuation: an instance whose host is down rebuilt on another one, and the source's clean-up
+once it is back.
+
+    lease ─▶ schedule ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ confirm_dest ─▶ done
+                                                  │  ▲
+            the destination refused ◀─────────────┘  │ next alternate (up to max_attempts hosts)
+    a failure before the guest started: the destination's guest and side reverted, the
+    reservation released ─▶ failed (the instance stays on its dead host)
+
+    clean_up (the source back): destroy_source_guest ─▶ cleanup_source ─▶ done
+
+Nothing is asked of the source while it is down: the destination's claim (``evacuate_claim``)
+moves the instance's allocations on the source to the migration's consumer, so they stay counted
+against the source until it cleans up, and claims for itself. Its guest starts in the incoming
+claim, which then becomes the instance's (``confirm_migration``). When the source is back its
+agent forgets its claim on its own at start; ``clean_up`` also removes the old guest and makes
+sure the migration's allocations are gone. Evacuating a host that is still up is not supported.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from berth.conductor.errors import ConductorError
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.moving import claim_destination, release_reservation, schedule, undo_destination
+from berth.conductor.requests import ServerRequest
+from berth.conductor.runner import Runner
+
+KIND = "evacuate"
+CLEANUP = "clean_up_evacuated"
+# The steps after which the guest runs on the destination: finished, never undone.
+FORWARD_STEPS = ("spawn_dest", "confirm_dest")
+
+
+def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = None) -> Operation:
+    source = source_host or runner.calls.host_of(server.instance_uuid)
+    if source is None:
+        raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
+    request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
+    operation = runner.journal.start(KIND, server.instance_uuid, request, runner.owner)
+    try:
+        _evacuate(runner, operation, server)
+    except Exception as e:
+        if operation.step in FORWARD_STEPS:
+            runner.journal.abandon(operation, f"finishing failed: {e}")
+            raise
+        _undo(runner, operation)
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:
+    migration, source = str(operation.request["migration_uuid"]), str(operation.request["source"])
+    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds))
+    runner.reach(operation, "schedule")
+    schedule(runner, operation, server, migration)
+    release_reservation(runner, operation)
+    instance = server.instance(runner.scheduler_config)
+    claim_destination(
+        runner, operation, server, lambda agent: agent.evacuate_claim(instance, migration, source), other_host=True
+    )
+    dest = runner.agent(str(operation.selections["dest"]))
+    claim_id = str(operation.selections["claim_id"])
+    runner.run(operation, "spawn_dest", lambda: dest.spawn_guest(server.instance_uuid, claim_id))
+    _confirm(runner, operation)
+
+
+def _confirm(runner: Runner, operation: Operation) -> None:
+    dest = runner.agent(str(operation.selections["dest"]))
+    runner.run(operation, "confirm_dest", lambda: dest.confirm_migration(str(operation.request["migration_uuid"])))
+
+
+def _undo(runner: Runner, operation: Operation) -> None:
+    """The destination lets go (the migration's allocations go back to the instance), then the
+    reservation if still leased; the source, down, is not asked."""
+    migration = str(operation.request["migration_uuid"])
+    undo_destination(runner, operation)
+    runner.calls.release_lease(migration)
+    runner.calls.release(migration)
+
+
+def resume(runner: Runner, operation: Operation) -> Operation:
+    if operation.step in FORWARD_STEPS:
+        _confirm(runner, operation)
+        return runner.end(operation, DONE)
+    _undo(runner, operation)
+    return runner.end(operation, ROLLED_BACK, "its conductor died before the guest started on the destination")
+
+
+# -- the source's clean-up ----------------------------------------------------------------------------
+
+
+def clean_up(runner: Runner, evacuation_id: str) -> Operation:
+    """The source is back: its old guest and whatever it still holds for the evacuated instance go."""
+    evacuation = runner.journal.get(evacuation_id)
+    if evacuation is None or evacuation.kind != KIND or evacuation.state != DONE:
+        raise ConductorError(f"operation {evacuation_id} is no finished evacuation")
+    request = {
+        "evacuation": evacuation_id,
+        "source": evacuation.request["source"],
+        "migration_uuid": evacuation.request["migration_uuid"],
+    }
+    operation = runner.journal.start(CLEANUP, evacuation.instance_uuid, request, runner.owner)
+    try:
+        _clean_up(runner, operation)
+    except Exception as e:
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _clean_up(runner: Runner, operation: Operation) -> None:
+    instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
+    source = runner.agent(str(operation.request["source"]))
+    runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance))
+    runner.run(operation, "cleanup_source", lambda: source.cleanup_evacuated(instance, migration))
+
+
+def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
+    _clean_up(runner, operation)
+    return runner.end(operation, DONE)

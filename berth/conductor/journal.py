@@ -1,0 +1,199 @@
+"""The journal: one row per server operation, written before and after every step.
+
+A conductor writes an operation's row when it starts, moves ``step`` forward only once the step's
+effect is done, and ``state`` to ``done``, ``failed`` or ``rolled_back`` at the end. Each row names its
+``owner`` (one conductor) and the owner's last ``heartbeat``: a running operation whose owner has not
+beaten for ``dead_after`` seconds was left by a conductor that died, and another conductor takes it
+over (``take_over``, one UPDATE that only one taker can win) to finish or undo it.
+
+Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+RUNNING: Final = "running"
+DONE: Final = "done"
+FAILED: Final = "failed"
+ROLLED_BACK: Final = "rolled_back"
+STATES: Final = (RUNNING, DONE, FAILED, ROLLED_BACK)
+
+metadata = sa.MetaData()
+
+operations = sa.Table(
+    "conductor_operations",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("request", sa.JSON, nullable=False),
+    # The last step whose effect is done ("" before the first).
+    sa.Column("step", sa.String(64), nullable=False, default=""),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    # What the steps chose and hold: destinations, the host tried, claim ids, the migration.
+    sa.Column("selections", sa.JSON, nullable=False),
+    sa.Column("attempts", sa.JSON, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("heartbeat", sa.Float, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+
+@dataclass
+class Operation:
+    """One row of the journal, as the steps read and change it."""
+
+    id: str
+    kind: str
+    instance_uuid: str
+    request: dict[str, Any]
+    step: str = ""
+    state: str = RUNNING
+    selections: dict[str, Any] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    owner: str = ""
+    heartbeat: float = 0.0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: Mapping[Any, Any]) -> Operation:
+        return cls(
+            id=row["id"],
+            kind=row["kind"],
+            instance_uuid=row["instance_uuid"],
+            request=dict(row["request"]),
+            step=row["step"],
+            state=row["state"],
+            selections=dict(row["selections"]),
+            attempts=list(row["attempts"]),
+            error=row["error"],
+            owner=row["owner"],
+            heartbeat=row["heartbeat"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+class Journal:
+    def __init__(self, url_or_engine: str | Engine):
+        if isinstance(url_or_engine, Engine):
+            self.engine = url_or_engine
+        else:
+            self.engine = sa.create_engine(url_or_engine)
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def start(self, kind: str, instance_uuid: str, request: dict[str, Any], owner: str) -> Operation:
+        now = time.time()
+        operation = Operation(
+            str(uuid.uuid4()), kind, instance_uuid, request, owner=owner, heartbeat=now, created_at=now, updated_at=now
+        )
+        with self.engine.begin() as conn:
+            conn.execute(
+                operations.insert().values(
+                    id=operation.id,
+                    kind=kind,
+                    instance_uuid=instance_uuid,
+                    request=request,
+                    step="",
+                    state=RUNNING,
+                    selections={},
+                    attempts=[],
+                    error=None,
+                    owner=owner,
+                    heartbeat=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return operation
+
+    def save(self, operation: Operation) -> None:
+        """Write the operation as it now is (its step, state, selections and attempts)."""
+        now = time.time()
+        operation.updated_at = operation.heartbeat = now
+        with self.engine.begin() as conn:
+            conn.execute(
+                operations.update()
+                .where(operations.c.id == operation.id)
+                .values(
+                    step=operation.step,
+                    state=operation.state,
+                    selections=operation.selections,
+                    attempts=operation.attempts,
+                    error=operation.error,
+                    owner=operation.owner,
+                    heartbeat=now,
+                    updated_at=now,
+                )
+            )
+
+    def get(self, operation_id: str) -> Operation | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(operations.select().where(operations.c.id == operation_id)).mappings().first()
+        return None if row is None else Operation.from_row(row)
+
+    def for_instance(self, instance_uuid: str) -> list[Operation]:
+        query = operations.select().where(operations.c.instance_uuid == instance_uuid).order_by(operations.c.created_at)
+        with self.engine.connect() as conn:
+            return [Operation.from_row(r) for r in conn.execute(query).mappings()]
+
+    def running(self) -> list[Operation]:
+        query = operations.select().where(operations.c.state == RUNNING).order_by(operations.c.created_at)
+        with self.engine.connect() as conn:
+            return [Operation.from_row(r) for r in conn.execute(query).mappings()]
+
+    def beat(self, owner: str) -> int:
+        """The owner is alive: every running operation it owns says so now."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                operations.update()
+                .where(operations.c.owner == owner, operations.c.state == RUNNING)
+                .values(heartbeat=time.time())
+            )
+        return int(result.rowcount)
+
+    def take_over(self, operation: Operation, owner: str, dead_after: float) -> Operation | None:
+        """The operation, now ``owner``'s, if its owner was silent for ``dead_after`` seconds and no
+        other conductor took it first; else None."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                operations.update()
+                .where(
+                    operations.c.id == operation.id,
+                    operations.c.state == RUNNING,
+                    operations.c.owner == operation.owner,
+                    operations.c.heartbeat == operation.heartbeat,
+                    operations.c.heartbeat <= now - dead_after,
+                )
+                .values(owner=owner, heartbeat=now)
+            )
+        if result.rowcount != 1:
+            return None
+        return self.get(operation.id)
+
+    def abandon(self, operation: Operation, error: str) -> None:
+        """Nobody's: the next resume() of any conductor takes it over (a resume that failed)."""
+        operation.owner, operation.error = "", error
+        with self.engine.begin() as conn:
+            conn.execute(
+                operations.update()
+                .where(operations.c.id == operation.id)
+                .values(owner="", heartbeat=0.0, error=error, updated_at=time.time())
+            )
+        operation.heartbeat = 0.0

@@ -1,0 +1,86 @@
+"""The life cycle steps that keep or free an instance's claims on its host: soft delete, restore,
+shelve, shelve offload (unshelving an offloaded instance is a build: ``build.unshelve``) and
+rebuild on the same host (elsewhere is an evacuation).
+
+    soft_delete:     soft_delete ─▶ done          the claim is kept (soft_deleted), still counted
+    restore:         restore ─▶ done              the claim is active again
+    shelve:          shelve ─▶ done               the claim is kept (shelved), the guest too
+    shelve_offload:  destroy ─▶ offload ─▶ done   the guest and the claim gone, the allocations freed
+    rebuild:         check ─▶ destroy ─▶ spawn ─▶ done   a new guest in the same active claim (the
+                                                  agent's rebuild claim on its own host changes nothing)
+
+Each step can be repeated (the agent answers a claim already in the state asked as it is), so a
+resumed operation runs its steps again; nothing is undone. A refusal (the claim is not in a state
+the step needs) fails the operation and changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Final
+
+from berth.clients.agent import AgentClient
+from berth.conductor.errors import ConductorError
+from berth.conductor.journal import DONE, FAILED, Operation
+from berth.conductor.runner import Runner
+from berth.domain.host.records import ACTIVE
+
+SOFT_DELETE: Final = "soft_delete"
+RESTORE: Final = "restore"
+SHELVE: Final = "shelve"
+SHELVE_OFFLOAD: Final = "shelve_offload"
+REBUILD: Final = "rebuild"
+
+Step = Callable[[AgentClient, str], Any]
+
+
+def _active_claim(agent: AgentClient, instance_uuid: str) -> str:
+    active = [c for c in agent.claims_for_instance(instance_uuid) if c.state == ACTIVE]
+    if not active:
+        raise ConductorError(f"instance {instance_uuid} has no active claim on {agent.host} to rebuild in")
+    return active[0].claim_id
+
+
+def _spawn_in_active_claim(agent: AgentClient, instance_uuid: str) -> Any:
+    return agent.spawn_guest(instance_uuid, _active_claim(agent, instance_uuid))
+
+
+STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
+    SOFT_DELETE: (("soft_delete", lambda agent, instance: agent.soft_delete_instance(instance)),),
+    RESTORE: (("restore", lambda agent, instance: agent.restore_instance(instance)),),
+    SHELVE: (("shelve", lambda agent, instance: agent.shelve_instance(instance)),),
+    SHELVE_OFFLOAD: (
+        ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
+        ("offload", lambda agent, instance: agent.shelve_offload_instance(instance)),
+    ),
+    REBUILD: (
+        ("check", _active_claim),
+        ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
+        ("spawn", _spawn_in_active_claim),
+    ),
+}
+
+
+def change(runner: Runner, kind: str, instance_uuid: str, host: str | None = None) -> Operation:
+    host = host or runner.calls.host_of(instance_uuid)
+    if host is None:
+        raise ConductorError(f"instance {instance_uuid} holds no allocations on any host")
+    operation = runner.journal.start(kind, instance_uuid, {"host": host}, runner.owner)
+    try:
+        _change(runner, operation)
+    except Exception as e:
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _change(runner: Runner, operation: Operation) -> None:
+    agent = runner.agent(str(operation.request["host"]))
+    for step, action in STEPS[operation.kind]:
+        runner.run(operation, step, functools.partial(action, agent, operation.instance_uuid))
+
+
+def resume(runner: Runner, operation: Operation) -> Operation:
+    _change(runner, operation)
+    return runner.end(operation, DONE)

@@ -1,0 +1,140 @@
+"""Resize and cold migration (to another host or the same one), then confirm or revert.
+
+    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
+                            │                                  │  ▲              │          confirm or revert)
+                            │               refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+                            │                                                     │
+                            └── any other failure, or no host left ◀─────────────┘
+                                 the destination's guest and side reverted, the source's side reverted and
+                                 its guest running again, the reservation released ─▶ failed (NoValidHost
+                                 names every host tried)
+
+    confirm: destroy_source_guest ─▶ confirm_source ─▶ confirm_dest ─▶ done
+    revert:  destroy_dest_guest ─▶ revert_dest ─▶ revert_source ─▶ source_guest ─▶ done
+
+The steps up to the destination's claim, and the undo, are every move's (``moving``). The guest
+starts on the destination in its incoming claim (on the same host the old guest is destroyed
+first: a resize there restarts it) and leaves the source once the move is confirmed; a revert
+restarts it on the source when it is not running there. The steps of the agents are those of a
+move across two participants (the source lets go of the old side first on confirm, the
+destination of the new side first on revert), and each can be repeated: an agent with nothing
+left to do answers nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from berth.clients.agent import AgentClient
+from berth.conductor.errors import ConductorError
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.moving import hand_over, restore_guest, undo
+from berth.conductor.requests import ServerRequest
+from berth.conductor.runner import Runner
+from berth.domain.host.claims import Claim
+from berth.domain.host.records import SourceContext
+from berth.domain.host.request import InstanceSpec
+from berth.scheduler.flavor import Flavor
+
+RESIZE = "resize"
+MIGRATE = "migrate"
+CONFIRM = "confirm_resize"
+REVERT = "revert_resize"
+MOVE_KINDS = (RESIZE, MIGRATE)
+
+
+def move(runner: Runner, server: ServerRequest, flavor: Flavor | None = None) -> Operation:
+    """Resize ``server`` to ``flavor``, or migrate it (its own flavor) when ``flavor`` is None."""
+    kind = MIGRATE if flavor is None else RESIZE
+    wanted = server if flavor is None else replace(server, flavor=flavor)
+    source = runner.calls.host_of(server.instance_uuid)
+    if source is None:
+        raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
+    request = {"server": wanted.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
+    operation = runner.journal.start(kind, server.instance_uuid, request, runner.owner)
+    try:
+        _move(runner, operation, wanted)
+    except Exception as e:
+        undo(runner, operation)
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _move(runner: Runner, operation: Operation, server: ServerRequest) -> None:
+    migration = str(operation.request["migration_uuid"])
+    new_flavor = server.spec(runner.scheduler_config).host_request
+
+    def resize_claim(agent: AgentClient, instance: InstanceSpec, context: SourceContext) -> Claim:
+        return agent.resize_claim(instance, new_flavor, migration, context)
+
+    hand_over(runner, operation, server, resize_claim)
+    dest = runner.agent(str(operation.selections["dest"]))
+
+    def spawn_dest() -> None:
+        if operation.selections["dest"] == operation.request["source"]:
+            dest.destroy_guest(server.instance_uuid)
+        dest.spawn_guest(server.instance_uuid, str(operation.selections["claim_id"]))
+
+    runner.run(operation, "spawn_dest", spawn_dest)
+
+
+def resume(runner: Runner, operation: Operation) -> Operation:
+    """A dead conductor's move: kept (awaiting confirm or revert) once the guest started on the
+    destination, otherwise undone."""
+    if operation.step == "spawn_dest":
+        return runner.end(operation, DONE)
+    undo(runner, operation)
+    return runner.end(operation, ROLLED_BACK, "its conductor died before the destination claimed")
+
+
+# -- confirm and revert -----------------------------------------------------------------------------
+
+
+def finish(runner: Runner, move_id: str, kind: str) -> Operation:
+    """Confirm (``CONFIRM``) or revert (``REVERT``) the move ``move_id`` left awaiting."""
+    moved = runner.journal.get(move_id)
+    if moved is None or moved.kind not in MOVE_KINDS or moved.state != DONE or moved.step != "spawn_dest":
+        raise ConductorError(f"operation {move_id} is no move awaiting confirm or revert")
+    for later in runner.journal.for_instance(moved.instance_uuid):
+        if later.kind in (CONFIRM, REVERT) and later.request.get("move") == move_id and later.state == DONE:
+            raise ConductorError(f"move {move_id} was finished already ({later.kind}, operation {later.id})")
+    request = {
+        "move": move_id,
+        "source": moved.request["source"],
+        "dest": moved.selections["dest"],
+        "migration_uuid": moved.request["migration_uuid"],
+    }
+    operation = runner.journal.start(kind, moved.instance_uuid, request, runner.owner)
+    try:
+        _finish(runner, operation)
+    except Exception as e:
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
+def _finish(runner: Runner, operation: Operation) -> None:
+    instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
+    source = runner.agent(str(operation.request["source"]))
+    dest = runner.agent(str(operation.request["dest"]))
+    same_host = operation.request["source"] == operation.request["dest"]
+    if operation.kind == CONFIRM:
+        if not same_host:
+            runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance))
+        runner.run(operation, "confirm_source", lambda: source.confirm_migration(migration))
+        if not same_host:
+            runner.run(operation, "confirm_dest", lambda: dest.confirm_migration(migration))
+        return
+    if not same_host:
+        runner.run(operation, "destroy_dest_guest", lambda: dest.destroy_guest(instance))
+    runner.run(operation, "revert_dest", lambda: dest.revert_migration(migration))
+    if not same_host:
+        runner.run(operation, "revert_source", lambda: source.revert_migration(migration))
+    runner.run(operation, "source_guest", lambda: restore_guest(source, instance))
+
+
+def resume_finish(runner: Runner, operation: Operation) -> Operation:
+    _finish(runner, operation)
+    return runner.end(operation, DONE)

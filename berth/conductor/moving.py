@@ -1,0 +1,153 @@
+"""What the moves share (resize, cold and live migration): the hand-over to a destination, and
+its undo.
+
+    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest
+                                                              │  ▲
+                           the destination refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+
+The scheduler claims the destination for the migration's consumer (under a lease), so that its
+choice holds while the source hands the instance over. The destination's move claim then needs
+that consumer empty (it gives it the source's allocations), so the reservation is released just
+before the destination claims: another claim landing in that gap makes the destination refuse,
+and the next alternate is tried.
+
+The undo gives the destination's side back first (the migration's allocations go back to the
+instance), then releases the reservation if still leased (so that the source's revert does not
+take it for the instance's own), then reverts the source's side and makes sure its guest runs in
+its active claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from berth.clients.agent import AgentClient
+from berth.clients.errors import ClaimError
+from berth.conductor.errors import NoValidHost, UnknownHost
+from berth.conductor.journal import Operation
+from berth.conductor.requests import ServerRequest, destinations_of
+from berth.conductor.runner import Runner
+from berth.domain.host.claims import Claim
+from berth.domain.host.records import ACTIVE, SourceContext
+from berth.domain.host.request import InstanceSpec
+from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
+
+# The destination's claim: the agent, the instance (with its current flavor), the source's context.
+ClaimOn = Callable[[AgentClient, InstanceSpec, SourceContext], Claim]
+
+
+def hand_over(
+    runner: Runner, operation: Operation, server: ServerRequest, claim_on: ClaimOn, *, other_host: bool = False
+) -> SourceContext:
+    """Every step up to the destination's claim (``operation.selections["dest"]`` and ``["claim_id"]``);
+    with ``other_host``, the instance's own host is passed over."""
+    migration = str(operation.request["migration_uuid"])
+    source = runner.agent(str(operation.request["source"]))
+    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds))
+    runner.reach(operation, "schedule")
+    schedule(runner, operation, server, migration)
+    runner.reach(operation, "move_out")
+    context = source.begin_move_out(server.instance_uuid, migration)
+    runner.done(operation, "move_out", source_context=context.to_dict())
+    release_reservation(runner, operation)
+    instance = InstanceSpec(server.instance_uuid, context.flavor, server.project_id, server.user_id)
+    claim_destination(runner, operation, server, lambda agent: claim_on(agent, instance, context), other_host)
+    return context
+
+
+def release_reservation(runner: Runner, operation: Operation) -> None:
+    """The step that empties the migration's consumer for the destination's claim."""
+    migration = str(operation.request["migration_uuid"])
+
+    def release() -> None:
+        runner.calls.release_lease(migration)
+        runner.calls.release(migration)
+
+    runner.run(operation, "release_reservation", release)
+
+
+def schedule(runner: Runner, operation: Operation, server: ServerRequest, migration: str) -> None:
+    spec = server.spec(runner.scheduler_config)
+    try:
+        selections = runner.selector.select_destinations(
+            spec, 1, alternates=runner.config.max_attempts - 1, instance_uuids=[migration]
+        )
+    except SchedulerNoValidHost as e:
+        operation.attempts.append({"host": None, "reason": str(e)})
+        raise NoValidHost(server.instance_uuid, operation.attempts, e.candidates) from e
+    runner.done(operation, "schedule", destinations=destinations_of(selections[0]), index=0)
+
+
+def claim_destination(
+    runner: Runner,
+    operation: Operation,
+    server: ServerRequest,
+    claim_on: Callable[[AgentClient], Claim],
+    other_host: bool,
+) -> None:
+    """The scheduler's destination, then its alternates, until one claims (``claim_on``)."""
+    destinations: list[dict[str, Any]] = operation.selections["destinations"]
+    for index in range(int(operation.selections["index"]), len(destinations)):
+        if len(operation.attempts) >= runner.config.max_attempts:
+            break
+        host = str(destinations[index]["host"])
+        if other_host and host == operation.request["source"]:
+            continue
+        operation.selections["index"] = index
+        runner.journal.save(operation)
+        runner.reach(operation, "claim_dest")
+        try:
+            claim = claim_on(runner.agent(host))
+        except (UnknownHost, ClaimError, requests.RequestException) as e:
+            operation.attempts.append({"host": host, "reason": f"the destination refused the move: {e}"})
+            runner.journal.save(operation)
+            continue
+        runner.done(operation, "claim_dest", dest=host, claim_id=claim.claim_id)
+        return
+    raise NoValidHost(server.instance_uuid, operation.attempts)
+
+
+def undo(runner: Runner, operation: Operation) -> None:
+    """The destination's side first (it hands the migration's allocations back to the instance),
+    then the reservation, then the source's side and its guest."""
+    instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
+    undo_destination(runner, operation)
+    # Still leased, the migration holds the scheduler's reservation, which the source must not
+    # take for the instance's own when it swaps back: released first.
+    runner.calls.release_lease(migration)
+    source = runner.agents.get(str(operation.request["source"]))
+    if source is not None:
+        source.revert_migration(migration)
+        restore_guest(source, instance)
+    runner.calls.release(migration)
+
+
+def undo_destination(runner: Runner, operation: Operation) -> None:
+    """The host being tried lets go: its guest (on another host than the source) and its side."""
+    destinations = operation.selections.get("destinations") or []
+    if not destinations:
+        return
+    dest_host = str(destinations[int(operation.selections.get("index", 0))]["host"])
+    dest = runner.agents.get(dest_host)
+    if dest is None:
+        return
+    if dest_host != operation.request["source"]:
+        dest.destroy_guest(operation.instance_uuid)
+    dest.revert_migration(str(operation.request["migration_uuid"]))
+
+
+def restore_guest(agent: AgentClient, instance_uuid: str) -> None:
+    """The instance's guest runs on ``agent`` in its active claim (restarted if it ran in another)."""
+    active = [c for c in agent.claims_for_instance(instance_uuid) if c.state == ACTIVE]
+    if not active:
+        return
+    claim_id = active[0].claim_id
+    running = [g for g in agent.guests() if g.get("uuid") == instance_uuid]
+    if running and running[0].get("claim_id") == claim_id:
+        return
+    if running:
+        agent.destroy_guest(instance_uuid)
+    agent.spawn_guest(instance_uuid, claim_id)

@@ -1,0 +1,102 @@
+"""What an operation is asked, and what it chose, as the journal keeps them (JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from berth.domain.host.request import InstanceSpec
+from berth.scheduler.candidates import AllocationRequest
+from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
+from berth.scheduler.request_spec import RequestSpec, build_request_spec
+from berth.scheduler.selection import Destination, Selection
+
+
+def flavor_to_dict(flavor: Flavor) -> dict[str, Any]:
+    return {
+        "name": flavor.name,
+        "vcpus": flavor.vcpus,
+        "memory_mb": flavor.memory_mb,
+        "root_gb": flavor.root_gb,
+        "ephemeral_gb": flavor.ephemeral_gb,
+        "swap_mb": flavor.swap_mb,
+        "extra_specs": dict(flavor.extra_specs),
+    }
+
+
+def flavor_from_dict(d: dict[str, Any]) -> Flavor:
+    return Flavor(
+        str(d["name"]),
+        int(d["vcpus"]),
+        int(d["memory_mb"]),
+        root_gb=int(d.get("root_gb", 0)),
+        ephemeral_gb=int(d.get("ephemeral_gb", 0)),
+        swap_mb=int(d.get("swap_mb", 0)),
+        extra_specs={str(k): str(v) for k, v in (d.get("extra_specs") or {}).items()},
+    )
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    """One server as a user asks for it: the scheduler's flavor and image, and who owns it."""
+
+    instance_uuid: str
+    flavor: Flavor
+    project_id: str
+    user_id: str
+    image: Image = field(default_factory=Image)
+    availability_zone: str | None = None
+
+    def spec(self, config: SchedulerConfig) -> RequestSpec:
+        return build_request_spec(
+            self.flavor,
+            self.image,
+            availability_zone=self.availability_zone,
+            project_id=self.project_id,
+            user_id=self.user_id,
+            config=config,
+        )
+
+    def instance(self, config: SchedulerConfig) -> InstanceSpec:
+        """What the host's agent claims: the spec's host request."""
+        return InstanceSpec(self.instance_uuid, self.spec(config).host_request, self.project_id, self.user_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance_uuid": self.instance_uuid,
+            "flavor": flavor_to_dict(self.flavor),
+            "project_id": self.project_id,
+            "user_id": self.user_id,
+            "image": dict(self.image.properties),
+            "availability_zone": self.availability_zone,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ServerRequest:
+        return cls(
+            str(d["instance_uuid"]),
+            flavor_from_dict(d["flavor"]),
+            str(d["project_id"]),
+            str(d["user_id"]),
+            Image({str(k): str(v) for k, v in (d.get("image") or {}).items()}),
+            d.get("availability_zone"),
+        )
+
+
+def destination_to_dict(destination: Destination) -> dict[str, Any]:
+    return {
+        "host": destination.host,
+        "root_provider_uuid": destination.root_provider_uuid,
+        "allocation_request": destination.allocation_request.to_dict(),
+    }
+
+
+def destination_from_dict(d: dict[str, Any]) -> Destination:
+    return Destination(
+        str(d["host"]), str(d["root_provider_uuid"]), AllocationRequest.from_dict(d["allocation_request"])
+    )
+
+
+def destinations_of(selection: Selection) -> list[dict[str, Any]]:
+    """The claimed destination first, then the alternates, in the scheduler's order."""
+    return [destination_to_dict(d) for d in (selection.destination, *selection.alternates)]

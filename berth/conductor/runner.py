@@ -1,0 +1,86 @@
+"""What every operation's steps share: the journal, the clients, the settings, and how a step is
+run (the crash hook first, then the step, then its completion written)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from berth.clients.agent import AgentClient
+from berth.conductor.errors import UnknownHost
+from berth.conductor.journal import Journal, Operation
+from berth.conductor.service import ServiceCalls
+from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.selector import Selector
+
+# Called with the operation and the step about to run: a test stops an operation there by raising
+# an exception the conductor does not handle (a BaseException), as if its process had died.
+StepHook = Callable[[Operation, str], None]
+
+
+@dataclass(frozen=True)
+class ConductorConfig:
+    # Hosts tried per build or move: the scheduler's choice and up to max_attempts - 1 alternates.
+    max_attempts: int = 3
+    # The lease covering the scheduler's claim until the agent's claim and the guest are done.
+    lease_seconds: int = 600
+    heartbeat_interval: float = 10.0
+    # An owner silent for this long is dead: resume() takes its running operations over.
+    dead_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts is at least 1")
+        if not 1 <= self.lease_seconds <= 86400:
+            raise ValueError("lease_seconds is between 1 and 86400")
+
+
+class Runner:
+    def __init__(
+        self,
+        journal: Journal,
+        calls: ServiceCalls,
+        agents: Mapping[str, AgentClient],
+        selector: Selector,
+        scheduler_config: SchedulerConfig,
+        config: ConductorConfig,
+        owner: str,
+        hook: StepHook | None = None,
+    ):
+        self.journal = journal
+        self.calls = calls
+        self.agents = agents
+        self.selector = selector
+        self.scheduler_config = scheduler_config
+        self.config = config
+        self.owner = owner
+        self.hook = hook
+
+    def agent(self, host: str) -> AgentClient:
+        try:
+            return self.agents[host]
+        except KeyError:
+            raise UnknownHost(f"no agent is known for host {host}") from None
+
+    def reach(self, operation: Operation, step: str) -> None:
+        """The point before ``step``: where a test may stop the operation."""
+        if self.hook is not None:
+            self.hook(operation, step)
+
+    def done(self, operation: Operation, step: str, **selections: Any) -> None:
+        """``step``'s effect is done: written before the next step starts."""
+        operation.step = step
+        operation.selections.update(selections)
+        self.journal.save(operation)
+
+    def run(self, operation: Operation, step: str, action: Callable[[], object]) -> None:
+        self.reach(operation, step)
+        action()
+        self.done(operation, step)
+
+    def end(self, operation: Operation, state: str, error: str | None = None) -> Operation:
+        operation.state = state
+        operation.error = error
+        self.journal.save(operation)
+        return operation

@@ -1,0 +1,63 @@
+"""What the conductor's tests ask for and check: servers, and the books of every host and of the service."""
+
+from __future__ import annotations
+
+import requests
+from agenthelpers import assert_remote_books_agree
+
+from berth.conductor.requests import ServerRequest
+from berth.scheduler.flavor import Flavor
+
+PLAIN = Flavor("m1.small", vcpus=1, memory_mb=512, root_gb=1)
+BIGGER = Flavor("m1.medium", vcpus=2, memory_mb=1024, root_gb=2)
+# One NUMA cell of 3 vCPUs: Placement offers every host, only the wide host's agent can claim it.
+THREE_IN_ONE_CELL = Flavor("m1.cell3", vcpus=3, memory_mb=4096, root_gb=1, extra_specs={"hw:numa_nodes": "1"})
+# As above with more memory than the wide host has: no host can take it.
+TOO_BIG_FOR_ANY = Flavor("m1.cell3big", vcpus=3, memory_mb=12288, root_gb=1, extra_specs={"hw:numa_nodes": "1"})
+
+
+def server(instance_uuid, flavor=PLAIN) -> ServerRequest:
+    return ServerRequest(instance_uuid, flavor, "project", "user")
+
+
+def lease_of(placement, consumer):
+    """The consumer's lease, or None."""
+    response = requests.get(f"{placement.url}/berth/leases/{consumer}", headers=placement.headers, timeout=10)
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    return response.json()
+
+
+def claims_of(clients, instance_uuid):
+    """Host name -> the instance's claims there, for the hosts that have any."""
+    found = {}
+    for name, client in clients.items():
+        claims = client.claims_for_instance(instance_uuid)
+        if claims:
+            found[name] = claims
+    return found
+
+
+def guests_of(clients, instance_uuid):
+    """Host name -> the claim id the instance's guest runs in there."""
+    return {
+        name: guest["claim_id"]
+        for name, client in clients.items()
+        for guest in client.guests()
+        if guest["uuid"] == instance_uuid
+    }
+
+
+def assert_books_agree(placement, clients):
+    """Every host's claims, capacity and audit agree with what the service holds."""
+    assert_remote_books_agree(placement, *clients.values())
+
+
+def assert_nothing_left(placement, clients, *consumers):
+    """No allocation, lease or claim remains for any of the consumers."""
+    for consumer in consumers:
+        assert placement.consumer(consumer).allocations == {}
+        assert lease_of(placement, consumer) is None
+        assert claims_of(clients, consumer) == {}
+    assert_books_agree(placement, clients)

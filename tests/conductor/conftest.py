@@ -1,0 +1,102 @@
+"""A real ``berth serve`` and three fake-driver agents per test module, and conductors on a journal.
+
+``narrow-1`` and ``narrow-2`` have two NUMA cells of 2 CPUs (16 GiB each): Placement sees 4 VCPUs,
+but their agents refuse a guest cell of 3. ``wide`` has one cell of 4 CPUs and 8 GiB. With the
+scheduler's agent-reading filters off, a one-cell guest of 3 vCPUs is thus placed on a narrow host
+first (the most free RAM) and refused there by its agent: the way to make a build reschedule.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from livehelpers import LiveServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracker"))
+
+from agenthelpers import Agent  # noqa: E402 - the tracker's helpers are on the path only from here
+
+from berth.clients.placement import PlacementClient  # noqa: E402 - after the path, as above
+from berth.conductor.conductor import Conductor  # noqa: E402 - after the path, as above
+from berth.conductor.journal import Journal  # noqa: E402 - after the path, as above
+from berth.conductor.runner import ConductorConfig  # noqa: E402 - after the path, as above
+from berth.scheduler.settings import SelectionSettings  # noqa: E402 - after the path, as above
+
+NARROW = {"cells": [{"cpus": 2, "memory_mb": 16384}, {"cpus": 2, "memory_mb": 16384}], "disk_gb": 100}
+WIDE = {"cells": [{"cpus": 4, "memory_mb": 8192}], "disk_gb": 100}
+HOSTS = {"narrow-1": NARROW, "narrow-2": NARROW, "wide": WIDE}
+
+
+@pytest.fixture(scope="module")
+def placement_service(tmp_path_factory):
+    server = LiveServer(f"sqlite:///{tmp_path_factory.mktemp('conductor') / 'placement.sqlite'}", workers=2)
+    yield server
+    log = server.stop()
+    assert "Traceback" not in log, log
+
+
+@pytest.fixture(scope="module")
+def cloud(placement_service, tmp_path_factory):
+    agents = {}
+    try:
+        for name, topology in HOSTS.items():
+            agents[name] = Agent(placement_service.url, tmp_path_factory.mktemp(name), name, topology=topology)
+        yield agents
+    finally:
+        for agent in agents.values():
+            log = agent.stop()
+            assert "Traceback" not in log, log
+
+
+@pytest.fixture
+def placement(placement_service):
+    return PlacementClient(placement_service.url)
+
+
+@pytest.fixture
+def clients(cloud):
+    return {name: agent.client for name, agent in cloud.items()}
+
+
+class Conductors:
+    """Conductors on one journal file; each is a new owner, as a restarted process would be."""
+
+    def __init__(self, placement, clients, path):
+        self.placement = placement
+        self.clients = clients
+        self.url = f"sqlite:///{path / 'journal.sqlite'}"
+        self.made = []
+
+    def __call__(self, *, hook=None, max_attempts=3, dead_after=60.0, agents=None, lease_seconds=600) -> Conductor:
+        conductor = Conductor(
+            self.placement,
+            Journal(self.url),
+            agents=self.clients if agents is None else agents,
+            settings=SelectionSettings(enabled_filters=[]),
+            config=ConductorConfig(
+                max_attempts=max_attempts, dead_after=dead_after, heartbeat_interval=0.2, lease_seconds=lease_seconds
+            ),
+            hook=hook,
+        )
+        self.made.append(conductor)
+        return conductor
+
+    def close(self):
+        for conductor in self.made:
+            conductor.close()
+            conductor.journal.close()
+
+
+@pytest.fixture
+def conductors(placement, clients, tmp_path):
+    made = Conductors(placement, clients, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def instance_uuid():
+    return str(uuid.uuid4())

@@ -1,0 +1,128 @@
+"""Build and delete through the conductor against a real service and real agents: the build lands
+and the books agree, a host whose agent refuses sends the build to the next alternate, no host
+left is NoValidHost naming every attempt, and delete frees everything."""
+
+from __future__ import annotations
+
+import pytest
+from conductorhelpers import (
+    PLAIN,
+    THREE_IN_ONE_CELL,
+    TOO_BIG_FOR_ANY,
+    assert_books_agree,
+    assert_nothing_left,
+    claims_of,
+    guests_of,
+    lease_of,
+    server,
+)
+
+from berth.conductor.errors import NoValidHost
+from berth.conductor.journal import DONE, FAILED
+from berth.scheduler.flavor import Flavor
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_build_lands_and_the_books_agree(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    operation = conductor.build(server(instance_uuid))
+    assert operation.state == DONE and operation.step == "confirm"
+    host = operation.selections["host"]
+    claims = claims_of(clients, instance_uuid)
+    assert list(claims) == [host]
+    (claim,) = claims[host]
+    assert claim.claim_id == operation.selections["claim_id"]
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert guests_of(clients, instance_uuid) == {host: claim.claim_id}
+    # Confirmed: the service will not release the allocations by itself.
+    assert lease_of(placement, instance_uuid) is None
+    assert_books_agree(placement, clients)
+    # The journal has the same story as the operation returned.
+    stored = conductor.journal.get(operation.id)
+    assert (stored.state, stored.step, stored.selections["host"]) == (DONE, "confirm", host)
+    conductor.delete(instance_uuid)
+
+
+def test_delete_frees_the_claims_and_the_allocations(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    conductor.build(server(instance_uuid))
+    operation = conductor.delete(instance_uuid)
+    assert operation.state == DONE and operation.step == "release_allocations"
+    assert operation.request["host"] in clients
+    assert_nothing_left(placement, clients, instance_uuid)
+    # Deleting again finds nothing to free and says so by succeeding.
+    assert conductor.delete(instance_uuid, operation.request["host"]).state == DONE
+
+
+def test_a_refusing_host_sends_the_build_to_an_alternate(conductors, placement, clients, instance_uuid):
+    conductor = conductors(max_attempts=3)
+    operation = conductor.build(server(instance_uuid, THREE_IN_ONE_CELL))
+    assert operation.state == DONE
+    # Both narrow hosts were offered first (most free memory) and refused the one-cell guest.
+    assert sorted(a["host"] for a in operation.attempts) == ["narrow-1", "narrow-2"]
+    assert all("refused" in a["reason"] for a in operation.attempts)
+    assert operation.selections["host"] == "wide"
+    (claim,) = claims_of(clients, instance_uuid)["wide"]
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_max_attempts_bounds_the_hosts_tried(conductors, placement, clients, instance_uuid):
+    conductor = conductors(max_attempts=2)
+    with pytest.raises(NoValidHost) as raised:
+        conductor.build(server(instance_uuid, THREE_IN_ONE_CELL))
+    assert len(raised.value.attempts) == 2
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_no_host_left_is_no_valid_host_with_every_reason(conductors, placement, clients, instance_uuid):
+    conductor = conductors(max_attempts=3)
+    with pytest.raises(NoValidHost) as raised:
+        conductor.build(server(instance_uuid, TOO_BIG_FOR_ANY))
+    error = raised.value
+    # The wide host has too little memory for Placement to offer it; each narrow host's agent refused.
+    assert sorted(a["host"] for a in error.attempts) == ["narrow-1", "narrow-2"]
+    assert "narrow-1" in str(error) and "narrow-2" in str(error) and "NUMA" in str(error)
+    assert sorted(error.refused_claims) == ["narrow-1", "narrow-2"]
+    (operation,) = conductor.journal.for_instance(instance_uuid)
+    assert operation.state == FAILED and "No valid host" in operation.error
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_nothing_offered_is_no_valid_host_with_the_schedulers_reason(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    with pytest.raises(NoValidHost) as raised:
+        conductor.build(server(instance_uuid, Flavor("huge", vcpus=64, memory_mb=512)))
+    (attempt,) = raised.value.attempts
+    assert attempt["host"] is None and "No valid host" in attempt["reason"] and "64 VCPU" in attempt["reason"]
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_guest_that_does_not_start_is_rescheduled(conductors, placement, clients, instance_uuid):
+    """The first host's spawn fails (the agent's fault injection): its claim is aborted and the next
+    host claims and starts the guest."""
+    failed = []
+
+    def fail_first_spawn(operation, step):
+        if step == "spawn" and not failed:
+            failed.append(operation.selections["host"])
+            clients[failed[0]].set_faults(fail_next_spawns=1)
+
+    conductor = conductors(hook=fail_first_spawn)
+    operation = conductor.build(server(instance_uuid, PLAIN))
+    assert operation.state == DONE
+    assert [a["host"] for a in operation.attempts] == failed
+    assert "the guest did not start" in operation.attempts[0]["reason"]
+    host = operation.selections["host"]
+    assert host != failed[0]
+    assert list(claims_of(clients, instance_uuid)) == [host]
+    assert [g["uuid"] for g in clients[failed[0]].guests()].count(instance_uuid) == 0
+    (guest,) = [g for g in clients[host].guests() if g["uuid"] == instance_uuid]
+    assert guest["claim_id"] == operation.selections["claim_id"]
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+    assert all(instance_uuid not in {g["uuid"] for g in c.guests()} for c in clients.values())

@@ -1,0 +1,105 @@
+"""Live migration through the conductor: the guest and the claims move to another host, a failure
+before the guest leaves the source rolls everything back, and a conductor killed after it left is
+finished by its successor."""
+
+from __future__ import annotations
+
+import pytest
+from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
+
+from berth.conductor.journal import DONE, FAILED, RUNNING
+
+pytestmark = pytest.mark.slow
+
+
+class Killed(BaseException):
+    """The conductor's process died here."""
+
+
+def assert_landed(placement, clients, instance_uuid, host, migration):
+    (claim,) = claims_of(clients, instance_uuid)[host]
+    assert list(claims_of(clients, instance_uuid)) == [host]
+    assert claim.state == "active"
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert guests_of(clients, instance_uuid) == {host: claim.claim_id}
+    assert_nothing_left(placement, clients, migration)
+    return claim
+
+
+def test_live_migration_moves_the_guest_and_the_claims(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    moved = conductor.live_migrate(server(instance_uuid, PLAIN))
+    assert moved.state == DONE and moved.step == "confirm_dest"
+    source, dest = built.selections["host"], moved.selections["dest"]
+    assert dest != source and moved.request["source"] == source
+    claim = assert_landed(placement, clients, instance_uuid, dest, moved.request["migration_uuid"])
+    assert claim.claim_id == moved.selections["claim_id"]
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_live_migration_failing_before_the_guest_left_is_rolled_back(conductors, placement, clients, instance_uuid):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+
+    def fail(operation, step):
+        if step == "migrate_out":
+            raise RuntimeError("the guest's memory did not converge")
+
+    conductor = conductors(hook=fail)
+    with pytest.raises(RuntimeError):
+        conductor.live_migrate(server(instance_uuid, PLAIN))
+    (operation,) = [o for o in conductor.journal.for_instance(instance_uuid) if o.kind == "live_migrate"]
+    assert operation.state == FAILED and "converge" in operation.error
+    source = built.selections["host"]
+    claim = assert_landed(placement, clients, instance_uuid, source, operation.request["migration_uuid"])
+    assert claim.claim_id == built.selections["claim_id"]
+    assert placement.consumer(instance_uuid).allocations == before
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+@pytest.mark.parametrize("step", ["drop_source", "confirm_dest"])
+def test_a_live_migration_killed_after_the_guest_left_is_finished(conductors, placement, clients, instance_uuid, step):
+    conductors().build(server(instance_uuid, PLAIN))
+
+    def kill(operation, reached):
+        if reached == step:
+            raise Killed(step)
+
+    with pytest.raises(Killed):
+        conductors(hook=kill).live_migrate(server(instance_uuid, PLAIN))
+    (dead,) = [o for o in conductors.made[-1].journal.for_instance(instance_uuid) if o.kind == "live_migrate"]
+    assert dead.state == RUNNING
+    (resumed,) = conductors(dead_after=0).resume()
+    assert (resumed.state, resumed.step) == (DONE, "confirm_dest")
+    assert_landed(placement, clients, instance_uuid, dead.selections["dest"], dead.request["migration_uuid"])
+    assert_books_agree(placement, clients)
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+@pytest.mark.parametrize("step", ["claim_dest", "accept_guest", "migrate_out"])
+def test_a_live_migration_killed_before_the_guest_left_is_undone(conductors, placement, clients, instance_uuid, step):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+
+    def kill(operation, reached):
+        if reached == step:
+            raise Killed(step)
+
+    with pytest.raises(Killed):
+        conductors(hook=kill).live_migrate(server(instance_uuid, PLAIN))
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == "rolled_back"
+    claim = assert_landed(
+        placement, clients, instance_uuid, built.selections["host"], resumed.request["migration_uuid"]
+    )
+    assert claim.claim_id == built.selections["claim_id"]
+    assert placement.consumer(instance_uuid).allocations == before
+    assert_books_agree(placement, clients)
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)

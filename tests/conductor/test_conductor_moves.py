@@ -1,0 +1,133 @@
+"""Resize and cold migration through the conductor: confirm and revert leave exactly the right
+allocations (the new flavor's, or the old ones back), and the agents' books agree with the service."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
+
+from berth.conductor.errors import ConductorError
+from berth.conductor.journal import DONE
+
+pytestmark = pytest.mark.slow
+
+
+def totals(allocations):
+    """Amounts per class over every provider."""
+    summed = Counter()
+    for resources in allocations.values():
+        summed.update(resources)
+    return dict(summed)
+
+
+def test_resize_then_confirm_keeps_the_new_flavor_only(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    assert moved.state == DONE and moved.step == "spawn_dest"
+    migration = moved.request["migration_uuid"]
+    assert moved.request["source"] == built.selections["host"]
+    # In flight: the migration holds the old flavor's, the instance the new flavor's.
+    assert totals(placement.consumer(migration).allocations) == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert totals(placement.consumer(instance_uuid).allocations) == {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}
+    assert_books_agree(placement, clients)
+
+    confirmed = conductor.confirm_resize(moved.id)
+    assert confirmed.state == DONE
+    dest = moved.selections["dest"]
+    (claim,) = claims_of(clients, instance_uuid)[dest]
+    assert claim.state == "active" and claim.flavor.vcpus == 2
+    assert list(claims_of(clients, instance_uuid)) == [dest]
+    assert guests_of(clients, instance_uuid) == {dest: claim.claim_id}
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert placement.consumer(migration).allocations == {}
+    assert_books_agree(placement, clients)
+    with pytest.raises(ConductorError, match="finished already"):
+        conductor.revert_resize(moved.id)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, migration)
+
+
+def test_resize_then_revert_gives_the_old_allocations_back(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    migration = moved.request["migration_uuid"]
+    reverted = conductor.revert_resize(moved.id)
+    assert reverted.state == DONE
+    source = built.selections["host"]
+    assert placement.consumer(instance_uuid).allocations == before
+    assert placement.consumer(migration).allocations == {}
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.state == "active" and claim.flavor.vcpus == 1 and claim.allocations == before
+    assert list(claims_of(clients, instance_uuid)) == [source]
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, migration)
+
+
+def test_cold_migration_keeps_the_flavor(conductors, placement, clients, instance_uuid):
+    conductor = conductors()
+    conductor.build(server(instance_uuid, PLAIN))
+    moved = conductor.migrate(server(instance_uuid, PLAIN))
+    assert moved.kind == "migrate" and moved.state == DONE
+    conductor.confirm_resize(moved.id)
+    (claim,) = claims_of(clients, instance_uuid)[moved.selections["dest"]]
+    assert totals(claim.allocations) == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
+
+
+def test_a_resize_no_host_can_take_changes_nothing(conductors, placement, clients, instance_uuid):
+    from berth.conductor.errors import NoValidHost
+    from berth.scheduler.flavor import Flavor
+
+    conductor = conductors()
+    conductor.build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+    with pytest.raises(NoValidHost):
+        conductor.resize(server(instance_uuid, PLAIN), Flavor("huge", vcpus=64, memory_mb=512))
+    assert placement.consumer(instance_uuid).allocations == before
+    (claims,) = claims_of(clients, instance_uuid).values()
+    assert [c.state for c in claims] == ["active"]
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+
+
+def test_a_resize_on_the_same_host_confirmed_and_reverted(conductors, placement, clients, instance_uuid):
+    """Only the instance's own host has a known agent: the move lands there, the guest restarts in
+    the new claim, and revert brings the old claim and a guest in it back."""
+    built = conductors().build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    conductor = conductors(agents={source: clients[source]})
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    assert moved.selections["dest"] == source
+    assert all("no agent is known" in a["reason"] for a in moved.attempts)
+    assert guests_of(clients, instance_uuid) == {source: moved.selections["claim_id"]}
+    assert totals(placement.consumer(instance_uuid).allocations) == {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}
+    assert_books_agree(placement, clients)
+
+    conductor.revert_resize(moved.id)
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.claim_id == built.selections["claim_id"] and claim.state == "active"
+    assert placement.consumer(instance_uuid).allocations == before
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_books_agree(placement, clients)
+
+    again = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    conductor.confirm_resize(again.id)
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.claim_id == again.selections["claim_id"] and claim.flavor.vcpus == 2
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert placement.consumer(again.request["migration_uuid"]).allocations == {}
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)

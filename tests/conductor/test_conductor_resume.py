@@ -1,0 +1,243 @@
+"""A conductor "killed" between two steps (a hook raises where the step would start, and nothing of
+the conductor handles it), then a new conductor on the same journal resumes: the operation is
+finished or undone, and nothing stays allocated, claimed or running for it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conductorhelpers import (
+    BIGGER,
+    PLAIN,
+    assert_books_agree,
+    assert_nothing_left,
+    claims_of,
+    guests_of,
+    lease_of,
+    server,
+)
+
+from berth.conductor.journal import DONE, ROLLED_BACK, RUNNING
+
+pytestmark = pytest.mark.slow
+
+
+class Killed(BaseException):
+    """The conductor's process died here."""
+
+
+def kill_at(step, *, after=0):
+    """A hook that kills the conductor when ``step`` is reached the ``after + 1``-th time."""
+    seen = []
+
+    def hook(operation, reached):
+        if reached == step:
+            seen.append(reached)
+            if len(seen) > after:
+                raise Killed(step)
+
+    return hook
+
+
+def left_running(conductors, instance_uuid, start):
+    (operation,) = [o for o in conductors.made[-1].journal.for_instance(instance_uuid) if o.kind == start]
+    assert operation.state == RUNNING
+    return operation
+
+
+# Build: killed before the guest ran, undone; killed after, finished.
+UNDONE_BUILD_STEPS = ["lease", "schedule", "claim", "spawn"]
+
+
+@pytest.mark.parametrize("step", UNDONE_BUILD_STEPS)
+def test_a_build_killed_before_its_guest_ran_is_undone(conductors, placement, clients, instance_uuid, step):
+    with pytest.raises(Killed):
+        conductors(hook=kill_at(step)).build(server(instance_uuid))
+    dead = left_running(conductors, instance_uuid, "build")
+    if step in ("claim", "spawn"):
+        assert placement.consumer(instance_uuid).allocations  # the scheduler's claim, leased
+        assert lease_of(placement, instance_uuid) is not None
+    if step == "spawn":
+        assert claims_of(clients, instance_uuid)  # the agent's claim
+
+    successor = conductors(dead_after=0)
+    (resumed,) = successor.resume()
+    assert (resumed.id, resumed.state) == (dead.id, ROLLED_BACK)
+    assert successor.journal.get(dead.id).owner == successor.owner
+    assert guests_of(clients, instance_uuid) == {}
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_build_killed_after_its_guest_ran_is_finished(conductors, placement, clients, instance_uuid):
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("confirm")).build(server(instance_uuid))
+    dead = left_running(conductors, instance_uuid, "build")
+    assert dead.step == "spawn" and lease_of(placement, instance_uuid) is not None
+
+    successor = conductors(dead_after=0)
+    (resumed,) = successor.resume()
+    assert (resumed.state, resumed.step) == (DONE, "confirm")
+    host = dead.selections["host"]
+    (claim,) = claims_of(clients, instance_uuid)[host]
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert guests_of(clients, instance_uuid) == {host: claim.claim_id}
+    assert lease_of(placement, instance_uuid) is None
+    assert_books_agree(placement, clients)
+    successor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_live_owner_keeps_its_operations(conductors, placement, clients, instance_uuid):
+    """Only an owner silent for dead_after seconds is dead: its heartbeat keeps the operation its own."""
+    owner = conductors(hook=kill_at("claim"))
+    owner.start()
+    with pytest.raises(Killed):
+        owner.build(server(instance_uuid))
+    time.sleep(0.5)  # beats every 0.2 s
+    assert conductors(dead_after=0.4).resume() == []
+    owner.close()
+    time.sleep(0.5)
+    (resumed,) = conductors(dead_after=0.4).resume()
+    assert resumed.state == ROLLED_BACK
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_two_successors_resume_an_operation_once(conductors, placement, clients, instance_uuid):
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("spawn")).build(server(instance_uuid))
+    first, second = conductors(dead_after=0), conductors(dead_after=30)
+    dead = left_running(conductors, instance_uuid, "build")
+    assert first.journal.take_over(dead, first.owner, 0) is not None
+    # The row second read is stale: the operation is first's now.
+    assert second.journal.take_over(dead, second.owner, 0) is None
+    assert second.resume() == []  # first beat just now, by taking it
+    assert first.resume() == []  # a conductor does not resume its own operations
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == ROLLED_BACK
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+# Resize: killed before the guest ran on the destination, undone; after, kept awaiting confirm.
+UNDONE_MOVE_STEPS = ["schedule", "move_out", "release_reservation", "claim_dest", "spawn_dest"]
+
+
+@pytest.mark.parametrize("step", UNDONE_MOVE_STEPS)
+def test_a_resize_killed_before_its_guest_moved_is_undone(conductors, placement, clients, instance_uuid, step):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+    with pytest.raises(Killed):
+        conductors(hook=kill_at(step)).resize(server(instance_uuid, PLAIN), BIGGER)
+    dead = left_running(conductors, instance_uuid, "resize")
+    migration = dead.request["migration_uuid"]
+
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == ROLLED_BACK
+    source = built.selections["host"]
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.claim_id == built.selections["claim_id"] and claim.state == "active"
+    assert list(claims_of(clients, instance_uuid)) == [source]
+    assert placement.consumer(instance_uuid).allocations == before
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_nothing_left(placement, clients, migration)
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_resize_killed_after_its_guest_moved_is_kept_then_confirmed(conductors, placement, clients, instance_uuid):
+    conductors().build(server(instance_uuid, PLAIN))
+    # The resize has no step after spawn_dest: it is killed while writing its end.
+    killer = conductors()
+    killer.runner.journal.save = _dying_save(killer.runner.journal.save)
+    with pytest.raises(Killed):
+        killer.resize(server(instance_uuid, PLAIN), BIGGER)
+    dead = left_running(conductors, instance_uuid, "resize")
+    assert dead.step == "spawn_dest"
+
+    successor = conductors(dead_after=0)
+    (resumed,) = successor.resume()
+    assert resumed.state == DONE
+    successor.confirm_resize(resumed.id)
+    dest = dead.selections["dest"]
+    (claim,) = claims_of(clients, instance_uuid)[dest]
+    assert list(claims_of(clients, instance_uuid)) == [dest] and claim.flavor.vcpus == 2
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert guests_of(clients, instance_uuid) == {dest: claim.claim_id}
+    assert_books_agree(placement, clients)
+    successor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, dead.request["migration_uuid"])
+
+
+def _dying_save(save):
+    """The journal's save, dying when the resize would be written done."""
+
+    def dying(operation):
+        if operation.kind == "resize" and operation.state == DONE:
+            raise Killed("writing done")
+        return save(operation)
+
+    return dying
+
+
+@pytest.mark.parametrize("kind", ["confirm", "revert"])
+def test_a_confirm_or_revert_killed_halfway_is_finished(conductors, placement, clients, instance_uuid, kind):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+    moved = conductors().resize(server(instance_uuid, PLAIN), BIGGER)
+    second_step = "confirm_source" if kind == "confirm" else "revert_dest"
+    killer = conductors(hook=kill_at(second_step))
+    with pytest.raises(Killed):
+        (killer.confirm_resize if kind == "confirm" else killer.revert_resize)(moved.id)
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == DONE
+    host = moved.selections["dest"] if kind == "confirm" else built.selections["host"]
+    (claim,) = claims_of(clients, instance_uuid)[host]
+    assert list(claims_of(clients, instance_uuid)) == [host]
+    if kind == "revert":
+        assert placement.consumer(instance_uuid).allocations == before
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert guests_of(clients, instance_uuid) == {host: claim.claim_id}
+    assert_nothing_left(placement, clients, moved.request["migration_uuid"])
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_the_lease_frees_a_dead_builds_claim_when_no_one_resumes(conductors, placement, clients, instance_uuid):
+    """Killed between the scheduler's claim and the agent's, with no conductor left to resume: the
+    service itself releases the allocations when the lease expires (its reaper passes every 5 s)."""
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("claim"), lease_seconds=1).build(server(instance_uuid))
+    assert placement.consumer(instance_uuid).allocations
+    deadline = time.monotonic() + 20
+    while placement.consumer(instance_uuid).allocations and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_finished_build_whose_lease_expired_is_undone(conductors, placement, clients, instance_uuid):
+    """The guest ran, but the lease expired before anyone resumed: the build cannot be confirmed,
+    and is undone rather than left with a claim the service no longer backs."""
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("confirm"), lease_seconds=1).build(server(instance_uuid))
+    deadline = time.monotonic() + 20
+    while placement.consumer(instance_uuid).allocations and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert placement.consumer(instance_uuid).allocations == {}
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == ROLLED_BACK and "lease expired" in resumed.error
+    assert guests_of(clients, instance_uuid) == {}
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_resume_that_fails_is_left_for_the_next(conductors, placement, clients, instance_uuid):
+    built = conductors().build(server(instance_uuid))
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("release_host")).delete(instance_uuid)
+    # A successor that knows no agent cannot finish the delete; it leaves it to anyone.
+    assert conductors(dead_after=0, agents={}).resume() == []
+    (left,) = [o for o in conductors.made[-1].journal.running() if o.instance_uuid == instance_uuid]
+    assert left.owner == "" and "no agent is known" in left.error
+    assert claims_of(clients, instance_uuid)
+    (resumed,) = conductors(dead_after=60).resume()
+    assert (resumed.kind, resumed.state, resumed.request["host"]) == ("delete", DONE, built.selections["host"])
+    assert_nothing_left(placement, clients, instance_uuid)
