@@ -39,16 +39,9 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
     operation = runner.journal.start(KIND, server.instance_uuid, request, runner.owner)
-    try:
-        _evacuate(runner, operation, server)
-    except Exception as e:
-        if operation.step in FORWARD_STEPS:
-            runner.journal.abandon(operation, f"finishing failed: {e}")
-            raise
-        _undo(runner, operation)
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    return runner.carry_out(
+        operation, lambda: _evacuate(runner, operation, server), lambda: _undo(runner, operation), FORWARD_STEPS
+    )
 
 
 def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:

@@ -19,7 +19,7 @@ import uuid
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.journal import DONE, ROLLED_BACK, Operation
 from berth.conductor.moving import hand_over, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
@@ -38,16 +38,9 @@ def live_migrate(runner: Runner, server: ServerRequest) -> Operation:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
     operation = runner.journal.start(KIND, server.instance_uuid, request, runner.owner)
-    try:
-        _live_migrate(runner, operation, server)
-    except Exception as e:
-        if operation.step in FORWARD_STEPS:
-            runner.journal.abandon(operation, f"finishing failed: {e}")
-            raise
-        undo(runner, operation)
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    return runner.carry_out(
+        operation, lambda: _live_migrate(runner, operation, server), lambda: undo(runner, operation), FORWARD_STEPS
+    )
 
 
 def _live_migrate(runner: Runner, operation: Operation, server: ServerRequest) -> None:

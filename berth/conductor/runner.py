@@ -9,7 +9,7 @@ from typing import Any
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import UnknownHost
-from berth.conductor.journal import Journal, Operation
+from berth.conductor.journal import DONE, FAILED, Journal, Operation
 from berth.conductor.service import ServiceCalls
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.selector import Selector
@@ -78,6 +78,27 @@ class Runner:
         self.reach(operation, step)
         action()
         self.done(operation, step)
+
+    def carry_out(
+        self,
+        operation: Operation,
+        steps: Callable[[], object],
+        undo: Callable[[], object],
+        forward_steps: tuple[str, ...],
+    ) -> Operation:
+        """Run an operation's ``steps`` to the end; on a failure, ``undo`` what was done unless the
+        operation got past the point of no return (a step of ``forward_steps``), where it is left for
+        a resume to finish."""
+        try:
+            steps()
+        except Exception as e:
+            if operation.step in forward_steps:
+                self.journal.abandon(operation, f"finishing failed: {e}")
+                raise
+            undo()
+            self.end(operation, FAILED, str(e))
+            raise
+        return self.end(operation, DONE)
 
     def end(self, operation: Operation, state: str, error: str | None = None) -> Operation:
         operation.state = state
