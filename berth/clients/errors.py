@@ -19,6 +19,8 @@ agent answers one with its ``status`` and ``code`` (``berth.clients.agent_error_
 ``AgentClient`` raises the class of that code again. So a caller catches the same class whether it
 holds a tracker in its own process or an agent's client. The tracker's own errors (configuration,
 claim store) are under ``berth.tracker.errors.TrackerError``, which draws how the two trees relate.
+``ClaimError`` and the tracker's ``GuestError`` share ``AgentRefusal``: the form (status, code,
+message, reasons) in which an agent answers a refusal.
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ class PlacementUnavailable(PlacementError):
 # --- claims --------------------------------------------------------------------------------------------
 
 
-class ClaimError(ClientError):
-    """A claim operation was refused; ``status`` and ``code`` are what the agent answers with."""
+class AgentRefusal(Exception):
+    """What an agent answers when it refuses an operation: ``status``, ``code``, the message and its
+    reasons. The claim errors here and the tracker's guest errors both take this form."""
 
     status: int = 409
     code: str = agent_error_codes.CLAIM_REFUSED
@@ -74,6 +77,10 @@ class ClaimError(ClientError):
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "reasons": self.reasons}
+
+
+class ClaimError(AgentRefusal, ClientError):
+    """A claim operation was refused; ``status`` and ``code`` are what the agent answers with."""
 
 
 class ClaimFailed(ClaimError):

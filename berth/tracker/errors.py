@@ -31,12 +31,11 @@ into it around the tracker's calls of the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from berth.clients import agent_error_codes
-from berth.clients.errors import ClaimError, ClaimFailed, ClaimStateError, InvalidRequest
+from berth.clients.errors import AgentRefusal, ClaimError, ClaimFailed, ClaimStateError, InvalidRequest
 from berth.domain.host.errors import DoesNotFit, HostModelError, WrongClaimState
 
 
@@ -65,19 +64,10 @@ class StoreError(TrackerError):
 # --- guests -----------------------------------------------------------------------------------------
 
 
-class GuestError(TrackerError):
+class GuestError(AgentRefusal, TrackerError):
     """A guest operation was refused or failed; ``status`` and ``code`` are what the agent answers with."""
 
-    status: int = 409
-    code: str = agent_error_codes.GUEST_CONFLICT
-
-    def __init__(self, message: str, *, reasons: Iterable[str] = ()):
-        super().__init__(message)
-        self.message = message
-        self.reasons = list(reasons)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "reasons": self.reasons}
+    code = agent_error_codes.GUEST_CONFLICT
 
 
 class NoLiveClaim(GuestError):
