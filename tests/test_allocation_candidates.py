@@ -3,7 +3,21 @@
 import pytest
 from apihelpers import error_detail, new_uuid
 
+from berth.store import candidate_roots
+
 COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
+
+
+@pytest.fixture(autouse=True, params=["narrowed", "walk"])
+def search_path(request, monkeypatch):
+    """Every answer here twice: with the trees a rare condition names (the way a small cloud is
+    always searched), and walking every tree (the way a large cloud is, for wide conditions)."""
+    if request.param == "walk":
+        monkeypatch.setattr(candidate_roots, "SMALLEST_BOUND", 0)
+        monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 0)
+    candidate_roots.forget_wide_hints()
+    yield request.param
+    candidate_roots.forget_wide_hints()
 
 
 def _ac(api, query, version="latest", expect=200):

@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from berth.domain.capacity import MAX_INT, Inventory, room_sql, units_sql
+from berth.domain.capacity import MAX_INT, Inventory, headroom_sql, room_sql, units_sql
 
 _ROW = (
     "SELECT CAST(:total AS BIGINT) AS total, CAST(:reserved AS BIGINT) AS reserved, "
@@ -16,7 +16,8 @@ _ROW = (
 )
 _RULES = (
     f"SELECT CASE WHEN {room_sql('inventories', 'CAST(:amount AS BIGINT)')} THEN 1 ELSE 0 END, "
-    f"CASE WHEN {units_sql('inventories', 'CAST(:amount AS BIGINT)')} THEN 1 ELSE 0 END "
+    f"CASE WHEN {units_sql('inventories', 'CAST(:amount AS BIGINT)')} THEN 1 ELSE 0 END, "
+    f"CASE WHEN {headroom_sql('inventories')} >= CAST(:amount AS BIGINT) THEN 1 ELSE 0 END "
     f"FROM ({_ROW}) AS inventories"
 )
 
@@ -38,7 +39,7 @@ def test_sql_and_python_agree(db, inventory, used, offset, data):
     edge = max(1, inventory.capacity - used + offset)
     amount = data.draw(st.sampled_from([edge, edge, data.draw(st.integers(1, 20_000))]))
     with db.engine.connect() as conn:
-        room, units = conn.execute(
+        room, units, within_headroom = conn.execute(
             sa.text(_RULES),
             {
                 "total": inventory.total,
@@ -52,6 +53,8 @@ def test_sql_and_python_agree(db, inventory, used, offset, data):
             },
         ).one()
     assert bool(room) == inventory.has_room(used, amount)
+    # The indexed form of the same test, which the search reads the providers with room through.
+    assert bool(within_headroom) == bool(room)
     assert bool(units) == inventory.fits_unit_constraints(amount)
     assert inventory.can_allocate(used, amount) == (bool(room) and bool(units))
 

@@ -49,6 +49,17 @@ def room_sql(row: str, amount: str) -> str:
     return f"({row}.total - {row}.reserved) * {row}.allocation_ratio >= {row}.used + {amount}"
 
 
+def headroom_sql(row: str | None = None) -> str:
+    """SQL for the units an inventory row still has room for, before rounding: an amount fits by
+    room alone exactly when it is at most this (``room_sql`` moved to one side; both sides are whole
+    numbers or a product of them, so the subtraction is exact). Indexed by class
+    (``ix_inventories_headroom``), so that the providers with room for an amount are read as one
+    range of the index; ``row`` qualifies the columns (SQLite and PostgreSQL both match a qualified
+    expression to the index's unqualified one)."""
+    prefix = f"{row}." if row else ""
+    return f"({prefix}total - {prefix}reserved) * {prefix}allocation_ratio - {prefix}used"
+
+
 def units_sql(row: str, amount: str) -> str:
     """SQL that is true when ``amount`` meets the row's unit constraints (``amount`` appears three times)."""
     return f"{row}.min_unit <= {amount} AND {row}.max_unit >= {amount} AND {amount} % {row}.step_size = 0"

@@ -1,5 +1,7 @@
 """Feeding the candidate search: which trees to look at, in what order, and their data.
 
+When a condition of the request is rare, only the trees it names are searched
+(``berth.store.candidate_roots``). Otherwise:
 Trees are visited in batches in provider-id order.  A batch is chosen by a "driving" query: the
 providers that have room for one requested resource class that no sharing provider offers (so every
 answer must have it inside its own tree), read through the (provider, class) index with a LIMIT.
@@ -26,6 +28,7 @@ from berth.domain.candidates import (
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store import names
+from berth.store.candidate_roots import narrowed_roots
 from berth.store.provider_cache import MemberRow, ProviderCache
 from berth.store.rawsql import fetch
 
@@ -192,6 +195,10 @@ class CandidateFinder:
 
     def _root_batches(self) -> Iterator[list[int]]:
         """Roots of trees that may hold an answer, batch by batch, each root once."""
+        narrowed = narrowed_roots(self.conn, self.request, self.sharing, self.want)
+        if narrowed is not None:
+            yield from self._batches_of(narrowed)
+            return
         start = 0
         if self.randomize:
             highest = fetch(self.conn, "SELECT MAX(id) FROM resource_providers")[0][0] or 0
@@ -200,6 +207,18 @@ class CandidateFinder:
         seen_roots: set[int] = set()
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
             yield from self._root_batches_between(statement, lower, upper, seen_roots)
+
+    def _batches_of(self, roots: list[int]) -> Iterator[list[int]]:
+        """The few roots a rare condition leaves, in id order (from a random one when asked), in
+        batches growing as the walk's do."""
+        if self.randomize and roots:
+            start = random.randrange(len(roots))
+            roots = roots[start:] + roots[:start]
+        position, batch = 0, min(self.want + self.want // 4 + 2, MAX_BATCH)
+        while position < len(roots):
+            yield roots[position : position + batch]
+            position += batch
+            batch = min(batch * 2, MAX_BATCH)
 
     def _root_batches_between(
         self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]

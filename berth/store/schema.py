@@ -14,6 +14,8 @@ import secrets
 
 import sqlalchemy as sa
 
+from berth.domain.capacity import headroom_sql
+
 metadata = sa.MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -90,6 +92,9 @@ inventories = sa.Table(
     sa.UniqueConstraint("resource_provider_id", "resource_class_id"),
     # Candidate search reads the providers of one class in provider order.
     sa.Index("ix_inventories_resource_class_id_resource_provider_id", "resource_class_id", "resource_provider_id"),
+    # The providers of one class with room for an amount, as one range: what makes a request that
+    # few providers can take cost what its answer does (berth.store.candidate_roots).
+    sa.Index("ix_inventories_headroom", "resource_class_id", sa.text(f"({headroom_sql()})")),
 )
 
 projects = sa.Table(

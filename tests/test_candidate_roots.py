@@ -1,0 +1,200 @@
+"""The trees a rare condition narrows the candidate search to: never an answer fewer or more than
+the walk over every tree gives, and few trees read when a condition is rare."""
+
+from __future__ import annotations
+
+import pytest
+from apihelpers import new_uuid
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from berth.domain.candidate_request import CandidateRequest, RequestGroup
+from berth.store import candidate_roots, names
+from berth.store.candidate_roots import forget_wide_hints, narrowed_roots
+from berth.store.candidates import CandidateFinder
+from berth.store.provider_cache import ProviderCache
+
+COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
+
+
+@pytest.fixture(autouse=True)
+def _no_hints():
+    forget_wide_hints()
+    yield
+    forget_wide_hints()
+
+
+def _ids(db, provider_uuids):
+    with db.engine.connect() as conn:
+        return {
+            row[0]
+            for row in conn.exec_driver_sql(
+                "SELECT id FROM resource_providers WHERE uuid IN ({})".format(",".join("?" * len(provider_uuids)))
+                if db.engine.dialect.name == "sqlite"
+                else "SELECT id FROM resource_providers WHERE uuid = ANY(%s)",
+                tuple(provider_uuids) if db.engine.dialect.name == "sqlite" else (list(provider_uuids),),
+            )
+        }
+
+
+def _narrowed(db, group: RequestGroup, **request):
+    with db.engine.connect() as conn:
+        finder = CandidateFinder(
+            conn, CandidateRequest([group], **request), ProviderCache(), limit=50, max_candidates=1000
+        )
+        return narrowed_roots(conn, finder.request, finder.sharing, finder.want)
+
+
+def _class_ids(db, *classes):
+    with db.engine.connect() as conn:
+        return names.resource_class_ids(conn, classes)
+
+
+def test_an_amount_no_provider_has_room_for_names_no_tree(api, db):
+    api.create_provider("a", inventory=COMPUTE)
+    api.create_provider("b", inventory=COMPUTE)
+    rc = _class_ids(db, "VCPU", "MEMORY_MB")
+    group = RequestGroup("", {rc["VCPU"]: 2, rc["MEMORY_MB"]: 300_000})
+    assert _narrowed(db, group) == []
+    assert api.get("/allocation_candidates?resources=VCPU:2,MEMORY_MB:300000").json_body["allocation_requests"] == []
+
+
+def test_a_rare_trait_names_the_trees_that_carry_it_below_the_root_too(api, db):
+    plain = api.create_provider("plain", inventory=COMPUTE)
+    fast_root = api.create_provider("fast", inventory=COMPUTE)
+    api.create_provider("fast-nic", parent=fast_root, traits=["CUSTOM_FAST"])
+    rc = _class_ids(db, "VCPU")
+    with db.engine.connect() as conn:
+        fast = names.trait_ids(conn, ["CUSTOM_FAST"])["CUSTOM_FAST"]
+    group = RequestGroup("", {rc["VCPU"]: 1}, required=[frozenset({fast})])
+    assert _narrowed(db, group) == sorted(_ids(db, [fast_root]))
+    assert (
+        plain
+        not in api.get("/allocation_candidates?resources=VCPU:1&required=CUSTOM_FAST").json_body["provider_summaries"]
+    )
+
+
+def test_a_trait_a_sharing_provider_has_narrows_nothing(api, db):
+    aggregate = new_uuid()
+    host = api.create_provider("host", inventory=COMPUTE, aggregates=[aggregate])
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE", "CUSTOM_SSD"], aggregates=[aggregate]
+    )
+    rc = _class_ids(db, "VCPU")
+    with db.engine.connect() as conn:
+        ssd = names.trait_ids(conn, ["CUSTOM_SSD"])["CUSTOM_SSD"]
+    group = RequestGroup("", {rc["VCPU"]: 1}, required=[frozenset({ssd})])
+    # The trait may come from the pool for any tree anchored to it: only the amount narrows.
+    assert _narrowed(db, group) == sorted(_ids(db, [host]))
+    answer = api.get("/allocation_candidates?resources=VCPU:1,DISK_GB:10&required=CUSTOM_SSD").json_body
+    assert len(answer["allocation_requests"]) == 1
+
+
+def test_a_class_only_a_sharing_provider_has_room_for_names_the_trees_anchored_to_it(api, db):
+    aggregate = new_uuid()
+    anchored = api.create_provider("anchored", inventory=COMPUTE, aggregates=[aggregate])
+    api.create_provider("alone", inventory=COMPUTE)
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 5000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    rc = _class_ids(db, "VCPU", "DISK_GB")
+    group = RequestGroup("", {rc["VCPU"]: 1, rc["DISK_GB"]: 1000})
+    # Not the lone host; nor the pool's own tree, which has no VCPU.
+    assert _narrowed(db, group) == sorted(_ids(db, [anchored]))
+
+
+def test_a_wide_condition_is_remembered_and_not_read_again(api, db, monkeypatch):
+    for name in ("a", "b", "c"):
+        api.create_provider(name, inventory=COMPUTE)
+    monkeypatch.setattr(candidate_roots, "SMALLEST_BOUND", 1)
+    monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 1)
+    rc = _class_ids(db, "VCPU")
+    group = RequestGroup("", {rc["VCPU"]: 1})
+    assert _narrowed(db, group) is None
+    assert candidate_roots._HINTS.is_wide(("room", rc["VCPU"], 1))
+
+
+# --- no answer changes -----------------------------------------------------------------------------
+
+_TRAITS = ["CUSTOM_A", "CUSTOM_B"]
+
+
+@st.composite
+def clouds(draw):
+    aggregates = [new_uuid(), new_uuid()]
+    hosts = []
+    for _ in range(draw(st.integers(1, 5))):
+        hosts.append(
+            {
+                "vcpu": draw(st.integers(1, 8)),
+                "ram": draw(st.sampled_from([512, 2048, 4096])),
+                "traits": draw(st.lists(st.sampled_from(_TRAITS), unique=True, max_size=2)),
+                "aggregates": draw(st.lists(st.sampled_from(aggregates), unique=True, max_size=1)),
+                "child": draw(st.booleans()),
+                "child_traits": draw(st.lists(st.sampled_from(_TRAITS), unique=True, max_size=1)),
+            }
+        )
+    pool = draw(st.sampled_from([None, *aggregates]))
+    return hosts, pool, aggregates
+
+
+queries = st.tuples(
+    st.sampled_from(
+        ["VCPU:1", "VCPU:4,MEMORY_MB:2048", "VCPU:2,DISK_GB:500", "MEMORY_MB:9999", "VCPU:1,SRIOV_NET_VF:1"]
+    ),
+    st.sampled_from(["", "&required=CUSTOM_A", "&required=in:CUSTOM_A,CUSTOM_B", "&required=!CUSTOM_B"]),
+    st.sampled_from(["", "&member_of=AGG0", "&member_of=in:AGG0,AGG1"]),
+    st.sampled_from(["", "&resources1=SRIOV_NET_VF:1&required1=CUSTOM_B&group_policy=none"]),
+)
+
+
+def _build(api, hosts, pool, aggregates):
+    for trait in _TRAITS:
+        api.put(f"/traits/{trait}")
+    for index, host in enumerate(hosts):
+        root = api.create_provider(
+            f"h{index}",
+            inventory={"VCPU": host["vcpu"], "MEMORY_MB": host["ram"], "DISK_GB": 100},
+            traits=host["traits"],
+            aggregates=host["aggregates"],
+        )
+        if host["child"]:
+            api.create_provider(
+                f"h{index}-nic", parent=root, inventory={"SRIOV_NET_VF": 2}, traits=host["child_traits"]
+            )
+    if pool is not None:
+        api.create_provider(
+            "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[pool]
+        )
+
+
+def _answer(api, query):
+    response = api.get(f"/allocation_candidates?{query}")
+    assert response.status_code == 200, response.data
+    body = response.json_body
+    return sorted(
+        sorted((rp, rc, n) for rp, entry in ar["allocations"].items() for rc, n in entry["resources"].items())
+        for ar in body["allocation_requests"]
+    )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cloud=clouds(), picked=st.lists(queries, min_size=3, max_size=3))
+def test_narrowing_never_changes_an_answer(api, db, monkeypatch, cloud, picked):
+    from conftest import reset
+
+    reset(db)
+    hosts, pool, aggregates = cloud
+    _build(api, hosts, pool, aggregates)
+    for resources, traits, member_of, granular in picked:
+        query = (f"resources={resources}{traits}{member_of}{granular}").replace("AGG0", aggregates[0])
+        query = query.replace("AGG1", aggregates[1])
+        forget_wide_hints()
+        narrowed = _answer(api, query)
+        with monkeypatch.context() as walk:
+            # Every condition counts as wide: the search walks every tree.
+            walk.setattr(candidate_roots, "SMALLEST_BOUND", 0)
+            walk.setattr(candidate_roots, "LARGEST_BOUND", 0)
+            forget_wide_hints()
+            walked = _answer(api, query)
+        assert narrowed == walked, query
