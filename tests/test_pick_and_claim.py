@@ -4,6 +4,7 @@ multi-worker server."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -18,18 +19,21 @@ from berth.domain import error_codes
 from berth.store import pick as pick_store
 from berth.store import schema
 from berth.store.allocations import ConsumerAllocations, replace_allocations
+from berth.store.host_board import HostBoard
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
 SMALL = {"VCPU": 1, "MEMORY_MB": 512}
 
 
-@pytest.fixture
-def api(api, db):
+@pytest.fixture(params=["board", "search"])
+def api(request, api, app, db):
     """The API on a database without server groups: the shared test database's reset knows nothing
-    of them."""
+    of them. Every test runs twice: picks weighed on the process's board, read again before each
+    pick (after the first, which has none yet), and picks that search every tree."""
     with db.engine.begin() as conn:
         conn.execute(schema.server_group_members.delete())
         conn.execute(schema.server_groups.delete())
+    app.host_board = HostBoard(min_age=0.0 if request.param == "board" else math.inf)
     return api
 
 

@@ -31,6 +31,7 @@ from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
 from berth.store.database import Database
+from berth.store.host_board import HostBoard
 from berth.store.provider_cache import ProviderCache
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class PlacementApp:
         self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
         self.policy = PolicyEnforcer(settings.policy_file, settings.enforce_new_defaults)
         self.provider_cache = ProviderCache(settings.provider_cache_size)
+        self.host_board = HostBoard()
         # Bound once: binding per request (host, scheme, script name) cost more than matching,
         # and none of it matters to which handler serves a path.
         self.route_table = served_routes(settings.metrics)
@@ -159,6 +161,7 @@ class PlacementApp:
             policy=self.policy,
             settings=self.settings,
             provider_cache=self.provider_cache,
+            host_board=self.host_board,
         )
         if route.policy:
             call.authorize(route.policy)

@@ -12,6 +12,7 @@ from berth.api.request import PlacementRequest, QueryArgs
 from berth.api.settings import Settings
 from berth.api.validation import JsonSchema, parse_json_body
 from berth.store.database import Database
+from berth.store.host_board import HostBoard
 from berth.store.provider_cache import ProviderCache
 
 
@@ -27,6 +28,7 @@ class Call:
     policy: PolicyEnforcer
     settings: Settings
     provider_cache: ProviderCache
+    host_board: HostBoard
 
     @property
     def args(self) -> QueryArgs:

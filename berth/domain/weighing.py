@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
 
 from berth.domain.capacity import Inventory
 
@@ -172,3 +175,54 @@ def best_first(
         ranked.extend(tied)
         start = end
     return ranked
+
+
+# --- the same over arrays, for weighing every host of a large cloud at once -------------------------
+
+
+def weigh_arrays(
+    ram: npt.NDArray[np.float64],
+    cpus: npt.NDArray[np.float64],
+    disk: npt.NDArray[np.float64],
+    group_members: npt.NDArray[np.float64],
+    multipliers: Multipliers,
+    group_policy: SoftGroupPolicy | None = None,
+) -> npt.NDArray[np.float64]:
+    """``weigh`` over hosts given as arrays of their facts (one entry per host, indexed alike),
+    without the instances weigher; the same arithmetic, so the same weights."""
+    columns = [(ram, multipliers.ram), (cpus, multipliers.cpu), (disk, multipliers.disk)]
+    if group_policy == "soft-affinity":
+        columns.append((group_members, multipliers.soft_affinity))
+    elif group_policy == "soft-anti-affinity":
+        columns.append((-group_members, multipliers.soft_anti_affinity))
+    weights = np.zeros(len(ram))
+    for values, multiplier in columns:
+        if not multiplier or not len(values):
+            continue
+        lowest, highest = values.min(), values.max()
+        if highest > lowest:
+            weights += multiplier * ((values - lowest) / (highest - lowest))
+    return weights
+
+
+def best_first_of(
+    weights: npt.NDArray[np.float64], randrange: Callable[[int, int], int] | None = None, epsilon: float = TIE_EPSILON
+) -> Iterator[int]:
+    """The order of ``best_first`` as a generator over an array, each run of ties in random order
+    (``randrange`` defaults to the ``random`` module's): only as much of the order is worked out as
+    the caller takes, so that a pick, which usually takes the first, does not shuffle the ten
+    thousand equal hosts of a fresh cloud."""
+    randrange = randrange or random.randrange
+    left = weights.astype(np.float64, copy=True)
+    while len(left):
+        top = left.max()
+        if top == -np.inf:
+            return
+        tied = np.flatnonzero(left >= top - epsilon)
+        left[tied] = -np.inf
+        # A Fisher-Yates shuffle from the front, one place at a time, as far as the caller goes.
+        count = len(tied)
+        for place in range(count):
+            other = randrange(place, count) if count - place > 1 else place
+            tied[place], tied[other] = tied[other], tied[place]
+            yield int(tied[place])

@@ -146,6 +146,20 @@ class CandidateFinder:
             random.shuffle(results)
         return results, self.providers
 
+    def candidates_in(self, root_id: int) -> list[Candidate]:
+        """The first candidates (up to the finder's limit) of one tree, as the database holds it now;
+        the providers they name are in ``self.providers``."""
+        for provider in self.sharing.values():
+            self.providers.setdefault(provider.id, provider)
+        return search(
+            self._trees([root_id]),
+            self.request,
+            limit=self.want,
+            budget=self.budget,
+            seen=set(),
+            sharing_ids=frozenset(self.sharing),
+        )
+
     # --- which trees, in what order ------------------------------------------------------------
 
     def _driving_class(self) -> tuple[int, int] | None:

@@ -22,71 +22,40 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import Connection
 
 from berth.domain import error_codes
-from berth.domain.candidate_query import CandidateQuery
 from berth.domain.candidates import Candidate, ProviderData
-from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
-from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first, weigh
+from berth.domain.errors import Conflict
+from berth.domain.weighing import best_first, weigh
 from berth.store import server_groups
-from berth.store.allocations import ConsumerAllocations, replace_allocations
+from berth.store.board_pick import on_board, pick_on_board
 from berth.store.candidate_names import ResolvedQuery, resolve
 from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
+from berth.store.host_board import HostBoard
 from berth.store.host_facts import host_facts_of
 from berth.store.leases import set_lease
+from berth.store.pick_claim import claim_tree
+from berth.store.pick_request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
 from berth.store.provider_cache import ProviderCache
-from berth.store.server_groups import GroupPolicy
+
+__all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
 
 # The finder's cap on candidates, high enough never to be met: every tree is weighed. The search's
 # step budget still bounds the work of a pathological request.
 EVERY_CANDIDATE: Final = 2**62
 
 
-@dataclass(frozen=True)
-class Consumer:
-    uuid: str
-    project_id: str
-    user_id: str
-    consumer_type: str
+def pick_and_claim(
+    conn: Connection, request: PickRequest, cache: ProviderCache, board: HostBoard | None = None
+) -> Pick:
+    """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
-
-@dataclass(frozen=True)
-class ServerGroup:
-    uuid: str
-    policy: GroupPolicy
-
-
-@dataclass(frozen=True)
-class PickRequest:
-    query: CandidateQuery
-    multipliers: Multipliers
-    consumer: Consumer
-    server_group: ServerGroup | None = None
-    lease_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class Pick:
-    """The claim written: the allocation request chosen, in names, and how it was chosen."""
-
-    # provider uuid -> resource class -> amount
-    allocations: dict[str, dict[str, int]]
-    # request group suffix -> provider uuids
-    mappings: dict[str, list[str]]
-    root_provider_uuid: str
-    weight: float
-    # Trees that fit the request, and of those the trees the server group allowed.
-    trees_fitted: int
-    trees_weighed: int
-
-
-def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache) -> Pick:
-    """Choose the best tree for the request and claim it for the consumer; 409 when none fits."""
+    With a ``board``, a request of one group of resources is weighed on it
+    (``berth.store.board_pick``); when that finds no tree it can claim, every tree is searched."""
     group = request.server_group
     if group is not None:
         server_groups.lock_group(conn, group.uuid, group.policy)
@@ -94,6 +63,10 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache)
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         set_lease(conn, request.consumer.uuid, request.lease_seconds)
     resolved = resolve(conn, request.query)
+    if board is not None and on_board(resolved.request, request.multipliers):
+        chosen = pick_on_board(conn, request, resolved, cache, board.use())
+        if chosen is not None:
+            return chosen
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
@@ -106,17 +79,23 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache)
     facts = host_facts_of(
         conn, roots, providers, finder.sharing_by_aggregate, members, bool(request.multipliers.instances)
     )
-    weights = weigh(facts, request.multipliers, _soft_policy(group))
+    weights = weigh(facts, request.multipliers, soft_policy(group))
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     for index in best_first(weights):
         root_id = roots[index]
-        claimed = _claim_tree(conn, request.consumer, allowed[root_id], providers, class_names)
+        claimed = claim_tree(conn, request.consumer, allowed[root_id], providers, class_names)
         if claimed is None:
             continue
         if group is not None:
             server_groups.add_member(conn, group.uuid, request.consumer.uuid, root_id)
-        allocations, mappings = claimed
-        return Pick(allocations, mappings, providers[root_id].uuid, weights[index], len(by_root), len(allowed))
+        return Pick(
+            claimed.allocations,
+            claimed.mappings,
+            providers[root_id].uuid,
+            weights[index],
+            len(by_root),
+            len(allowed),
+        )
     raise _no_valid_host(f"the {len(allowed)} trees that fit were all taken by concurrent claims meanwhile.")
 
 
@@ -155,61 +134,6 @@ def _allowed_by_group(
     if group.policy == "affinity":
         return {root: found for root, found in by_root.items() if root in members}
     return by_root
-
-
-def _soft_policy(group: ServerGroup | None) -> SoftGroupPolicy | None:
-    if group is None:
-        return None
-    if group.policy == "soft-affinity":
-        return "soft-affinity"
-    if group.policy == "soft-anti-affinity":
-        return "soft-anti-affinity"
-    return None
-
-
-# --- the claim ---------------------------------------------------------------------------------------
-
-
-def _claim_tree(
-    conn: Connection,
-    consumer: Consumer,
-    candidates: Sequence[Candidate],
-    providers: Mapping[int, ProviderData],
-    class_names: Mapping[int, str],
-) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]] | None:
-    """The first of the tree's candidates that could be written, by provider uuid and class name
-    (its allocations and mappings), or None when concurrent writers left room for none."""
-    for candidate in candidates:
-        allocations = {
-            providers[pid].uuid: {class_names[rc]: amount for rc, amount in by_rc.items()}
-            for pid, by_rc in candidate.allocations.items()
-        }
-        if _claim(conn, consumer, allocations):
-            return allocations, {
-                suffix: [providers[pid].uuid for pid in ids] for suffix, ids in candidate.mappings.items()
-            }
-    return None
-
-
-def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]]) -> bool:
-    """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
-    request = ConsumerAllocations(
-        consumer_uuid=consumer.uuid,
-        allocations=allocations,
-        project_id=consumer.project_id,
-        user_id=consumer.user_id,
-        consumer_generation=None,
-        consumer_type=consumer.consumer_type,
-    )
-    try:
-        with conn.begin_nested():
-            replace_allocations(conn, [request])
-    except ConcurrentUpdate:
-        raise  # the consumer exists already: no other tree would change that
-    except (Conflict, BadRequest):
-        # No room left, or a provider deleted since the search read it.
-        return False
-    return True
 
 
 # --- why nothing fits ------------------------------------------------------------------------------

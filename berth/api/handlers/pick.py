@@ -3,7 +3,8 @@
 Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carries the query of
 GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
 consumer, and optionally a server group and a lease; the store does the rest in one write
-transaction (``berth.store.pick``).
+transaction (``berth.store.pick``), weighing on the process's board of every tree
+(``berth.store.host_board``) when it can, read again first when it is due.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from berth.store.server_groups import GroupPolicy
 
 def pick(call: Call) -> Reply:
     request = _pick_request(call.json_body(PICK_BODY))
-    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, call.provider_cache))
+    board = call.host_board
+    if board.due():
+        # Read before the write transaction, which on SQLite holds every writer back while it lasts.
+        call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
+    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, call.provider_cache, board))
     return json_response(call, _answer(chosen))
 
 

@@ -1,0 +1,206 @@
+"""Each process's board of every tree: its room per resource class and what the weighers read of it,
+as arrays over the trees, so that a pick weighs every tree in a few vector operations.
+
+A pick of the commonest request (one group of resources: ``CandidateRequest.plain_resources``)
+reads the board instead of searching every tree (``berth.store.pick``). The board is a ranking, not
+the books: the tree it ranks first is searched again, alone and as the database holds it now,
+inside the pick's write transaction, and its allocation is written by the same conditional write as
+any other. So a board that is behind the database can only make a pick choose a worse tree or try
+one more, never over-commit; and when it finds no tree the pick searches every tree as the
+candidates query does, so that a tree freed since the board was read is not missed.
+
+The board is read again (``refresh``) when it is older than ``min_age`` seconds, and then only the
+trees whose providers moved on a revision are worked out again (through the ``ProviderCache``).
+Reading every provider's revision costs about what the cloud's size does, so the interval grows
+with the time the last refresh took: the board never takes more than a tenth of a worker's time.
+What a pick claims through this process is taken off its tree on the board at once, so that the
+picks of one worker between two refreshes spread as the books would make them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection
+
+from berth.domain.candidates import ProviderData
+from berth.domain.weighing import free_amount
+from berth.store import names
+from berth.store.provider_cache import MemberRow, ProviderCache
+from berth.store.rawsql import fetch
+
+FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.intp]
+
+MIN_AGE: Final = 0.1
+# A board no pick read for this long is no longer refreshed (until a pick reads it again).
+UNUSED_SECONDS: Final = 30.0
+# The board refreshes at most this often relative to how long a refresh takes.
+REFRESH_SHARE: Final = 0.1
+
+_EVERY_PROVIDER = "SELECT id, parent_provider_id, root_provider_id, revision FROM resource_providers"
+_WEIGHED: Final = {"VCPU": "cpus", "PCPU": "cpus", "MEMORY_MB": "ram", "DISK_GB": "disk"}
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """What the board keeps of one tree, and the revisions it was worked out from."""
+
+    signature: tuple[tuple[int, int], ...]
+    # resource class -> the most any one provider of the tree has room for (before unit checks)
+    room: Mapping[int, float]
+    ram: float
+    cpus: float
+    disk: float
+    aggregates: frozenset[int]
+
+
+@dataclass(frozen=True)
+class BoardView:
+    """The board at one refresh: arrays indexed alike, one entry per tree."""
+
+    roots: npt.NDArray[np.int64]
+    index_of: Mapping[int, int]
+    room: Mapping[int, FloatArray]
+    ram: FloatArray
+    cpus: FloatArray
+    disk: FloatArray
+    # aggregate -> the trees with a provider in it
+    by_aggregate: Mapping[int, IndexArray]
+
+    def room_of(self, resource_class: int) -> FloatArray:
+        found = self.room.get(resource_class)
+        return found if found is not None else np.full(len(self.roots), -np.inf)
+
+    def take(self, index: int, amounts: Mapping[int, int], weighed: Mapping[int, str]) -> None:
+        """What a claim placed on the tree at ``index``, taken off its room and free amounts
+        (``weighed``: ``weighed_classes``)."""
+        for resource_class, amount in amounts.items():
+            if resource_class in self.room:
+                self.room[resource_class][index] -= amount
+            name = weighed.get(resource_class)
+            if name is not None:
+                getattr(self, _WEIGHED[name])[index] -= amount
+
+
+_EMPTY = BoardView(np.zeros(0, dtype=np.int64), {}, {}, np.zeros(0), np.zeros(0), np.zeros(0), {})
+
+
+class HostBoard:
+    """The board of one process over one database; threads share it."""
+
+    def __init__(self, min_age: float = MIN_AGE):
+        self.min_age = min_age
+        self.view = _EMPTY
+        self._trees: dict[int, _Tree] = {}
+        self._read_at = -float("inf")
+        self._age_needed = min_age
+        self._refreshing = threading.Lock()
+        self.last_refresh_seconds = 0.0
+
+        # When a pick last read the board: one that no pick reads is not refreshed.
+        self._used_at = -float("inf")
+
+    def use(self) -> BoardView:
+        """The board as last read, for a pick that weighs on it."""
+        self._used_at = time.monotonic()
+        return self.view
+
+    def due(self) -> bool:
+        """Whether the board is old, and picks read it lately (or it was never read)."""
+        now = time.monotonic()
+        return now - self._read_at >= self._age_needed and now - self._used_at < UNUSED_SECONDS
+
+    def refresh(self, conn: Connection, cache: ProviderCache, *, force: bool = False) -> None:
+        """Read the board again if it is due (or ``force``); a thread finding another refreshing
+        goes on with the board as it is."""
+        if not (force or self.due()) or not self._refreshing.acquire(blocking=False):
+            return
+        try:
+            started = time.monotonic()
+            self._read(conn, cache)
+            self._read_at = time.monotonic()
+            self.last_refresh_seconds = self._read_at - started
+            self._age_needed = max(self.min_age, self.last_refresh_seconds / REFRESH_SHARE)
+        finally:
+            self._refreshing.release()
+
+    def _read(self, conn: Connection, cache: ProviderCache) -> None:
+        by_root: defaultdict[int, list[MemberRow]] = defaultdict(list)
+        for row in fetch(conn, _EVERY_PROVIDER):
+            by_root[row[2]].append((row[0], row[1], row[2], row[3]))
+        changed = {
+            root: rows
+            for root, rows in by_root.items()
+            if (known := self._trees.get(root)) is None or known.signature != _signature(rows)
+        }
+        if not changed and len(by_root) == len(self._trees):
+            return
+        weighed = weighed_classes(conn)
+        loaded = cache.providers(conn, [row for rows in changed.values() for row in rows])
+        trees = {root: tree for root, tree in self._trees.items() if root in by_root}
+        for root, rows in changed.items():
+            members = [loaded[row[0]] for row in rows if row[0] in loaded]
+            if root in loaded:
+                trees[root] = _tree(_signature(rows), members, weighed)
+            else:
+                trees.pop(root, None)  # deleted while being read
+        self._trees = trees
+        self.view = _view(trees)
+
+
+def _signature(rows: Iterable[MemberRow]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted((row[0], row[3]) for row in rows))
+
+
+def weighed_classes(conn: Connection) -> dict[int, str]:
+    """The names of the weighed classes, by id."""
+    return {rc: name for name, rc in names.resource_class_ids(conn, list(_WEIGHED)).items()}
+
+
+def _tree(signature: tuple[tuple[int, int], ...], members: Sequence[ProviderData], weighed: Mapping[int, str]) -> _Tree:
+    room: dict[int, float] = {}
+    facts = {"ram": 0.0, "cpus": 0.0, "disk": 0.0}
+    for provider in members:
+        for rc, inventory in provider.inventories.items():
+            headroom = (inventory.total - inventory.reserved) * inventory.allocation_ratio - inventory.used
+            if headroom > room.get(rc, -np.inf):
+                room[rc] = headroom
+            name = weighed.get(rc)
+            if name is not None:
+                facts[_WEIGHED[name]] += free_amount(name, inventory, inventory.used)
+    aggregates = frozenset().union(*(p.aggregates for p in members))
+    return _Tree(signature, room, facts["ram"], facts["cpus"], facts["disk"], aggregates)
+
+
+def _view(trees: Mapping[int, _Tree]) -> BoardView:
+    roots = sorted(trees)
+    count = len(roots)
+    ordered = [trees[root] for root in roots]
+    room: dict[int, FloatArray] = {}
+    for index, tree in enumerate(ordered):
+        for rc, headroom in tree.room.items():
+            column = room.get(rc)
+            if column is None:
+                column = room[rc] = np.full(count, -np.inf)
+            column[index] = headroom
+    by_aggregate: defaultdict[int, list[int]] = defaultdict(list)
+    for index, tree in enumerate(ordered):
+        for aggregate in tree.aggregates:
+            by_aggregate[aggregate].append(index)
+    return BoardView(
+        roots=np.array(roots, dtype=np.int64),
+        index_of={root: index for index, root in enumerate(roots)},
+        room=room,
+        ram=np.array([tree.ram for tree in ordered], dtype=np.float64),
+        cpus=np.array([tree.cpus for tree in ordered], dtype=np.float64),
+        disk=np.array([tree.disk for tree in ordered], dtype=np.float64),
+        by_aggregate={aggregate: np.array(indexes, dtype=np.intp) for aggregate, indexes in by_aggregate.items()},
+    )

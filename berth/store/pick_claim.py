@@ -1,0 +1,65 @@
+"""Writing the allocation a pick chose: the first of a tree's candidates that still fits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from berth.domain.candidates import Candidate, ProviderData
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
+from berth.store.allocations import ConsumerAllocations, replace_allocations
+from berth.store.pick_request import Consumer
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The candidate written, and its allocations and mappings by provider uuid and class name."""
+
+    candidate: Candidate
+    # provider uuid -> resource class -> amount
+    allocations: dict[str, dict[str, int]]
+    # request group suffix -> provider uuids
+    mappings: dict[str, list[str]]
+
+
+def claim_tree(
+    conn: Connection,
+    consumer: Consumer,
+    candidates: Sequence[Candidate],
+    providers: Mapping[int, ProviderData],
+    class_names: Mapping[int, str],
+) -> Claimed | None:
+    """The first of the tree's candidates that could be written, or None when concurrent writers
+    left room for none."""
+    for candidate in candidates:
+        allocations = {
+            providers[pid].uuid: {class_names[rc]: amount for rc, amount in by_rc.items()}
+            for pid, by_rc in candidate.allocations.items()
+        }
+        if _claim(conn, consumer, allocations):
+            mappings = {suffix: [providers[pid].uuid for pid in ids] for suffix, ids in candidate.mappings.items()}
+            return Claimed(candidate, allocations, mappings)
+    return None
+
+
+def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]]) -> bool:
+    """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
+    request = ConsumerAllocations(
+        consumer_uuid=consumer.uuid,
+        allocations=allocations,
+        project_id=consumer.project_id,
+        user_id=consumer.user_id,
+        consumer_generation=None,
+        consumer_type=consumer.consumer_type,
+    )
+    try:
+        with conn.begin_nested():
+            replace_allocations(conn, [request])
+    except ConcurrentUpdate:
+        raise  # the consumer exists already: no other tree would change that
+    except (Conflict, BadRequest):
+        # No room left, or a provider deleted since the search read it.
+        return False
+    return True

@@ -1,0 +1,185 @@
+"""The board a pick weighs every tree on: the same facts and weights as the search's, and a board
+behind the books never over-commits nor refuses while a tree fits."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from apihelpers import new_uuid
+from hypothesis import given
+from hypothesis import strategies as st
+
+from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
+from berth.store import schema
+from berth.store.host_board import HostBoard
+
+HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
+
+
+@pytest.fixture
+def board(app, db):
+    with db.engine.begin() as conn:
+        conn.execute(schema.server_group_members.delete())
+        conn.execute(schema.server_groups.delete())
+    # Read only when the test says so: what it holds in between is a board behind the books.
+    app.host_board = HostBoard(min_age=math.inf)
+    return app.host_board
+
+
+def _refresh(app, db):
+    db.read(lambda conn: app.host_board.refresh(conn, app.provider_cache, force=True))
+
+
+def _pick(api, resources, expect=200, group=None, policy="spread"):
+    body = {
+        "query": {"resources": ",".join(f"{rc}:{n}" for rc, n in resources.items())},
+        "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        "weigh": {"policy": policy},
+    }
+    if group:
+        body["server_group"] = {"uuid": group[0], "policy": group[1]}
+    r = api.post("/berth/pick", body)
+    assert r.status_code == expect, r.data
+    return r.json_body
+
+
+def _usage(api, provider):
+    return api.get(f"/resource_providers/{provider}/usages").json_body["usages"]
+
+
+def test_the_board_holds_each_trees_free_amounts_and_room(api, app, db, board):
+    a = api.create_provider("a", inventory={"VCPU": {"total": 8, "allocation_ratio": 2.0}, "MEMORY_MB": 8192})
+    numa = api.create_provider("numa", inventory={"VCPU": 4})
+    for cell in range(2):
+        api.create_provider(f"numa-{cell}", parent=numa, inventory={"MEMORY_MB": 1024 * (cell + 1)})
+    api.allocate(new_uuid(), {a: {"VCPU": 3, "MEMORY_MB": 1000}})
+    _refresh(app, db)
+    view = board.view
+    at_a, at_numa = view.index_of[_id(db, a)], view.index_of[_id(db, numa)]
+    assert view.cpus[at_a] == 8 * 2.0 - 3 and view.ram[at_a] == 8192 - 1000
+    # A tree counts its cells' memory together; its room is the most one cell can take.
+    assert view.ram[at_numa] == 1024 + 2048
+    memory = _class_id(db, "MEMORY_MB")
+    assert view.room_of(memory)[at_numa] == 2048
+
+
+def _id(db, uuid):
+    with db.engine.connect() as conn:
+        return conn.execute(
+            schema.resource_providers.select()
+            .with_only_columns(schema.resource_providers.c.id)
+            .where(schema.resource_providers.c.uuid == uuid)
+        ).scalar_one()
+
+
+def _class_id(db, name):
+    with db.engine.connect() as conn:
+        return conn.execute(
+            schema.resource_classes.select()
+            .with_only_columns(schema.resource_classes.c.id)
+            .where(schema.resource_classes.c.name == name)
+        ).scalar_one()
+
+
+def test_a_tree_filled_since_the_board_was_read_is_passed_over_without_over_commit(api, app, db, board):
+    big = api.create_provider("big", inventory={"VCPU": 64, "MEMORY_MB": 65536})
+    small = api.create_provider("small", inventory={"VCPU": 8, "MEMORY_MB": 8192})
+    _refresh(app, db)
+    # Another writer takes nearly all of the tree the board ranks first.
+    api.allocate(new_uuid(), {big: {"VCPU": 63, "MEMORY_MB": 65000}})
+    answer = _pick(api, {"VCPU": 2, "MEMORY_MB": 1024})
+    assert answer["root_provider_uuid"] == small
+    assert _usage(api, big) == {"VCPU": 63, "MEMORY_MB": 65000}
+
+
+def test_a_tree_added_or_freed_since_the_board_was_read_is_still_found(api, app, db, board):
+    full = api.create_provider("full", inventory={"VCPU": 2, "MEMORY_MB": 2048})
+    holder = new_uuid()
+    api.allocate(holder, {full: {"VCPU": 2, "MEMORY_MB": 2048}})
+    _refresh(app, db)
+    added = api.create_provider("added", inventory=HOST)
+    assert _pick(api, {"VCPU": 2, "MEMORY_MB": 1024})["root_provider_uuid"] == added
+    api.allocate(new_uuid(), {added: {"VCPU": 6, "MEMORY_MB": 7000}})
+    assert api.delete(f"/allocations/{holder}").status_code == 204
+    # The board still has "full" full and "added" with room: neither is so any more.
+    assert _pick(api, {"VCPU": 2, "MEMORY_MB": 1024})["root_provider_uuid"] == full
+
+
+def test_picks_between_two_reads_spread_over_identical_trees(api, app, db, board):
+    hosts = {api.create_provider(f"h{i}", inventory=HOST) for i in range(4)}
+    _refresh(app, db)
+    chosen = [_pick(api, {"VCPU": 1, "MEMORY_MB": 512})["root_provider_uuid"] for _ in range(4)]
+    # Each claim is taken off its tree on the board at once, so the next weighs it lower.
+    assert set(chosen) == hosts
+
+
+def test_anti_affinity_on_a_stale_board_holds(api, app, db, board):
+    hosts = {api.create_provider(f"h{i}", inventory=HOST) for i in range(3)}
+    _refresh(app, db)
+    group = (new_uuid(), "anti-affinity")
+    placed = [_pick(api, {"VCPU": 1}, group=group)["root_provider_uuid"] for _ in range(3)]
+    assert set(placed) == hosts
+    refusal = api.post(
+        "/berth/pick",
+        {
+            "query": {"resources": "VCPU:1"},
+            "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+            "server_group": {"uuid": group[0], "policy": group[1]},
+        },
+    )
+    assert refusal.status_code == 409
+
+
+def test_a_sharing_pools_disk_counts_for_the_trees_anchored_to_it(api, app, db, board):
+    aggregate = new_uuid()
+    anchored = api.create_provider("anchored", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[aggregate])
+    api.create_provider("alone", inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 10})
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    _refresh(app, db)
+    # Only the anchored host can take 500 GB, from the pool.
+    answer = _pick(api, {"VCPU": 1, "DISK_GB": 500})
+    assert answer["root_provider_uuid"] == anchored
+
+
+# --- the arithmetic ------------------------------------------------------------------------------
+
+facts = st.lists(
+    st.tuples(st.integers(0, 10_000), st.integers(0, 64), st.integers(0, 2_000), st.integers(0, 3)),
+    min_size=1,
+    max_size=40,
+)
+multipliers = st.builds(
+    Multipliers,
+    ram=st.sampled_from([-2.0, -1.0, 0.0, 1.0, 3.5]),
+    cpu=st.sampled_from([-1.0, 0.0, 1.0]),
+    disk=st.sampled_from([-1.0, 0.0, 1.0, 2.0]),
+    instances=st.just(0.0),
+    soft_affinity=st.sampled_from([0.0, 1.0, 5.0]),
+    soft_anti_affinity=st.sampled_from([0.0, 1.0, 5.0]),
+)
+
+
+@given(hosts=facts, weights=multipliers, policy=st.sampled_from([None, "soft-affinity", "soft-anti-affinity"]))
+def test_arrays_weigh_as_the_weighers_do(hosts, weights, policy):
+    expected = weigh([HostFacts(r, c, d, 0, g) for r, c, d, g in hosts], weights, policy)
+    columns = [np.array([host[i] for host in hosts], dtype=np.float64) for i in range(4)]
+    assert weigh_arrays(*columns, weights, policy).tolist() == expected
+
+
+@given(weights=st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.0 + 1e-12, 2.0]), min_size=1, max_size=20))
+def test_best_first_of_orders_as_best_first(weights):
+    ordered = list(best_first_of(np.array(weights), random.Random(0).randrange))
+    again = best_first(weights, shuffle=random.Random(0).shuffle)
+    # The same runs of ties in the same order, each in an order of its own.
+    assert sorted(ordered) == list(range(len(weights)))
+    assert [round(weights[i], 6) for i in ordered] == [round(weights[i], 6) for i in again]
+
+
+def test_ties_are_broken_at_random():
+    firsts = {next(best_first_of(np.array([1.0, 1.0, 1.0, 0.5]))) for _ in range(200)}
+    assert firsts == {0, 1, 2}
