@@ -66,6 +66,23 @@ def test_the_board_holds_each_trees_free_amounts_and_room(api, app, db, board):
     assert view.room_of(memory)[at_numa] == 2048
 
 
+def test_a_refresh_reads_again_only_what_changed(api, app, db, board):
+    a = api.create_provider("a", inventory=HOST)
+    b = api.create_provider("b", inventory=HOST)
+    _refresh(app, db)
+    first = board.view
+    api.allocate(new_uuid(), {a: {"MEMORY_MB": 1000}})
+    _refresh(app, db)
+    # The same trees: the arrays are written in place.
+    assert board.view is first and board.view.ram[board.view.index_of[_id(db, a)]] == 8192 - 1000
+    assert api.delete(f"/resource_providers/{b}").status_code == 204
+    c = api.create_provider("c", inventory={"VCPU": 2})
+    _refresh(app, db)
+    view = board.view
+    assert set(view.index_of) == {_id(db, a), _id(db, c)}
+    assert view.cpus[view.index_of[_id(db, c)]] == 2 and view.ram[view.index_of[_id(db, c)]] == 0
+
+
 def _id(db, uuid):
     with db.engine.connect() as conn:
         return conn.execute(

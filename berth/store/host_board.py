@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,7 +33,7 @@ from sqlalchemy import Connection
 from berth.domain.candidates import ProviderData
 from berth.domain.weighing import free_amount
 from berth.store import names
-from berth.store.provider_cache import MemberRow, ProviderCache
+from berth.store.provider_cache import ProviderCache
 from berth.store.rawsql import fetch
 
 FloatArray = npt.NDArray[np.float64]
@@ -45,7 +45,15 @@ UNUSED_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
 REFRESH_SHARE: Final = 0.1
 
-_EVERY_PROVIDER = "SELECT id, parent_provider_id, root_provider_id, revision FROM resource_providers"
+# Whether a tree changed, from three numbers: every write a tree's providers see moves a revision
+# on (revisions only grow), and a provider added or removed changes the count or the sum of ids.
+_TREE_SIGNATURES = (
+    "SELECT root_provider_id, COUNT(*), SUM(id), SUM(revision) FROM resource_providers GROUP BY root_provider_id"
+)
+_TREE_MEMBERS = (
+    "SELECT id, parent_provider_id, root_provider_id, revision FROM resource_providers WHERE root_provider_id IN {ids}"
+)
+_CHUNK = 2000
 _WEIGHED: Final = {"VCPU": "cpus", "PCPU": "cpus", "MEMORY_MB": "ram", "DISK_GB": "disk"}
 
 
@@ -53,7 +61,8 @@ _WEIGHED: Final = {"VCPU": "cpus", "PCPU": "cpus", "MEMORY_MB": "ram", "DISK_GB"
 class _Tree:
     """What the board keeps of one tree, and the revisions it was worked out from."""
 
-    signature: tuple[tuple[int, int], ...]
+    # (providers, sum of their ids, sum of their revisions)
+    signature: tuple[int, int, int]
     # resource class -> the most any one provider of the tree has room for (before unit checks)
     room: Mapping[int, float]
     ram: float
@@ -133,31 +142,32 @@ class HostBoard:
             self._refreshing.release()
 
     def _read(self, conn: Connection, cache: ProviderCache) -> None:
-        by_root: defaultdict[int, list[MemberRow]] = defaultdict(list)
-        for row in fetch(conn, _EVERY_PROVIDER):
-            by_root[row[2]].append((row[0], row[1], row[2], row[3]))
-        changed = {
-            root: rows
-            for root, rows in by_root.items()
-            if (known := self._trees.get(root)) is None or known.signature != _signature(rows)
-        }
-        if not changed and len(by_root) == len(self._trees):
+        signatures = {row[0]: (row[1], row[2], row[3]) for row in fetch(conn, _TREE_SIGNATURES)}
+        changed = [
+            root
+            for root, signature in signatures.items()
+            if (known := self._trees.get(root)) is None or known.signature != signature
+        ]
+        gone = [root for root in self._trees if root not in signatures]
+        if not changed and not gone:
             return
         weighed = weighed_classes(conn)
-        loaded = cache.providers(conn, [row for rows in changed.values() for row in rows])
-        trees = {root: tree for root, tree in self._trees.items() if root in by_root}
-        for root, rows in changed.items():
-            members = [loaded[row[0]] for row in rows if row[0] in loaded]
-            if root in loaded:
-                trees[root] = _tree(_signature(rows), members, weighed)
+        members: defaultdict[int, list[ProviderData]] = defaultdict(list)
+        for chunk in (changed[start : start + _CHUNK] for start in range(0, len(changed), _CHUNK)):
+            loaded = cache.providers(conn, fetch(conn, _TREE_MEMBERS, ids=chunk))
+            for provider in loaded.values():
+                members[provider.root_id].append(provider)
+        trees = dict(self._trees)
+        for root in gone:
+            del trees[root]
+        for root in changed:
+            if any(provider.id == root for provider in members[root]):
+                trees[root] = _tree(signatures[root], members[root], weighed)
             else:
                 trees.pop(root, None)  # deleted while being read
+        updated = _updated(self.view, self._trees, trees, changed) if not gone else None
         self._trees = trees
-        self.view = _view(trees)
-
-
-def _signature(rows: Iterable[MemberRow]) -> tuple[tuple[int, int], ...]:
-    return tuple(sorted((row[0], row[3]) for row in rows))
+        self.view = updated if updated is not None else _view(trees)
 
 
 def weighed_classes(conn: Connection) -> dict[int, str]:
@@ -165,7 +175,7 @@ def weighed_classes(conn: Connection) -> dict[int, str]:
     return {rc: name for name, rc in names.resource_class_ids(conn, list(_WEIGHED)).items()}
 
 
-def _tree(signature: tuple[tuple[int, int], ...], members: Sequence[ProviderData], weighed: Mapping[int, str]) -> _Tree:
+def _tree(signature: tuple[int, int, int], members: Sequence[ProviderData], weighed: Mapping[int, str]) -> _Tree:
     room: dict[int, float] = {}
     facts = {"ram": 0.0, "cpus": 0.0, "disk": 0.0}
     for provider in members:
@@ -204,3 +214,24 @@ def _view(trees: Mapping[int, _Tree]) -> BoardView:
         disk=np.array([tree.disk for tree in ordered], dtype=np.float64),
         by_aggregate={aggregate: np.array(indexes, dtype=np.intp) for aggregate, indexes in by_aggregate.items()},
     )
+
+
+def _updated(
+    view: BoardView, before: Mapping[int, _Tree], trees: Mapping[int, _Tree], changed: Sequence[int]
+) -> BoardView | None:
+    """``view`` with the changed trees written in place, or None when a tree, a class or a tree's
+    aggregates are new to it (then it is made again)."""
+    if len(view.roots) != len(trees):
+        return None
+    for root in changed:
+        index, tree, old = view.index_of.get(root), trees.get(root), before.get(root)
+        if index is None or tree is None or old is None or old.aggregates != tree.aggregates:
+            return None
+        if any(rc not in view.room for rc in tree.room):
+            return None
+    for root in changed:
+        index, tree = view.index_of[root], trees[root]
+        for rc, column in view.room.items():
+            column[index] = tree.room.get(rc, -np.inf)
+        view.ram[index], view.cpus[index], view.disk[index] = tree.ram, tree.cpus, tree.disk
+    return view
