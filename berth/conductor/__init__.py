@@ -17,4 +17,5 @@ agents, journaled step by step (docs/conductor.md).
                    live migration and its rollback
     conductor.py   Conductor: the operations, the heartbeat, resume()
     errors.py      ConductorError, UnknownHost, NoValidHost (every attempt's reason)
+    audit/         the cloud-wide audit behind ``berth audit`` (docs/audit.md)
 """

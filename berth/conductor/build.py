@@ -93,7 +93,11 @@ def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> N
     spec = request.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
-            spec, 1, alternates=runner.config.max_attempts - 1, instance_uuids=[request.instance_uuid]
+            spec,
+            1,
+            alternates=runner.config.max_attempts - 1,
+            server_group=request.server_group,
+            instance_uuids=[request.instance_uuid],
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})

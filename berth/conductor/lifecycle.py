@@ -5,13 +5,17 @@ rebuild on the same host (elsewhere is an evacuation).
     soft_delete:     soft_delete ─▶ done          the claim is kept (soft_deleted), still counted
     restore:         restore ─▶ done              the claim is active again
     shelve:          shelve ─▶ done               the claim is kept (shelved), the guest too
-    shelve_offload:  destroy ─▶ offload ─▶ done   the guest and the claim gone, the allocations freed
+    shelve_offload:  check ─▶ destroy ─▶ offload ─▶ done
+                                                  the guest and the claim gone, the allocations freed
     rebuild:         check ─▶ destroy ─▶ spawn ─▶ done   a new guest in the same active claim (the
                                                   agent's rebuild claim on its own host changes nothing)
 
-Each step can be repeated (the agent answers a claim already in the state asked as it is), so a
-resumed operation runs its steps again; nothing is undone. A refusal (the claim is not in a state
-the step needs) fails the operation and changes nothing.
+Each step can be repeated (the agent answers a claim already in the state asked as it is). A
+refusal before the guest is destroyed (the claim is not in a state the step needs: a shelved
+instance soft deleted, a moving one offloaded, a rebuild with no active claim) fails the operation
+and changes nothing. Once ``destroy`` is done the operation only goes forward: a failure after it
+(the agent not answering, the new guest not starting) leaves it to the next resume(), which runs
+the steps after the recorded one, so that no claim stays without the guest it was kept for.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from typing import Any, Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, FAILED, Operation
+from berth.conductor.journal import DONE, Operation
 from berth.conductor.runner import Runner
-from berth.domain.host.records import ACTIVE
+from berth.domain.host.records import ACTIVE, MOVING
 
 SOFT_DELETE: Final = "soft_delete"
 RESTORE: Final = "restore"
@@ -42,6 +46,13 @@ def _active_claim(agent: AgentClient, instance_uuid: str) -> str:
     return active[0].claim_id
 
 
+def _not_moving(agent: AgentClient, instance_uuid: str) -> None:
+    """Offloading destroys the guest first: a move in flight (whose guest is on its way) refuses
+    before, not after."""
+    if any(c.state in MOVING for c in agent.claims_for_instance(instance_uuid)):
+        raise ConductorError(f"instance {instance_uuid} is moving on {agent.host}; it cannot be offloaded")
+
+
 def _spawn_in_active_claim(agent: AgentClient, instance_uuid: str) -> Any:
     return agent.spawn_guest(instance_uuid, _active_claim(agent, instance_uuid))
 
@@ -51,6 +62,7 @@ STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
     RESTORE: (("restore", lambda agent, instance: agent.restore_instance(instance)),),
     SHELVE: (("shelve", lambda agent, instance: agent.shelve_instance(instance)),),
     SHELVE_OFFLOAD: (
+        ("check", _not_moving),
         ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
         ("offload", lambda agent, instance: agent.shelve_offload_instance(instance)),
     ),
@@ -62,22 +74,25 @@ STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
 }
 
 
+# After this step the instance's guest is gone: the operation is finished, never failed.
+FORWARD_STEPS: Final = ("destroy",)
+
+
 def change(runner: Runner, kind: str, instance_uuid: str, host: str | None = None) -> Operation:
     host = host or runner.calls.host_of(instance_uuid)
     if host is None:
         raise ConductorError(f"instance {instance_uuid} holds no allocations on any host")
     operation = runner.journal.start(kind, instance_uuid, {"host": host}, runner.owner)
-    try:
-        _change(runner, operation)
-    except Exception as e:
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    return runner.carry_out(operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS)
 
 
 def _change(runner: Runner, operation: Operation) -> None:
+    """The steps after the recorded one."""
     agent = runner.agent(str(operation.request["host"]))
-    for step, action in STEPS[operation.kind]:
+    steps = STEPS[operation.kind]
+    names = [name for name, _ in steps]
+    done = names.index(operation.step) + 1 if operation.step in names else 0
+    for step, action in steps[done:]:
         runner.run(operation, step, functools.partial(action, agent, operation.instance_uuid))
 
 

@@ -10,6 +10,7 @@ from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
 from berth.scheduler.request_spec import RequestSpec, build_request_spec
 from berth.scheduler.selection import Destination, Selection
+from berth.scheduler.server_group import ServerGroup
 
 
 def flavor_to_dict(flavor: Flavor) -> dict[str, Any]:
@@ -22,6 +23,24 @@ def flavor_to_dict(flavor: Flavor) -> dict[str, Any]:
         "swap_mb": flavor.swap_mb,
         "extra_specs": dict(flavor.extra_specs),
     }
+
+
+def server_group_to_dict(group: ServerGroup) -> dict[str, Any]:
+    return {
+        "uuid": group.uuid,
+        "policy": group.policy,
+        "members": sorted(group.members),
+        "max_server_per_host": group.max_server_per_host,
+    }
+
+
+def server_group_from_dict(d: dict[str, Any]) -> ServerGroup:
+    return ServerGroup(
+        str(d["uuid"]),
+        d["policy"],
+        frozenset(str(m) for m in d.get("members") or ()),
+        int(d.get("max_server_per_host", 1)),
+    )
 
 
 def flavor_from_dict(d: dict[str, Any]) -> Flavor:
@@ -46,6 +65,9 @@ class ServerRequest:
     user_id: str
     image: Image = field(default_factory=Image)
     availability_zone: str | None = None
+    # The server group the instance is a member of: its policy reaches the scheduler on a build
+    # (the group's filters or weighers, or the service's pick, apply it).
+    server_group: ServerGroup | None = None
 
     def spec(self, config: SchedulerConfig) -> RequestSpec:
         return build_request_spec(
@@ -69,6 +91,7 @@ class ServerRequest:
             "user_id": self.user_id,
             "image": dict(self.image.properties),
             "availability_zone": self.availability_zone,
+            "server_group": server_group_to_dict(self.server_group) if self.server_group else None,
         }
 
     @classmethod
@@ -80,6 +103,7 @@ class ServerRequest:
             str(d["user_id"]),
             Image({str(k): str(v) for k, v in (d.get("image") or {}).items()}),
             d.get("availability_zone"),
+            server_group_from_dict(d["server_group"]) if d.get("server_group") else None,
         )
 
 

@@ -8,6 +8,11 @@ from agenthelpers import assert_remote_books_agree
 from berth.conductor.requests import ServerRequest
 from berth.scheduler.flavor import Flavor
 
+# The hosts of the conductor's tests (conftest.py says why they are so).
+NARROW = {"cells": [{"cpus": 2, "memory_mb": 16384}, {"cpus": 2, "memory_mb": 16384}], "disk_gb": 100}
+WIDE = {"cells": [{"cpus": 4, "memory_mb": 8192}], "disk_gb": 100}
+HOSTS = {"narrow-1": NARROW, "narrow-2": NARROW, "wide": WIDE}
+
 PLAIN = Flavor("m1.small", vcpus=1, memory_mb=512, root_gb=1)
 BIGGER = Flavor("m1.medium", vcpus=2, memory_mb=1024, root_gb=2)
 # One NUMA cell of 3 vCPUs: Placement offers every host, only the wide host's agent can claim it.

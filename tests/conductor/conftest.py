@@ -17,17 +17,14 @@ from livehelpers import LiveServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tracker"))
 
-from agenthelpers import Agent  # noqa: E402 - the tracker's helpers are on the path only from here
+from agenthelpers import started_agents  # noqa: E402 - the tracker's helpers are on the path only from here
+from conductorhelpers import HOSTS  # noqa: E402 - it imports the tracker's helpers
 
 from berth.clients.placement import PlacementClient  # noqa: E402 - after the path, as above
 from berth.conductor.conductor import Conductor  # noqa: E402 - after the path, as above
 from berth.conductor.journal import Journal  # noqa: E402 - after the path, as above
 from berth.conductor.runner import ConductorConfig  # noqa: E402 - after the path, as above
 from berth.scheduler.settings import SelectionSettings  # noqa: E402 - after the path, as above
-
-NARROW = {"cells": [{"cpus": 2, "memory_mb": 16384}, {"cpus": 2, "memory_mb": 16384}], "disk_gb": 100}
-WIDE = {"cells": [{"cpus": 4, "memory_mb": 8192}], "disk_gb": 100}
-HOSTS = {"narrow-1": NARROW, "narrow-2": NARROW, "wide": WIDE}
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +37,9 @@ def placement_service(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cloud(placement_service, tmp_path_factory):
-    agents = {}
-    try:
-        for name, topology in HOSTS.items():
-            agents[name] = Agent(placement_service.url, tmp_path_factory.mktemp(name), name, topology=topology)
+    hosts = {name: {"topology": topology} for name, topology in HOSTS.items()}
+    with started_agents(placement_service.url, tmp_path_factory, hosts) as agents:
         yield agents
-    finally:
-        for agent in agents.values():
-            log = agent.stop()
-            assert "Traceback" not in log, log
 
 
 @pytest.fixture
@@ -70,12 +61,14 @@ class Conductors:
         self.url = f"sqlite:///{path / 'journal.sqlite'}"
         self.made = []
 
-    def __call__(self, *, hook=None, max_attempts=3, dead_after=60.0, agents=None, lease_seconds=600) -> Conductor:
+    def __call__(
+        self, *, hook=None, max_attempts=3, dead_after=60.0, agents=None, lease_seconds=600, settings=None
+    ) -> Conductor:
         conductor = Conductor(
             self.placement,
             Journal(self.url),
             agents=self.clients if agents is None else agents,
-            settings=SelectionSettings(enabled_filters=[]),
+            settings=settings or SelectionSettings(enabled_filters=[]),
             config=ConductorConfig(
                 max_attempts=max_attempts, dead_after=dead_after, heartbeat_interval=0.2, lease_seconds=lease_seconds
             ),

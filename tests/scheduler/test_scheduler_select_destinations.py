@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 import requests
-from agenthelpers import Agent
+from agenthelpers import started_agents
 from trackerhelpers import TOPOLOGY
 
 from berth.clients.errors import ClientError
@@ -41,21 +41,13 @@ PLAIN = Flavor("m1.small", vcpus=1, memory_mb=512, root_gb=1)
 def cloud(placement_service, tmp_path_factory):
     """``numa``: two cells, CPUs 2-3 and 6-7 pinned, a GPU on each cell and four virtual functions on
     cell 1 (TOPOLOGY); ``small-a`` and ``small-b``: one cell, no pinned CPUs, no devices."""
-    agents = {}
-    try:
-        for name, topology, config in (
-            ("numa", TOPOLOGY, {"cpu_dedicated_set": "2-3,6-7"}),
-            ("small-a", SMALL, {}),
-            ("small-b", SMALL, {}),
-        ):
-            agents[name] = Agent(
-                placement_service.url, tmp_path_factory.mktemp(name), name, topology=topology, config=config
-            )
+    hosts = {
+        "numa": {"topology": TOPOLOGY, "config": {"cpu_dedicated_set": "2-3,6-7"}},
+        "small-a": {"topology": SMALL},
+        "small-b": {"topology": SMALL},
+    }
+    with started_agents(placement_service.url, tmp_path_factory, hosts) as agents:
         yield agents
-    finally:
-        for agent in agents.values():
-            log = agent.stop()
-            assert "Traceback" not in log, log
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ HTTP through ``AgentClient`` as a conductor would, and checked against what Plac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -91,6 +92,23 @@ class Agent:
             os.killpg(self.process.pid, sig)
             self.process.wait(timeout=20)
         return self.process.stdout.read().decode()
+
+
+@contextlib.contextmanager
+def started_agents(placement_url, tmp_path_factory, hosts):
+    """One ``berth agent`` per host, each in a folder of its own: ``hosts`` maps a host name to the
+    keyword arguments of ``Agent`` (``topology``, ``config``, ...). Yields host name -> Agent; at the
+    end every agent is stopped (those a test stopped already included), and none may have logged a
+    traceback."""
+    agents = {}
+    try:
+        for name, options in hosts.items():
+            agents[name] = Agent(placement_url, tmp_path_factory.mktemp(name), name, **options)
+        yield agents
+    finally:
+        logs = {name: agent.stop() for name, agent in agents.items()}
+        for name, log in logs.items():
+            assert "Traceback" not in log, f"{name}: {log}"
 
 
 def assert_remote_books_agree(placement, *clients):

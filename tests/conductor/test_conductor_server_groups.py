@@ -1,0 +1,106 @@
+"""Server groups through the conductor: a build naming a group hands it to the scheduler, whose
+group filters (or the service's pick, which applies the same policy) place the members.
+
+Each test weighs so that, without the group, the two builds would land the other way: packing
+puts both on one host (the anti-affinity test), spreading puts them on two (the affinity test).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, server
+
+from berth.conductor.journal import DONE
+from berth.conductor.requests import ServerRequest
+from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.settings import SelectionSettings
+
+pytestmark = pytest.mark.slow
+
+GROUP_FILTERS = ("ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter")
+
+
+def members(count):
+    return [str(uuid.uuid4()) for _ in range(count)]
+
+
+def build_all(conductor, uuids, group):
+    """Each member built in turn; the host each landed on."""
+    hosts = []
+    for instance in uuids:
+        operation = conductor.build(replace(server(instance, PLAIN), server_group=group))
+        assert operation.state == DONE
+        hosts.append(operation.selections["host"])
+    return hosts
+
+
+def delete_all(conductor, placement, clients, uuids):
+    for instance in uuids:
+        conductor.delete(instance)
+    assert_nothing_left(placement, clients, *uuids)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_anti_affinity_puts_two_builds_on_different_hosts(conductors, placement, clients, use_pick):
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="pack", use_pick_extension=use_pick)
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    first, second = build_all(conductor, uuids, group)
+    assert first != second
+    assert conductor.runner.selector.last_path == ("pick" if use_pick else "placement")
+    assert {host for instance in uuids for host in claims_of(clients, instance)} == {first, second}
+    assert_books_agree(placement, clients)
+    # The group reached the journal too: the request kept says which group it was.
+    (operation,) = [o for o in conductor.journal.for_instance(uuids[1]) if o.kind == "build"]
+    assert ServerRequest.from_dict(operation.request).server_group == group
+    delete_all(conductor, placement, clients, uuids)
+
+
+def test_packing_without_a_group_would_share_a_host(conductors, placement, clients):
+    """The control of the test above: the same settings with no group put both on one host."""
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="pack")
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    first, second = build_all(conductor, uuids, None)
+    assert first == second
+    delete_all(conductor, placement, clients, uuids)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_affinity_puts_two_builds_on_the_same_host(conductors, placement, clients, use_pick):
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="spread", use_pick_extension=use_pick)
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    group = ServerGroup(str(uuid.uuid4()), "affinity", frozenset(uuids))
+    first, second = build_all(conductor, uuids, group)
+    assert first == second
+    assert_books_agree(placement, clients)
+    delete_all(conductor, placement, clients, uuids)
+
+
+def test_spreading_without_a_group_would_use_two_hosts(conductors, placement, clients):
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="spread")
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    first, second = build_all(conductor, uuids, None)
+    assert first != second
+    delete_all(conductor, placement, clients, uuids)
+
+
+@pytest.mark.parametrize("policy", ["soft-anti-affinity", "soft-affinity"])
+def test_soft_policies_weigh_the_members(conductors, placement, clients, policy):
+    """The soft policies are weighers: against the weigh policy that would do otherwise, the
+    group's weigher (a multiplier far above the resources') decides."""
+    weigh = "pack" if policy == "soft-anti-affinity" else "spread"
+    multiplier = "soft_anti_affinity" if policy == "soft-anti-affinity" else "soft_affinity"
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy=weigh, multipliers={multiplier: 1000.0})
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    group = ServerGroup(str(uuid.uuid4()), policy, frozenset(uuids))
+    first, second = build_all(conductor, uuids, group)
+    assert (first != second) if policy == "soft-anti-affinity" else (first == second)
+    delete_all(conductor, placement, clients, uuids)
