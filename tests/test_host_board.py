@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import numpy as np
 import pytest
@@ -200,3 +201,18 @@ def test_best_first_of_orders_as_best_first(weights):
 def test_ties_are_broken_at_random():
     firsts = {next(best_first_of(np.array([1.0, 1.0, 1.0, 0.5]))) for _ in range(200)}
     assert firsts == {0, 1, 2}
+
+
+def test_a_background_thread_keeps_the_board_fresh_while_picks_read_it(api, app, db):
+    board = HostBoard(min_age=0.05)
+    host = api.create_provider("h", inventory=HOST)
+    board.refresh_in_background(db, app.provider_cache)
+    assert not len(board.use().roots)  # nothing read yet; the pick that reads it makes it wanted
+    deadline = time.monotonic() + 10
+    while not len(board.view.roots) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(board.view.index_of) == [_id(db, host)]
+    api.allocate(new_uuid(), {host: {"VCPU": 3}})
+    while board.view.cpus[0] == 8 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert board.view.cpus[0] == 5

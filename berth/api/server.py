@@ -74,7 +74,7 @@ def _serve(
     def load_app() -> CollectorPausedDuringRequests:
         from berth.api.wsgi import create_app
 
-        app = create_app(database_url, settings, lease_check_interval=lease_check_interval)
+        app = create_app(database_url, settings, lease_check_interval=lease_check_interval, refresh_board=True)
         # Everything built so far lives as long as the worker: keep the collector from walking it
         # again and again while requests allocate their short-lived objects.
         gc.collect()

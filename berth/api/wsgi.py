@@ -81,15 +81,23 @@ def _keystone_wrapped(app: WSGIApplication) -> WSGIApplication:
 
 
 def create_app(
-    database_url: str | None = None, settings: Settings | None = None, *, lease_check_interval: float = 0.0
+    database_url: str | None = None,
+    settings: Settings | None = None,
+    *,
+    lease_check_interval: float = 0.0,
+    refresh_board: bool = False,
 ) -> CollectorPausedDuringRequests:
-    """The application; with ``lease_check_interval`` above 0, also the lease reaper of this process
-    (build it after any fork: the thread does not cross one)."""
+    """The application; with ``lease_check_interval`` above 0, also the lease reaper of this process,
+    and with ``refresh_board`` the thread that keeps its picks' host board fresh (build it after any
+    fork: threads do not cross one)."""
     settings = settings or settings_from_environment()
     db = Database(database_url)
-    app: WSGIApplication = PlacementApp(db, settings=settings)
+    placement = PlacementApp(db, settings=settings)
+    app: WSGIApplication = placement
     if lease_check_interval > 0:
         LeaseReaper(db, lease_check_interval).start()
+    if refresh_board:
+        placement.host_board.refresh_in_background(db, placement.provider_cache)
     if settings.auth_strategy == "keystone":
         app = _keystone_wrapped(app)
     if settings.cors_allowed_origins:
@@ -111,7 +119,7 @@ def __getattr__(name: str) -> CollectorPausedDuringRequests:
     # before it forks workers) opens no database connection.
     if name == "application":
         interval = os.environ.get("BERTH_LEASE_CHECK_INTERVAL") or DEFAULT_INTERVAL_S
-        app = create_app(lease_check_interval=float(interval))
+        app = create_app(lease_check_interval=float(interval), refresh_board=True)
         globals()["application"] = app
         return app
     raise AttributeError(name)

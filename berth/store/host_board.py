@@ -9,7 +9,8 @@ any other. So a board that is behind the database can only make a pick choose a 
 one more, never over-commit; and when it finds no tree the pick searches every tree as the
 candidates query does, so that a tree freed since the board was read is not missed.
 
-The board is read again (``refresh``) when it is older than ``min_age`` seconds, and then only the
+The board is read again (``refresh``, by a thread of its own in a server's workers) when it is
+older than ``min_age`` seconds and picks read it lately, and then only the
 trees whose providers moved on a revision are worked out again (through the ``ProviderCache``).
 Reading every provider's revision costs about what the cloud's size does, so the interval grows
 with the time the last refresh took: the board never takes more than a tenth of a worker's time.
@@ -19,6 +20,7 @@ picks of one worker between two refreshes spread as the books would make them.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -33,13 +35,18 @@ from sqlalchemy import Connection
 from berth.domain.candidates import ProviderData
 from berth.domain.weighing import free_amount
 from berth.store import names
+from berth.store.database import Database
 from berth.store.provider_cache import ProviderCache
 from berth.store.rawsql import fetch
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
 
+LOG = logging.getLogger(__name__)
+
 MIN_AGE: Final = 0.1
+# The background thread's shortest wait between two looks at the board.
+_NAP: Final = 0.02
 # A board no pick read for this long is no longer refreshed (until a pick reads it again).
 UNUSED_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
@@ -114,6 +121,7 @@ class HostBoard:
         self._refreshing = threading.Lock()
         self.last_refresh_seconds = 0.0
 
+        self.background = False
         # When a pick last read the board: one that no pick reads is not refreshed.
         self._used_at = -float("inf")
 
@@ -121,6 +129,23 @@ class HostBoard:
         """The board as last read, for a pick that weighs on it."""
         self._used_at = time.monotonic()
         return self.view
+
+    def refresh_in_background(self, db: Database, cache: ProviderCache) -> None:
+        """Keep the board fresh from a daemon thread of its own, so that no pick waits for a read
+        of every tree (a server's workers do; without it, the pick finding the board due reads it)."""
+        self.background = True
+        threading.Thread(target=self._keep_fresh, args=(db, cache), name="berth-host-board", daemon=True).start()
+
+    def _keep_fresh(self, db: Database, cache: ProviderCache) -> None:
+        while True:
+            time.sleep(max(_NAP, self._age_needed - (time.monotonic() - self._read_at)))
+            if not self.due():
+                continue
+            try:
+                db.read(lambda conn: self.refresh(conn, cache))
+            except Exception:  # noqa: BLE001 - a failed read must not end the thread; the next one retries
+                LOG.exception("reading the host board failed; trying again")
+                time.sleep(1.0)
 
     def due(self) -> bool:
         """Whether the board is old, and picks read it lately (or it was never read)."""

@@ -28,7 +28,7 @@ from berth.store.server_groups import GroupPolicy
 def pick(call: Call) -> Reply:
     request = _pick_request(call.json_body(PICK_BODY))
     board = call.host_board
-    if board.due():
+    if board.due() and not board.background:
         # Read before the write transaction, which on SQLite holds every writer back while it lasts.
         call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
     chosen = call.db.write(lambda conn: pick_and_claim(conn, request, call.provider_cache, board))
