@@ -27,6 +27,7 @@ __all__ = ["ConsumerState", "PlacementClient", "retry_on_conflict"]
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = "1.39"
+LEASES_PATH = "/berth/leases"  # Berth's extension: claim leases
 _Result = TypeVar("_Result")
 JSON = dict[str, Any]
 
@@ -225,6 +226,17 @@ class PlacementClient:
         return {consumer: dict(entry["resources"]) for consumer, entry in body["allocations"].items()}
 
     # -- consumers ------------------------------------------------------------------------------
+
+    def lease(self, consumer: str) -> JSON | None:
+        """Berth's claim lease on the consumer (docs/leases.md): ``consumer_uuid``, ``expires_at``,
+        ``expires_in`` (seconds left, by the service's clock), ... None: no lease, or a Placement
+        without Berth's leases, which answers 404 for the path."""
+        try:
+            return cast(JSON, self.get(f"{LEASES_PATH}/{consumer}"))
+        except PlacementError as e:
+            if e.status in (404, 405):
+                return None
+            raise
 
     def consumer(self, uuid: str) -> ConsumerState:
         body = self.get(f"/allocations/{uuid}")

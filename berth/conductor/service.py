@@ -23,6 +23,11 @@ class ServiceCalls:
     def __init__(self, placement: PlacementClient):
         self.placement = placement
         self.service = Service(placement)
+        # Provider uuid -> the name of the compute host whose tree it is in. It does not change: an
+        # agent names every provider of its host after the host, and derives the uuid from the name.
+        self._host_names: dict[str, str] = {}
+        # Providers found in no compute node's tree: sharing providers, for the most part.
+        self._nobodys: set[str] = set()
 
     # -- leases -----------------------------------------------------------------------------------
 
@@ -79,11 +84,34 @@ class ServiceCalls:
 
     def host_of(self, consumer: str) -> str | None:
         """The name of the compute host whose tree holds the consumer's allocations, if any (a
-        sharing provider is nobody's host)."""
-        body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
-        hosts = {str(p["uuid"]): str(p["name"]) for p in body["resource_providers"]}
+        sharing provider is nobody's host): the first of its providers, in uuid order, whose root is
+        a compute node. One read of the consumer's allocations, and one per provider not met before."""
+        known_nobodys = []
         for provider in sorted(self.allocations(consumer)):
-            root = self.service.root_of(provider)
-            if root in hosts:
-                return hosts[root]
+            if provider in self._nobodys:
+                known_nobodys.append(provider)
+                continue
+            host = self._host_names.get(provider) or self._read_host_of(provider)
+            if host is not None:
+                return host
+        # Before answering nobody, what was known of the others is read again: one of them may have
+        # become a compute node's since (a host registering writes its tree, then its traits).
+        for provider in known_nobodys:
+            host = self._read_host_of(provider)
+            if host is not None:
+                return host
         return None
+
+    def _read_host_of(self, provider: str) -> str | None:
+        """The name of the compute node at the root of ``provider``'s tree (kept for the provider and
+        the root); None for a provider in no compute node's tree, or no provider at all."""
+        query = urlencode({"in_tree": provider, "required": COMPUTE_NODE_TRAIT})
+        found = self.placement.get(f"/resource_providers?{query}")["resource_providers"]
+        roots = [p for p in found if p["uuid"] == p.get("root_provider_uuid", p["uuid"])]
+        if not roots:
+            self._nobodys.add(provider)
+            return None
+        name = str(roots[0]["name"])
+        self._nobodys.discard(provider)
+        self._host_names[provider] = self._host_names[str(roots[0]["uuid"])] = name
+        return name

@@ -14,7 +14,10 @@ the host's providers, and the sharing providers for a consumer that holds a clai
   move in flight (an incoming or outgoing claim's guest is on its way) and no operation pending.
   Heal: release it (a spawn that failed and was never aborted ends here).
 - ``allocations_without_claim``: a consumer holds allocations on this host's providers that no claim
-  accounts for.  Heal: remove them (what it holds elsewhere is left alone).
+  accounts for.  Heal: remove them (what it holds elsewhere is left alone), unless the consumer is
+  under a claim lease that has not expired (docs/leases.md): that is a build or move in flight,
+  between the scheduler's claim and this host's, and the service frees it itself if it is never
+  confirmed.  Such a finding stays, unhealed, with the reason in its detail.
 - ``claim_without_allocations`` / ``allocation_mismatch``: Placement lost or changed what a claim holds,
   on the host or on the sharing provider.  Heal: write the claim's allocations back, all of them.
 - ``stale_move``: one side of a move whose other side was already ended elsewhere.  Heal: forget it.
@@ -125,7 +128,7 @@ def claimed_usage(records: list[ClaimRecord]) -> Allocations:
     return allocations.total([usage_of(records).provider_totals(), *shared])
 
 
-Repair = tuple[bool, Finding, Callable[[], str]]  # (takes capacity, finding, heal)
+Repair = tuple[bool, Finding, Callable[[], str | None]]  # (takes capacity, finding, heal: what it did, if anything)
 
 
 class _Audit:
@@ -205,7 +208,7 @@ class _Audit:
                 consumer_uuid=consumer,
                 held=entry.held,
             )
-            return False, finding, lambda: _remove(tracker, consumer, books.ours)
+            return False, finding, lambda: _remove_unless_leased(tracker, finding, books.ours)
         first = entry.claims[0]
         if entry.moving and not allocations.on(entry.held, books.ours):
             finding = Finding(
@@ -276,8 +279,17 @@ def _repair(repairs: list[Repair]) -> None:
             finding.detail += f" (not healed: {e.detail})"
 
 
-def _remove(tracker: ResourceTracker, consumer: str, ours: set[str]) -> str:
-    """Take a consumer's allocations off this host, leaving what it holds elsewhere."""
+def _remove_unless_leased(tracker: ResourceTracker, finding: Finding, ours: set[str]) -> str | None:
+    """Take a consumer's allocations off this host, leaving what it holds elsewhere; a consumer
+    under a live lease is left alone."""
+    consumer = str(finding.consumer_uuid)
+    # Read after the books: a build or move takes its lease before its allocations, and its lease is
+    # confirmed only after this host's claim, which waits for the host's lock the audit holds. So a
+    # consumer found here without a live lease is not in flight: it never had a lease, or the lease
+    # was released or expired, which the service frees as well.
+    if _leased(tracker, consumer):
+        finding.detail += " (kept: under a claim lease, a build or move in flight)"
+        return None
     tracker.writer.rewrite(
         [consumer],
         lambda s: {consumer: (s[consumer].outside(ours), None)},
@@ -285,6 +297,11 @@ def _remove(tracker: ResourceTracker, consumer: str, ours: set[str]) -> str:
         what=f"audit removal of {consumer}",
     )
     return "removed"
+
+
+def _leased(tracker: ResourceTracker, consumer: str) -> bool:
+    lease = tracker.placement.lease(consumer)
+    return lease is not None and float(lease.get("expires_in", 0)) > 0
 
 
 def _forget(tracker: ResourceTracker, records: list[ClaimRecord]) -> str:
