@@ -11,12 +11,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from apihelpers import Api  # noqa: E402
-from dbhelpers import BACKENDS, make_database  # noqa: E402
+from dbhelpers import BACKENDS, make_database, reset  # noqa: E402
 
 from berth.api.app import PlacementApp  # noqa: E402
-from berth.store import schema  # noqa: E402
 from berth.store.database import Database  # noqa: E402
-from berth.store.migrate import sync_standard_names, upgrade  # noqa: E402
+from berth.store.migrate import upgrade  # noqa: E402
 
 # The quick local loop is `pytest -m "not slow"`. Slow are: the PostgreSQL half of every test that runs
 # on both databases; tests using a fixture that starts processes (named here); and modules that start
@@ -48,32 +47,6 @@ def session_db(request, tmp_path_factory):
     upgrade(db)
     yield db
     db.dispose()
-
-
-_MUTABLE_TABLES = [
-    schema.allocations,
-    schema.consumers,
-    schema.inventories,
-    schema.resource_provider_traits,
-    schema.resource_provider_aggregates,
-    schema.placement_aggregates,
-    schema.projects,
-    schema.users,
-    schema.consumer_types,
-]
-
-
-def reset(db: Database) -> None:
-    with db.engine.begin() as conn:
-        for table in _MUTABLE_TABLES:
-            conn.execute(table.delete())
-        conn.execute(schema.resource_providers.update().values(parent_provider_id=None, root_provider_id=None))
-        conn.execute(schema.resource_providers.delete())
-        conn.execute(
-            schema.resource_classes.delete().where(schema.resource_classes.c.name.like("CUSTOM\\_%", escape="\\"))
-        )
-        conn.execute(schema.traits.delete().where(schema.traits.c.name.like("CUSTOM\\_%", escape="\\")))
-        sync_standard_names(conn)
 
 
 @pytest.fixture

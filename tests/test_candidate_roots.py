@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from apihelpers import new_uuid
+from dbhelpers import reset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,8 +182,6 @@ def _answer(api, query):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cloud=clouds(), picked=st.lists(queries, min_size=3, max_size=3))
 def test_narrowing_never_changes_an_answer(api, db, monkeypatch, cloud, picked):
-    from conftest import reset
-
     reset(db)
     hosts, pool, aggregates = cloud
     _build(api, hosts, pool, aggregates)

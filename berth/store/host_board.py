@@ -53,9 +53,12 @@ UNUSED_SECONDS: Final = 30.0
 REFRESH_SHARE: Final = 0.1
 
 # Whether a tree changed, from three numbers: every write a tree's providers see moves a revision
-# on (revisions only grow), and a provider added or removed changes the count or the sum of ids.
+# on by one, and a provider added or removed changes the count or the sum of ids. Revisions start
+# at random 52-bit numbers: summed modulo a prime, no tree of any size overflows the sum, and one
+# step of one revision still changes it.
 _TREE_SIGNATURES = (
-    "SELECT root_provider_id, COUNT(*), SUM(id), SUM(revision) FROM resource_providers GROUP BY root_provider_id"
+    "SELECT root_provider_id, COUNT(*), SUM(id), SUM(revision % 1000003) FROM resource_providers "
+    "GROUP BY root_provider_id"
 )
 _TREE_MEMBERS = (
     "SELECT id, parent_provider_id, root_provider_id, revision FROM resource_providers WHERE root_provider_id IN {ids}"
