@@ -3,16 +3,17 @@ verifies and reports; the figures themselves are not judged here (timing goals l
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from berth.cli.bench import add_bench_arguments
+from berth.cli.bench import bench_command
+from berth.testbed.bench.config import BenchConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 
@@ -271,10 +272,13 @@ def test_stolen_share_of_cpu_time():
     assert now is not None and len(now) == 8 and all(value >= 0 for value in now)
 
 
+def _bench_config(arguments: list[str]) -> BenchConfig:
+    """The run ``berth bench ARGUMENTS`` asks for, as its command line parses it."""
+    return BenchConfig(**bench_command.make_context("bench", arguments).params)
+
+
 def test_options_are_those_the_docs_list():
-    parser = argparse.ArgumentParser()
-    add_bench_arguments(parser)
-    options = {o for action in parser._actions for o in action.option_strings if o.startswith("--")} - {"--help"}
+    options = {o for param in bench_command.params for o in param.opts if o.startswith("--")}
     documented = set(re.findall(r"^\| `(--[a-z-]+)", DOCS.read_text(), re.MULTILINE))
     assert (
         options
@@ -295,7 +299,7 @@ def test_options_are_those_the_docs_list():
             "--json",
         }
     )
-    args = parser.parse_args(["--hosts", "10,1_000", "--claims-seconds", "2.5"])
+    args = _bench_config(["--hosts", "10,1_000", "--claims-seconds", "2.5"])
     assert (args.hosts, args.claims_seconds, args.queries, args.clients, args.allocations) == (
         [10, 1000],
         2.5,
@@ -304,6 +308,18 @@ def test_options_are_those_the_docs_list():
         0,
     )
     assert (args.pick_clients, args.pick_seconds, args.group_size) == (16, 10.0, 10)
+    assert _bench_config([]).hosts == [1000]
+    assert _bench_config(["--hosts", "5", "--hosts", "7,8"]).hosts == [7, 8]  # the last one given counts
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--hosts", "0"], ["--hosts", "ten"], ["--hosts", ","], ["--workers", "0"], ["--claims-seconds", "0"]]
+    + [["--allocations", "-1"], ["--pick-seconds", "-2"], ["--colour"]],
+)
+def test_a_malformed_option_is_a_usage_error(arguments):
+    with pytest.raises(click.UsageError):
+        bench_command.make_context("bench", arguments)
 
 
 @pytest.mark.slow

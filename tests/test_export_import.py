@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime
 import io
 import re
+import uuid
 
 import orjson
 import pytest
 from apihelpers import Api, new_uuid
 from dbhelpers import make_database
+from sqlalchemy.exc import IntegrityError
 
 from berth.api.app import PlacementApp
 from berth.portability import BooksConflict, BooksFileError, TargetNotEmpty, export_books, import_books
@@ -286,10 +288,11 @@ def _with_records(text, added):
     return "".join(lines)
 
 
-def test_a_merge_adds_what_is_new_and_names_a_conflict(source, tmp_path_factory, request):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_merge_adds_what_is_new_and_names_a_conflict(source, backend, tmp_path_factory, request):
     db, api, books = source
     text = _export(db)
-    copy = _new_database("sqlite", tmp_path_factory, request)
+    copy = _new_database(backend, tmp_path_factory, request)
     _import(copy, text)
     copy_api = Api(PlacementApp(copy))
     host, new_host, consumer = books["hosts"][2], new_uuid(), new_uuid()
@@ -312,7 +315,7 @@ def test_a_merge_adds_what_is_new_and_names_a_conflict(source, tmp_path_factory,
     assert copy_api.get(f"/resource_providers/{host}").json_body["generation"] == before["generation"] + 1
     assert copy_api.get("/usages?project_id=p9").json_body["usages"]["unknown"] == {"VCPU": 8, "consumer_count": 1}
 
-    fresh = _new_database("sqlite", tmp_path_factory, request)
+    fresh = _new_database(backend, tmp_path_factory, request)
     _import(fresh, text)
     renamed = text.replace('"name":"host-1"', '"name":"host-one"')
     with pytest.raises(BooksConflict, match=f"line [0-9]+: the target holds provider {books['hosts'][1]} as"):
@@ -328,6 +331,60 @@ def test_a_merge_adds_what_is_new_and_names_a_conflict(source, tmp_path_factory,
     with pytest.raises(BooksConflict, match=f"holds consumer {books['consumers'][0]} without allocation"):
         _import(fresh, extra, merge=True)
     assert _export(fresh) == text
+
+
+def _keys_and_indexes(db):
+    """Every constraint and index of a PostgreSQL database's tables, as PostgreSQL defines them."""
+    with db.engine.connect() as conn:
+        constraints = conn.exec_driver_sql(
+            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2"
+        ).all()
+        indexes = conn.exec_driver_sql(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+        ).all()
+    return constraints, indexes
+
+
+def test_an_import_into_postgresql_leaves_every_foreign_key_and_index_as_it_found_them(
+    source, tmp_path_factory, request
+):
+    # The import sets the foreign keys and plain indexes aside while it copies, and puts them back.
+    db, _api, _books = source
+    text = _export(db)
+    copy = _new_database("postgresql", tmp_path_factory, request)
+    schema = _keys_and_indexes(copy)
+    constraints, indexes = schema
+    assert ("allocations", "fk_allocations_resource_provider_id_resource_providers") in [c[:2] for c in constraints]
+    assert "ix_inventories_headroom" in [name for name, _definition in indexes]
+    damaged = _with_line(text, _line_of(text, "allocation", -1), lambda line: line[:20])
+    with pytest.raises(BooksFileError):
+        _import(copy, damaged)
+    assert _keys_and_indexes(copy) == schema
+    _import(copy, text)
+    assert _keys_and_indexes(copy) == schema
+    assert _export(copy) == text
+    with copy.engine.begin() as conn, pytest.raises(IntegrityError):
+        conn.exec_driver_sql(
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, "
+            f"updated_at) VALUES (999999, '{UNKNOWN}', 0, 1, now(), now())"
+        )
+
+
+def test_a_role_that_does_not_own_the_tables_imports_with_the_checks_in_place(source, tmp_path_factory, request):
+    db, _api, _books = source
+    text = _export(db)
+    owner = _new_database("postgresql", tmp_path_factory, request)
+    role = f"importer_{uuid.uuid4().hex[:12]}"
+    with owner.engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+        conn.exec_driver_sql(f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    url = owner.engine.url.set(username=role)
+    importer = Database(url.render_as_string(hide_password=False))
+    request.addfinalizer(importer.dispose)
+    assert _import(importer, text)["allocation"] == 11
+    assert _export(owner) == text
 
 
 def _count(text, kind):

@@ -4,7 +4,6 @@ claims to catch)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import socket
@@ -14,9 +13,10 @@ import threading
 import uuid
 from pathlib import Path
 
+import click
 import pytest
 
-from berth.cli.stress import add_stress_arguments
+from berth.cli.stress import stress_command
 from berth.testbed.client import Client, RequestFailed
 from berth.testbed.loopback import free_port
 from berth.testbed.postgres import start_postgres
@@ -240,15 +240,16 @@ JSON_KEYS = {
 
 
 def test_options_are_those_the_docs_name():
-    parser = argparse.ArgumentParser()
-    add_stress_arguments(parser)
-    options = {o for action in parser._actions for o in action.option_strings if o.startswith("--")} - {"--help"}
+    options = {o for param in stress_command.params for o in param.opts if o.startswith("--")}
     assert options == OPTIONS
     assert options <= set(re.findall(r"--[a-z][a-z-]*", DOCS.read_text()))
-    args = parser.parse_args(["-c", "3", "--fault", "kill-worker"])
+    args = StressConfig(**stress_command.make_context("stress", ["-c", "3", "--fault", "kill-worker"]).params)
     assert (args.concurrency, args.fault, args.seconds, args.providers, args.workers) == (3, "kill-worker", 30.0, 20, 4)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--fault", "unplug-the-cable"])
+    assert (args.operations, args.keep, args.down_seconds, args.seed) == (None, False, 1.0, None)
+    assert StressConfig(**stress_command.make_context("stress", ["--keep", "--seed", "9"]).params).keep is True
+    for malformed in (["--fault", "unplug-the-cable"], ["-c", "0"], ["--seconds", "0"], ["--seed", "x"]):
+        with pytest.raises(click.UsageError):
+            stress_command.make_context("stress", malformed)
 
 
 @pytest.mark.slow

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import click
 
-from berth.cli import agent, bench, serve, stress
+from berth.cli import agent, audit, bench, serve, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
 
@@ -45,47 +44,11 @@ def db_upgrade(database: str | None) -> int:
     return 0
 
 
-def _argparse_command(
-    name: str,
-    help_text: str,
-    add_arguments: Callable[[argparse.ArgumentParser], None],
-    run: Callable[[argparse.Namespace], int],
-) -> click.Command:
-    """A command whose arguments go, untouched, to its own argparse parser (help included)."""
-
-    @click.command(
-        name,
-        help=help_text,
-        add_help_option=False,
-        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    )
-    @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
-    def command(arguments: tuple[str, ...]) -> int:
-        parser = argparse.ArgumentParser(prog=f"berth {name}")
-        add_arguments(parser)
-        status = run(parser.parse_args(list(arguments)))
-        if status:
-            raise click.exceptions.Exit(status)
-        return status
-
-    return command
-
-
 cli.add_command(serve.serve_command)
 cli.add_command(agent.agent_command)
-cli.add_command(
-    _argparse_command(
-        "bench", "Benchmark a server over HTTP (see docs/performance.md).", bench.add_bench_arguments, bench.run
-    )
-)
-cli.add_command(
-    _argparse_command(
-        "stress",
-        "Race claimers, inject faults, audit (see docs/reliability.md).",
-        stress.add_stress_arguments,
-        stress.run,
-    )
-)
+cli.add_command(bench.bench_command)
+cli.add_command(stress.stress_command)
+cli.add_command(audit.audit_command)
 for client_command in [*CLIENT_COMMANDS, *BOOKS_COMMANDS]:
     cli.add_command(client_command)
 

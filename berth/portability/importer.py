@@ -21,11 +21,13 @@ from typing import IO, Any
 
 from sqlalchemy import Connection
 
+from berth.portability.deferred_checks import put_back, set_aside
 from berth.portability.export import Progress
 from berth.portability.format import KINDS, SECTION, BooksConflict, BooksFileError, decode, read_header
 from berth.portability.loader import Loader
-from berth.portability.sink import BATCH, add_usage
+from berth.portability.sink import BATCH
 from berth.portability.target import (
+    WRITTEN_TABLES,
     advance_sequences,
     existing_records,
     lock_for_import,
@@ -47,9 +49,13 @@ def import_books(
     try:
         with _write_transaction(db) as conn:
             lock_for_import(conn)
-            if not merge:
-                refuse_unless_empty(conn)
-            return _load(conn, inp, existing_records(conn) if merge else None, progress)
+            if merge:
+                return _load(conn, inp, existing_records(conn), progress)
+            refuse_unless_empty(conn)
+            aside = set_aside(conn, WRITTEN_TABLES)
+            counts = _load(conn, inp, None, progress)
+            put_back(conn, aside)
+            return counts
     finally:
         if db is not database:
             db.dispose()
@@ -138,7 +144,7 @@ def _check_counts(end: int, counts: dict[str, int], announced: dict[str, int]) -
 
 
 def _finish(conn: Connection, loader: Loader) -> None:
-    add_usage(conn, loader.added_usage)
+    loader.finish()
     if loader.touched_providers:
         ids = ", ".join(str(i) for i in sorted(loader.touched_providers))
         conn.exec_driver_sql(

@@ -3,6 +3,12 @@
 Rows are buffered per table and written a batch at a time, in the order they were given (a child
 provider's row after its parent's).  A batch the database refuses is reported with the lines of the
 file it came from.
+
+An inventory's ``used`` is the sum of the allocations against it, which come later in the file.  On
+PostgreSQL the inventories are copied into a temporary table and inserted with their usage once the
+allocations are read (``finish``): setting it afterwards wrote every inventory row twice and left as
+many dead rows behind.  On SQLite they are inserted as they come and raised by what the allocations
+add, as every allocation write does.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class BulkSink:
         self._postgres = conn.dialect.name == "postgresql"
         self._buffers: dict[str, _Buffer] = {}
         self._copies: dict[str, tuple[ExitStack, Copy, _Buffer]] = {}
+        self._staged: dict[str, tuple[str, ...]] = {}  # table -> its columns, for the tables in _STAGING
 
     def add(self, line: int, table: str, columns: tuple[str, ...], row: tuple[Any, ...]) -> None:
         if self._postgres:
@@ -85,13 +92,23 @@ class BulkSink:
                 open_copy = self._copies[table] = (*self._open_copy(table, columns), lines)
         _stack, copy, lines = open_copy
         lines.last_line = line
-        with self._refused(table, lines):
+        try:
             copy.write_row(row)
+        except self._conn.dialect.loaded_dbapi.Error:
+            # As _refused words it; written out here, as entering a context per row costs more than the row.
+            with self._refused(table, lines):
+                raise
 
     def _open_copy(self, table: str, columns: tuple[str, ...]) -> tuple[ExitStack, Copy]:
         pg = cast("psycopg.Connection[Any]", self._conn.connection.dbapi_connection)
         stack = ExitStack()
         cursor = stack.enter_context(pg.cursor())
+        staging = _STAGING.get(table)
+        if staging is not None:
+            if table not in self._staged:
+                cursor.execute(f"CREATE TEMPORARY TABLE {staging} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
+                self._staged[table] = columns
+            table = staging
         statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         copy = stack.enter_context(cursor.copy(statement, writer=QueuedLibpqWriter(cursor)))
         return stack, copy
@@ -119,35 +136,52 @@ class BulkSink:
                 f"the database refused the {table} rows of lines {lines.first_line} to {lines.last_line}: {error}",
             ) from error
 
+    def finish(self, added: dict[tuple[int, int], int], first_new_provider: int) -> None:
+        """Give the inventories what the allocations ``added`` to each (provider id, class id): the
+        new ones (of providers from ``first_new_provider`` on) as they are inserted, on PostgreSQL,
+        and the others by raising their ``used``."""
+        dbapi_connection = self._conn.connection.dbapi_connection
+        assert dbapi_connection is not None  # held by the open connection
+        if not self._postgres:
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.executemany(_ADD_USED, [(used, pid, rc) for (pid, rc), used in added.items()])
+            finally:
+                cursor.close()
+            return
+        pg = cast("psycopg.Connection[Any]", dbapi_connection)
+        with pg.cursor() as pg_cursor:
+            pg_cursor.execute(
+                "CREATE TEMPORARY TABLE import_used (resource_provider_id integer, resource_class_id integer, "
+                "used bigint) ON COMMIT DROP"
+            )
+            with pg_cursor.copy("COPY import_used FROM STDIN") as copy:
+                for (pid, rc), used in added.items():
+                    copy.write_row((pid, rc, used))
+            pg_cursor.execute("ANALYZE import_used")
+            columns = self._staged.get("inventories")
+            if columns is not None:
+                pg_cursor.execute(_insert_staged_inventories(columns))
+            if any(pid < first_new_provider for pid, _rc in added):
+                pg_cursor.execute(_ADD_USED_FROM_TEMP, (first_new_provider,))
+
+
+# Tables whose rows are copied into a temporary table first, on PostgreSQL (see the module's doc).
+_STAGING: Final = {"inventories": "import_inventories"}
 
 _ADD_USED: Final = "UPDATE inventories SET used = used + ? WHERE resource_provider_id = ? AND resource_class_id = ?"
 _ADD_USED_FROM_TEMP: Final = """
 UPDATE inventories i SET used = i.used + u.used FROM import_used u
-WHERE i.resource_provider_id = u.resource_provider_id AND i.resource_class_id = u.resource_class_id"""
+WHERE i.resource_provider_id = u.resource_provider_id AND i.resource_class_id = u.resource_class_id
+  AND u.resource_provider_id < %s"""
 
 
-def add_usage(conn: Connection, added: dict[tuple[int, int], int]) -> None:
-    """Raise ``inventories.used`` by what the imported allocations hold of each inventory, as every
-    allocation write keeps it (on PostgreSQL through a temporary table and one UPDATE)."""
-    if not added:
-        return
-    dbapi_connection = conn.connection.dbapi_connection
-    assert dbapi_connection is not None  # held by the open connection
-    if conn.dialect.name != "postgresql":
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.executemany(_ADD_USED, [(used, pid, rc) for (pid, rc), used in added.items()])
-        finally:
-            cursor.close()
-        return
-    pg = cast("psycopg.Connection[Any]", dbapi_connection)
-    with pg.cursor() as pg_cursor:
-        pg_cursor.execute(
-            "CREATE TEMPORARY TABLE import_used (resource_provider_id integer, resource_class_id integer, "
-            "used bigint) ON COMMIT DROP"
-        )
-        with pg_cursor.copy("COPY import_used FROM STDIN") as copy:
-            for (pid, rc), used in added.items():
-                copy.write_row((pid, rc, used))
-        pg_cursor.execute("ANALYZE import_used")
-        pg_cursor.execute(_ADD_USED_FROM_TEMP)
+def _insert_staged_inventories(columns: tuple[str, ...]) -> str:
+    # The staged rows took their ids from the inventories' own sequence (the temporary table has its
+    # defaults), in the file's order, as rows copied straight in would have.
+    chosen = ", ".join("s.used + COALESCE(u.used, 0)" if name == "used" else f"s.{name}" for name in columns)
+    return (
+        f"INSERT INTO inventories (id, {', '.join(columns)}) SELECT s.id, {chosen} FROM import_inventories s "
+        "LEFT JOIN import_used u ON u.resource_provider_id = s.resource_provider_id "
+        "AND u.resource_class_id = s.resource_class_id ORDER BY s.id"
+    )
