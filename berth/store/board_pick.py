@@ -5,9 +5,12 @@ weigher, a tree may fit when, for each class asked, one of its providers has roo
 or a sharing provider with room is in an aggregate with one of them; the board tells the first for
 every tree in one comparison, and the few sharing providers the second. The trees that may fit
 and that the server group allows are weighed together (``weigh_arrays``: the weights
-``berth.domain.weighing.weigh`` gives), then tried best first, ties in random order: each is
-searched again alone, as the database holds it inside this transaction, and its first candidate
-that still fits is written.
+``berth.domain.weighing.weigh`` gives), in a read before the pick's write transaction
+(``plan_on_board``), which on SQLite holds every other writer back. In the write
+(``claim_on_board``), the planned trees are tried best first, ties in random order, each only if
+the server group's policy, read again under its lock, still allows it: the candidates the read
+found for it are written by the conditional write every allocation goes through, and when that
+refuses (taken meanwhile), the tree is searched again as the transaction sees it.
 
 ``None`` (the caller then searches every tree) when no tree on the board can be claimed after
 ``MOST_TRIES``: a board that is behind the books must not turn into a refusal while a tree fits.
@@ -15,8 +18,10 @@ that still fits is written.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -24,17 +29,20 @@ import numpy.typing as npt
 from sqlalchemy import Connection
 
 from berth.domain.candidate_request import CandidateRequest
-from berth.domain.candidates import ProviderData
+from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.weighing import Multipliers, best_first_of, free_amount, weigh_arrays
 from berth.store import server_groups
-from berth.store.candidate_names import ResolvedQuery
+from berth.store.candidate_names import ResolvedQuery, resolve
 from berth.store.candidates import CandidateFinder
-from berth.store.host_board import BoardView, weighed_classes
+from berth.store.host_board import BoardView, HostBoard, weighed_classes
 from berth.store.pick_claim import claim_tree
 from berth.store.pick_request import Pick, PickRequest, soft_policy
 from berth.store.provider_cache import ProviderCache
 
 MOST_TRIES: Final = 16
+# Trees whose candidates are searched in the read, before the write transaction: the first is
+# nearly always the one claimed.
+SEARCHED_IN_THE_READ: Final = 2
 # Candidates of one tree tried before the next tree: a plain request's are the same amounts on
 # other providers of the tree.
 CANDIDATES_PER_TREE: Final = 4
@@ -45,11 +53,40 @@ def on_board(request: CandidateRequest, multipliers: Multipliers) -> bool:
     return request.plain_resources is not None and not multipliers.instances
 
 
-def pick_on_board(
-    conn: Connection, request: PickRequest, resolved: ResolvedQuery, cache: ProviderCache, board: BoardView
-) -> Pick | None:
-    """The pick claimed on the best tree of the board that could be claimed, or None."""
-    if not len(board.roots):
+@dataclass(frozen=True)
+class PlannedTree:
+    """A tree worth trying, with its weight and, for the first few, its candidates as the read saw
+    them (empty: searched in the write)."""
+
+    index: int
+    root_id: int
+    weight: float
+    candidates: Sequence[Candidate] = ()
+
+
+@dataclass(frozen=True)
+class BoardPlan:
+    """What a pick weighed on the board before its write transaction: the trees to try, best first."""
+
+    view: BoardView
+    trees: Sequence[PlannedTree]
+    # Every provider the planned candidates name.
+    providers: Mapping[int, ProviderData]
+    sharing_ids: frozenset[int]
+    weighed: Mapping[int, str]
+    fitted: int
+    allowed: int
+
+
+def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, board: HostBoard) -> BoardPlan | None:
+    """In a read, before the pick's write transaction (which on SQLite holds back every writer):
+    the trees of the board worth trying, best first, and the first ones' candidates; None when the
+    request is not one the board weighs, or no tree on it may fit."""
+    resolved = resolve(conn, request.query)
+    if not on_board(resolved.request, request.multipliers):
+        return None
+    view = board.use()
+    if not len(view.roots):
         return None
     plain = resolved.request.plain_resources
     assert plain is not None  # on_board
@@ -57,50 +94,81 @@ def pick_on_board(
         conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
     )
     sharing = finder.sharing
-    fits = np.ones(len(board.roots), dtype=bool)
+    fits = np.ones(len(view.roots), dtype=bool)
     for rc, amount in plain:
-        may_fit = board.room_of(rc) >= amount
+        may_fit = view.room_of(rc) >= amount
         for shared in sharing.values():
             inventory = shared.inventories.get(rc)
             if inventory is not None and inventory.can_take(amount):
-                may_fit[_anchored(board, shared)] = True
+                may_fit[_anchored(view, shared)] = True
         fits &= may_fit
     group = request.server_group
     members = server_groups.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
-    allowed = fits & _group_mask(board, group.policy if group is not None else None, members)
+    allowed = fits & _group_mask(view, group.policy if group is not None else None, members)
     indexes = np.flatnonzero(allowed)
     if not len(indexes):
         return None
     weighed = weighed_classes(conn)
     weights = weigh_arrays(
-        board.ram[indexes],
-        board.cpus[indexes],
-        _disk_with_sharing(board, sharing, weighed)[indexes],
-        _members_on(board, members)[indexes],
+        view.ram[indexes],
+        view.cpus[indexes],
+        _disk_with_sharing(view, sharing, weighed)[indexes],
+        _members_on(view, members)[indexes],
         request.multipliers,
         soft_policy(group),
     )
-    class_names = {rc: name for name, rc in resolved.class_ids.items()}
-    for tries, chosen in enumerate(best_first_of(weights)):
-        if tries >= MOST_TRIES:
-            return None
+    trees: list[PlannedTree] = []
+    for chosen in itertools.islice(best_first_of(weights), MOST_TRIES):
         index = int(indexes[chosen])
-        root_id = int(board.roots[index])
-        claimed = claim_tree(conn, request.consumer, finder.candidates_in(root_id), finder.providers, class_names)
+        root_id = int(view.roots[index])
+        searched = finder.candidates_in(root_id) if len(trees) < SEARCHED_IN_THE_READ else ()
+        trees.append(PlannedTree(index, root_id, float(weights[chosen]), searched))
+    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, int(fits.sum()), len(indexes))
+
+
+def claim_on_board(
+    conn: Connection, request: PickRequest, resolved: ResolvedQuery, cache: ProviderCache, plan: BoardPlan
+) -> Pick | None:
+    """In the pick's write transaction (its server group locked): the first planned tree that the
+    group's policy still allows and that can be claimed, claimed; None when none can."""
+    group = request.server_group
+    members = server_groups.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
+    class_names = {rc: name for name, rc in resolved.class_ids.items()}
+    finder: CandidateFinder | None = None
+    for tree in plan.trees:
+        if not _group_allows(group.policy if group is not None else None, members, tree.root_id):
+            continue
+        providers = plan.providers
+        claimed = claim_tree(conn, request.consumer, tree.candidates, providers, class_names)
+        if claimed is None:
+            # Not searched in the read, or taken since: the tree as this transaction sees it.
+            finder = finder or CandidateFinder(
+                conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
+            )
+            providers = finder.providers
+            claimed = claim_tree(conn, request.consumer, finder.candidates_in(tree.root_id), providers, class_names)
         if claimed is None:
             continue
         if group is not None:
-            server_groups.add_member(conn, group.uuid, request.consumer.uuid, root_id)
-        board.take(index, _own_amounts(claimed.candidate.allocations, sharing), weighed)
+            server_groups.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
+        plan.view.take(tree.index, _own_amounts(claimed.candidate.allocations, plan.sharing_ids), plan.weighed)
         return Pick(
             claimed.allocations,
             claimed.mappings,
-            finder.providers[root_id].uuid,
-            float(weights[chosen]),
-            int(fits.sum()),
-            len(indexes),
+            providers[tree.root_id].uuid,
+            tree.weight,
+            plan.fitted,
+            plan.allowed,
         )
     return None
+
+
+def _group_allows(policy: str | None, members: Counter[int], root_id: int) -> bool:
+    if policy == "anti-affinity":
+        return root_id not in members
+    if policy == "affinity" and members:
+        return root_id in members
+    return True
 
 
 def _anchored(board: BoardView, shared: ProviderData) -> npt.NDArray[np.intp]:
@@ -149,7 +217,7 @@ def _disk_with_sharing(
     return disk
 
 
-def _own_amounts(allocations: Mapping[int, Mapping[int, int]], sharing: Mapping[int, ProviderData]) -> dict[int, int]:
+def _own_amounts(allocations: Mapping[int, Mapping[int, int]], sharing: Collection[int]) -> dict[int, int]:
     """What a candidate places on its tree's own providers, by class."""
     amounts: Counter[int] = Counter()
     for provider_id, by_class in allocations.items():

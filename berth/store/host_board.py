@@ -45,6 +45,8 @@ IndexArray = npt.NDArray[np.intp]
 LOG = logging.getLogger(__name__)
 
 MIN_AGE: Final = 0.1
+# The longest a pick waits for a worker's first read of the board.
+FIRST_READ_WAIT: Final = 60.0
 # The background thread's shortest wait between two looks at the board.
 _NAP: Final = 0.02
 # A board no pick read for this long is no longer refreshed (until a pick reads it again).
@@ -125,12 +127,17 @@ class HostBoard:
         self.last_refresh_seconds = 0.0
 
         self.background = False
+        self._first_read = threading.Event()
         # When a pick last read the board: one that no pick reads is not refreshed.
         self._used_at = -float("inf")
 
     def use(self) -> BoardView:
-        """The board as last read, for a pick that weighs on it."""
+        """The board as last read, for a pick that weighs on it. While the background thread makes
+        its first read (a worker just started), the pick waits for it: the alternative, searching
+        every tree inside the write transaction, would hold every writer back for longer."""
         self._used_at = time.monotonic()
+        if self.background and not self._first_read.is_set():
+            self._first_read.wait(FIRST_READ_WAIT)
         return self.view
 
     def refresh_in_background(self, db: Database, cache: ProviderCache) -> None:
@@ -140,6 +147,11 @@ class HostBoard:
         threading.Thread(target=self._keep_fresh, args=(db, cache), name="berth-host-board", daemon=True).start()
 
     def _keep_fresh(self, db: Database, cache: ProviderCache) -> None:
+        # Read at once, picks or not: a large cloud's first read takes seconds.
+        try:
+            db.read(lambda conn: self.refresh(conn, cache, force=True))
+        except Exception:  # noqa: BLE001 - the loop below tries again
+            LOG.exception("reading the host board failed; trying again")
         while True:
             time.sleep(max(_NAP, self._age_needed - (time.monotonic() - self._read_at)))
             if not self.due():
@@ -166,6 +178,7 @@ class HostBoard:
             self._read_at = time.monotonic()
             self.last_refresh_seconds = self._read_at - started
             self._age_needed = max(self.min_age, self.last_refresh_seconds / REFRESH_SHARE)
+            self._first_read.set()
         finally:
             self._refreshing.release()
 

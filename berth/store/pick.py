@@ -31,11 +31,10 @@ from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.errors import Conflict
 from berth.domain.weighing import best_first, weigh
 from berth.store import server_groups
-from berth.store.board_pick import on_board, pick_on_board
+from berth.store.board_pick import BoardPlan, claim_on_board
 from berth.store.candidate_names import ResolvedQuery, resolve
 from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
-from berth.store.host_board import HostBoard
 from berth.store.host_facts import host_facts_of
 from berth.store.leases import set_lease
 from berth.store.pick_claim import claim_tree
@@ -49,13 +48,11 @@ __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
 EVERY_CANDIDATE: Final = 2**62
 
 
-def pick_and_claim(
-    conn: Connection, request: PickRequest, cache: ProviderCache, board: HostBoard | None = None
-) -> Pick:
+def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None = None) -> Pick:
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
-    With a ``board``, a request of one group of resources is weighed on it
-    (``berth.store.board_pick``); when that finds no tree it can claim, every tree is searched."""
+    With a ``plan`` (``berth.store.board_pick.plan_on_board``, made in a read just before), its trees
+    are tried first; when none of them can be claimed, every tree is searched."""
     group = request.server_group
     if group is not None:
         server_groups.lock_group(conn, group.uuid, group.policy)
@@ -63,8 +60,8 @@ def pick_and_claim(
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         set_lease(conn, request.consumer.uuid, request.lease_seconds)
     resolved = resolve(conn, request.query)
-    if board is not None and on_board(resolved.request, request.multipliers):
-        chosen = pick_on_board(conn, request, resolved, cache, board.use())
+    if plan is not None:
+        chosen = claim_on_board(conn, request, resolved, cache, plan)
         if chosen is not None:
             return chosen
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)

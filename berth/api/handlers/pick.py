@@ -3,8 +3,9 @@
 Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carries the query of
 GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
 consumer, and optionally a server group and a lease; the store does the rest in one write
-transaction (``berth.store.pick``), weighing on the process's board of every tree
-(``berth.store.host_board``) when it can, read again first when it is due.
+transaction (``berth.store.pick``), after weighing on the process's board of every tree
+(``berth.store.host_board``, ``berth.store.board_pick``) in a read, when the request is one the
+board weighs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import WeighPolicy, multipliers_for
+from berth.store.board_pick import plan_on_board
 from berth.store.pick import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups import GroupPolicy
 
@@ -31,7 +33,9 @@ def pick(call: Call) -> Reply:
     if board.due() and not board.background:
         # Read before the write transaction, which on SQLite holds every writer back while it lasts.
         call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
-    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, call.provider_cache, board))
+    cache = call.provider_cache
+    plan = call.db.read(lambda conn: plan_on_board(conn, request, cache, board))
+    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, cache, plan))
     return json_response(call, _answer(chosen))
 
 
