@@ -4,9 +4,10 @@ as arrays over the trees, so that a pick weighs every tree in a few vector opera
 A pick of the commonest request (one group of resources: ``CandidateRequest.plain_resources``)
 reads the board instead of searching every tree (``berth.store.board_pick``). The board is a
 ranking, not the books: the tree it ranks first is searched alone, as the database holds it, and
-its allocation is written by the same conditional write as any other. So a board that is behind the database can only make a pick choose a worse tree or try
-one more, never over-commit; and when it finds no tree the pick searches every tree as the
-candidates query does, so that a tree freed since the board was read is not missed.
+its allocation is written by the same conditional write as any other. So a board that is behind
+the database can only make a pick choose a worse tree or try one more, never over-commit; and when
+it finds no tree the pick searches every tree as the candidates query does, so that a tree freed
+since the board was read is not missed.
 
 The board is read again (``refresh``, by a thread of its own in a server's workers) when it is
 older than ``min_age`` seconds and picks read it lately, and then only the
