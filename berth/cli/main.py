@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from berth.cli import agent, audit, bench, serve, stress
+from berth.cli import agent, audit, bench, serve, sim, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
 
@@ -48,6 +48,7 @@ cli.add_command(serve.serve_command)
 cli.add_command(agent.agent_command)
 cli.add_command(bench.bench_command)
 cli.add_command(stress.stress_command)
+cli.add_command(sim.sim_command)
 cli.add_command(audit.audit_command)
 for client_command in [*CLIENT_COMMANDS, *BOOKS_COMMANDS]:
     cli.add_command(client_command)

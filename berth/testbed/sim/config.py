@@ -1,0 +1,41 @@
+"""The settings of one simulation (``berth sim``'s options)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    hosts: int = 1000
+    ops: int = 20000
+    concurrency: int = 16
+    # The chance, per operation, that a fault is injected beside it.
+    faults: float = 0.05
+    seed: int = 1
+    # None or "sqlite": a SQLite file; "postgresql": a throwaway PostgreSQL (which a fault may
+    # restart); any other SQLAlchemy URL is used as it is.
+    database: str | None = None
+    workers: int = 3
+    # Hosts run as ``berth agent`` processes of their own (faults kill them); the others share
+    # ``pools`` processes.
+    real_agents: int = 4
+    pools: int = 1
+    # Live instances the workload aims at, per host.
+    instances_per_host: float = 2.5
+    # Conductors' timing: an owner silent this long is dead (kept well above any step's length).
+    dead_after: float = 8.0
+    heartbeat_interval: float = 1.0
+    json: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.hosts < self.real_agents + 2:
+            raise ValueError(f"--hosts is at least {self.real_agents + 2}")
+        if self.ops < 1 or self.concurrency < 1:
+            raise ValueError("--ops and --concurrency are at least 1")
+        if not 0.0 <= self.faults <= 1.0:
+            raise ValueError("--faults is a probability, between 0 and 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,165 @@
+"""The faults a simulation injects beside its operations, and the conductor's step hook that carries
+the two that must strike inside an operation (a conductor killed between two steps, an agent killed
+mid-migration).
+
+| fault | what is done |
+|---|---|
+| ``spawn_failure`` | the next spawn of a random host fails (the fake driver's ``/faults``) |
+| ``conflict_storm`` | competing schedulers write and remove allocations on busy hosts at once (409s) |
+| ``conductor_crash`` | a worker's next operation stops between two steps (its conductor "dies");
+  another conductor resumes it |
+| ``agent_kill_migration`` | the next move's source agent (a process) is killed (kill -9) before the
+  destination claims, and restarted |
+| ``host_down`` | a real agent is killed, its instances evacuated, the agent restarted, the
+  evacuations cleaned up |
+| ``api_worker_kill`` | a worker of ``berth serve`` is killed (kill -9); on PostgreSQL, the server
+  is restarted instead |
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import Final
+
+from berth.clients.agent import AgentClient
+from berth.clients.errors import ClientError
+from berth.clients.placement import PlacementClient
+from berth.conductor.journal import Operation
+from berth.testbed.postgres import PostgresServer
+from berth.testbed.sim.cloud import Cloud, session
+from berth.testbed.sim.report import Tally
+
+KINDS: Final[dict[str, int]] = {
+    "spawn_failure": 35,
+    "conflict_storm": 15,
+    "conductor_crash": 15,
+    "agent_kill_migration": 12,
+    "host_down": 8,
+    "api_worker_kill": 6,
+}
+MOVES: Final = ("resize", "migrate", "live_migrate")
+STORM_THREADS: Final = 4
+STORM_WRITES: Final = 20
+
+
+class ConductorCrash(BaseException):
+    """Raised by the hook before a step: the conductor "dies" there (nothing of it catches this)."""
+
+    def __init__(self, operation: Operation, step: str):
+        super().__init__(f"conductor killed before {operation.kind} {operation.id} step {step}")
+        self.operation = operation
+
+
+class Faults:
+    def __init__(self, rate: float, cloud: Cloud, tally: Tally, postgres: PostgresServer | None):
+        self.rate = rate
+        self.cloud = cloud
+        self.tally = tally
+        self.postgres = postgres
+        # What a worker thread has armed for its next operation.
+        self.armed = threading.local()
+        self.lock = threading.Lock()
+
+    def draw(self, rng: random.Random) -> str | None:
+        """The fault to inject beside this operation, if any."""
+        if rng.random() >= self.rate:
+            return None
+        kinds = list(KINDS)
+        if not self.cloud.real:
+            kinds = [k for k in kinds if k not in ("agent_kill_migration", "host_down")]
+        return rng.choices(kinds, [KINDS[k] for k in kinds])[0]
+
+    # -- armed in the worker's thread, struck by the hook --------------------------------------
+
+    def arm_crash(self, rng: random.Random) -> None:
+        self.armed.crash_in = rng.randint(1, 4)
+
+    def arm_migration_kill(self) -> None:
+        self.armed.kill_source = True
+
+    def migration_kill_armed(self) -> bool:
+        return bool(getattr(self.armed, "kill_source", False))
+
+    def disarm(self) -> None:
+        self.armed.crash_in = 0
+        self.armed.kill_source = False
+
+    def hook(self, operation: Operation, step: str) -> None:
+        crash_in = getattr(self.armed, "crash_in", 0)
+        if crash_in:
+            self.armed.crash_in = crash_in - 1
+            if crash_in == 1:
+                self.tally.fault("conductor_crash")
+                raise ConductorCrash(operation, step)
+        if self.migration_kill_armed() and operation.kind in MOVES and step == "claim_dest":
+            self.armed.kill_source = False
+            source = str(operation.request.get("source"))
+            agent = self.cloud.real.get(source)
+            if agent is not None:
+                agent.restart()
+                self.tally.fault("agent_kill_migration")
+
+    # -- struck at once ------------------------------------------------------------------------
+
+    def spawn_failure(self, rng: random.Random, agents: Mapping[str, AgentClient]) -> None:
+        host = rng.choice(sorted(self.cloud.urls))
+        client = agents[host]
+        try:
+            client.set_faults(fail_next_spawns=1)
+        except (ClientError, OSError):
+            return
+        self.tally.fault("spawn_failure")
+
+    def conflict_storm(self, rng: random.Random, hot_roots: list[str]) -> None:
+        """Competing schedulers: each writes a consumer of its own onto the hot hosts and takes it
+        away again, as fast as it can, moving those hosts' generations under everyone else."""
+        if not hot_roots or self.cloud.placement is None:
+            return
+        url = self.cloud.server.url
+        seeds = [rng.randrange(1 << 30) for _ in range(STORM_THREADS)]
+
+        def compete(seed: int) -> None:
+            local = random.Random(seed)
+            client = PlacementClient(url, attempts=1, session=session())
+            for _ in range(STORM_WRITES):
+                consumer = str(uuid.uuid4())
+                root = local.choice(hot_roots)
+                body = {
+                    "allocations": {root: {"resources": {"VCPU": 1, "MEMORY_MB": 64}}},
+                    "consumer_generation": None,
+                    "project_id": "storm",
+                    "user_id": "storm",
+                }
+                try:
+                    client.request("PUT", f"/allocations/{consumer}", body)
+                except ClientError:
+                    continue
+                _remove(client, consumer)
+
+        threads = [threading.Thread(target=compete, args=(s,), name="sim-storm") for s in seeds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.tally.fault("conflict_storm")
+
+    def api_worker_kill(self, rng: random.Random) -> None:
+        if self.postgres is not None:
+            self.postgres.restart(mode="fast", down_seconds=0.5)
+            self.tally.fault("postgres_restart")
+            return
+        if self.cloud.kill_api_worker(rng.choice) is not None:
+            self.tally.fault("api_worker_kill")
+
+
+def _remove(client: PlacementClient, consumer: str, tries: int = 5) -> None:
+    """The storm's consumer is gone, whatever it takes (a worker killed meanwhile, say)."""
+    for _ in range(tries):
+        try:
+            client.request("DELETE", f"/allocations/{consumer}", ok=(204, 404))
+            return
+        except ClientError:
+            continue

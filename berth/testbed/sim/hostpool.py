@@ -1,0 +1,142 @@
+"""Many simulated hosts in one process: a resource tracker per host (fake driver) behind one HTTP
+server, each host's agent API under ``/hosts/<name>/``.
+
+A thousand ``berth agent`` processes do not fit on two cores; the trackers do not need a process
+each, only a lock, a claim store and a driver each, which is what they have here. The API is the
+agent's own (``AgentApp``), so a conductor drives a pooled host exactly as it drives a real agent,
+through ``AgentClient("http://pool/hosts/<name>")``.
+
+    python -m berth.testbed.sim.hostpool POOL.json
+
+where POOL.json is ``{"bind", "placement", "state_dir", "hosts": {name: tracker config}}``. The
+server is gunicorn with one worker (the trackers' locks are in-process) and a few threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from gunicorn.app.base import BaseApplication
+
+from berth.clients.placement import PlacementClient
+from berth.tracker.agent_api import AgentApp
+from berth.tracker.config import TrackerConfig
+from berth.tracker.drivers import make_driver
+from berth.tracker.tracker import ResourceTracker
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+LOG = logging.getLogger(__name__)
+
+PREFIX = "/hosts/"
+# Trackers reporting their hosts to the service at the same time, at start.
+STARTING_AT_ONCE = 8
+
+
+class HostPool:
+    """The WSGI application: ``/hosts/<name>/<agent path>`` to that host's ``AgentApp``."""
+
+    def __init__(self, apps: dict[str, AgentApp]):
+        self.apps = apps
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path: str = environ.get("PATH_INFO", "")
+        if path == "/":
+            body = orjson.dumps({"hosts": len(self.apps)})
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        name, _, rest = path.removeprefix(PREFIX).partition("/")
+        app = self.apps.get(name) if path.startswith(PREFIX) else None
+        if app is None:
+            start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "9")])
+            return [b"not found"]
+        inner = dict(environ)
+        inner["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + PREFIX + name
+        inner["PATH_INFO"] = "/" + rest
+        return app(inner, start_response)
+
+
+def tracker_config(document: dict[str, Any], state_dir: str) -> TrackerConfig:
+    config = TrackerConfig.from_dict(document)
+    config.state_dir = state_dir
+    return config
+
+
+def start_trackers(spec: dict[str, Any]) -> tuple[list[ResourceTracker], HostPool]:
+    """Every host's tracker, started (its tree reported, its interrupted operations finished)."""
+
+    def start(item: tuple[str, dict[str, Any]]) -> ResourceTracker:
+        name, document = item
+        config = tracker_config(document, spec["state_dir"])
+        # Proxy settings are not looked up on every call to the service (see ``cloud.session``).
+        placement = PlacementClient(spec["placement"])
+        placement.session.trust_env = False
+        tracker = ResourceTracker(name, make_driver("fake", config), placement, config)
+        tracker.start()
+        return tracker
+
+    with ThreadPoolExecutor(STARTING_AT_ONCE) as pool:
+        trackers = list(pool.map(start, spec["hosts"].items()))
+    apps = {t.host: AgentApp(t, driver_name="fake") for t in trackers}
+    LOG.info("host pool: %d hosts started", len(apps))
+    return trackers, HostPool(apps)
+
+
+def serve(spec: dict[str, Any]) -> None:
+    trackers: list[ResourceTracker] = []
+
+    def load() -> HostPool:
+        started, app = start_trackers(spec)
+        trackers.extend(started)
+        return app
+
+    def worker_exit(server: object, worker: object) -> None:
+        for tracker in trackers:
+            tracker.close()
+
+    options: dict[str, Any] = {
+        "bind": spec["bind"],
+        "workers": 1,
+        "threads": int(spec.get("threads", 8)),
+        "worker_class": "gthread",
+        # Starting hundreds of trackers takes longer than a worker's usual allowance.
+        "timeout": 900,
+        "graceful_timeout": 5,
+        "keepalive": 30,
+        "backlog": 2048,
+        "worker_connections": 4096,
+        "preload_app": False,
+        "control_socket_disable": True,
+        "worker_exit": worker_exit,
+    }
+    _application(options, load).run()
+
+
+def _application(options: dict[str, Any], load: Callable[[], HostPool]) -> Any:
+    """A gunicorn application with these settings (gunicorn ships no types: subclassed at run time)."""
+
+    def load_config(self: Any) -> None:
+        for key, value in options.items():
+            self.cfg.set(key, value)
+
+    def load_application(self: Any) -> HostPool:
+        return load()
+
+    return type("BerthSimHostPool", (BaseApplication,), {"load_config": load_config, "load": load_application})()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    with open(argv[1], "rb") as f:
+        serve(orjson.loads(f.read()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,186 @@
+"""What the simulation believes of each instance: its flavor, its host, its state, the move in
+flight, and its server group; and how a conductor operation's outcome changes it.
+
+The belief comes from the operations' journaled outcomes alone (the host a build landed on, the
+destination of a move, ...), never from the books the invariants then check against it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from berth.conductor.journal import DONE, RUNNING, Operation
+from berth.conductor.requests import ServerRequest
+
+ACTIVE: Final = "active"
+SOFT_DELETED: Final = "soft_deleted"
+SHELVED: Final = "shelved"
+OFFLOADED: Final = "offloaded"
+RESIZED: Final = "resized"  # a resize or cold migration awaiting confirm or revert
+DELETED: Final = "deleted"
+# The operations that end a move awaiting confirm or revert.
+FINISHING: Final = ("confirm_resize", "revert_resize")
+# What each state allows next (the operations' names are the conductor's).
+ALLOWED: Final[dict[str, tuple[str, ...]]] = {
+    ACTIVE: ("delete", "soft_delete", "resize", "migrate", "live_migrate", "shelve", "rebuild", "evacuate"),
+    SOFT_DELETED: ("restore", "delete"),
+    SHELVED: ("shelve_offload", "unshelve", "delete"),
+    OFFLOADED: ("unshelve", "delete"),
+    RESIZED: ("confirm_resize", "revert_resize"),
+    DELETED: (),
+}
+
+
+@dataclass(frozen=True)
+class Move:
+    """A move in flight: the migration consumer holds the old flavor's allocations on the source."""
+
+    id: str
+    migration: str
+    source: str
+    old: ServerRequest
+    # A confirm or revert that failed after some of its steps were done: the move is half finished,
+    # and only the same operation, asked again, may finish it (the conductor's rule: "confirm again").
+    finishing: str | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    server: ServerRequest
+    state: str
+    host: str | None
+    move: Move | None = None
+    group: str | None = None
+    # An operation left running (past its point of no return, or its conductor killed): what
+    # the instance is waits for its resume.
+    pending: str | None = None
+
+
+@dataclass
+class Instances:
+    """Every instance the run made, under one lock; each is taken by one operation at a time."""
+
+    # The instances not deleted; the deleted ones apart, so that the draws of the workload (which
+    # go over every instance) do not grow with the operations run.
+    items: dict[str, Instance] = field(default_factory=dict)
+    deleted: dict[str, Instance] = field(default_factory=dict)
+    busy: set[str] = field(default_factory=set)
+    # Hosts taken down: their instances wait, untouched, until they are back.
+    down: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, uuid: str) -> bool:
+        with self.lock:
+            if uuid in self.busy:
+                return False
+            self.busy.add(uuid)
+            return True
+
+    def free(self, uuid: str) -> None:
+        with self.lock:
+            self.busy.discard(uuid)
+
+    def put(self, instance: Instance) -> None:
+        uuid = instance.server.instance_uuid
+        with self.lock:
+            if instance.state == DELETED:
+                self.items.pop(uuid, None)
+                self.deleted[uuid] = instance
+            else:
+                self.items[uuid] = instance
+
+    def every(self) -> dict[str, Instance]:
+        """Every instance the run made, deleted ones included."""
+        with self.lock:
+            return {**self.deleted, **self.items}
+
+    def idle(self, states: tuple[str, ...] | None = None) -> list[Instance]:
+        with self.lock:
+            return [
+                i
+                for u, i in self.items.items()
+                if u not in self.busy
+                and i.pending is None
+                and (states is None or i.state in states)
+                and i.host not in self.down
+                and (i.move is None or i.move.source not in self.down)
+            ]
+
+    def on_host(self, host: str) -> list[Instance]:
+        with self.lock:
+            return [i for i in self.items.values() if i.host == host and i.state != DELETED]
+
+    def involving(self, host: str) -> list[Instance]:
+        """The instances on ``host`` and those whose move in flight came from it."""
+        with self.lock:
+            return [
+                i
+                for i in self.items.values()
+                if i.state != DELETED and (i.host == host or (i.move is not None and i.move.source == host))
+            ]
+
+    def half_finished(self) -> list[Instance]:
+        """Moves whose confirm or revert failed midway, not taken by an operation."""
+        with self.lock:
+            return [
+                i
+                for u, i in self.items.items()
+                if u not in self.busy and i.pending is None and i.move is not None and i.move.finishing
+            ]
+
+
+def outcome(instance: Instance | None, kind: str, operation: Operation, extra: dict[str, Any]) -> Instance | None:
+    """The instance after ``operation`` (of ``kind``) ended as the journal says; None: there is none.
+
+    A failed or rolled back operation changes nothing (the conductor undid it), but a failed build
+    leaves no instance. A running one (left for a resume) marks the instance pending.
+    """
+    if operation.state == RUNNING:
+        return replace(instance, pending=operation.id) if instance else None
+    if operation.state != DONE:
+        if kind in FINISHING and operation.step and instance is not None and instance.move is not None:
+            return replace(instance, move=replace(instance.move, finishing=kind))
+        return None if kind == "build" else instance
+    changed = _done(instance, kind, operation, extra)
+    return replace(changed, pending=None) if changed else None
+
+
+def _done(instance: Instance | None, kind: str, operation: Operation, extra: dict[str, Any]) -> Instance | None:
+    s = operation.selections
+    if kind in ("build", "unshelve") and "server" in extra:
+        server: ServerRequest = extra["server"]
+        group = instance.group if instance else extra.get("group")
+        return Instance(server, ACTIVE, str(s.get("host")) if s.get("host") else _host(instance), group=group)
+    assert instance is not None
+    if kind == "unshelve":  # still on its host
+        return replace(instance, state=ACTIVE)
+    if kind in ("resize", "migrate"):
+        wanted = ServerRequest.from_dict(operation.request["server"])
+        move = Move(
+            operation.id, str(operation.request["migration_uuid"]), str(operation.request["source"]), instance.server
+        )
+        return replace(instance, server=wanted, state=RESIZED, host=str(s["dest"]), move=move)
+    if kind == "confirm_resize":
+        return replace(instance, state=ACTIVE, move=None)
+    if kind == "revert_resize":
+        assert instance.move is not None
+        return replace(instance, server=instance.move.old, state=ACTIVE, host=instance.move.source, move=None)
+    if kind in ("live_migrate", "evacuate"):
+        return replace(instance, host=str(s["dest"]))
+    states = {
+        "delete": DELETED,
+        "soft_delete": SOFT_DELETED,
+        "restore": ACTIVE,
+        "shelve": SHELVED,
+        "shelve_offload": OFFLOADED,
+        "rebuild": ACTIVE,
+    }
+    state = states[kind]
+    host = None if state in (DELETED, OFFLOADED) else instance.host
+    return replace(instance, state=state, host=host, move=None if state == DELETED else instance.move)
+
+
+def _host(instance: Instance | None) -> str | None:
+    return instance.host if instance else None

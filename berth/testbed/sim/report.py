@@ -1,0 +1,148 @@
+"""What a simulation tells: operations per second by kind, conflicts, retries, reschedules, faults
+by kind, the invariants checked and every violation; as Rich tables and as JSON."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from berth.testbed.sim.invariants import Verdict
+
+
+@dataclass
+class Tally:
+    """Counted while the run goes, from every worker thread."""
+
+    done: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)
+    seconds: dict[str, float] = field(default_factory=dict)
+    reschedules: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    # Turns on which no operation could be drawn (every instance that allowed one was busy).
+    skips: int = 0
+    # Confirms and reverts that failed after some of their steps (then asked again), by kind.
+    half_finished: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def operation(self, kind: str, ok: bool, seconds: float, attempts: int) -> None:
+        with self.lock:
+            (self.done if ok else self.refused)[kind] += 1
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+            self.reschedules += attempts
+
+    def skipped(self) -> None:
+        with self.lock:
+            self.skips += 1
+
+    def fault(self, kind: str) -> None:
+        with self.lock:
+            self.faults[kind] += 1
+
+    @property
+    def operations(self) -> int:
+        return sum(self.done.values()) + sum(self.refused.values())
+
+
+@dataclass
+class SimReport:
+    config: dict[str, Any]
+    tally: Tally
+    elapsed: float
+    conflicts: int
+    retries: int
+    audit_findings: int
+    verdict: Verdict
+    setup_seconds: float = 0.0
+    log_problems: list[str] = field(default_factory=list)
+    # Consumer named by a violation -> its instance's operations, as the journal has them.
+    histories: dict[str, list[str]] = field(default_factory=dict)
+    # Processes of the cloud found dead after the workload (the server, a host pool, an agent).
+    exited: list[str] = field(default_factory=list)
+    # What the workload's threads raised that is no operation's outcome (a bug of the run itself).
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return len(self.verdict.violations)
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.tally.operations / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.tally
+        kinds = sorted(set(t.done) | set(t.refused))
+        return {
+            "config": self.config,
+            "setup_seconds": round(self.setup_seconds, 1),
+            "seconds": round(self.elapsed, 1),
+            "operations": t.operations,
+            "ops_per_s": round(self.ops_per_s, 1),
+            "by_kind": {
+                k: {
+                    "done": t.done[k],
+                    "refused": t.refused[k],
+                    "ops_per_s": round((t.done[k] + t.refused[k]) / self.elapsed, 2) if self.elapsed else 0.0,
+                    "mean_ms": round(1000 * t.seconds.get(k, 0.0) / max(1, t.done[k] + t.refused[k]), 1),
+                }
+                for k in kinds
+            },
+            "conflicts": self.conflicts,
+            "retries": self.retries,
+            "reschedules": t.reschedules,
+            "skipped": t.skips,
+            "half_finished": dict(sorted(t.half_finished.items())),
+            "faults": dict(sorted(t.faults.items())),
+            "audit_findings": self.audit_findings,
+            "invariant_checks": dict(sorted(self.verdict.checks.items())),
+            "violations": self.violations,
+            "violation_list": [v.to_dict() for v in self.verdict.violations],
+            "histories": self.histories,
+            "logs_with_tracebacks": self.log_problems,
+            "processes_exited": self.exited,
+            "worker_errors": len(self.errors),
+            "worker_error_list": self.errors[:20],
+        }
+
+    def print(self, console: Console) -> None:
+        d = self.to_dict()
+        ops = Table(title=f"{d['operations']} operations in {d['seconds']} s: {d['ops_per_s']} ops/s")
+        for column in ("operation", "done", "refused", "ops/s", "mean ms"):
+            ops.add_column(column, justify="left" if column == "operation" else "right")
+        for kind, row in d["by_kind"].items():
+            ops.add_row(kind, str(row["done"]), str(row["refused"]), f"{row['ops_per_s']:.2f}", f"{row['mean_ms']:.0f}")
+        console.print(ops)
+        console.print(
+            f"conflicts (409s answered by the service): {d['conflicts']}   database retries: {d['retries']}   "
+            f"reschedules: {d['reschedules']}   audit findings: {d['audit_findings']}   "
+            f"confirms/reverts failed midway: {sum(d['half_finished'].values())}"
+        )
+        faults = Table(title="faults injected")
+        faults.add_column("fault")
+        faults.add_column("count", justify="right")
+        for kind, n in d["faults"].items():
+            faults.add_row(kind, str(n))
+        console.print(faults)
+        checks = Table(title=f"invariants: {self.violations} violation(s)")
+        checks.add_column("invariant")
+        checks.add_column("checks", justify="right")
+        checks.add_column("violations", justify="right")
+        broken = Counter(v.invariant for v in self.verdict.violations)
+        for name, n in d["invariant_checks"].items():
+            checks.add_row(name, str(n), str(broken[name]))
+        console.print(checks)
+        for v in self.verdict.violations[:50]:
+            console.print(f"[red]{v.invariant}[/red] consumer={v.consumer} provider={v.provider}: {v.detail}")
+            for line in self.histories.get(v.consumer or "", []):
+                console.print(f"    {line}", markup=False, highlight=False)
+        if self.violations > 50:
+            console.print(f"... and {self.violations - 50} more (all in --json)")
+        for name in self.exited:
+            console.print(f"[red]{name} had exited before the end of the run[/red]")
+        for path in self.log_problems:
+            console.print(f"[yellow]a traceback is logged in {path}[/yellow]")

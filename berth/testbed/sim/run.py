@@ -1,0 +1,205 @@
+"""A whole simulation: the cloud started, the workload and its faults run with a progress bar, what
+killed conductors left resumed, every agent audited, the books read and the invariants checked."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+import sqlalchemy as sa
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from berth.conductor.journal import Operation, operations
+from berth.scheduler.request_spec import RequestSpec
+from berth.testbed.databases import Databases
+from berth.testbed.report import Log, write_json
+from berth.testbed.sim.books import read_books
+from berth.testbed.sim.cloud import Cloud
+from berth.testbed.sim.config import SimConfig
+from berth.testbed.sim.faults import Faults
+from berth.testbed.sim.instances import DELETED, OFFLOADED, RESIZED, Instances
+from berth.testbed.sim.invariants import Expected, LiveInstance, check
+from berth.testbed.sim.layout import Layout, make_layout
+from berth.testbed.sim.report import SimReport, Tally
+from berth.testbed.sim.workload import Workload
+
+log = Log("sim")
+# Agents audited at once at the end.
+AUDITORS = 8
+
+
+def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
+    console = console or Console(stderr=True)
+    folder = tempfile.mkdtemp(prefix="berth-sim-")
+    databases = Databases(config.database, folder, log)
+    began = time.monotonic()
+    layout = make_layout(config.hosts, config.real_agents, config.seed)
+    cloud = Cloud(layout, databases.new("sim"), config.workers, folder, config.pools)
+    try:
+        cloud.start(log)
+        setup = time.monotonic() - began
+        log(f"{config.hosts} hosts up in {setup:.1f} s ({dict(layout.kinds())})")
+        tally = Tally()
+        faults = Faults(config.faults, cloud, tally, databases.postgres)
+        workload = Workload(config, layout, cloud, f"sqlite:///{folder}/journal.sqlite", faults, tally)
+        before = _metrics(cloud.server.url)
+        started = time.monotonic()
+        with Progress(
+            TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress:
+            task = progress.add_task("operations", total=config.ops)
+            workload.run(lambda: progress.advance(task))
+        elapsed = time.monotonic() - started
+        left = workload.finish()
+        log(f"{tally.operations} operations in {elapsed:.1f} s; {left} left running after the resumes")
+        exited = cloud.exited()
+        after = _metrics(cloud.server.url)
+        findings = _audit(cloud, log)
+        pools = {h.name: layout.pools[h.pool][0] if h.pool is not None else None for h in layout.hosts}
+        books = read_books(cloud.server.url, cloud.agents_of_thread, pools)
+        verdict = check(books, expected(workload.instances, workload, layout))
+        for error in workload.errors[:20]:
+            log(f"worker error: {error}")
+        named = [c for v in verdict.violations for c in [v.consumer, *_UUID.findall(v.detail)] if c]
+        histories = _histories(workload, named)
+        report = SimReport(
+            config.to_dict(),
+            tally,
+            elapsed,
+            conflicts=after.get("conflicts", 0) - before.get("conflicts", 0),
+            retries=after.get("retries", 0) - before.get("retries", 0),
+            audit_findings=findings,
+            verdict=verdict,
+            setup_seconds=setup,
+            histories=histories,
+            exited=exited,
+            errors=list(workload.errors),
+        )
+    finally:
+        report_logs = cloud.stop()
+        databases.close()
+    report.log_problems = report_logs
+    shutil.rmtree(folder, ignore_errors=True)
+    return report
+
+
+def expected(instances: Instances, workload: Workload, layout: Layout) -> Expected:
+    """What the run believes, as the invariants take it."""
+    config = layout.scheduler_config
+    live: dict[str, LiveInstance] = {}
+    gone: set[str] = set()
+    in_flight: set[str] = set()
+    for uuid, instance in instances.every().items():
+        if instance.state in (DELETED, OFFLOADED) or instance.host is None:
+            gone.add(uuid)
+            continue
+        move = instance.move if instance.state == RESIZED else None
+        live[uuid] = LiveInstance(
+            instance.host,
+            _resources(instance.server.spec(config)),
+            migration=move.migration if move else None,
+            source=move.source if move else None,
+            old_resources=_resources(move.old.spec(config)) if move else {},
+        )
+        if move:
+            in_flight.add(move.migration)
+    migrations = set(_migrations(workload))
+    with workload.groups.lock:
+        groups = {g: list(m) for g, m in workload.groups.members.items()}
+    return Expected(live, gone, migrations - in_flight, groups)
+
+
+def _migrations(workload: Workload) -> dict[str, str]:
+    """Every migration consumer the run's operations used -> its instance (one read of the journal)."""
+    query = sa.select(operations.c.instance_uuid, operations.c.request)
+    with workload.journal.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return {str(r.request["migration_uuid"]): r.instance_uuid for r in rows if r.request.get("migration_uuid")}
+
+
+def _histories(workload: Workload, consumers: list[str]) -> dict[str, list[str]]:
+    """For each consumer named by a violation (an instance, or a move's migration), the journal's
+    operations of its instance, oldest first: what a violation is to be explained by."""
+    by_migration = _migrations(workload)
+    histories: dict[str, list[str]] = {}
+    for consumer in dict.fromkeys(consumers):
+        instance = by_migration.get(consumer, consumer)
+        histories[consumer] = [
+            f"{op.kind} {op.id} {op.state} step={op.step or '-'} {_where(op)}"
+            + (f" attempts={len(op.attempts)}" if op.attempts else "")
+            + (f" error={op.error}" if op.error else "")
+            for op in workload.journal.for_instance(instance)
+        ]
+    return histories
+
+
+def _where(op: Operation) -> str:
+    s, r = op.selections, op.request
+    parts = [f"{k}={v}" for k, v in (("source", r.get("source")), ("host", s.get("host") or r.get("host"))) if v]
+    if s.get("dest"):
+        parts.append(f"dest={s['dest']}")
+    if r.get("migration_uuid"):
+        parts.append(f"migration={r['migration_uuid']}")
+    return " ".join(parts)
+
+
+def _resources(spec: RequestSpec) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for group in spec.groups:
+        for rc, n in group.resources.items():
+            total[rc] = total.get(rc, 0) + n
+    return {rc: n for rc, n in total.items() if n}
+
+
+def _audit(cloud: Cloud, say: Any) -> int:
+    """Every agent audits its host (finishing what a crash interrupted); the findings counted."""
+
+    def audit(name: str) -> list[Any]:
+        found: list[Any] = cloud.agents_of_thread()[name].audit(heal=False).get("findings") or []
+        return found
+
+    findings = 0
+    with ThreadPoolExecutor(AUDITORS) as pool:
+        for name, found in zip(cloud.urls, pool.map(audit, cloud.urls), strict=True):
+            if found:
+                findings += len(found)
+                say(f"audit of {name}: {found}")
+    return findings
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SAMPLE = re.compile(r"^(\w+)(\{[^}]*\})?\s+([0-9.eE+-]+)$")
+
+
+def _metrics(url: str) -> dict[str, int]:
+    """409s the service answered and transactions it retried, summed over its workers."""
+    try:
+        text = requests.get(f"{url}/metrics", headers={"X-Auth-Token": "admin"}, timeout=30).text
+    except requests.RequestException:
+        return {}
+    figures = {"conflicts": 0, "retries": 0}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name, labels, value = match.group(1), match.group(2) or "", float(match.group(3))
+        if name == "berth_http_requests_total" and 'status="409"' in labels:
+            figures["conflicts"] += int(value)
+        elif name == "berth_db_transaction_retries_total":
+            figures["retries"] += int(value)
+    return figures
+
+
+def main(config: SimConfig) -> int:
+    console = Console()
+    report = run_sim(config, Console(stderr=True))
+    report.print(console)
+    if config.json:
+        write_json(config.json, report.to_dict())
+    return 1 if report.violations or report.exited else 0

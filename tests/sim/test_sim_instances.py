@@ -1,0 +1,55 @@
+"""What the simulation believes of an instance after an operation, from the journal's outcome alone:
+a confirm or revert that failed midway leaves the move to be finished by the same operation."""
+
+from __future__ import annotations
+
+from berth.conductor.journal import DONE, FAILED, Operation
+from berth.conductor.requests import ServerRequest
+from berth.scheduler.flavor import Flavor
+from berth.testbed.sim.instances import ACTIVE, DELETED, RESIZED, Instance, Instances, Move, outcome
+
+SMALL = Flavor("m1.small", 1, 1024, root_gb=5)
+MEDIUM = Flavor("m1.medium", 2, 2048, root_gb=10)
+UUID = "00000000-0000-0000-0000-000000000001"
+
+
+def resized() -> Instance:
+    old = ServerRequest(UUID, SMALL, "p", "u")
+    move = Move("move-1", "migration-1", "host-a", old)
+    return Instance(ServerRequest(UUID, MEDIUM, "p", "u"), RESIZED, "host-b", move=move)
+
+
+def ended(kind: str, state: str, step: str) -> Operation:
+    return Operation("op-1", kind, UUID, {"move": "move-1"}, step=step, state=state)
+
+
+def test_a_confirm_failed_midway_is_to_be_confirmed_again():
+    after = outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, "confirm_source"), {})
+    assert after is not None and after.move is not None
+    assert (after.state, after.host, after.move.finishing) == (RESIZED, "host-b", "confirm_resize")
+
+
+def test_a_confirm_failed_before_any_step_changes_nothing():
+    before = resized()
+    assert outcome(before, "revert_resize", ended("revert_resize", FAILED, ""), {}) == before
+
+
+def test_a_revert_asked_again_and_done_ends_the_move_on_the_source():
+    half = outcome(resized(), "revert_resize", ended("revert_resize", FAILED, "revert_dest"), {})
+    after = outcome(half, "revert_resize", ended("revert_resize", DONE, "source_guest"), {})
+    assert after is not None
+    assert (after.state, after.host, after.server.flavor, after.move) == (ACTIVE, "host-a", SMALL, None)
+
+
+def test_half_finished_moves_are_listed_until_finished_and_deleted_ones_kept_apart():
+    instances = Instances()
+    half = outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, "confirm_source"), {})
+    assert half is not None
+    instances.put(half)
+    assert [i.server.instance_uuid for i in instances.half_finished()] == [UUID]
+    assert instances.take(UUID)
+    assert instances.half_finished() == []
+    instances.free(UUID)
+    instances.put(Instance(half.server, DELETED, None))
+    assert instances.items == {} and instances.half_finished() == []
+    assert instances.every()[UUID].state == DELETED

@@ -1,0 +1,36 @@
+"""Whole simulations: a real ``berth serve``, pooled hosts and agent processes, a seeded mix of
+every server operation through conductors, faults on; the run must end with no violation."""
+
+from __future__ import annotations
+
+import pytest
+
+from berth.testbed.sim.config import SimConfig
+from berth.testbed.sim.run import run_sim
+
+pytestmark = pytest.mark.slow
+
+
+def assert_clean(report, ops):
+    d = report.to_dict()
+    assert d["operations"] + d["skipped"] >= ops
+    assert d["violations"] == 0, (d["violation_list"], d["histories"])
+    assert d["processes_exited"] == []
+    assert d["worker_errors"] == 0, d["worker_error_list"]
+    assert d["audit_findings"] == 0
+    assert sum(d["faults"].values()) > 0
+    assert set(d["invariant_checks"]) >= {"instance_allocations", "claims_mismatch", "over_capacity"}
+    assert d["by_kind"]["build"]["done"] > 0
+
+
+def test_ci_sized_simulation_on_sqlite_ends_without_violations():
+    config = SimConfig(hosts=100, ops=1200, concurrency=16, faults=0.05, seed=11, workers=2, real_agents=3)
+    assert_clean(run_sim(config), 1200)
+
+
+def test_shorter_simulation_on_postgresql_with_several_workers():
+    config = SimConfig(
+        hosts=40, ops=300, concurrency=8, faults=0.05, seed=12, workers=3, real_agents=3, database="postgresql"
+    )
+    report = run_sim(config)
+    assert_clean(report, 300)
