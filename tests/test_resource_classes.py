@@ -5,6 +5,8 @@ The reference's resource_classes.inc (list and create) is not in the local index
 the reference's published behaviour: 200 list of {name, links}, POST 201 + Location, 409 on duplicates.
 """
 
+import threading
+
 import pytest
 from apihelpers import error_code, error_detail
 
@@ -303,3 +305,23 @@ def test_custom_class_usable_in_inventory_after_put_create(api):
     rp = api.create_provider(inventory={"CUSTOM_MAGIC": 3})
     r = api.get(f"/resource_providers/{rp}/inventories")
     assert r.json_body["inventories"]["CUSTOM_MAGIC"]["total"] == 3
+
+
+@pytest.mark.parametrize("path", ["/resource_classes/CUSTOM_RACED", "/traits/CUSTOM_RACED"])
+def test_concurrent_puts_of_one_new_name_create_it_once_and_never_fail(app, path):
+    """Many hosts registering at once write the same new class or trait: one 201, the rest 204, no
+    500 from the unique key (each PUT is one insert that does nothing when the name exists)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from apihelpers import Api
+
+    barrier = threading.Barrier(8)
+
+    def put(_):
+        api = Api(app)
+        barrier.wait()
+        return api.put(path).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = sorted(pool.map(put, range(8)))
+    assert statuses == [201] + [204] * 7

@@ -10,6 +10,7 @@ import os_resource_classes
 import os_traits
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, RowMapping
+from sqlalchemy.dialects import postgresql, sqlite
 
 from berth.domain.errors import BadRequest, Conflict, DuplicateName, NotFound
 from berth.store.rawsql import fetch
@@ -83,11 +84,19 @@ def resource_class_names_of(conn: Connection, ids: Iterable[int]) -> dict[int, s
     )
 
 
-def create_resource_class(conn: Connection, name: str) -> None:
-    if get_resource_class(conn, name) is not None:
-        raise DuplicateName(f"Conflicting resource class already exists: {name}")
+def _insert_name(conn: Connection, table: sa.Table, name: str) -> bool:
+    """Insert the name unless it is there; True when this transaction inserted it. One statement,
+    so that concurrent writers of one new name get one creation and no unique-key error (a 500)."""
     now = utcnow()
-    conn.execute(resource_classes.insert().values(name=name, created_at=now, updated_at=now))
+    values = {"name": name, "created_at": now, "updated_at": now}
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=["name"])
+    return conn.execute(statement.returning(table.c.id)).first() is not None
+
+
+def create_resource_class(conn: Connection, name: str) -> bool:
+    """Create the class; True when it was created, False when it existed already."""
+    return _insert_name(conn, resource_classes, name)
 
 
 def update_resource_class(conn: Connection, old_name: str, new_name: str) -> None:
@@ -186,11 +195,7 @@ def require_trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
 
 def ensure_trait(conn: Connection, name: str) -> bool:
     """Create the trait if missing; True when it was created."""
-    if get_trait(conn, name) is not None:
-        return False
-    now = utcnow()
-    conn.execute(traits.insert().values(name=name, created_at=now, updated_at=now))
-    return True
+    return _insert_name(conn, traits, name)
 
 
 def delete_trait(conn: Connection, name: str) -> None:

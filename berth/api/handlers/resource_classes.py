@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection
-
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.responses import Reply, empty_response, json_response, link, location
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
-from berth.domain.errors import NotFound
+from berth.domain.errors import DuplicateName, NotFound
 from berth.store import names
 from berth.store.util import latest
 
@@ -31,7 +29,8 @@ def list_resource_classes(call: Call) -> Reply:
 
 def create_resource_class(call: Call) -> Reply:
     body = call.json_body(RESOURCE_CLASS_BODY)
-    call.db.write(lambda conn: names.create_resource_class(conn, body["name"]))
+    if not call.db.write(lambda conn: names.create_resource_class(conn, body["name"])):
+        raise DuplicateName(f"Conflicting resource class already exists: {body['name']}")
     return empty_response(201, {"Location": location(call, f"/resource_classes/{body['name']}")})
 
 
@@ -55,13 +54,7 @@ def _ensure_resource_class(call: Call, name: str) -> Reply:
     # The path's name is held to the same schema as a POST body, with the same message.
     validate({"name": name}, RESOURCE_CLASS_BODY)
 
-    def work(conn: Connection) -> bool:
-        if names.get_resource_class(conn, name) is not None:
-            return False
-        names.create_resource_class(conn, name)
-        return True
-
-    created = call.db.write(work)
+    created = call.db.write(lambda conn: names.create_resource_class(conn, name))
     return empty_response(201 if created else 204, {"Location": location(call, f"/resource_classes/{name}")})
 
 
