@@ -215,3 +215,11 @@ def test_a_background_thread_keeps_the_board_fresh_while_picks_read_it(api, app,
         board.use()
         time.sleep(0.02)
     assert board.view.cpus[0] == 5
+
+
+def test_a_pick_on_an_empty_board_reads_it_first(api, app, db, board):
+    hosts = {api.create_provider(f"h{i}", inventory=HOST) for i in range(3)}
+    assert not len(board.view.roots)
+    answer = _pick(api, {"VCPU": 1})
+    # Weighed on the board, read for this pick outside its write, not by a search of every tree.
+    assert len(board.view.roots) == 3 and answer["root_provider_uuid"] in hosts

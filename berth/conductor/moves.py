@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from typing import Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING, Operation
 from berth.conductor.moving import hand_over, restore_guest, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
@@ -98,8 +99,19 @@ def finish(runner: Runner, move_id: str, kind: str) -> Operation:
     if moved is None or moved.kind not in MOVE_KINDS or moved.state != DONE or moved.step != "spawn_dest":
         raise ConductorError(f"operation {move_id} is no move awaiting confirm or revert")
     for later in runner.journal.for_instance(moved.instance_uuid):
-        if later.kind in (CONFIRM, REVERT) and later.request.get("move") == move_id and later.state == DONE:
+        if later.kind not in (CONFIRM, REVERT) or later.request.get("move") != move_id:
+            continue
+        if later.state == DONE:
             raise ConductorError(f"move {move_id} was finished already ({later.kind}, operation {later.id})")
+        if later.state == RUNNING:
+            raise ConductorError(
+                f"move {move_id} is being finished ({later.kind}, operation {later.id}); resume() completes it"
+            )
+        if later.state == FAILED and later.step and later.kind != kind:
+            # Half confirmed (or reverted) by an older conductor: only the same way is left.
+            raise ConductorError(
+                f"move {move_id} was half finished by {later.kind} (operation {later.id}); {later.kind} it again"
+            )
     request = {
         "move": move_id,
         "source": moved.request["source"],
@@ -107,12 +119,20 @@ def finish(runner: Runner, move_id: str, kind: str) -> Operation:
         "migration_uuid": moved.request["migration_uuid"],
     }
     operation = runner.journal.start(kind, moved.instance_uuid, request, runner.owner)
-    try:
-        _finish(runner, operation)
-    except Exception as e:
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    # Once a step is done there is no way back, only on: a failure then leaves the operation to the
+    # next resume(), and the other way is refused meanwhile.
+    return runner.carry_out(operation, lambda: _finish(runner, operation), lambda: None, FINISH_STEPS)
+
+
+FINISH_STEPS: Final = (
+    "destroy_source_guest",
+    "confirm_source",
+    "confirm_dest",
+    "destroy_dest_guest",
+    "revert_dest",
+    "revert_source",
+    "source_guest",
+)
 
 
 def _finish(runner: Runner, operation: Operation) -> None:

@@ -85,6 +85,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     resolved = resolve(conn, request.query)
     if not on_board(resolved.request, request.multipliers):
         return None
+    board.read_if_empty(conn, cache)
     view = board.use()
     if not len(view.roots):
         return None

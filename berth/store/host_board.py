@@ -117,8 +117,11 @@ _EMPTY = BoardView(np.zeros(0, dtype=np.int64), {}, {}, np.zeros(0), np.zeros(0)
 class HostBoard:
     """The board of one process over one database; threads share it."""
 
-    def __init__(self, min_age: float = MIN_AGE):
+    def __init__(self, min_age: float = MIN_AGE, *, enabled: bool = True):
+        """``enabled=False``: a board never read, so that every pick searches every tree (the tests
+        run each pick both ways)."""
         self.min_age = min_age
+        self.enabled = enabled
         self.view = _EMPTY
         self._trees: dict[int, _Tree] = {}
         self._read_at = -float("inf")
@@ -167,10 +170,24 @@ class HostBoard:
         now = time.monotonic()
         return now - self._read_at >= self._age_needed and now - self._used_at < UNUSED_SECONDS
 
+    def read_if_empty(self, conn: Connection, cache: ProviderCache) -> None:
+        """Read the board now if it holds no tree (a worker whose board was read before the cloud
+        was built, or never), waiting for a read under way: a pick on an empty board would search
+        every tree inside its write transaction instead, holding every writer back."""
+        if not self.enabled or len(self.view.roots) or not self._refreshing.acquire(timeout=FIRST_READ_WAIT):
+            return
+        try:
+            if not len(self.view.roots):
+                self._read(conn, cache)
+                self._read_at = time.monotonic()
+                self._first_read.set()
+        finally:
+            self._refreshing.release()
+
     def refresh(self, conn: Connection, cache: ProviderCache, *, force: bool = False) -> None:
         """Read the board again if it is due (or ``force``); a thread finding another refreshing
         goes on with the board as it is."""
-        if not (force or self.due()) or not self._refreshing.acquire(blocking=False):
+        if not self.enabled or not (force or self.due()) or not self._refreshing.acquire(blocking=False):
             return
         try:
             started = time.monotonic()

@@ -131,3 +131,34 @@ def test_a_resize_on_the_same_host_confirmed_and_reverted(conductors, placement,
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
+
+
+class AgentLost(Exception):
+    """The destination's agent did not answer (as when it is killed) at this step."""
+
+
+def test_a_confirm_that_fails_midway_refuses_a_revert_and_is_finished_by_resume(
+    conductors, placement, clients, instance_uuid
+):
+    conductor = conductors()
+    conductor.build(server(instance_uuid, PLAIN))
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    migration, dest = moved.request["migration_uuid"], moved.selections["dest"]
+
+    def lost(operation, step):
+        if step == "confirm_dest":
+            raise AgentLost(step)
+
+    with pytest.raises(AgentLost):
+        conductors(hook=lost).confirm_resize(moved.id)
+    # The source's side is confirmed already: going back would leave the instance on nothing.
+    with pytest.raises(ConductorError, match="being finished"):
+        conductor.revert_resize(moved.id)
+    conductors().resume()
+    (claim,) = claims_of(clients, instance_uuid)[dest]
+    assert claim.state == "active" and claim.flavor.vcpus == 2
+    assert placement.consumer(migration).allocations == {}
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, migration)
