@@ -335,3 +335,18 @@ def test_the_scheduler_works_on_the_placement_api_alone(placement_service, cloud
         selector.select_destinations(_spec(Flavor("huge", vcpus=64, memory_mb=512)), 1, instance_uuids=instances(1))
     assert raised.value.explain is None
     assert "Placement found no allocation candidates" in str(raised.value)
+
+
+def test_host_names_are_read_once_and_then_known(placement, cloud):
+    service = Service(placement)
+    roots = {service.root_of(p["uuid"]) for p in placement.get("/resource_providers")["resource_providers"]}
+    first = service.host_names(roots)
+    assert set(first.values()) >= {"numa", "small-a", "small-b"}
+    sent = []
+    placement.session.hooks["response"].append(lambda response, *a, **k: sent.append(response.url))
+    try:
+        assert service.host_names(roots & set(first)) == {root: first[root] for root in roots & set(first)}
+    finally:
+        placement.session.hooks["response"].pop()
+    # Every name came from memory: no listing of the compute nodes, no provider read.
+    assert sent == []
