@@ -197,3 +197,17 @@ def test_narrowing_never_changes_an_answer(api, db, monkeypatch, cloud, picked):
             forget_wide_hints()
             walked = _answer(api, query)
         assert narrowed == walked, query
+
+
+def test_a_pool_anchoring_more_trees_than_the_bound_is_remembered_as_wide(api, db, monkeypatch):
+    aggregate = new_uuid()
+    for name in ("a", "b"):
+        api.create_provider(name, inventory=COMPUTE, aggregates=[aggregate])
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 1)
+    rc = _class_ids(db, "DISK_GB")
+    _narrowed(db, RequestGroup("", {rc["DISK_GB"]: 10}))
+    # Not read again for every request of the next seconds.
+    assert candidate_roots._HINTS.is_wide(("room", rc["DISK_GB"], 10))

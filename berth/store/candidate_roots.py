@@ -149,6 +149,8 @@ def _conditions(
             # Few sharing providers in few aggregates: their trees come with the condition.
             anchored = _anchored_roots(conn, shared_room)
             if anchored is None:
+                # The pools' aggregates hold too many trees for the condition to narrow anything.
+                _HINTS.remember(key)
                 continue
             yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount), also=anchored)
         elif not shared_room:
