@@ -40,6 +40,8 @@ from berth.store.rawsql import fetch
 SMALLEST_BOUND: Final = 1024
 LARGEST_BOUND: Final = 4096
 WIDE_HINT_SECONDS: Final = 10.0
+# The bound never goes below this, however small the cloud.
+FEWEST_WORTH_READING: Final = 16
 
 # The root of each provider read, by its primary key rather than a join, which PostgreSQL without
 # statistics (a freshly loaded database) may plan as a scan of every provider. The LIMIT is written
@@ -57,6 +59,9 @@ _IN_AGGREGATE = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='a')} FROM resource_provider_aggregates a "
     "WHERE a.aggregate_id IN {ids} LIMIT {limit}"
 )
+
+
+_COUNT_TREES = "SELECT COUNT(*) FROM resource_providers WHERE id = root_provider_id"
 
 
 def _limited(sql: str, limit: int) -> str:
@@ -97,8 +102,10 @@ _HINTS = _WideHints()
 
 
 def forget_wide_hints() -> None:
-    """Forget which conditions were found wide (tests, and a database that changed under the process)."""
+    """Forget which conditions were found wide, and the count of trees (tests, and a database that
+    changed under the process)."""
     _HINTS._until.clear()
+    _TREES.read_at = -float("inf")
 
 
 def narrowed_roots(
@@ -106,7 +113,8 @@ def narrowed_roots(
 ) -> list[int] | None:
     """The roots (in id order) of the only trees that may hold an answer, when a condition of the
     request is rare; None when none is, and every tree may."""
-    bound = max(SMALLEST_BOUND, min(4 * want, LARGEST_BOUND))
+    # A condition that names a quarter of the cloud's trees or more narrows nothing worth reading.
+    bound = min(max(SMALLEST_BOUND, min(4 * want, LARGEST_BOUND)), max(FEWEST_WORTH_READING, _tree_count(conn) // 4))
     narrowed: set[int] | None = None
     read: set[Hashable] = set()
     for condition in _conditions(conn, request, sharing):
@@ -123,6 +131,26 @@ def narrowed_roots(
         if not narrowed:
             return []
     return sorted(narrowed) if narrowed is not None else None
+
+
+class _TreeCount:
+    """How many trees the database holds, read at most every ``WIDE_HINT_SECONDS``: only how wide a
+    condition may be depends on it, never an answer."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.read_at = -float("inf")
+
+
+_TREES = _TreeCount()
+
+
+def _tree_count(conn: Connection) -> int:
+    now = time.monotonic()
+    if now - _TREES.read_at > WIDE_HINT_SECONDS:
+        _TREES.count = int(fetch(conn, _COUNT_TREES)[0][0])
+        _TREES.read_at = now
+    return _TREES.count
 
 
 def _conditions(
