@@ -128,7 +128,6 @@ class HostBoard:
         self._age_needed = min_age
         self._refreshing = threading.Lock()
         self.last_refresh_seconds = 0.0
-
         self.background = False
         self._first_read = threading.Event()
         # When a pick last read the board: one that no pick reads is not refreshed.
@@ -139,7 +138,7 @@ class HostBoard:
         its first read (a worker just started), the pick waits for it: the alternative, searching
         every tree inside the write transaction, would hold every writer back for longer."""
         self._used_at = time.monotonic()
-        if self.background and not self._first_read.is_set():
+        if self.enabled and self.background and not self._first_read.is_set():
             self._first_read.wait(FIRST_READ_WAIT)
         return self.view
 
