@@ -12,8 +12,9 @@ from berth.api.call import Call
 from berth.api.dashboard.pages import PAGE_SIZE
 from berth.api.responses import Reply, json_response
 from berth.api.validation import query_schema_check
-from berth.store import dashboard_queries
-from berth.store.dashboard_queries import ClassTotals, InventoryUse, ProviderNode, Ranked, Summary
+from berth.store import dashboard_providers, dashboard_queries
+from berth.store.dashboard_providers import InventoryUse, ProviderNode
+from berth.store.dashboard_queries import ClassTotals, Ranked, Summary
 
 MAX_PAGE_SIZE = 100
 PROVIDERS_QUERY = {
@@ -63,7 +64,7 @@ def providers(call: Call) -> Reply:
     page = int(call.args.get("page", "1"))
     page_size = min(int(call.args.get("page_size", str(PAGE_SIZE))), MAX_PAGE_SIZE)
     search = call.args.get("q", "").strip() or None
-    found = call.db.read(lambda conn: dashboard_queries.provider_page(conn, page, page_size, search))
+    found = call.db.read(lambda conn: dashboard_providers.provider_page(conn, page, page_size, search))
     return json_response(
         call,
         {
