@@ -6,7 +6,10 @@ effect is done, and ``state`` to ``done``, ``failed`` or ``rolled_back`` at the 
 beaten for ``dead_after`` seconds was left by a conductor that died, and another conductor takes it
 over (``take_over``, one UPDATE that only one taker can win) to finish or undo it.
 
-Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``.
+Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
+journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
+writer, and a commit appends to the log instead of rewriting pages) and waits for the write lock
+rather than failing at once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+
+# How long a SQLite journal's writer waits for the lock another conductor holds, in seconds.
+SQLITE_LOCK_WAIT: Final = 60
 
 RUNNING: Final = "running"
 DONE: Final = "done"
@@ -91,7 +97,7 @@ class Journal:
         if isinstance(url_or_engine, Engine):
             self.engine = url_or_engine
         else:
-            self.engine = sa.create_engine(url_or_engine)
+            self.engine = _engine(url_or_engine)
         metadata.create_all(self.engine)
 
     def close(self) -> None:
@@ -197,3 +203,20 @@ class Journal:
                 .values(owner="", heartbeat=0.0, error=error, updated_at=time.time())
             )
         operation.heartbeat = 0.0
+
+
+def _engine(url: str) -> Engine:
+    if not url.startswith("sqlite"):
+        return sa.create_engine(url)
+    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_LOCK_WAIT, "check_same_thread": False})
+    sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    # A commit survives a crash of the conductor (what resume() is for); a power loss may lose the
+    # last few, which only repeats steps, and every step is idempotent.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-import sqlalchemy as sa
 
 from berth.clients.placement import PlacementClient
 from berth.conductor.conductor import Conductor
@@ -71,8 +70,7 @@ class Workload:
         self.tally = tally
         self.instances = Instances()
         self.groups = Groups()
-        self.engine = sa.create_engine(journal_url, connect_args=_connect_args(journal_url))
-        self.journal = Journal(self.engine)
+        self.journal = Journal(journal_url)
         self.count = 0
         self.count_lock = threading.Lock()
         # Operations a killed conductor left, by id: what to apply once one is resumed.
@@ -445,8 +443,3 @@ def _may(instance: Instance, kind: str) -> bool:
 
 def _resizable(server: ServerRequest) -> bool:
     return any(c.resizable and c.flavor.name == server.flavor.name for c in FLAVORS)
-
-
-def _connect_args(url: str) -> dict[str, Any]:
-    """SQLite journals wait for their write lock rather than fail at once (many conductors share one)."""
-    return {"timeout": 60, "check_same_thread": False} if url.startswith("sqlite") else {}
