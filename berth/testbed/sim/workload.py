@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-
 from berth.clients.placement import PlacementClient
 from berth.conductor.conductor import Conductor
 from berth.conductor.journal import DONE, FAILED, RUNNING, Journal, Operation
