@@ -51,6 +51,7 @@ def claim(tracker: ResourceTracker, move: MoveRequest) -> Claim:
     if existing is not None:
         return Claim(existing, tracker)
     _check(tracker, move)
+    tracker.check_group(move.instance)
     plan = tracker.plan(move.flavor)
     moved, kept = _split(tracker.placement.consumer(move.instance.uuid), tracker.shared_provider)
     record = tracker.store.add(_incoming_record(tracker.host, move, plan, moved, kept))

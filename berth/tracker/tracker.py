@@ -169,6 +169,15 @@ class ResourceTracker:
 
     # -- claims ---------------------------------------------------------------------------------
 
+    def check_group(self, instance: InstanceSpec) -> None:
+        """Under the lock: refuse an instance its anti-affinity group keeps off this host
+        (``berth.domain.host.anti_affinity``)."""
+        if instance.anti_affinity is None:
+            return
+        refusal = instance.anti_affinity.refusal(instance.uuid, self.store.for_host(self.host))
+        if refusal is not None:
+            raise ClaimFailed([refusal])
+
     def land(self, record: ClaimRecord, consumers: list[str], desired: DesiredFn) -> ClaimRecord:
         """Steps 2 and 3 of a claim marked in the store: write it to Placement, then clear its mark
         (or drop it when Placement refuses it)."""
@@ -200,6 +209,7 @@ class ResourceTracker:
                     f"instance {instance.uuid} already has a claim on {self.host} "
                     f"({', '.join(r.state for r in existing)})"
                 )
+            self.check_group(instance)
             plan = self.plan(instance.flavor)
             record = self.store.add(
                 ClaimRecord.new(

@@ -10,6 +10,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth.domain.host.anti_affinity import AntiAffinity
 from berth.domain.host.errors import InvalidHostRequest
 from berth.domain.host.tree import ProviderNode
 
@@ -189,14 +190,19 @@ class InstanceSpec:
     flavor: Flavor
     project_id: str
     user_id: str
+    # The anti-affinity group the instance is a member of, checked again by the host's claim.
+    anti_affinity: AntiAffinity | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "uuid": self.uuid,
             "flavor": self.flavor.to_dict(),
             "project_id": self.project_id,
             "user_id": self.user_id,
         }
+        if self.anti_affinity is not None:
+            d["anti_affinity"] = self.anti_affinity.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> InstanceSpec:
@@ -206,6 +212,7 @@ class InstanceSpec:
                 flavor=Flavor.from_dict(d["flavor"]),
                 project_id=str(d["project_id"]),
                 user_id=str(d["user_id"]),
+                anti_affinity=AntiAffinity.from_dict(d["anti_affinity"]) if d.get("anti_affinity") else None,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidHostRequest(f"invalid instance: {e}") from None
