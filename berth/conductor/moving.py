@@ -53,7 +53,9 @@ def hand_over(
     context = source.begin_move_out(server.instance_uuid, migration)
     runner.done(operation, "move_out", source_context=context.to_dict())
     release_reservation(runner, operation)
-    instance = InstanceSpec(server.instance_uuid, context.flavor, server.project_id, server.user_id)
+    instance = InstanceSpec(
+        server.instance_uuid, context.flavor, server.project_id, server.user_id, server.anti_affinity()
+    )
     claim_destination(runner, operation, server, lambda agent: claim_on(agent, instance, context), other_host)
     return context
 
@@ -73,7 +75,11 @@ def schedule(runner: Runner, operation: Operation, server: ServerRequest, migrat
     spec = server.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
-            spec, 1, alternates=runner.config.max_attempts - 1, instance_uuids=[migration]
+            spec,
+            1,
+            alternates=runner.config.max_attempts - 1,
+            server_group=server.group_for_move(),
+            instance_uuids=[migration],
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from berth.domain.host.anti_affinity import AntiAffinity
 from berth.domain.host.request import InstanceSpec
 from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
@@ -65,8 +66,9 @@ class ServerRequest:
     user_id: str
     image: Image = field(default_factory=Image)
     availability_zone: str | None = None
-    # The server group the instance is a member of: its policy reaches the scheduler on a build
-    # (the group's filters or weighers, or the service's pick, apply it).
+    # The server group the instance is a member of, as the caller knows it now: its policy reaches
+    # the scheduler on every placement (the group's filters or weighers, or the service's pick,
+    # apply it), and an anti-affinity group the host's claim too (``anti_affinity``).
     server_group: ServerGroup | None = None
 
     def spec(self, config: SchedulerConfig) -> RequestSpec:
@@ -81,7 +83,22 @@ class ServerRequest:
 
     def instance(self, config: SchedulerConfig) -> InstanceSpec:
         """What the host's agent claims: the spec's host request."""
-        return InstanceSpec(self.instance_uuid, self.spec(config).host_request, self.project_id, self.user_id)
+        return InstanceSpec(
+            self.instance_uuid, self.spec(config).host_request, self.project_id, self.user_id, self.anti_affinity()
+        )
+
+    def anti_affinity(self) -> AntiAffinity | None:
+        """The rule the host's claim checks again, when the group is an anti-affinity one."""
+        group = self.server_group
+        if group is None or group.policy != "anti-affinity":
+            return None
+        return AntiAffinity(group.uuid, group.members, group.max_server_per_host)
+
+    def group_for_move(self) -> ServerGroup | None:
+        """The group as a move of this instance schedules with: the instance itself does not keep
+        itself off a host (where it is now counts for the others only)."""
+        group = self.server_group
+        return None if group is None else replace(group, members=group.members - {self.instance_uuid})
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -15,6 +15,7 @@ from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, cla
 
 from berth.conductor.journal import DONE
 from berth.conductor.requests import ServerRequest
+from berth.scheduler.flavor import Flavor
 from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 
@@ -103,4 +104,46 @@ def test_soft_policies_weigh_the_members(conductors, placement, clients, policy)
     group = ServerGroup(str(uuid.uuid4()), policy, frozenset(uuids))
     first, second = build_all(conductor, uuids, group)
     assert (first != second) if policy == "soft-anti-affinity" else (first == second)
+    delete_all(conductor, placement, clients, uuids)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_the_agents_keep_members_apart_when_the_scheduler_does_not(conductors, placement, clients, use_pick):
+    """With no group filter the scheduler packs both members on one host; the second's claim is
+    refused there by the agent, and the build goes to its alternate."""
+    settings = SelectionSettings(enabled_filters=(), weigh_policy="pack", use_pick_extension=use_pick)
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    first, second = build_all(conductor, uuids, group)
+    assert first != second
+    (operation,) = [o for o in conductor.journal.for_instance(uuids[1]) if o.kind == "build"]
+    assert [a["host"] for a in operation.attempts] == [first]
+    assert "anti-affinity server group" in operation.attempts[0]["reason"]
+    assert_books_agree(placement, clients)
+    delete_all(conductor, placement, clients, uuids)
+
+
+# More memory than the wide host has: a resize to it must leave that host.
+LARGE = Flavor("m1.large", vcpus=1, memory_mb=10240, root_gb=1)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_a_resize_keeps_its_group_apart(conductors, placement, clients, use_pick):
+    """Packing puts the first member on the wide host (least memory) and the second on a narrow
+    one. Resized beyond the wide host, the first would pack next to the second; its group sends
+    it to the other narrow host, and the scheduler alone decides that (no host refuses it)."""
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="pack", use_pick_extension=use_pick)
+    conductor = conductors(settings=settings)
+    uuids = members(2)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    first, second = build_all(conductor, uuids, group)
+    assert first == "wide"
+    moved = conductor.resize(replace(server(uuids[0], PLAIN), server_group=group), LARGE)
+    assert moved.state == DONE
+    assert moved.selections["dest"] not in (first, second)
+    assert moved.attempts == []
+    conductor.confirm_resize(moved.id)
+    assert set(claims_of(clients, uuids[0])) == {moved.selections["dest"]}
+    assert_books_agree(placement, clients)
     delete_all(conductor, placement, clients, uuids)
