@@ -19,13 +19,13 @@ def assert_clean(report, ops):
     assert d["worker_errors"] == 0, d["worker_error_list"]
     assert d["audit_findings"] == 0
     assert sum(d["faults"].values()) > 0
-    assert set(d["invariant_checks"]) >= {"instance_allocations", "claims_mismatch", "over_capacity"}
+    assert set(d["invariant_checks"]) >= {"instance_allocations", "claims_mismatch", "over_capacity", "anti_affinity"}
     assert d["by_kind"]["build"]["done"] > 0
 
 
 def test_ci_sized_simulation_on_sqlite_ends_without_violations():
-    config = SimConfig(hosts=100, ops=1200, concurrency=16, faults=0.05, seed=11, workers=2, real_agents=3)
-    assert_clean(run_sim(config), 1200)
+    config = SimConfig(hosts=200, ops=3000, concurrency=16, faults=0.05, seed=11, workers=2, real_agents=3)
+    assert_clean(run_sim(config), 3000)
 
 
 def test_shorter_simulation_on_postgresql_with_several_workers():

@@ -24,7 +24,7 @@ from berth.testbed.errors import TestbedError
 from berth.testbed.loopback import free_port
 from berth.testbed.server import Server
 from berth.testbed.sim.hostpool import PREFIX
-from berth.testbed.sim.layout import CUSTOM_CLASSES, POOL_DISK_GB, HostSpec, Layout
+from berth.testbed.sim.layout import POOL_DISK_GB, HostSpec, Layout
 
 SHARES_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 START_TIMEOUT = 900.0
@@ -198,10 +198,6 @@ class Cloud:
     def start(self, log: Any) -> None:
         self.server.start()
         self.placement = PlacementClient(self.server.url, session=session())
-        # Made before the hosts start, which would all create them at once: concurrent
-        # ``PUT /resource_classes/{name}`` of one new class may answer 500 or 409 on PostgreSQL.
-        for name in CUSTOM_CLASSES:
-            self.placement.request("PUT", f"/resource_classes/{name}", ok=(201, 204))
         self._make_pools(self.placement)
         pooled = [h for h in self.layout.hosts if not h.real]
         for i in range(self.pool_count):

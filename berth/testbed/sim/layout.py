@@ -18,8 +18,6 @@ NAMESPACE: Final = uuid.UUID("5f0d3a52-33c1-4a43-9b1c-6f4d0d7a2b90")
 GPU: Final = {"vendor_id": "10de", "product_id": "1eb8"}
 NIC: Final = {"vendor_id": "8086", "product_id": "1572"}
 PCI_DEVICE_SPEC: Final = [{"vendor_id": "10de"}, {"vendor_id": "8086", "product_id": "1572"}]
-# The custom resource classes the hosts report (a PCI device without virtual functions).
-CUSTOM_CLASSES: Final = (f"CUSTOM_PCI_{GPU['vendor_id']}_{GPU['product_id']}".upper(),)
 GPU_ALIAS: Final = PciAlias("gpu", vendor_id=GPU["vendor_id"], product_id=GPU["product_id"])
 
 # What kinds of host there are, and how many of each in a hundred.

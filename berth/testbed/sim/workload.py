@@ -10,19 +10,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from berth.clients.placement import PlacementClient
 from berth.conductor.conductor import Conductor
 from berth.conductor.journal import DONE, FAILED, RUNNING, Journal, Operation
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig
-from berth.scheduler.selector import Selector
 from berth.scheduler.settings import SelectionSettings
 from berth.testbed.sim.cloud import Cloud, session
 from berth.testbed.sim.config import SimConfig
 from berth.testbed.sim.faults import ConductorCrash, Faults
-from berth.testbed.sim.groups import Groups, GroupSelector
+from berth.testbed.sim.groups import Groups
 from berth.testbed.sim.instances import (
     ACTIVE,
     ALLOWED,
@@ -53,8 +52,6 @@ WEIGHTS: Final[dict[str, int]] = {
 }
 # Draws of an operation before a worker's turn counts as skipped (every candidate instance busy).
 CHOOSE_TRIES: Final = 100
-# The operations that place an instance on a host the scheduler chooses (see ``Groups.placing``).
-PLACING: Final = ("build", "unshelve", "resize", "migrate", "live_migrate")
 GROUP_SHARE: Final = 0.1
 GROUP_SIZE: Final = 4
 ZONE_SHARE: Final = 0.2
@@ -97,7 +94,6 @@ class Workload:
             ),
             hook=self.faults.hook if hook else None,
         )
-        conductor.runner.selector = cast(Selector, GroupSelector(conductor.runner.selector, self.groups))
         conductor.start()
         return conductor
 
@@ -206,23 +202,16 @@ class Workload:
                 extra["server"] = server
         instance_uuid = server.instance_uuid
         before = len(self.journal.for_instance(instance_uuid))
-        self.groups.working_on(instance_uuid)
         began = time.monotonic()
         operation: Operation | None
         try:
-            if kind in PLACING:
-                with self.groups.placing(instance_uuid):
-                    operation = self._call(conductor, kind, instance, server, rng)
-            else:
-                operation = self._call(conductor, kind, instance, server, rng)
+            operation = self._call(conductor, kind, instance, self.groups.attach(server), rng)
         except ConductorCrash as crash:
             self._crashed(conductor, crash.operation, kind, instance, extra, began)
             return self.conductor()
         except Exception:  # noqa: BLE001 - a refusal or a failure: the journal says which
             ops = self.journal.for_instance(instance_uuid)
             operation = ops[-1] if len(ops) > before else None
-        finally:
-            self.groups.working_on(None)
         seconds = time.monotonic() - began
         ok = operation is not None and operation.state == DONE
         self.tally.operation(kind, ok, seconds, len(operation.attempts) if operation else 0)
@@ -401,15 +390,11 @@ class Workload:
                     continue
                 before = len(self.journal.for_instance(instance.server.instance_uuid))
                 began = time.monotonic()
-                self.groups.working_on(instance.server.instance_uuid)
                 try:
-                    with self.groups.placing(instance.server.instance_uuid):
-                        operation: Operation | None = conductor.evacuate(instance.server, host)
+                    operation: Operation | None = conductor.evacuate(self.groups.attach(instance.server), host)
                 except Exception:  # noqa: BLE001 - no host for it: it stays on its host
                     ops = self.journal.for_instance(instance.server.instance_uuid)
                     operation = ops[-1] if len(ops) > before else None
-                finally:
-                    self.groups.working_on(None)
                 ok = operation is not None and operation.state == DONE
                 self.tally.operation(
                     "evacuate", ok, time.monotonic() - began, len(operation.attempts) if operation else 0
