@@ -7,7 +7,8 @@ On Placement's own API (any Placement, Berth's or OpenStack's):
 2. build a state per host (``hosts``): its allocation requests, its providers' capacity and usage,
    its aggregates and traits, and what the filters and weighers need;
 3. per instance: filter and weigh the hosts (``sorting``), then claim the best host's allocation
-   request (``PUT /allocations/{instance}``, ``consumer_generation`` null). When the agent was
+   request (``PUT /allocations/{instance}``, ``consumer_generation`` null); the filters that ask
+   the agents check a host only when the walk down the ranking reaches it. When the agent was
    asked, the request that gives what the agent's claim will take goes first. A 409 moves on to
    the next host, and that request is never tried again in the call. The host placed on then
    counts the instance (``HostState.consume``) before the next one is placed;
@@ -33,12 +34,13 @@ from berth.domain.host.fitting import Plan
 from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.candidates import AllocationRequest, Candidates
 from berth.scheduler.errors import SpecError
-from berth.scheduler.explain import FilterRun, NoValidHost, describe_explain, nothing_left, nothing_offered
+from berth.scheduler.explain import NoValidHost, describe_explain, nothing_left, nothing_offered
 from berth.scheduler.filters import enabled_filters
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.host_state import HostState
 from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
 from berth.scheduler.picking import breaks_group, pick_body, pick_suits
+from berth.scheduler.ranked_hosts import RankedHosts
 from berth.scheduler.request_spec import RequestSpec
 from berth.scheduler.selection import Destination, Selection
 from berth.scheduler.server_group import ServerGroup
@@ -132,7 +134,7 @@ class Selector:
 
     def _claim_one(self, request: BuildRequest, hosts: list[HostState], instance: str, position: str) -> Destination:
         request.instance_uuid = instance
-        ranked, run = self._sorted(hosts, request)
+        ranked = self._sorted(hosts, request)
         refused = []
         for host in ranked:
             plan = self._plan(host, request)
@@ -150,10 +152,10 @@ class Selector:
             if request.group is not None:
                 request.group_hosts.add(host.uuid)
             return Destination(host.name, host.uuid, allocation_request)
-        outcome = "every claim was refused" if ranked else "no host is left"
-        raise nothing_left(instance, position, run.hosts, run, refused, outcome)
+        outcome = "every claim was refused" if ranked.found else "no host is left"
+        raise nothing_left(instance, position, ranked.run.hosts, ranked.run, refused, outcome)
 
-    def _sorted(self, hosts: list[HostState], request: BuildRequest) -> tuple[list[HostState], FilterRun]:
+    def _sorted(self, hosts: list[HostState], request: BuildRequest) -> RankedHosts:
         return sorted_hosts(hosts, request, self.filters, self.weighers, self.settings, self.rng)
 
     def _plan(self, host: HostState, request: BuildRequest) -> Plan | None:
@@ -183,13 +185,13 @@ class Selector:
         if alternates and hosts:
             request.instance_uuid = None
             chosen = {d.root_provider_uuid for d in claimed}
-            ranked, _ = self._sorted(hosts, request)
-            for host in ranked:
-                if len(others) == alternates:
-                    break
+            # Walked only until there are enough: each host reached may cost its agent's snapshot.
+            for host in self._sorted(hosts, request):
                 allocation_request = next(iter(_preferred(host, self._plan(host, request))), None)
                 if host.uuid not in chosen and allocation_request is not None:
                     others.append(Destination(host.name, host.uuid, allocation_request))
+                    if len(others) == alternates:
+                        break
         return [
             Selection(instance, destination, tuple(others))
             for instance, destination in zip(instance_uuids, claimed, strict=True)

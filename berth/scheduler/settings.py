@@ -15,8 +15,8 @@ from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS, Multipli
 from berth.scheduler.errors import ConfigError
 
 # Every filter by name, in the order they run by default: those that read only what Placement
-# answered first, those that ask each host's agent last, so that agents are asked about the
-# hosts that are still in the running only.
+# answered first, those that ask each host's agent last (they always run last, on the ranked hosts,
+# only as far as the claims walk them: ``berth.scheduler.ranked_hosts``).
 FILTER_NAMES: Final = (
     "ComputeFilter",
     "AvailabilityZoneFilter",

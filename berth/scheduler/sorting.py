@@ -2,9 +2,14 @@
 
 Hosts whose allocation requests no longer fit what this call's earlier instances left are removed
 first (Placement offered them before those were placed). Each filter that applies to the request
-then runs on the hosts still in the running, in the configured order, so that the filters that ask
-the agents run on as few hosts as the others leave. The survivors are weighed; with a
-``host_subset_size`` above 1, one of that many best hosts, drawn at random, goes first.
+and reads only what Placement answered then runs on the hosts still in the running, in the
+configured order. The survivors are weighed (no weigher reads an agent's snapshot), and the filters
+that ask the agents (``needs_agent``) run last, whatever their place in the configuration: on one
+host at a time, best first, only as far as the caller walks the ranking (``RankedHosts``). With a
+``host_subset_size`` above 1, one of that many best hosts that pass, drawn at random, goes first.
+
+The weights are normalised over the hosts the other filters leave, since which hosts the agents
+would refuse is not known before they are asked.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.explain import FilterRun
 from berth.scheduler.filters.base import HostFilter
 from berth.scheduler.host_state import HostState
+from berth.scheduler.ranked_hosts import RankedHosts
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers.base import HostWeigher
 from berth.scheduler.weighers.ranking import rank
@@ -28,6 +34,7 @@ ROOM_LEFT: Final = "RoomLeft"
 def filter_hosts(
     hosts: Sequence[HostState], request: BuildRequest, filters: Sequence[HostFilter]
 ) -> tuple[list[HostState], FilterRun]:
+    """The hosts with room left that pass ``filters`` (those that apply), and what removed the others."""
     run = FilterRun(len(hosts))
     left = []
     for host in hosts:
@@ -56,13 +63,18 @@ def sorted_hosts(
     weighers: Sequence[HostWeigher],
     settings: SelectionSettings,
     rng: random.Random,
-) -> tuple[list[HostState], FilterRun]:
-    """The hosts that pass, best first, and what the filters removed."""
-    left, run = filter_hosts(hosts, request, filters)
+) -> RankedHosts:
+    """The hosts that pass, best first, checked by the agents' filters as far as they are walked;
+    its ``run`` says what the filters removed."""
+    left, run = filter_hosts(hosts, request, [f for f in filters if not f.needs_agent])
     ranked = [weighed.host for weighed in rank(left, request, weighers, settings, rng)]
-    subset = ranked[: settings.host_subset_size]
-    if len(subset) > 1:
-        chosen = rng.choice(subset)
-        ranked.remove(chosen)
-        ranked.insert(0, chosen)
-    return ranked, run
+    agent_filters = [f for f in filters if f.needs_agent and f.applies(request)]
+    return RankedHosts(
+        ranked,
+        agent_filters,
+        request,
+        run,
+        subset_size=settings.host_subset_size,
+        rng=rng,
+        call_order=[host.name for host in hosts],
+    )

@@ -1,5 +1,5 @@
 """The filters in order, the hosts the call filled, the draw among the best hosts, and the reasons
-NoValidHost is made of."""
+NoValidHost is made of. How far the agents are asked is in test_scheduler_ranked_hosts.py."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ NUMA = request(spec(flavor_=flavor({"hw:numa_nodes": "1"}, vcpus=2), availabilit
 def test_filters_run_in_order_and_the_agents_are_asked_about_survivors_only():
     snapshots = FixedSnapshots({"numa": snapshot("numa"), "in-az1": snapshot("in-az1")})
     hosts = make_hosts({"in-az1": {"aggregates": [ZONE_AGGREGATE]}, "numa": {}, "no-agent": {}}, snapshots)
-    left, run = filter_hosts(hosts, NUMA, enabled_filters(SelectionSettings(), CONFIG))
-    assert [h.name for h in left] == ["numa"]
-    assert run.counts() == {"AvailabilityZoneFilter": 1, "NUMATopologyFilter": 1}
-    assert snapshots.asked == ["numa", "no-agent"]
-    assert run.removed["NUMATopologyFilter"] == [("no-agent", "no agent is known for this host")]
+    settings = SelectionSettings()
+    ranked = sorted_hosts(
+        hosts, NUMA, enabled_filters(settings, CONFIG), enabled_weighers(settings), settings, random.Random(1)
+    )
+    assert [h.name for h in ranked] == ["numa"]
+    assert ranked.run.counts() == {"AvailabilityZoneFilter": 1, "NUMATopologyFilter": 1}
+    assert sorted(snapshots.asked) == ["no-agent", "numa"]
+    assert ranked.run.removed["NUMATopologyFilter"] == [("no-agent", "no agent is known for this host")]
 
 
 def test_a_host_the_call_filled_is_left_out_first():
@@ -46,11 +49,13 @@ def test_a_host_subset_draws_among_the_best():
     settings = SelectionSettings(host_subset_size=2)
     firsts = set()
     for seed in range(30):
-        ranked, _ = sorted_hosts(hosts, request(spec()), [], enabled_weighers(settings), settings, random.Random(seed))
-        firsts.add(ranked[0].name)
-        assert sorted(h.name for h in ranked) == ["a", "b", "c"]
+        ranked = sorted_hosts(hosts, request(spec()), [], enabled_weighers(settings), settings, random.Random(seed))
+        names = [h.name for h in ranked]
+        firsts.add(names[0])
+        assert sorted(names) == ["a", "b", "c"]
+        assert names[1:] == [n for n in ("a", "b", "c") if n != names[0]]
     assert firsts == {"a", "b"}
-    ranked, _ = sorted_hosts(
+    ranked = sorted_hosts(
         hosts, request(spec()), [], enabled_weighers(SelectionSettings()), SelectionSettings(), random.Random(1)
     )
     assert [h.name for h in ranked] == ["a", "b", "c"]
