@@ -223,3 +223,54 @@ def test_a_pick_on_an_empty_board_reads_it_first(api, app, db, board):
     answer = _pick(api, {"VCPU": 1})
     # Weighed on the board, read for this pick outside its write, not by a search of every tree.
     assert len(board.view.roots) == 3 and answer["root_provider_uuid"] in hosts
+
+
+def _pick_enabled(api, resources, root_required="!COMPUTE_STATUS_DISABLED"):
+    body = {
+        "query": {"resources": resources, "root_required": root_required},
+        "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+    }
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 200, r.data
+    return r.json_body["root_provider_uuid"]
+
+
+def test_nova_requests_with_root_traits_are_weighed_on_the_board(api, app, db, board):
+    """Nova asks every request with a disabled compute node's trait forbidden at the root: such a
+    request is weighed on the board, and a disabled host (the emptiest here) is never chosen."""
+    disabled = api.create_provider(
+        "disabled", inventory={"VCPU": 64, "MEMORY_MB": 65536}, traits=["COMPUTE_STATUS_DISABLED"]
+    )
+    enabled = {api.create_provider(f"h{i}", inventory=HOST) for i in range(2)}
+    assert not len(board.view.roots)
+    chosen = {_pick_enabled(api, "VCPU:1,MEMORY_MB:512") for _ in range(4)}
+    assert len(board.view.roots) == 3  # read for the pick: the board's path, not the full search
+    assert chosen == enabled and not any(_usage(api, disabled).values())
+    # A trait set on a root after the board was read reaches it at the next refresh.
+    first = sorted(enabled)[0]
+    traits = api.get(f"/resource_providers/{first}/traits").json_body
+    assert (
+        api.put(
+            f"/resource_providers/{first}/traits",
+            {
+                "traits": ["COMPUTE_STATUS_DISABLED"],
+                "resource_provider_generation": traits["resource_provider_generation"],
+            },
+        ).status_code
+        == 200
+    )
+    _refresh(app, db)
+    view = board.view
+    trait = _trait_id(db, "COMPUTE_STATUS_DISABLED")
+    allowed = view.roots_allowed((), frozenset({trait}))
+    assert {int(r) for r, ok in zip(view.roots, allowed, strict=True) if ok} == {_id(db, u) for u in enabled - {first}}
+    assert {_pick_enabled(api, "VCPU:1") for _ in range(3)} == enabled - {first}
+    # A trait required at the root: only the trees whose root has it.
+    assert {_pick_enabled(api, "VCPU:1", "COMPUTE_STATUS_DISABLED") for _ in range(3)} <= {disabled, first}
+
+
+def _trait_id(db, name):
+    with db.engine.connect() as conn:
+        return conn.execute(
+            schema.traits.select().with_only_columns(schema.traits.c.id).where(schema.traits.c.name == name)
+        ).scalar_one()

@@ -51,6 +51,15 @@ class CandidateRequest:
     def plain_resources(self) -> list[tuple[int, int]] | None:
         """The (class, amount) pairs of the commonest request, one unsuffixed group of resources with
         nothing else to check (no traits, aggregates, tree or root conditions); None for any other."""
+        if self.root_required or self.root_forbidden:
+            return None
+        return self.weighable_resources
+
+    @cached_property
+    def weighable_resources(self) -> list[tuple[int, int]] | None:
+        """As ``plain_resources``, but the root's traits may be asked too: the host board weighs
+        such a request, deciding the root's traits itself (Nova asks every request with
+        ``root_required``, a disabled compute node's trait forbidden)."""
         group = self.unsuffixed
         if group is None or self.suffixed or not group.resources or group.impossible:
             return None
@@ -62,6 +71,6 @@ class CandidateRequest:
             or group.in_tree_root is not None
         ):
             return None
-        if self.root_required or self.root_forbidden or self.same_subtree or self.one_provider_per_tree:
+        if self.same_subtree or self.one_provider_per_tree:
             return None
         return list(group.resources.items())

@@ -1,8 +1,9 @@
 """Each process's board of every tree: its room per resource class and what the weighers read of it,
 as arrays over the trees, so that a pick weighs every tree in a few vector operations.
 
-A pick of the commonest request (one group of resources: ``CandidateRequest.plain_resources``)
-reads the board instead of searching every tree (``berth.store.board_pick``). The board is a
+A pick of the commonest request (one group of resources, perhaps with traits of the root:
+``CandidateRequest.weighable_resources``) reads the board instead of searching every tree
+(``berth.store.board_pick``); the board keeps which traits each tree's root has. The board is a
 ranking, not the books: the tree it ranks first is searched alone, as the database holds it, and
 its allocation is written by the same conditional write as any other. So a board that is behind
 the database can only make a pick choose a worse tree or try one more, never over-commit; and when
@@ -81,6 +82,7 @@ class _Tree:
     cpus: float
     disk: float
     aggregates: frozenset[int]
+    root_traits: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,21 @@ class BoardView:
     disk: FloatArray
     # aggregate -> the trees with a provider in it
     by_aggregate: Mapping[int, IndexArray]
+    # trait -> the trees whose root has it
+    by_root_trait: Mapping[int, IndexArray]
+
+    def roots_allowed(self, required: Sequence[frozenset[int]], forbidden: frozenset[int]) -> npt.NDArray[np.bool_]:
+        """Which trees' roots have a trait of each of ``required`` (each a set of alternatives)
+        and none of ``forbidden``."""
+        allowed = np.ones(len(self.roots), dtype=bool)
+        for any_of in required:
+            has = np.zeros(len(self.roots), dtype=bool)
+            for trait in any_of:
+                has[self.by_root_trait.get(trait, _NONE)] = True
+            allowed &= has
+        for trait in forbidden:
+            allowed[self.by_root_trait.get(trait, _NONE)] = False
+        return allowed
 
     def room_of(self, resource_class: int) -> FloatArray:
         found = self.room.get(resource_class)
@@ -111,7 +128,8 @@ class BoardView:
                 getattr(self, _WEIGHED[name])[index] -= amount
 
 
-_EMPTY = BoardView(np.zeros(0, dtype=np.int64), {}, {}, np.zeros(0), np.zeros(0), np.zeros(0), {})
+_NONE: Final = np.zeros(0, dtype=np.intp)
+_EMPTY = BoardView(np.zeros(0, dtype=np.int64), {}, {}, np.zeros(0), np.zeros(0), np.zeros(0), {}, {})
 
 
 class HostBoard:
@@ -244,7 +262,8 @@ def _tree(signature: tuple[int, int, int], members: Sequence[ProviderData], weig
             if name is not None:
                 facts[_WEIGHED[name]] += free_amount(name, inventory, inventory.used)
     aggregates = frozenset().union(*(p.aggregates for p in members))
-    return _Tree(signature, room, facts["ram"], facts["cpus"], facts["disk"], aggregates)
+    root_traits = next((p.traits for p in members if p.id == p.root_id), frozenset())
+    return _Tree(signature, room, facts["ram"], facts["cpus"], facts["disk"], aggregates, root_traits)
 
 
 def _view(trees: Mapping[int, _Tree]) -> BoardView:
@@ -259,9 +278,12 @@ def _view(trees: Mapping[int, _Tree]) -> BoardView:
                 column = room[rc] = np.full(count, -np.inf)
             column[index] = headroom
     by_aggregate: defaultdict[int, list[int]] = defaultdict(list)
+    by_root_trait: defaultdict[int, list[int]] = defaultdict(list)
     for index, tree in enumerate(ordered):
         for aggregate in tree.aggregates:
             by_aggregate[aggregate].append(index)
+        for trait in tree.root_traits:
+            by_root_trait[trait].append(index)
     return BoardView(
         roots=np.array(roots, dtype=np.int64),
         index_of={root: index for index, root in enumerate(roots)},
@@ -270,19 +292,22 @@ def _view(trees: Mapping[int, _Tree]) -> BoardView:
         cpus=np.array([tree.cpus for tree in ordered], dtype=np.float64),
         disk=np.array([tree.disk for tree in ordered], dtype=np.float64),
         by_aggregate={aggregate: np.array(indexes, dtype=np.intp) for aggregate, indexes in by_aggregate.items()},
+        by_root_trait={trait: np.array(indexes, dtype=np.intp) for trait, indexes in by_root_trait.items()},
     )
 
 
 def _updated(
     view: BoardView, before: Mapping[int, _Tree], trees: Mapping[int, _Tree], changed: Sequence[int]
 ) -> BoardView | None:
-    """``view`` with the changed trees written in place, or None when a tree, a class or a tree's
-    aggregates are new to it (then it is made again)."""
+    """``view`` with the changed trees written in place, or None when a tree, a class, or a tree's
+    aggregates or root traits are new to it (then it is made again)."""
     if len(view.roots) != len(trees):
         return None
     for root in changed:
         index, tree, old = view.index_of.get(root), trees.get(root), before.get(root)
-        if index is None or tree is None or old is None or old.aggregates != tree.aggregates:
+        if index is None or tree is None or old is None:
+            return None
+        if old.aggregates != tree.aggregates or old.root_traits != tree.root_traits:
             return None
         if any(rc not in view.room for rc in tree.room):
             return None
