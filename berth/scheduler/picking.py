@@ -7,6 +7,8 @@ filter that applies to the request is one it applies itself (the server group's)
 multiplier comes from aggregate metadata. The service counts the members of a server group it
 placed itself; the scheduler checks each pick against where all the members are (their
 allocations), and takes the Placement path for the request when a pick breaks the group's policy.
+A pick also names alternates when asked (other trees that pass, each with an allocation request
+that fits, unclaimed), from the weighing it did already: no candidates query is needed for them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from typing import Any
 
 from berth.domain.weighing import Multipliers
 from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.filters.base import HostFilter
 from berth.scheduler.service import INSTANCE_CONSUMER_TYPE
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers.base import HostWeigher
+
+# The most alternates the service names for one pick (its body's schema refuses more).
+MOST_ALTERNATES = 10
 
 _GROUP_CHECKS = {
     "affinity": "ServerGroupAffinityFilter",
@@ -62,7 +68,10 @@ def pick_body(
     filters: Sequence[HostFilter],
     weighers: Sequence[HostWeigher],
     settings: SelectionSettings,
+    alternates: int = 0,
 ) -> dict[str, Any]:
+    """The body of ``POST /berth/pick`` for one instance, asking for up to ``alternates`` other
+    trees besides the one claimed (at most ``MOST_ALTERNATES``: the service names no more)."""
     spec = request.spec
     query: dict[str, list[str]] = {}
     for key, value in spec.candidates_query():
@@ -82,7 +91,18 @@ def pick_body(
     enabled = {f.name for f in filters} | {w.name for w in weighers}
     if group is not None and _GROUP_CHECKS[group.policy] in enabled:
         body["server_group"] = {"uuid": group.uuid, "policy": group.policy}
+    if alternates > 0:
+        body["alternates"] = min(alternates, MOST_ALTERNATES)
     return body
+
+
+def alternates_of(answer: Mapping[str, Any]) -> list[tuple[str, AllocationRequest]]:
+    """The alternates a pick's answer names, best first: each tree's root provider uuid and the
+    allocation request that fits it (none when the service was not asked, or is older)."""
+    return [
+        (str(alternate["root_provider_uuid"]), AllocationRequest.from_dict(alternate["allocation_request"]))
+        for alternate in answer.get("alternates") or ()
+    ]
 
 
 def _multipliers(weighers: Sequence[HostWeigher], settings: SelectionSettings) -> dict[str, float]:

@@ -18,7 +18,8 @@ On Placement's own API (any Placement, Berth's or OpenStack's):
 If one instance finds no host, the instances already claimed for are released and ``NoValidHost``
 says what removed the hosts. When the service offers its pick-and-claim and nothing of the
 request needs the scheduler's side (``picking.pick_suits``), step 3 is one ``POST /berth/pick``
-per instance instead, and the alternates come from one candidates query afterwards.
+per instance instead, and the alternates come from the last pick's answer (the service names the
+next trees of its own weighing; no candidates query is made).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from berth.scheduler.filters import enabled_filters
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.host_state import HostState
 from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
-from berth.scheduler.picking import breaks_group, pick_body, pick_suits
+from berth.scheduler.picking import alternates_of, breaks_group, pick_body, pick_suits
 from berth.scheduler.ranked_hosts import RankedHosts
 from berth.scheduler.request_spec import RequestSpec
 from berth.scheduler.selection import Destination, Selection
@@ -84,14 +85,14 @@ class Selector:
         _check_arguments(num_instances, alternates, instance_uuids)
         request = BuildRequest(spec, server_group)
         if self._pick_applies(request):
-            picked = self._pick(request, instance_uuids)
+            picked = self._pick(request, instance_uuids, alternates)
             if picked is not None:
                 self.last_path = "pick"
-                try:
-                    return self._with_alternates(request, picked, instance_uuids, alternates, None)
-                except BaseException:
-                    self._release(instance_uuids)
-                    raise
+                claimed, others = picked
+                return [
+                    Selection(instance, destination, tuple(others))
+                    for instance, destination in zip(instance_uuids, claimed, strict=True)
+                ]
         self.last_path = "placement"
         return self._claim(request, instance_uuids, alternates)
 
@@ -177,10 +178,8 @@ class Selector:
         claimed: list[Destination],
         instance_uuids: Sequence[str],
         alternates: int,
-        hosts: list[HostState] | None,
+        hosts: list[HostState],
     ) -> list[Selection]:
-        if alternates and hosts is None:
-            hosts = self._hosts_after_picks(request, claimed, instance_uuids)
         others: list[Destination] = []
         if alternates and hosts:
             request.instance_uuid = None
@@ -197,20 +196,6 @@ class Selector:
             for instance, destination in zip(instance_uuids, claimed, strict=True)
         ]
 
-    def _hosts_after_picks(
-        self, request: BuildRequest, picked: list[Destination], instance_uuids: Sequence[str]
-    ) -> list[HostState]:
-        """Hosts for the alternates of picked instances: the candidates now (the picks counted)."""
-        candidates = self.service.candidates(request.spec.candidates_query())
-        hosts = self._hosts(request, candidates, AgentSnapshots(self.agents))
-        if request.group is not None:
-            by_uuid = {host.uuid: host for host in hosts}
-            for instance, destination in zip(instance_uuids, picked, strict=False):
-                request.group_hosts.add(destination.root_provider_uuid)
-                if destination.root_provider_uuid in by_uuid:
-                    by_uuid[destination.root_provider_uuid].group_members.add(instance)
-        return hosts
-
     # -- the service's pick-and-claim -----------------------------------------------------------------
 
     def _pick_applies(self, request: BuildRequest) -> bool:
@@ -220,15 +205,25 @@ class Selector:
             and PICK_PATH in self.service.extensions()
         )
 
-    def _pick(self, request: BuildRequest, instance_uuids: Sequence[str]) -> list[Destination] | None:
-        """A pick per instance; None when the Placement path must do it after all: the service
-        turns out not to have the route, or a pick breaks the server group's policy."""
+    def _pick(
+        self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int
+    ) -> tuple[list[Destination], list[Destination]] | None:
+        """A pick per instance, and up to ``alternates`` other hosts named by the last one; None
+        when the Placement path must do it after all: the service turns out not to have the route,
+        or a pick breaks the server group's policy."""
         group = request.group
         members_on = member_hosts(group.members - set(instance_uuids), self.service, {}) if group else {}
         picked: list[tuple[str, AllocationRequest]] = []
+        offered: list[tuple[str, AllocationRequest]] = []
+        # The last pick's alternates may name the hosts of the earlier instances: asked for that many more.
+        wanted = alternates + len(instance_uuids) - 1 if alternates else 0
         try:
             for index, instance in enumerate(instance_uuids):
-                answer = self.service.pick(pick_body(request, instance, self.filters, self.weighers, self.settings))
+                last = index == len(instance_uuids) - 1
+                body = pick_body(
+                    request, instance, self.filters, self.weighers, self.settings, alternates=wanted if last else 0
+                )
+                answer = self.service.pick(body)
                 if isinstance(answer, PlacementError):
                     raise self._pick_refused(request, instance, f"{index + 1} of {len(instance_uuids)}", answer)
                 root = str(answer["root_provider_uuid"])
@@ -237,6 +232,13 @@ class Selector:
                     self._release(instance_uuids[: len(picked)])
                     return None
                 members_on.setdefault(root, set()).add(instance)
+                if last:
+                    offered = alternates_of(answer)
+            chosen = {root for root, _ in picked}
+            # The service counts only the members it placed itself; the others are checked here.
+            kept = [(r, a) for r, a in offered if r not in chosen and not breaks_group(request, members_on, r)]
+            kept = kept[:alternates]
+            names = self.service.host_names(chosen | {root for root, _ in kept})
         except PlacementError as e:
             self._release(instance_uuids[: len(picked)])
             if e.status == 404 and not picked:
@@ -245,8 +247,10 @@ class Selector:
         except BaseException:
             self._release(instance_uuids[: len(picked)])
             raise
-        names = self.service.host_names({root for root, _ in picked})
-        return [Destination(names[root], root, chosen) for root, chosen in picked]
+        return (
+            [Destination(names[root], root, chosen_request) for root, chosen_request in picked],
+            [Destination(names[root], root, alternate) for root, alternate in kept],
+        )
 
     def _pick_refused(
         self, request: BuildRequest, instance: str, position: str, refusal: PlacementError

@@ -1,6 +1,7 @@
 """A pick weighed on the board (``berth.store.host_board``): every tree's facts at once.
 
-For a request of one group of resources (``CandidateRequest.plain_resources``) and no instances
+For a request of one group of resources, perhaps with traits of the root
+(``CandidateRequest.weighable_resources``), and no instances
 weigher, a tree may fit when, for each class asked, one of its providers has room for the amount
 or a sharing provider with room is in an aggregate with one of them; the board tells the first for
 every tree in one comparison, and the few sharing providers the second. The trees that may fit
@@ -10,7 +11,8 @@ and that the server group allows are weighed together (``weigh_arrays``: the wei
 (``claim_on_board``), the planned trees are tried best first, ties in random order, each only if
 the server group's policy, read again under its lock, still allows it: the candidates the read
 found for it are written by the conditional write every allocation goes through, and when that
-refuses (taken meanwhile), the tree is searched again as the transaction sees it.
+refuses (taken meanwhile), the tree is searched again as the transaction sees it. The trees after
+the one claimed, in the same order, give the pick's alternates (``berth.store.pick_alternates``).
 
 ``None`` (the caller then searches every tree) when no tree on the board can be claimed after
 ``MOST_TRIES``: a board that is behind the books must not turn into a refusal while a tree fits.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,6 +37,7 @@ from berth.store import server_groups
 from berth.store.candidate_names import ResolvedQuery, resolve
 from berth.store.candidates import CandidateFinder
 from berth.store.host_board import BoardView, HostBoard, weighed_classes
+from berth.store.pick_alternates import alternates_after, group_allows
 from berth.store.pick_claim import claim_tree
 from berth.store.pick_request import Pick, PickRequest, soft_policy
 from berth.store.provider_cache import ProviderCache
@@ -50,7 +53,7 @@ CANDIDATES_PER_TREE: Final = 4
 
 def on_board(request: CandidateRequest, multipliers: Multipliers) -> bool:
     """Whether a pick of ``request`` can be weighed on the board."""
-    return request.plain_resources is not None and not multipliers.instances
+    return request.weighable_resources is not None and not multipliers.instances
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class BoardPlan:
     weighed: Mapping[int, str]
     fitted: int
     allowed: int
+    # The trees ranked after ``trees``, worked out only as far as the pick's alternates go.
+    rest: Iterator[PlannedTree]
 
 
 def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, board: HostBoard) -> BoardPlan | None:
@@ -89,7 +94,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     view = board.use()
     if not len(view.roots):
         return None
-    plain = resolved.request.plain_resources
+    plain = resolved.request.weighable_resources
     assert plain is not None  # on_board
     finder = CandidateFinder(
         conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
@@ -103,6 +108,9 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
             if inventory is not None and inventory.can_take(amount):
                 may_fit[_anchored(view, shared)] = True
         fits &= may_fit
+    # The search of one tree does not look at its root's traits (the search of every tree reads
+    # them with the trees): the board decides them.
+    fits &= view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
     group = request.server_group
     members = server_groups.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
     allowed = fits & _group_mask(view, group.policy if group is not None else None, members)
@@ -118,26 +126,32 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         request.multipliers,
         soft_policy(group),
     )
+    ranking = best_first_of(weights)
     trees: list[PlannedTree] = []
-    for chosen in itertools.islice(best_first_of(weights), MOST_TRIES):
+    for chosen in itertools.islice(ranking, MOST_TRIES):
         index = int(indexes[chosen])
         root_id = int(view.roots[index])
         searched = finder.candidates_in(root_id) if len(trees) < SEARCHED_IN_THE_READ else ()
         trees.append(PlannedTree(index, root_id, float(weights[chosen]), searched))
-    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, int(fits.sum()), len(indexes))
+    rest = (
+        PlannedTree(int(indexes[chosen]), int(view.roots[indexes[chosen]]), float(weights[chosen]))
+        for chosen in ranking
+    )
+    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, int(fits.sum()), len(indexes), rest)
 
 
 def claim_on_board(
     conn: Connection, request: PickRequest, resolved: ResolvedQuery, cache: ProviderCache, plan: BoardPlan
 ) -> Pick | None:
     """In the pick's write transaction (its server group locked): the first planned tree that the
-    group's policy still allows and that can be claimed, claimed; None when none can."""
+    group's policy still allows and that can be claimed, claimed, with the alternates asked for from
+    the trees ranked after it; None when none can be claimed."""
     group = request.server_group
     members = server_groups.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     finder: CandidateFinder | None = None
-    for tree in plan.trees:
-        if not _group_allows(group.policy if group is not None else None, members, tree.root_id):
+    for position, tree in enumerate(plan.trees):
+        if not group_allows(group.policy if group is not None else None, members, tree.root_id):
             continue
         providers = plan.providers
         claimed = claim_tree(conn, request.consumer, tree.candidates, providers, class_names)
@@ -153,6 +167,18 @@ def claim_on_board(
         if group is not None:
             server_groups.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
         plan.view.take(tree.index, _own_amounts(claimed.candidate.allocations, plan.sharing_ids), plan.weighed)
+        later = itertools.chain(plan.trees[position + 1 :], plan.rest)
+        alternates = alternates_after(
+            conn,
+            resolved.request,
+            cache,
+            wanted=request.alternates,
+            ranked=((t.root_id, t.weight) for t in later),
+            claimed_root=tree.root_id,
+            group=group,
+            members=members,
+            class_names=class_names,
+        )
         return Pick(
             claimed.allocations,
             claimed.mappings,
@@ -160,16 +186,9 @@ def claim_on_board(
             tree.weight,
             plan.fitted,
             plan.allowed,
+            alternates,
         )
     return None
-
-
-def _group_allows(policy: str | None, members: Counter[int], root_id: int) -> bool:
-    if policy == "anti-affinity":
-        return root_id not in members
-    if policy == "affinity" and members:
-        return root_id in members
-    return True
 
 
 def _anchored(board: BoardView, shared: ProviderData) -> npt.NDArray[np.intp]:

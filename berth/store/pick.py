@@ -15,7 +15,9 @@ The steps, all inside the caller's write transaction (``Database.write``):
    statements each see what is committed when they start) is given up for the next one and no
    candidate is tried twice;
 5. record the group membership in the same transaction, and the lease if one is asked for (set
-   before the allocations are written, in the lock order ``berth.store.leases`` gives).
+   before the allocations are written, in the lock order ``berth.store.leases`` gives);
+6. name the alternates asked for: the trees after the one claimed in the same order, searched
+   again after the write (``berth.store.pick_alternates``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from berth.store.candidates import CandidateFinder
 from berth.store.explain import explain
 from berth.store.host_facts import host_facts_of
 from berth.store.leases import set_lease
+from berth.store.pick_alternates import alternates_after
 from berth.store.pick_claim import claim_tree
 from berth.store.pick_request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
 from berth.store.provider_cache import ProviderCache
@@ -78,13 +81,25 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     )
     weights = weigh(facts, request.multipliers, soft_policy(group))
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
-    for index in best_first(weights):
+    order = best_first(weights)
+    for position, index in enumerate(order):
         root_id = roots[index]
         claimed = claim_tree(conn, request.consumer, allowed[root_id], providers, class_names)
         if claimed is None:
             continue
         if group is not None:
             server_groups.add_member(conn, group.uuid, request.consumer.uuid, root_id)
+        alternates = alternates_after(
+            conn,
+            resolved.request,
+            cache,
+            wanted=request.alternates,
+            ranked=((roots[later], weights[later]) for later in order[position + 1 :]),
+            claimed_root=root_id,
+            group=group,
+            members=members,
+            class_names=class_names,
+        )
         return Pick(
             claimed.allocations,
             claimed.mappings,
@@ -92,6 +107,7 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
             weights[index],
             len(by_root),
             len(allowed),
+            alternates,
         )
     raise _no_valid_host(f"the {len(allowed)} trees that fit were all taken by concurrent claims meanwhile.")
 

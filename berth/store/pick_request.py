@@ -1,4 +1,4 @@
-"""What a pick is asked (``PickRequest``) and what it answers (``Pick``)."""
+"""What a pick is asked (``PickRequest``) and what it answers (``Pick``, with its ``Alternate``s)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,21 @@ class PickRequest:
     consumer: Consumer
     server_group: ServerGroup | None = None
     lease_seconds: float | None = None
+    # How many other trees to name besides the one claimed (``berth.store.pick_alternates``).
+    alternates: int = 0
+
+
+@dataclass(frozen=True)
+class Alternate:
+    """Another tree that would take the request, unclaimed: one allocation request that fits it, in
+    names, and its weight."""
+
+    root_provider_uuid: str
+    # provider uuid -> resource class -> amount
+    allocations: dict[str, dict[str, int]]
+    # request group suffix -> provider uuids
+    mappings: dict[str, list[str]]
+    weight: float
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,8 @@ class Pick:
     # Trees that fit the request, and of those the trees the server group allowed.
     trees_fitted: int
     trees_weighed: int
+    # Up to ``PickRequest.alternates`` other trees, best first; nothing written for them.
+    alternates: tuple[Alternate, ...] = ()
 
 
 def soft_policy(group: ServerGroup | None) -> SoftGroupPolicy | None:

@@ -2,7 +2,7 @@
 
 Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carries the query of
 GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
-consumer, and optionally a server group and a lease; the store does the rest in one write
+consumer, and optionally a server group, a lease and how many alternates to name; the store does the rest in one write
 transaction (``berth.store.pick``), after weighing on the process's board of every tree
 (``berth.store.host_board``, ``berth.store.board_pick``) in a read, when the request is one the
 board weighs.
@@ -24,6 +24,7 @@ from berth.domain.errors import BadRequest
 from berth.domain.weighing import WeighPolicy, multipliers_for
 from berth.store.board_pick import plan_on_board
 from berth.store.pick import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
+from berth.store.pick_request import Alternate
 from berth.store.server_groups import GroupPolicy
 
 
@@ -65,6 +66,7 @@ def _pick_request(body: dict[str, Any]) -> PickRequest:
             else None
         ),
         lease_seconds=body.get("lease_seconds"),
+        alternates=body.get("alternates", 0),
     )
 
 
@@ -74,13 +76,26 @@ def _as_list(value: str | list[str]) -> list[str]:
 
 def _answer(chosen: Pick) -> dict[str, Any]:
     return {
-        # As GET /allocation_candidates writes an allocation request at the highest microversion.
-        "allocation_request": {
-            "allocations": {uuid: {"resources": resources} for uuid, resources in chosen.allocations.items()},
-            "mappings": chosen.mappings,
-        },
+        "allocation_request": _allocation_request(chosen.allocations, chosen.mappings),
         "root_provider_uuid": chosen.root_provider_uuid,
         "weight": chosen.weight,
         "trees_fitted": chosen.trees_fitted,
         "trees_weighed": chosen.trees_weighed,
+        "alternates": [_alternate(alternate) for alternate in chosen.alternates],
+    }
+
+
+def _alternate(alternate: Alternate) -> dict[str, Any]:
+    return {
+        "root_provider_uuid": alternate.root_provider_uuid,
+        "allocation_request": _allocation_request(alternate.allocations, alternate.mappings),
+        "weight": alternate.weight,
+    }
+
+
+def _allocation_request(allocations: dict[str, dict[str, int]], mappings: dict[str, list[str]]) -> dict[str, Any]:
+    """As GET /allocation_candidates writes an allocation request at the highest microversion."""
+    return {
+        "allocations": {uuid: {"resources": resources} for uuid, resources in allocations.items()},
+        "mappings": mappings,
     }

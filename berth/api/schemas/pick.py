@@ -8,6 +8,7 @@ from berth.api.schemas.common import NAME_PATTERN, UUID
 from berth.api.validation import JsonSchema
 from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
 from berth.store.leases import MAX_LEASE_SECONDS
+from berth.store.pick_alternates import MAX_ALTERNATES
 from berth.store.server_groups import GROUP_POLICIES
 
 _EXTERNAL_ID: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -55,6 +56,8 @@ PICK_BODY: Final[JsonSchema] = {
         },
         # Seconds from now until the claim is released unless confirmed (berth.store.leases).
         "lease_seconds": {"type": "number", "minimum": 0, "maximum": MAX_LEASE_SECONDS},
+        # How many trees besides the one claimed to name, unclaimed (berth.store.pick_alternates).
+        "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
     },
     "required": ["query", "consumer"],
     "additionalProperties": False,
