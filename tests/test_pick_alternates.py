@@ -208,3 +208,17 @@ def test_a_board_behind_the_books_still_names_trees_that_fit(app, db):
     answer = _pick(api, alternates=10)
     assert answer["root_provider_uuid"] == hosts[10]
     assert _roots(answer) == [hosts[11], *hosts[13:22]]
+
+
+def test_a_tree_freed_since_the_board_was_read_is_still_an_alternate(app, db):
+    """The board thinks the tree full; its alternates still search it, after the others."""
+    app.host_board = HostBoard(min_age=math.inf)
+    api = Api(app)
+    hosts = _hosts_by_ram(api, 3)
+    holder = new_uuid()
+    api.allocate(holder, {hosts[2]: {"VCPU": 8}})
+    db.read(lambda conn: app.host_board.refresh(conn, app.provider_cache, force=True))
+    assert api.delete(f"/allocations/{holder}").status_code == 204
+    answer = _pick(api, alternates=2)
+    assert answer["root_provider_uuid"] == hosts[0]
+    assert _roots(answer) == [hosts[1], hosts[2]]

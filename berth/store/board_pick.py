@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,7 +36,7 @@ from berth.domain.weighing import Multipliers, best_first_of, free_amount, weigh
 from berth.store import server_groups
 from berth.store.candidate_names import ResolvedQuery, resolve
 from berth.store.candidates import CandidateFinder
-from berth.store.host_board import BoardView, HostBoard, weighed_classes
+from berth.store.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
 from berth.store.pick_alternates import alternates_after, group_allows
 from berth.store.pick_claim import claim_tree
 from berth.store.pick_request import Pick, PickRequest, soft_policy
@@ -79,7 +79,8 @@ class BoardPlan:
     weighed: Mapping[int, str]
     fitted: int
     allowed: int
-    # The trees ranked after ``trees``, worked out only as far as the pick's alternates go.
+    # The trees ranked after ``trees``, then those the board thought too full (freed since it was
+    # read?), worked out only as far as the pick's alternates go.
     rest: Iterator[PlannedTree]
 
 
@@ -100,32 +101,38 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
     )
     sharing = finder.sharing
-    fits = np.ones(len(view.roots), dtype=bool)
+    room = np.ones(len(view.roots), dtype=bool)
     for rc, amount in plain:
         may_fit = view.room_of(rc) >= amount
         for shared in sharing.values():
             inventory = shared.inventories.get(rc)
             if inventory is not None and inventory.can_take(amount):
                 may_fit[_anchored(view, shared)] = True
-        fits &= may_fit
+        room &= may_fit
     # The search of one tree does not look at its root's traits (the search of every tree reads
     # them with the trees): the board decides them.
-    fits &= view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
+    roots_ok = view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
+    fits = room & roots_ok
     group = request.server_group
     members = server_groups.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
-    allowed = fits & _group_mask(view, group.policy if group is not None else None, members)
+    group_ok = _group_mask(view, group.policy if group is not None else None, members)
+    allowed = fits & group_ok
     indexes = np.flatnonzero(allowed)
     if not len(indexes):
         return None
     weighed = weighed_classes(conn)
-    weights = weigh_arrays(
-        view.ram[indexes],
-        view.cpus[indexes],
-        _disk_with_sharing(view, sharing, weighed)[indexes],
-        _members_on(view, members)[indexes],
-        request.multipliers,
-        soft_policy(group),
-    )
+
+    def weights_of(chosen: IndexArray) -> FloatArray:
+        return weigh_arrays(
+            view.ram[chosen],
+            view.cpus[chosen],
+            _disk_with_sharing(view, sharing, weighed)[chosen],
+            _members_on(view, members)[chosen],
+            request.multipliers,
+            soft_policy(group),
+        )
+
+    weights = weights_of(indexes)
     ranking = best_first_of(weights)
     trees: list[PlannedTree] = []
     for chosen in itertools.islice(ranking, MOST_TRIES):
@@ -133,11 +140,27 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         root_id = int(view.roots[index])
         searched = finder.candidates_in(root_id) if len(trees) < SEARCHED_IN_THE_READ else ()
         trees.append(PlannedTree(index, root_id, float(weights[chosen]), searched))
-    rest = (
-        PlannedTree(int(indexes[chosen]), int(view.roots[indexes[chosen]]), float(weights[chosen]))
-        for chosen in ranking
+    rest = itertools.chain(
+        (
+            PlannedTree(int(indexes[chosen]), int(view.roots[indexes[chosen]]), float(weights[chosen]))
+            for chosen in ranking
+        ),
+        # Then those the board thinks too full, for the alternates only: freed since it was read?
+        _freed_since(view, np.flatnonzero(~room & roots_ok & group_ok), weights_of),
     )
     return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, int(fits.sum()), len(indexes), rest)
+
+
+def _freed_since(
+    view: BoardView, indexes: IndexArray, weights_of: Callable[[IndexArray], FloatArray]
+) -> Iterator[PlannedTree]:
+    """The trees at ``indexes``, best first, weighed only once the walk gets to them."""
+    if not len(indexes):
+        return
+    weights = weights_of(indexes)
+    for chosen in best_first_of(weights):
+        index = int(indexes[chosen])
+        yield PlannedTree(index, int(view.roots[index]), float(weights[chosen]))
 
 
 def claim_on_board(
