@@ -201,7 +201,7 @@ class Workload:
             if kind == "unshelve":
                 extra["server"] = server
         instance_uuid = server.instance_uuid
-        before = len(self.journal.for_instance(instance_uuid))
+        since = time.time()
         began = time.monotonic()
         operation: Operation | None
         try:
@@ -210,8 +210,7 @@ class Workload:
             self._crashed(conductor, crash.operation, kind, instance, extra, began)
             return self.conductor()
         except Exception:  # noqa: BLE001 - a refusal or a failure: the journal says which
-            ops = self.journal.for_instance(instance_uuid)
-            operation = ops[-1] if len(ops) > before else None
+            operation = self._started_since(instance_uuid, since)
         seconds = time.monotonic() - began
         ok = operation is not None and operation.state == DONE
         self.tally.operation(kind, ok, seconds, len(operation.attempts) if operation else 0)
@@ -219,6 +218,13 @@ class Workload:
             self.tally.half_finished[kind] += 1
         self._apply(kind, instance, operation, extra)
         return conductor
+
+    def _started_since(self, instance_uuid: str, since: float) -> Operation | None:
+        """The operation a call that raised had started for the instance, if it started one: the
+        newest journaled since ``since`` (the wall clock the journal writes; an instance is worked on
+        by one call at a time)."""
+        ops = [op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since]
+        return ops[-1] if ops else None
 
     def _apply(self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any]) -> None:
         """The instance after the operation; one left running stays busy until it is resumed."""
@@ -388,13 +394,11 @@ class Workload:
             for instance in self.instances.on_host(host):
                 if instance.state != ACTIVE or not self.instances.take(instance.server.instance_uuid):
                     continue
-                before = len(self.journal.for_instance(instance.server.instance_uuid))
-                began = time.monotonic()
+                since, began = time.time(), time.monotonic()
                 try:
                     operation: Operation | None = conductor.evacuate(self.groups.attach(instance.server), host)
                 except Exception:  # noqa: BLE001 - no host for it: it stays on its host
-                    ops = self.journal.for_instance(instance.server.instance_uuid)
-                    operation = ops[-1] if len(ops) > before else None
+                    operation = self._started_since(instance.server.instance_uuid, since)
                 ok = operation is not None and operation.state == DONE
                 self.tally.operation(
                     "evacuate", ok, time.monotonic() - began, len(operation.attempts) if operation else 0
