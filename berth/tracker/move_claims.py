@@ -123,6 +123,7 @@ def _incoming_record(host: str, move: MoveRequest, plan: Plan, moved: Allocation
         numa=plan.numa,
         pci=plan.pci,
         migration_uuid=move.migration_uuid,
+        anti_affinity_group=instance.anti_affinity.uuid if instance.anti_affinity else None,
         migration_context=context,
         pending_op=PendingOp.CLAIM.value,
     )

@@ -226,6 +226,7 @@ class ResourceTracker:
                     numa=plan.numa,
                     pci=plan.pci,
                     pending_op=PendingOp.CLAIM.value,
+                    anti_affinity_group=instance.anti_affinity.uuid if instance.anti_affinity else None,
                 )
             )
             ours = self.our_providers() | set(plan.shared)

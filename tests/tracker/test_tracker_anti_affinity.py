@@ -38,6 +38,20 @@ def test_a_second_member_is_refused_where_one_is_and_others_are_not(hosts):
     second.instance_claim(member(b, group))
 
 
+def test_a_member_that_joined_later_is_known_by_the_group_its_claim_declared(hosts):
+    """A's request was made before B joined the group: it names only A. B's claim, made first on
+    the host, declared the group, so A is refused all the same, and the claim keeps the group."""
+    host = hosts()
+    a, b = members(2)
+    group = new_uuid()
+    host.instance_claim(member(b, AntiAffinity(group, frozenset({a, b}))))
+    with pytest.raises(ClaimFailed, match=f"holds {b}"):
+        host.instance_claim(member(a, AntiAffinity(group, frozenset({a}))))
+    (claim,) = host.claims_for_instance(b)
+    assert claim.anti_affinity_group == group
+    assert host.claims_for_instance(a) == []
+
+
 def test_max_per_host_admits_that_many(hosts):
     host = hosts()
     a, b, c = members(3)
@@ -74,7 +88,8 @@ def test_an_agent_refuses_a_member_over_http(placement_service, tmp_path):
     try:
         a, b = members(2)
         group = AntiAffinity(new_uuid(), frozenset({a, b}))
-        agent.client.instance_claim(member(a, group))
+        claim = agent.client.instance_claim(member(a, group))
+        assert claim.record.anti_affinity_group == group.uuid
         with pytest.raises(ClaimFailed, match=f"holds {a}"):
             agent.client.instance_claim(member(b, group))
         with pytest.raises(ClaimFailed, match="anti-affinity"):

@@ -12,6 +12,11 @@ A member counts on the host while it holds any claim there, in any state: shelve
 soft-deleted instances keep their place, and so does the source side of a move in flight, which a
 revert brings back. The instance being claimed for never counts against itself (a resize on its
 own host).
+
+The members a request names are those its caller knew when the operation began; one that joined
+the group since is unknown to it. So each claim also keeps the group it declared
+(``ClaimRecord.anti_affinity_group``), and a claim counts as a member's when either says so: of
+two members racing for a host, the second to claim knows the first one way or the other.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ class AntiAffinity:
 
     def refusal(self, instance_uuid: str, claims: Iterable[ClaimRecord]) -> str | None:
         """Why the host holding ``claims`` cannot take ``instance_uuid`` too, or None."""
-        here = sorted({c.instance_uuid for c in claims if c.instance_uuid in self.members} - {instance_uuid})
+        here = sorted(
+            {c.instance_uuid for c in claims if c.instance_uuid in self.members or c.anti_affinity_group == self.uuid}
+            - {instance_uuid}
+        )
         if len(here) < self.max_per_host:
             return None
         return (

@@ -165,6 +165,8 @@ class ClaimRecord:
     migration_uuid: str | None = None  # incoming and outgoing claims (and an evacuation being cleaned up)
     migration_context: MigrationContext | None = None  # incoming claims
     pending_op: str | None = None  # an operation begun but not known to be finished (the tracker's recovery)
+    # The anti-affinity group the instance said it was in when it claimed (``anti_affinity``).
+    anti_affinity_group: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
     state_changed_at: float = 0.0
@@ -214,6 +216,7 @@ class ClaimRecord:
             "numa": [c.to_dict() for c in self.numa],
             "pci": [p.to_dict() for p in self.pci],
             "migration_context": self.migration_context.to_dict() if self.migration_context else None,
+            "anti_affinity_group": self.anti_affinity_group,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -255,6 +258,7 @@ class ClaimRecord:
             if d.get("migration_context")
             else None,
             pending_op=d.get("pending_op"),
+            anti_affinity_group=d.get("anti_affinity_group"),
             created_at=d.get("created_at", 0.0),
             updated_at=d.get("updated_at", 0.0),
             state_changed_at=d.get("state_changed_at", 0.0),
