@@ -114,6 +114,10 @@ class AgentProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+        # Two faults may strike one agent at once (a host down, a kill mid-migration): one kill or
+        # restart at a time, or a second process started beside the first fails to bind the port
+        # while the first lives on untracked.
+        self.lock = threading.RLock()
 
     def spawn(self) -> None:
         command = [sys.executable, "-m", "berth.cli.main", "agent", "--host", self.host.name]
@@ -130,12 +134,14 @@ class AgentProcess:
 
     def kill(self) -> None:
         """kill -9 of the agent's whole process group."""
-        _stop(self.process, signal.SIGKILL)
+        with self.lock:
+            _stop(self.process, signal.SIGKILL)
 
     def restart(self) -> None:
-        self.kill()
-        self.spawn()
-        self.wait()
+        with self.lock:
+            self.kill()
+            self.spawn()
+            self.wait()
 
     def stop(self) -> None:
         _stop(self.process)
