@@ -55,7 +55,7 @@ def claim(tracker: ResourceTracker, move: MoveRequest) -> Claim:
     plan = tracker.plan(move.flavor)
     moved, kept = _split(tracker.placement.consumer(move.instance.uuid), tracker.shared_provider)
     record = tracker.store.add(_incoming_record(tracker.host, move, plan, moved, kept))
-    desired = _handover(tracker, move, plan)
+    desired = _handover(tracker, move, plan, moved)
     return Claim(tracker.land(record, [move.instance.uuid, move.migration_uuid], desired), tracker)
 
 
@@ -129,14 +129,20 @@ def _incoming_record(host: str, move: MoveRequest, plan: Plan, moved: Allocation
     )
 
 
-def _handover(tracker: ResourceTracker, move: MoveRequest, plan: Plan) -> DesiredFn:
-    """The one write of the move: the migration takes the instance's old allocations, the instance its new."""
+def _handover(tracker: ResourceTracker, move: MoveRequest, plan: Plan, moved_before: Allocations) -> DesiredFn:
+    """The one write of the move: the migration takes the instance's old allocations (``moved_before``
+    when the claim began), the instance its new."""
     instance, migration, source = move.instance.uuid, move.migration_uuid, move.source
     ours, shared_provider = tracker.our_providers(), tracker.shared_provider
     same_host = move.source_host == tracker.host
+    done: Desired = {migration: (moved_before, MIGRATION), instance: ({**plan.allocations, **plan.shared}, INSTANCE)}
 
     def desired(s: dict[str, ConsumerState]) -> Desired:
         if s[migration].allocations:
+            # This very write, made by an earlier attempt whose answer was lost (the service's
+            # worker killed under it, say): the retry finds it done, and there is nothing to write.
+            if all(allocations.clean(s[c].allocations) == allocations.clean(wanted) for c, (wanted, _) in done.items()):
+                return done
             raise ClaimError(f"migration {migration} already holds allocations")
         moved, _ = _split(s[instance], shared_provider)
         if not moved:
