@@ -5,6 +5,8 @@ allocations to the migration consumer (``consumer_type: MIGRATION``, so they sta
 source) and the instance its new allocations. DISK_GB on a sharing provider stays with the
 instance. The claim is ``incoming`` and carries a ``MigrationContext``: both flavors, both sides'
 NUMA cells and PCI devices, what the migration consumer holds and the shared disk the instance had.
+The handover depends on what the instance held when it began, so a retry after a lost answer
+checks for its own finished write before anything else (``_handover``).
 """
 
 from __future__ import annotations
