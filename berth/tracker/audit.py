@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from berth.clients.errors import PlacementError
 from berth.domain.host import allocations
@@ -42,10 +42,8 @@ from berth.domain.host.request import Flavor
 from berth.domain.host.usage import usage_of
 from berth.tracker.audit_books import ConsumerBooks, HostBooks, read_books
 from berth.tracker.facts import Guest
+from berth.tracker.host_parts import HostParts
 from berth.tracker.recovery import PendingOp
-
-if TYPE_CHECKING:
-    from berth.tracker.tracker import ResourceTracker
 
 INSTANCE_WITHOUT_CLAIM = "instance_without_claim"
 CLAIM_WITHOUT_INSTANCE = "claim_without_instance"
@@ -105,7 +103,7 @@ class AuditReport:
         }
 
 
-def run_audit(tracker: ResourceTracker, *, heal: bool) -> AuditReport:
+def run_audit(tracker: HostParts, *, heal: bool) -> AuditReport:
     """Run under ``tracker.lock``."""
     report = AuditReport(host=tracker.host, heal=heal, started_at=time.time())
     report.recovered = tracker.recover()
@@ -132,7 +130,7 @@ Repair = tuple[bool, Finding, Callable[[], str | None]]  # (takes capacity, find
 
 
 class _Audit:
-    def __init__(self, tracker: ResourceTracker, *, heal: bool):
+    def __init__(self, tracker: HostParts, *, heal: bool):
         self.tracker = tracker
         self.heal = heal
 
@@ -279,7 +277,7 @@ def _repair(repairs: list[Repair]) -> None:
             finding.detail += f" (not healed: {e.detail})"
 
 
-def _remove_unless_leased(tracker: ResourceTracker, finding: Finding, ours: set[str]) -> str | None:
+def _remove_unless_leased(tracker: HostParts, finding: Finding, ours: set[str]) -> str | None:
     """Take a consumer's allocations off this host, leaving what it holds elsewhere; a consumer
     under a live lease is left alone."""
     consumer = str(finding.consumer_uuid)
@@ -299,18 +297,18 @@ def _remove_unless_leased(tracker: ResourceTracker, finding: Finding, ours: set[
     return "removed"
 
 
-def _leased(tracker: ResourceTracker, consumer: str) -> bool:
+def _leased(tracker: HostParts, consumer: str) -> bool:
     lease = tracker.placement.lease(consumer)
     return lease is not None and float(lease.get("expires_in", 0)) > 0
 
 
-def _forget(tracker: ResourceTracker, records: list[ClaimRecord]) -> str:
+def _forget(tracker: HostParts, records: list[ClaimRecord]) -> str:
     for record in records:
         tracker.operations.run(record, PendingOp.FORGET)
     return "forgotten"
 
 
-def _restore(tracker: ResourceTracker, entry: ConsumerBooks) -> str:
+def _restore(tracker: HostParts, entry: ConsumerBooks) -> str:
     """Write back everything the claims say the consumer holds in its scope (shared disk included)."""
     consumer, record = entry.consumer, entry.claims[0]
     consumer_type = MIGRATION if consumer == record.migration_uuid else INSTANCE
@@ -323,7 +321,7 @@ def _restore(tracker: ResourceTracker, entry: ConsumerBooks) -> str:
     return "rewritten"
 
 
-def _adopt(tracker: ResourceTracker, instance_uuid: str) -> str | None:
+def _adopt(tracker: HostParts, instance_uuid: str) -> str | None:
     """A guest without a claim whose allocations Placement holds here: make them a claim."""
     state = tracker.placement.consumer(instance_uuid)
     mine = state.on(tracker.our_providers())

@@ -18,15 +18,12 @@ against what their consumers hold there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from berth.clients.errors import PlacementError
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations, ByConsumer
 from berth.domain.host.records import MOVING, OUTGOING, ClaimRecord
-
-if TYPE_CHECKING:
-    from berth.tracker.tracker import ResourceTracker
+from berth.tracker.host_parts import HostParts
 
 
 @dataclass
@@ -61,7 +58,7 @@ class HostBooks:
         return claimed, held
 
 
-def read_books(tracker: ResourceTracker, on_host: ByConsumer | None = None) -> HostBooks:
+def read_books(tracker: HostParts, on_host: ByConsumer | None = None) -> HostBooks:
     """The claims of ``tracker``'s host side by side with Placement's allocations, consumer by consumer."""
     ours = tracker.our_providers()
     pools = tracker.sharing_providers()
@@ -97,7 +94,7 @@ def _holder(record: ClaimRecord, on_host: ByConsumer) -> tuple[str, bool]:
     return record.consumer_uuid, record.holds_shared
 
 
-def _pool_allocations(tracker: ResourceTracker, pools: set[str]) -> dict[str, dict[str, dict[str, int]]]:
+def _pool_allocations(tracker: HostParts, pools: set[str]) -> dict[str, dict[str, dict[str, int]]]:
     """pool -> consumer -> class -> amount; a pool the service no longer has holds nothing."""
     held = {}
     for pool in pools:

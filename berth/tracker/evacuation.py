@@ -11,20 +11,17 @@ and project; a conductor that knows the migration calls ``cleanup_evacuated`` in
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from berth.clients.placement import ConsumerState
 from berth.domain.host.allocations import ByConsumer
 from berth.domain.host.records import ACTIVE, INCOMING, MIGRATION, SHELVED, SOFT_DELETED, ClaimRecord
+from berth.tracker.host_parts import HostParts
 from berth.tracker.recovery import PendingOp
-
-if TYPE_CHECKING:
-    from berth.tracker.tracker import ResourceTracker
 
 LOG = logging.getLogger(__name__)
 
 
-def cleanup_evacuations(tracker: ResourceTracker, snapshot: ByConsumer | None = None) -> list[dict[str, str | None]]:
+def cleanup_evacuations(tracker: HostParts, snapshot: ByConsumer | None = None) -> list[dict[str, str | None]]:
     """Find the instances evacuated while this host was down and clean up after them (under the lock)."""
     settled = [r for r in tracker.store.all() if r.state in (ACTIVE, SHELVED, SOFT_DELETED) and r.pending_op is None]
     if not settled:
@@ -53,7 +50,7 @@ def cleanup_evacuations(tracker: ResourceTracker, snapshot: ByConsumer | None = 
     return cleaned
 
 
-def cleanup_evacuated(tracker: ResourceTracker, instance_uuid: str, migration_uuid: str) -> list[str]:
+def cleanup_evacuated(tracker: HostParts, instance_uuid: str, migration_uuid: str) -> list[str]:
     """The instance was evacuated away while this host was down: drop what is left here (under the lock)."""
     records = [r for r in tracker.store.for_instance(instance_uuid) if r.state != INCOMING]
     if records:
@@ -65,7 +62,7 @@ def cleanup_evacuated(tracker: ResourceTracker, instance_uuid: str, migration_uu
     return []
 
 
-def _moved_away(tracker: ResourceTracker, record: ClaimRecord) -> bool:
+def _moved_away(tracker: HostParts, record: ClaimRecord) -> bool:
     """Whether the instance now holds allocations on another host (its shared disk does not count)."""
     state = tracker.placement.consumer(record.instance_uuid)
     ours = tracker.our_providers()
@@ -75,7 +72,7 @@ def _moved_away(tracker: ResourceTracker, record: ClaimRecord) -> bool:
 class _UnclaimedMigrations:
     """Migration consumers holding allocations here that no claim knows, each matched once at most."""
 
-    def __init__(self, tracker: ResourceTracker, snapshot: ByConsumer):
+    def __init__(self, tracker: HostParts, snapshot: ByConsumer):
         self.tracker = tracker
         everyone = tracker.store.all()
         known = {r.consumer_uuid for r in everyone} | {r.instance_uuid for r in everyone}

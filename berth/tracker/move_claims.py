@@ -12,7 +12,6 @@ checks for its own finished write before anything else (``_handover``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from berth.clients.errors import ClaimError, InvalidRequest
 from berth.clients.placement import ConsumerState
@@ -31,10 +30,8 @@ from berth.domain.host.records import (
 )
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker.consumer_writer import Desired, DesiredFn
+from berth.tracker.host_parts import HostParts
 from berth.tracker.recovery import PendingOp
-
-if TYPE_CHECKING:
-    from berth.tracker.tracker import ResourceTracker
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class MoveRequest:
     source: SourceContext | None  # None for an evacuation: the source is down and hands nothing over
 
 
-def claim(tracker: ResourceTracker, move: MoveRequest) -> Claim:
+def claim(tracker: HostParts, move: MoveRequest) -> Claim:
     """Claim ``move`` on ``tracker``'s host (under its lock); asked again, the same claim is returned."""
     existing = _existing_claim(tracker, move)
     if existing is not None:
@@ -61,7 +58,7 @@ def claim(tracker: ResourceTracker, move: MoveRequest) -> Claim:
     return Claim(tracker.land(record, [move.instance.uuid, move.migration_uuid], desired), tracker)
 
 
-def _existing_claim(tracker: ResourceTracker, move: MoveRequest) -> ClaimRecord | None:
+def _existing_claim(tracker: HostParts, move: MoveRequest) -> ClaimRecord | None:
     for record in tracker.store.for_migration(move.migration_uuid):
         if record.state == INCOMING:
             if record.instance_uuid != move.instance.uuid:
@@ -70,7 +67,7 @@ def _existing_claim(tracker: ResourceTracker, move: MoveRequest) -> ClaimRecord 
     return None
 
 
-def _check(tracker: ResourceTracker, move: MoveRequest) -> None:
+def _check(tracker: HostParts, move: MoveRequest) -> None:
     instance = move.instance
     if move.source is not None and (
         move.source.instance_uuid != instance.uuid or move.source.migration_uuid != move.migration_uuid
@@ -131,7 +128,7 @@ def _incoming_record(host: str, move: MoveRequest, plan: Plan, moved: Allocation
     )
 
 
-def _handover(tracker: ResourceTracker, move: MoveRequest, plan: Plan, moved_before: Allocations) -> DesiredFn:
+def _handover(tracker: HostParts, move: MoveRequest, plan: Plan, moved_before: Allocations) -> DesiredFn:
     """The one write of the move: the migration takes the instance's old allocations (``moved_before``
     when the claim began), the instance its new."""
     instance, migration, source = move.instance.uuid, move.migration_uuid, move.source

@@ -24,12 +24,20 @@ from __future__ import annotations
 import uuid as uuidlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from berth.domain.host.errors import InvalidHostRequest
 
-if TYPE_CHECKING:  # records imports request, which carries this rule
-    from berth.domain.host.records import ClaimRecord
+
+class HeldClaim(Protocol):
+    """What the rule reads of a claim the host holds (``records.ClaimRecord`` is one): the records
+    carry requests, which carry this rule, so the rule names only the two fields it needs."""
+
+    @property
+    def instance_uuid(self) -> str: ...
+
+    @property
+    def anti_affinity_group(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class AntiAffinity:
     members: frozenset[str]
     max_per_host: int = 1
 
-    def refusal(self, instance_uuid: str, claims: Iterable[ClaimRecord]) -> str | None:
+    def refusal(self, instance_uuid: str, claims: Iterable[HeldClaim]) -> str | None:
         """Why the host holding ``claims`` cannot take ``instance_uuid`` too, or None."""
         here = sorted(
             {c.instance_uuid for c in claims if c.instance_uuid in self.members or c.anti_affinity_group == self.uuid}
