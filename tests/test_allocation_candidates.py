@@ -3,7 +3,7 @@
 import pytest
 from apihelpers import error_detail, new_uuid
 
-from berth.store import candidate_roots
+from berth.store.candidates import roots
 
 COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
 
@@ -13,11 +13,11 @@ def search_path(request, monkeypatch):
     """Every answer here twice: with the trees a rare condition names (the way a small cloud is
     always searched), and walking every tree (the way a large cloud is, for wide conditions)."""
     if request.param == "walk":
-        monkeypatch.setattr(candidate_roots, "SMALLEST_BOUND", 0)
-        monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 0)
-    candidate_roots.forget_wide_hints()
+        monkeypatch.setattr(roots, "SMALLEST_BOUND", 0)
+        monkeypatch.setattr(roots, "LARGEST_BOUND", 0)
+    roots.forget_wide_hints()
     yield request.param
-    candidate_roots.forget_wide_hints()
+    roots.forget_wide_hints()
 
 
 def _ac(api, query, version="latest", expect=200):

@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
-from berth.store import candidate_roots, names
-from berth.store.candidate_roots import forget_wide_hints, narrowed_roots
-from berth.store.candidates import CandidateFinder
-from berth.store.provider_cache import ProviderCache
+from berth.store.candidates import roots
+from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.provider_cache import ProviderCache
+from berth.store.candidates.roots import forget_wide_hints, narrowed_roots
+from berth.store.placement import names
 
 COMPUTE = {"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100}
 
@@ -107,12 +108,12 @@ def test_a_class_only_a_sharing_provider_has_room_for_names_the_trees_anchored_t
 def test_a_wide_condition_is_remembered_and_not_read_again(api, db, monkeypatch):
     for name in ("a", "b", "c"):
         api.create_provider(name, inventory=COMPUTE)
-    monkeypatch.setattr(candidate_roots, "SMALLEST_BOUND", 1)
-    monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 1)
+    monkeypatch.setattr(roots, "SMALLEST_BOUND", 1)
+    monkeypatch.setattr(roots, "LARGEST_BOUND", 1)
     rc = _class_ids(db, "VCPU")
     group = RequestGroup("", {rc["VCPU"]: 1})
     assert _narrowed(db, group) is None
-    assert candidate_roots._HINTS.is_wide(("room", rc["VCPU"], 1))
+    assert roots._HINTS.is_wide(("room", rc["VCPU"], 1))
 
 
 # --- no answer changes -----------------------------------------------------------------------------
@@ -192,8 +193,8 @@ def test_narrowing_never_changes_an_answer(api, db, monkeypatch, cloud, picked):
         narrowed = _answer(api, query)
         with monkeypatch.context() as walk:
             # Every condition counts as wide: the search walks every tree.
-            walk.setattr(candidate_roots, "SMALLEST_BOUND", 0)
-            walk.setattr(candidate_roots, "LARGEST_BOUND", 0)
+            walk.setattr(roots, "SMALLEST_BOUND", 0)
+            walk.setattr(roots, "LARGEST_BOUND", 0)
             forget_wide_hints()
             walked = _answer(api, query)
         assert narrowed == walked, query
@@ -206,8 +207,8 @@ def test_a_pool_anchoring_more_trees_than_the_bound_is_remembered_as_wide(api, d
     api.create_provider(
         "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
     )
-    monkeypatch.setattr(candidate_roots, "LARGEST_BOUND", 1)
+    monkeypatch.setattr(roots, "LARGEST_BOUND", 1)
     rc = _class_ids(db, "DISK_GB")
     _narrowed(db, RequestGroup("", {rc["DISK_GB"]: 10}))
     # Not read again for every request of the next seconds.
-    assert candidate_roots._HINTS.is_wide(("room", rc["DISK_GB"], 10))
+    assert roots._HINTS.is_wide(("room", rc["DISK_GB"], 10))

@@ -9,7 +9,7 @@ from apihelpers import Api, error_detail
 from berth.api.app import PlacementApp, Settings
 from berth.store.database import Database
 from berth.store.migrate import alembic_config
-from berth.store.readiness import newest_revisions
+from berth.store.observability.readiness import newest_revisions
 
 
 def test_healthz_answers_without_a_token(api):

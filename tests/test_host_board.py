@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
-from berth.store.host_board import HostBoard
+from berth.store.pick.host_board import HostBoard
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
 

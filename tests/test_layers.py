@@ -28,9 +28,21 @@ def _layers(*rows: tuple[str, tuple[str, ...], set[str]]) -> dict[str, Layer]:
     return {name: Layer(name, packages, frozenset(allowed | {name})) for name, packages, allowed in rows}
 
 
-_EVERY_LAYER = {
-    "domain",
+# The store's rooms, each a layer of its own: the core (the database, its schema and migrations,
+# plain SQL) under the Placement nouns, and the candidate search, leases, server groups, the pick
+# and the dashboard's and probes' reads above them.
+_STORE = {
     "store",
+    "store.placement",
+    "store.candidates",
+    "store.leases",
+    "store.server_groups",
+    "store.pick",
+    "store.observability",
+}
+
+_EVERY_LAYER = _STORE | {
+    "domain",
     "api",
     "clients",
     "tracker",
@@ -50,9 +62,19 @@ LAYERS = _layers(
     ("package", ("berth",), set()),
     ("domain", ("berth.domain",), set()),
     ("store", ("berth.store",), {"domain"}),
-    ("api", ("berth.api",), {"store", "domain"}),
+    ("store.placement", ("berth.store.placement",), {"store", "domain"}),
+    ("store.candidates", ("berth.store.candidates",), {"store.placement", "store", "domain"}),
+    ("store.leases", ("berth.store.leases",), {"store.placement", "store", "domain"}),
+    ("store.server_groups", ("berth.store.server_groups",), {"store", "domain"}),
+    (
+        "store.pick",
+        ("berth.store.pick",),
+        {"store.candidates", "store.leases", "store.server_groups", "store.placement", "store", "domain"},
+    ),
+    ("store.observability", ("berth.store.observability",), {"store", "domain"}),
+    ("api", ("berth.api",), _STORE | {"domain"}),
     # Snapshots of the books (export and import), written straight to the tables.
-    ("portability", ("berth.portability",), {"store", "domain"}),
+    ("portability", ("berth.portability",), _STORE | {"domain"}),
     # HTTP clients of the service and of the agents: what the scheduler and the conductor may use
     # to talk to them.
     ("clients", ("berth.clients",), {"domain"}),
@@ -60,7 +82,7 @@ LAYERS = _layers(
     ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
     ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients"}),
     # Moving an existing Placement onto Berth: reads it through the API, writes Berth's database.
-    ("migration", ("berth.migration",), {"clients", "store", "domain"}),
+    ("migration", ("berth.migration",), _STORE | {"clients", "domain"}),
     # Load tools (bench, stress, sim) drive a server from outside, and may reuse any part of it.
     ("testbed", ("berth.testbed",), _EVERY_LAYER - {"cli"}),
     ("cli", ("berth.cli",), _EVERY_LAYER),
@@ -187,6 +209,74 @@ def test_every_exception_is_still_needed():
     assert not unused, f"these exceptions no longer match any import; remove them from EXCEPTIONS: {unused}"
 
 
+def import_circles(found: list[Import]) -> list[list[str]]:
+    """The groups of modules that import one another in a circle (strongly connected components of
+    more than one module, or a module importing itself), found with Tarjan's algorithm."""
+    graph: dict[str, set[str]] = {}
+    for edge in found:
+        graph.setdefault(edge.importer, set()).add(edge.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in graph.get(module, ()):
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+def test_no_modules_import_one_another_in_a_circle():
+    # Every import counts, in a function or under TYPE_CHECKING too: a circle hidden in either is
+    # still two modules that cannot be understood, or moved, one without the other.
+    circles = import_circles([e for e in every_import() if e.importer != "berth"])
+    assert not circles, "modules that import one another in a circle:\n" + "\n".join(map(" <-> ".join, circles))
+
+
+def test_the_circle_check_finds_a_circle_through_type_checking():
+    a = imports_of(
+        ROOT / "berth/domain/a.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from berth.domain.b import B\n",
+        "berth.domain.a",
+    )
+    b = imports_of(ROOT / "berth/domain/b.py", "def f():\n    from berth.domain.a import A\n", "berth.domain.b")
+    c = imports_of(ROOT / "berth/domain/c.py", "from berth.domain.a import A\n", "berth.domain.c")
+    assert import_circles(a + b + c) == [["berth.domain.a", "berth.domain.b"]]
+    assert import_circles(a + c) == []
+
+
+def test_the_layers_may_import_one_another_in_no_circle():
+    found = [
+        Import(ROOT, 0, layer.packages[0], other.packages[0])
+        for layer in LAYERS.values()
+        for other in LAYERS.values()
+        if other.name in layer.may_import and other is not layer and layer.name != "package"
+    ]
+    assert import_circles(found) == []
+
+
 def test_the_table_names_only_its_own_layers():
     assert set(LAYERS) == _EVERY_LAYER
     for layer in LAYERS.values():
@@ -246,6 +336,31 @@ def test_the_table_names_only_its_own_layers():
             ],
         ),
         ("berth.cli.example", "from berth.testbed import server\nfrom berth.api import wsgi\n", []),
+        ("berth.store.pick.example", "from berth.store.candidates.finder import CandidateFinder\n", []),
+        (
+            "berth.store.candidates.example",
+            "from berth.store.pick.request import PickRequest\n",
+            [
+                "berth/store/candidates/example.py:1: berth.store.candidates.example imports "
+                "berth.store.pick.request: layer store.candidates may not import layer store.pick"
+            ],
+        ),
+        (
+            "berth.store.placement.example",
+            "from berth.store.leases import ledger\n",
+            [
+                "berth/store/placement/example.py:1: berth.store.placement.example imports "
+                "berth.store.leases.ledger: layer store.placement may not import layer store.leases"
+            ],
+        ),
+        (
+            "berth.store.example",
+            "from berth.store.placement import providers\n",
+            [
+                "berth/store/example.py:1: berth.store.example imports berth.store.placement.providers: "
+                "layer store may not import layer store.placement"
+            ],
+        ),
         (
             "berth.testbed.example",
             "from berth.cli import main\n",

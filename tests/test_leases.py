@@ -13,9 +13,11 @@ from apihelpers import error_detail, new_uuid
 from dbhelpers import BACKENDS, make_database
 from livehelpers import LiveServer
 
-from berth.store import allocations, leases, schema
+from berth.store import schema
 from berth.store.database import Database
-from berth.store.lease_reaper import LeaseReaper
+from berth.store.leases import ledger
+from berth.store.leases.reaper import LeaseReaper
+from berth.store.placement import allocations
 from berth.store.util import utcnow
 from berth.testbed.client import Client
 
@@ -117,12 +119,12 @@ def test_a_lease_taken_before_the_allocations_covers_them(api, db, host):
     api.put(f"/berth/leases/{consumer}", {"expires_in": 0.2})
     assert _held(api, consumer) == {}
     api.allocate(consumer, {host: RESOURCES})
-    assert db.write(lambda conn: leases.reap_expired(conn, _later())) == [consumer]
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later())) == [consumer]
     assert _held(api, consumer) == {} and _used(api, host) == {"VCPU": 0, "MEMORY_MB": 0}
     # The client crashed before claiming: its lease expires with nothing to release.
     lone = new_uuid()
     api.put(f"/berth/leases/{lone}", {"expires_in": 0})
-    assert db.write(lambda conn: leases.reap_expired(conn, _later())) == [lone]
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later())) == [lone]
     assert api.get("/berth/leases").json_body == {"leases": []}
 
 
@@ -193,7 +195,7 @@ def _leased_consumers(api, db, provider, count, seconds):
     consumers = sorted(new_uuid() for _ in range(count))
     for consumer in consumers:
         api.allocate(consumer, {provider: {"VCPU": 1}})
-        db.write(lambda conn, consumer=consumer: leases.set_lease(conn, consumer, seconds))
+        db.write(lambda conn, consumer=consumer: ledger.set_lease(conn, consumer, seconds))
     return consumers
 
 
@@ -201,27 +203,27 @@ def test_reaping_releases_exactly_the_expired_leases(api, db, host):
     expired = _leased_consumers(api, db, host, 3, 0)
     running = _leased_consumers(api, db, host, 2, 3600)
     confirmed = _leased_consumers(api, db, host, 1, 0)
-    db.write(lambda conn: leases.confirm_lease(conn, confirmed[0]))
-    assert db.write(lambda conn: leases.reap_expired(conn, _later())) == expired
+    db.write(lambda conn: ledger.confirm_lease(conn, confirmed[0]))
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later())) == expired
     assert _used(api, host)["VCPU"] == 3
     assert all(_held(api, consumer) == {} for consumer in expired)
     assert all(_held(api, consumer) for consumer in running + confirmed)
-    assert [lease.consumer_uuid for lease in db.read(leases.list_leases)] == running
-    assert db.write(lambda conn: leases.reap_expired(conn, _later())) == []
+    assert [lease.consumer_uuid for lease in db.read(ledger.list_leases)] == running
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later())) == []
 
 
 def test_reaping_in_batches_takes_the_longest_expired_first(api, db, host):
     first = _leased_consumers(api, db, host, 1, 0)
     time.sleep(0.01)
     then = _leased_consumers(api, db, host, 2, 0)
-    assert db.write(lambda conn: leases.reap_expired(conn, _later(), limit=1)) == first
-    assert db.write(lambda conn: leases.reap_expired(conn, _later(), limit=5)) == then
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later(), limit=1)) == first
+    assert db.write(lambda conn: ledger.reap_expired(conn, _later(), limit=5)) == then
 
 
 def test_set_lease_refuses_what_no_request_could_ask(db):
-    for seconds in (-1, float("nan"), float("inf"), leases.MAX_LEASE_SECONDS + 1):
-        with pytest.raises(leases.BadRequest):
-            db.write(lambda conn, seconds=seconds: leases.set_lease(conn, new_uuid(), seconds))
+    for seconds in (-1, float("nan"), float("inf"), ledger.MAX_LEASE_SECONDS + 1):
+        with pytest.raises(ledger.BadRequest):
+            db.write(lambda conn, seconds=seconds: ledger.set_lease(conn, new_uuid(), seconds))
 
 
 REAPERS = 4
@@ -248,7 +250,7 @@ def test_concurrent_reapers_release_each_lease_once(api, db, host, workers_dbs):
     def reap(index):
         try:
             start.wait()
-            while batch := workers_dbs[index].write(lambda conn: leases.reap_expired(conn, moment, limit=3)):
+            while batch := workers_dbs[index].write(lambda conn: ledger.reap_expired(conn, moment, limit=3)):
                 released[index] += batch
         except BaseException as error:  # noqa: BLE001 - handed to the test's thread to fail it
             errors.append(error)
@@ -261,7 +263,7 @@ def test_concurrent_reapers_release_each_lease_once(api, db, host, workers_dbs):
     assert not errors, errors
     assert sorted(c for batch in released for c in batch) == consumers
     assert _used(api, host) == {"VCPU": 0, "MEMORY_MB": 0}
-    assert db.read(leases.list_leases) == []
+    assert db.read(ledger.list_leases) == []
 
 
 def test_the_reaper_thread_releases_what_expires(api, db, host):

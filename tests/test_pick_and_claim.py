@@ -15,10 +15,10 @@ from apihelpers import error_code, error_detail, new_uuid
 from livehelpers import LiveServer
 
 from berth.domain import error_codes
-from berth.store import pick as pick_store
 from berth.store import schema
-from berth.store.allocations import ConsumerAllocations, replace_allocations
-from berth.store.host_board import HostBoard
+from berth.store.pick import transaction as pick_store
+from berth.store.pick.host_board import HostBoard
+from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
 SMALL = {"VCPU": 1, "MEMORY_MB": 512}

@@ -14,7 +14,7 @@ import pytest
 from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
-from berth.store.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
+from berth.store.candidates.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
 
 QUERIES = [
     "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",

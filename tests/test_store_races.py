@@ -8,8 +8,8 @@ from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp
 from berth.domain.errors import DuplicateName, InventoryInUse
-from berth.store import inventories, providers
-from berth.store.allocations import ConsumerAllocations, replace_allocations
+from berth.store.placement import inventories, providers
+from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 
 
 def test_inventory_delete_after_a_concurrent_claim_is_refused(db):

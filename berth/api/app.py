@@ -30,9 +30,9 @@ from berth.api.responses import JSON, Reply
 from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
+from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
-from berth.store.host_board import HostBoard
-from berth.store.provider_cache import ProviderCache
+from berth.store.pick.host_board import HostBoard
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

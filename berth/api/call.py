@@ -11,9 +11,9 @@ from berth.api.policy import PolicyEnforcer
 from berth.api.request import PlacementRequest, QueryArgs
 from berth.api.settings import Settings
 from berth.api.validation import JsonSchema, parse_json_body
+from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
-from berth.store.host_board import HostBoard
-from berth.store.provider_cache import ProviderCache
+from berth.store.pick.host_board import HostBoard
 
 
 @dataclass

@@ -14,8 +14,8 @@ from typing import Any, TypeAlias
 from berth.api import microversion as mv
 from berth.api.microversion import Version
 from berth.domain.candidates import Candidate, ProviderData
-from berth.store.candidate_names import AnswerNames
-from berth.store.provider_cache import ProviderCache
+from berth.store.candidates.names import AnswerNames
+from berth.store.candidates.provider_cache import ProviderCache
 
 # JSON objects of the answer, as orjson writes them.
 JsonObject: TypeAlias = dict[str, Any]

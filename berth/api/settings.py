@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.store.provider_cache import DEFAULT_CACHE_CAPACITY
+from berth.store.candidates.provider_cache import DEFAULT_CACHE_CAPACITY
 
 # GET /metrics: not served, served to any caller, or under authentication and the rule berth:metrics.
 METRICS_MODES = ("off", "open", "guarded")

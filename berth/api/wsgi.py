@@ -16,7 +16,7 @@ from berth.api.app import PlacementApp
 from berth.api.collector import CollectorPausedDuringRequests
 from berth.api.settings import Settings
 from berth.store.database import Database
-from berth.store.lease_reaper import DEFAULT_INTERVAL_S, LeaseReaper
+from berth.store.leases.reaper import DEFAULT_INTERVAL_S, LeaseReaper
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication

@@ -23,7 +23,7 @@ from berth.cli.settings import (
     setting,
 )
 from berth.store.database import DEFAULT_SQLITE_FILE
-from berth.store.lease_reaper import DEFAULT_INTERVAL_S
+from berth.store.leases.reaper import DEFAULT_INTERVAL_S
 
 AUTH_STRATEGIES = ("noauth2", "tokens", "keystone")
 

@@ -1,7 +1,7 @@
 """An allocation candidate query as the client put it: request groups and options, by name.
 
 Pure data, built by the API from a query string and turned by the store into a ``CandidateRequest``
-of ids (``berth.store.candidate_names.resolve``).  Everything keeps the order the client gave, because
+of ids (``berth.store.candidates.names.resolve``).  Everything keeps the order the client gave, because
 the answer lists resources in that order.
 """
 

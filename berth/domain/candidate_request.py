@@ -1,6 +1,6 @@
 """An allocation candidate request as the search answers it: request groups of ids.
 
-Built by the store from a ``CandidateQuery`` (``berth.store.candidate_names.resolve``); never
+Built by the store from a ``CandidateQuery`` (``berth.store.candidates.names.resolve``); never
 changed once built, so the search may work out what it asks of it at every tree only once.
 """
 

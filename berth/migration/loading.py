@@ -18,7 +18,7 @@ from berth.migration.books import Books, Progress, no_progress
 from berth.migration.errors import NotEmpty
 from berth.store import migrate, schema
 from berth.store.database import Database
-from berth.store.names import STANDARD_CLASSES, STANDARD_TRAITS
+from berth.store.placement.names import STANDARD_CLASSES, STANDARD_TRAITS
 from berth.store.util import utcnow
 
 

@@ -3,7 +3,7 @@
 Into an empty database (after ``berth.store.migrate.upgrade``) the file's books are written as they
 are: uuids, names and generations kept, ids chosen afresh in the file's order (so the API lists
 things in the same order as the source did), every provider given a new revision, so that no copy of
-a provider's candidate data kept by a running server (berth.store.provider_cache) is taken for
+a provider's candidate data kept by a running server (berth.store.candidates.provider_cache) is taken for
 current, and ``inventories.used`` set from the allocations, as every allocation write keeps it.
 
 A merge (``merge=True``) writes into a database that holds books already: a record the database holds

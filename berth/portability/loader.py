@@ -14,7 +14,7 @@ from berth.portability.sink import BulkSink
 from berth.portability.target import OWNERS, RecordKey, id_map, next_ids, record_key
 from berth.store.rawsql import db_time
 from berth.store.schema import new_revision
-from berth.store.server_groups import GROUP_POLICIES
+from berth.store.server_groups.membership import GROUP_POLICIES
 
 _PROVIDER_COLUMNS: Final = (
     "id", "uuid", "name", "generation", "revision", "created_at", "updated_at", "root_provider_id",

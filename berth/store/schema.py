@@ -93,7 +93,7 @@ inventories = sa.Table(
     # Candidate search reads the providers of one class in provider order.
     sa.Index("ix_inventories_resource_class_id_resource_provider_id", "resource_class_id", "resource_provider_id"),
     # The providers of one class with room for an amount, as one range: what makes a request that
-    # few providers can take cost what its answer does (berth.store.candidate_roots).
+    # few providers can take cost what its answer does (berth.store.candidates.roots).
     sa.Index("ix_inventories_headroom", "resource_class_id", sa.text(f"({headroom_sql()})")),
 )
 
@@ -174,7 +174,7 @@ resource_provider_traits = sa.Table(
 )
 
 # Berth's own, outside Placement's model: the server groups pick-and-claim places members of
-# (berth.store.server_groups).  A group's row is what concurrent picks for it lock, and it fixes the
+# (berth.store.server_groups.membership).  A group's row is what concurrent picks for it lock, and it fixes the
 # group's policy.  A member counts on the hosts where its consumer holds allocations now; the root
 # it was placed on is kept as a record only, so neither table refers to providers or consumers, whose
 # rows the Placement API deletes freely.
@@ -196,7 +196,7 @@ server_group_members = sa.Table(
 )
 
 # Berth's own, outside Placement's model: a consumer whose allocations are released unless the lease
-# is confirmed before it expires (berth.store.leases).  Keyed by the consumer's uuid, not its row: a
+# is confirmed before it expires (berth.store.leases.ledger).  Keyed by the consumer's uuid, not its row: a
 # lease may be taken before the consumer has any allocation, or even exists.
 allocation_leases = sa.Table(
     "allocation_leases",

@@ -12,7 +12,7 @@ from berth.api.handlers.provider_lookup import provider_json_body
 from berth.api.responses import Reply, json_response
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid
-from berth.store import aggregates, providers
+from berth.store.placement import aggregates, providers
 
 
 def _view(call: Call, generation: int, uuids: list[str]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """GET /allocation_candidates: where could this request go?
 
 The query string becomes a ``CandidateQuery`` (``berth.api.candidate_query``), whose names the store
-turns into ids (``berth.store.candidate_names.resolve``); the store's ``CandidateFinder`` loads trees
+turns into ids (``berth.store.candidates.names.resolve``); the store's ``CandidateFinder`` loads trees
 batch by batch (through the process's ``ProviderCache``) and has the domain search them; the answer
 is rendered by ``berth.api.candidate_answer``, with the connection still at hand for the few names
 not already kept with the providers' copies.
@@ -17,9 +17,9 @@ from berth.api.call import Call
 from berth.api.candidate_answer import render
 from berth.api.candidate_query import parse_query
 from berth.api.responses import Reply, json_response
-from berth.store.candidate_names import AnswerNames, resolve
-from berth.store.candidates import CandidateFinder
-from berth.store.explain import Report, explain
+from berth.store.candidates.explain import Report, explain
+from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.names import AnswerNames, resolve
 
 
 def list_allocation_candidates(call: Call) -> Reply:

@@ -13,8 +13,8 @@ from berth.api.responses import Reply, empty_response, json_response
 from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
-from berth.store import allocations, consumers, providers
-from berth.store.allocations import UNSET, ConsumerAllocations
+from berth.store.placement import allocations, consumers, providers
+from berth.store.placement.allocations import UNSET, ConsumerAllocations
 from berth.store.util import latest
 
 # Consumers written before microversion 1.8 carry no owner; the reference records this one.

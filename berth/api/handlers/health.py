@@ -9,7 +9,7 @@ from __future__ import annotations
 from berth.api.call import Call
 from berth.api.responses import Reply, json_response
 from berth.domain.errors import Unavailable
-from berth.store.readiness import unready_reason
+from berth.store.observability.readiness import unready_reason
 
 
 def healthz(call: Call) -> Reply:

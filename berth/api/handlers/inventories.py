@@ -15,7 +15,7 @@ from berth.api.responses import Reply, empty_response, json_response, location
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
 from berth.domain.capacity import INVENTORY_DEFAULTS, INVENTORY_FIELDS, Inventory
 from berth.domain.errors import ConcurrentUpdate, NotFound
-from berth.store import inventories, names, providers
+from berth.store.placement import inventories, names, providers
 from berth.store.util import latest
 
 

@@ -1,4 +1,4 @@
-"""/berth/leases and /berth/leases/{consumer_uuid}: claim leases (berth.store.leases)."""
+"""/berth/leases and /berth/leases/{consumer_uuid}: claim leases (berth.store.leases.ledger)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from berth.api.responses import Reply, empty_response, json_response
 from berth.api.schemas.leases import LEASE_PUT
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
-from berth.store import allocations, leases
-from berth.store.leases import Lease
+from berth.store.leases import ledger
+from berth.store.leases.ledger import Lease
+from berth.store.placement import allocations
 from berth.store.util import latest, utcnow
 
 
@@ -39,7 +40,7 @@ def _view(lease: Lease, now: datetime.datetime) -> dict[str, Any]:
 
 
 def list_leases(call: Call) -> Reply:
-    rows = call.db.read(leases.list_leases)
+    rows = call.db.read(ledger.list_leases)
     now = utcnow()
     return json_response(
         call, {"leases": [_view(lease, now) for lease in rows]}, last_modified=latest(*(r.updated_at for r in rows))
@@ -48,7 +49,7 @@ def list_leases(call: Call) -> Reply:
 
 def show_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
-    lease = call.db.read(lambda conn: leases.get_lease(conn, consumer_uuid))
+    lease = call.db.read(lambda conn: ledger.get_lease(conn, consumer_uuid))
     if lease is None:
         raise NotFound(f"No lease for consumer {consumer_uuid}.")
     return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
@@ -59,8 +60,8 @@ def set_lease(call: Call, consumer_uuid: str) -> Reply:
     body = call.json_body(LEASE_PUT)
 
     def work(conn: Connection) -> Lease | None:
-        leases.set_lease(conn, consumer_uuid, body["expires_in"])
-        return leases.get_lease(conn, consumer_uuid)
+        ledger.set_lease(conn, consumer_uuid, body["expires_in"])
+        return ledger.get_lease(conn, consumer_uuid)
 
     lease = call.db.write(work)
     assert lease is not None  # written by this very transaction
@@ -71,7 +72,7 @@ def confirm_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
 
     def work(conn: Connection) -> bool:
-        if leases.confirm_lease(conn, consumer_uuid):
+        if ledger.confirm_lease(conn, consumer_uuid):
             return True
         # Confirmed before (or never leased), the allocations stand: confirming again changes
         # nothing.  Nothing held means the lease expired and was released, which the caller must
@@ -88,5 +89,5 @@ def confirm_lease(call: Call, consumer_uuid: str) -> Reply:
 
 def release_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
-    call.db.write(lambda conn: leases.release_lease(conn, consumer_uuid))
+    call.db.write(lambda conn: ledger.release_lease(conn, consumer_uuid))
     return empty_response()

@@ -3,8 +3,8 @@
 Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carries the query of
 GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
 consumer, and optionally a server group, a lease and how many alternates to name; the store does the rest in one write
-transaction (``berth.store.pick``), after weighing on the process's board of every tree
-(``berth.store.host_board``, ``berth.store.board_pick``) in a read, when the request is one the
+transaction (``berth.store.pick.transaction``), after weighing on the process's board of every tree
+(``berth.store.pick.host_board``, ``berth.store.pick.on_board``) in a read, when the request is one the
 board weighs.
 """
 
@@ -22,10 +22,10 @@ from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import WeighPolicy, multipliers_for
-from berth.store.board_pick import plan_on_board
-from berth.store.pick import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
-from berth.store.pick_request import Alternate
-from berth.store.server_groups import GroupPolicy
+from berth.store.pick.on_board import plan_on_board
+from berth.store.pick.request import Alternate
+from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
+from berth.store.server_groups.membership import GroupPolicy
 
 
 def pick(call: Call) -> Reply:

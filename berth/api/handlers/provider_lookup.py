@@ -13,7 +13,7 @@ from typing import Any
 from berth.api.call import Call
 from berth.api.validation import JsonSchema
 from berth.domain.errors import BadRequest
-from berth.store import providers
+from berth.store.placement import providers
 
 
 def provider_json_body(call: Call, uuid: str, schema: JsonSchema) -> Any:

@@ -15,7 +15,7 @@ from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
 from berth.domain.capacity import Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate
-from berth.store import allocations, inventories, names, providers
+from berth.store.placement import allocations, inventories, names, providers
 
 # Provider uuid -> (the generation the client saw, its new inventories by class name).
 NewInventories: TypeAlias = dict[str, tuple[int, dict[str, Inventory]]]

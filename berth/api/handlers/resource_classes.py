@@ -10,7 +10,7 @@ from berth.api.responses import Reply, empty_response, json_response, link, loca
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
 from berth.domain.errors import DuplicateName, NotFound
-from berth.store import names
+from berth.store.placement import names
 from berth.store.util import latest
 
 

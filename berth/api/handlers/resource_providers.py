@@ -20,7 +20,7 @@ from berth.api.schemas.resource_providers import provider_body_schema, provider_
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.candidate_query import AggregateQuery, TraitQuery
 from berth.domain.errors import BadRequest, DuplicateName, NotFound
-from berth.store import names, providers
+from berth.store.placement import names, providers
 from berth.store.util import latest
 
 

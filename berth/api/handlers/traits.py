@@ -15,8 +15,8 @@ from berth.api.schemas.common import CUSTOM_NAME_PATTERN
 from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
 from berth.api.validation import query_schema_check
 from berth.domain.errors import BadRequest, NotFound
-from berth.store import names, provider_traits, providers
-from berth.store.names import TraitFilters
+from berth.store.placement import names, provider_traits, providers
+from berth.store.placement.names import TraitFilters
 from berth.store.util import latest
 
 _CUSTOM = re.compile(CUSTOM_NAME_PATTERN)

@@ -11,7 +11,7 @@ from berth.api.call import Call
 from berth.api.responses import Reply, json_response
 from berth.api.schemas.usages import usages_query_schema
 from berth.api.validation import query_schema_check
-from berth.store import consumers, providers, usages
+from berth.store.placement import consumers, providers, usages
 
 
 def provider_usages(call: Call, uuid: str) -> Reply:

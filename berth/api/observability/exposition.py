@@ -18,8 +18,8 @@ from prometheus_client.registry import Collector
 
 from berth.api.observability import metrics
 from berth.api.observability.multiprocess_dir import MULTIPROCESS_DIR_VARIABLE
-from berth.store.cloud_figures import cloud_figures
 from berth.store.database import Database
+from berth.store.observability.cloud_figures import cloud_figures
 
 # The files of gauges that count only while their process lives (``livesum``), named by its pid.
 _LIVE_GAUGE_FILE: Final = re.compile(r"gauge_live\w+?_(\d+)\.db\Z")

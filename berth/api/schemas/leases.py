@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from berth.store.leases import MAX_LEASE_SECONDS
+from berth.store.leases.ledger import MAX_LEASE_SECONDS
 
 LEASE_PUT: Final[dict[str, Any]] = {
     "type": "object",

@@ -7,9 +7,9 @@ from typing import Any, Final
 from berth.api.schemas.common import NAME_PATTERN, UUID
 from berth.api.validation import JsonSchema
 from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
-from berth.store.leases import MAX_LEASE_SECONDS
-from berth.store.pick_alternates import MAX_ALTERNATES
-from berth.store.server_groups import GROUP_POLICIES
+from berth.store.leases.ledger import MAX_LEASE_SECONDS
+from berth.store.pick.alternates import MAX_ALTERNATES
+from berth.store.server_groups.membership import GROUP_POLICIES
 
 _EXTERNAL_ID: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 255}
 _QUERY_VALUE: Final[dict[str, Any]] = {
@@ -54,9 +54,9 @@ PICK_BODY: Final[JsonSchema] = {
             "required": ["uuid", "policy"],
             "additionalProperties": False,
         },
-        # Seconds from now until the claim is released unless confirmed (berth.store.leases).
+        # Seconds from now until the claim is released unless confirmed (berth.store.leases.ledger).
         "lease_seconds": {"type": "number", "minimum": 0, "maximum": MAX_LEASE_SECONDS},
-        # How many trees besides the one claimed to name, unclaimed (berth.store.pick_alternates).
+        # How many trees besides the one claimed to name, unclaimed (berth.store.pick.alternates).
         "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
     },
     "required": ["query", "consumer"],

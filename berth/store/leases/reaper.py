@@ -1,7 +1,7 @@
 """The reaper: a daemon thread of each server worker that releases expired claim leases.
 
 Every worker runs one, so that leases expire as long as any worker lives, with no cron outside the
-service; ``store.leases.reap_expired`` makes concurrent passes release each lease once.  The state
+service; ``store.ledger.reap_expired`` makes concurrent passes release each lease once.  The state
 is the database's alone, so a lease that expires while the service is down is released by the first
 pass after it starts again.
 """
@@ -14,8 +14,8 @@ import random
 import threading
 from typing import Final
 
-from berth.store import leases
 from berth.store.database import Database
+from berth.store.leases import ledger
 from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
@@ -68,9 +68,9 @@ class LeaseReaper:
         return released
 
     def _reap_batch(self, now: datetime.datetime) -> list[str]:
-        if not self.db.read(lambda conn: leases.has_expired_leases(conn, now)):
+        if not self.db.read(lambda conn: ledger.has_expired_leases(conn, now)):
             return []
-        batch = self.db.write(lambda conn: leases.reap_expired(conn, now, limit=BATCH))
+        batch = self.db.write(lambda conn: ledger.reap_expired(conn, now, limit=BATCH))
         if batch:
             LOG.info("released the allocations of expired leases (%d): %s", len(batch), ", ".join(batch))
         return batch

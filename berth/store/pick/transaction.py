@@ -3,7 +3,7 @@ transaction.
 
 The steps, all inside the caller's write transaction (``Database.write``):
 
-1. lock the server group, if one is named (``berth.store.server_groups``): picks for one group run
+1. lock the server group, if one is named (``berth.store.server_groups.membership``): picks for one group run
    one after another, so that each sees the placements of those before it;
 2. resolve and search the candidates exactly as ``GET /allocation_candidates`` does
    (``resolve``, ``CandidateFinder``), without its limit;
@@ -15,9 +15,9 @@ The steps, all inside the caller's write transaction (``Database.write``):
    statements each see what is committed when they start) is given up for the next one and no
    candidate is tried twice;
 5. record the group membership in the same transaction, and the lease if one is asked for (set
-   before the allocations are written, in the lock order ``berth.store.leases`` gives);
+   before the allocations are written, in the lock order ``berth.store.leases.ledger`` gives);
 6. name the alternates asked for: the trees after the one claimed in the same order, searched
-   again after the write (``berth.store.pick_alternates``).
+   again after the write (``berth.store.pick.alternates``).
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ from berth.domain import error_codes
 from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.errors import Conflict
 from berth.domain.weighing import best_first, weigh
-from berth.store import server_groups
-from berth.store.board_pick import BoardPlan, claim_on_board
-from berth.store.candidate_names import ResolvedQuery, resolve
-from berth.store.candidates import CandidateFinder
-from berth.store.explain import explain
-from berth.store.host_facts import host_facts_of
-from berth.store.leases import set_lease
-from berth.store.pick_alternates import alternates_after
-from berth.store.pick_claim import claim_tree
-from berth.store.pick_request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
-from berth.store.provider_cache import ProviderCache
+from berth.store.candidates.explain import explain
+from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.names import ResolvedQuery, resolve
+from berth.store.candidates.provider_cache import ProviderCache
+from berth.store.leases.ledger import set_lease
+from berth.store.pick.alternates import alternates_after
+from berth.store.pick.claim import claim_tree
+from berth.store.pick.host_facts import host_facts_of
+from berth.store.pick.on_board import BoardPlan, claim_on_board
+from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
+from berth.store.server_groups import membership
 
 __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
 
@@ -54,11 +54,11 @@ EVERY_CANDIDATE: Final = 2**62
 def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None = None) -> Pick:
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
-    With a ``plan`` (``berth.store.board_pick.plan_on_board``, made in a read just before), its trees
+    With a ``plan`` (``berth.store.pick.on_board.plan_on_board``, made in a read just before), its trees
     are tried first; when none of them can be claimed, every tree is searched."""
     group = request.server_group
     if group is not None:
-        server_groups.lock_group(conn, group.uuid, group.policy)
+        membership.lock_group(conn, group.uuid, group.policy)
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         set_lease(conn, request.consumer.uuid, request.lease_seconds)
@@ -71,7 +71,7 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
     by_root = _by_root(candidates, providers, sharing)
-    members = server_groups.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
     allowed = _allowed_by_group(by_root, group, members)
     if not allowed:
         raise _no_valid_host(_group_refusal(by_root, group) or _nothing_fits(conn, resolved))
@@ -88,7 +88,7 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
         if claimed is None:
             continue
         if group is not None:
-            server_groups.add_member(conn, group.uuid, request.consumer.uuid, root_id)
+            membership.add_member(conn, group.uuid, request.consumer.uuid, root_id)
         alternates = alternates_after(
             conn,
             resolved.request,

@@ -27,9 +27,9 @@ from sqlalchemy import Connection, RowMapping
 
 from berth.domain.capacity import fits_units, room_sql
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
-from berth.store import consumers as consumer_store
-from berth.store import names
-from berth.store.providers import revise
+from berth.store.placement import consumers as consumer_store
+from berth.store.placement import names
+from berth.store.placement.providers import revise
 from berth.store.rawsql import db_time, execute, execute_many, fetch
 from berth.store.schema import (
     allocations,

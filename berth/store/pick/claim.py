@@ -9,8 +9,8 @@ from sqlalchemy import Connection
 
 from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
-from berth.store.allocations import ConsumerAllocations, replace_allocations
-from berth.store.pick_request import Consumer
+from berth.store.pick.request import Consumer
+from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.domain.errors import ConcurrentUpdate
-from berth.store.providers import GENERATION_CHANGED, bump_generation, require_provider, revise
+from berth.store.placement.providers import GENERATION_CHANGED, bump_generation, require_provider, revise
 from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
 from berth.store.schema import placement_aggregates as aggs
 from berth.store.schema import resource_provider_aggregates as rpa

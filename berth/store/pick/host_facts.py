@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from berth.domain.candidates import ProviderData
 from berth.domain.capacity import Inventory
 from berth.domain.weighing import HostFacts, host_facts
-from berth.store import names
+from berth.store.placement import names
 from berth.store.rawsql import fetch
 
 _WEIGHED_CLASSES: Final = ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB")

@@ -28,7 +28,7 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql, sqlite
 
 from berth.domain.errors import BadRequest, ConcurrentUpdate
-from berth.store.allocations import delete_consumer_allocations
+from berth.store.placement.allocations import delete_consumer_allocations
 from berth.store.schema import allocation_leases as leases
 from berth.store.util import utcnow
 

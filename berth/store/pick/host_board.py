@@ -3,7 +3,7 @@ as arrays over the trees, so that a pick weighs every tree in a few vector opera
 
 A pick of the commonest request (one group of resources, perhaps with traits of the root:
 ``CandidateRequest.weighable_resources``) reads the board instead of searching every tree
-(``berth.store.board_pick``); the board keeps which traits each tree's root has. The board is a
+(``berth.store.pick.on_board``); the board keeps which traits each tree's root has. The board is a
 ranking, not the books: the tree it ranks first is searched alone, as the database holds it, and
 its allocation is written by the same conditional write as any other. So a board that is behind
 the database can only make a pick choose a worse tree or try one more, never over-commit; and when
@@ -35,9 +35,9 @@ from sqlalchemy import Connection
 
 from berth.domain.candidates import ProviderData
 from berth.domain.weighing import free_amount
-from berth.store import names
+from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
-from berth.store.provider_cache import ProviderCache
+from berth.store.placement import names
 from berth.store.rawsql import fetch
 
 FloatArray = npt.NDArray[np.float64]

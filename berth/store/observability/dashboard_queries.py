@@ -1,5 +1,5 @@
 """The dashboard's figures: the cloud's totals and its rankings (the page of provider trees is
-``berth.store.dashboard_providers``).
+``berth.store.observability.dashboard_providers``).
 
 All are polled every few seconds by every open dashboard, each in one statement. The totals are
 cheap at any size: they sum the inventories' maintained ``used`` counters, so the page shows the

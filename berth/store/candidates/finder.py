@@ -1,7 +1,7 @@
 """Feeding the candidate search: which trees to look at, in what order, and their data.
 
 When a condition of the request is rare, only the trees it names are searched
-(``berth.store.candidate_roots``). Otherwise:
+(``berth.store.candidates.roots``). Otherwise:
 Trees are visited in batches in provider-id order.  A batch is chosen by a "driving" query: the
 providers that have room for one requested resource class that no sharing provider offers (so every
 answer must have it inside its own tree), read through the (provider, class) index with a LIMIT.
@@ -27,9 +27,9 @@ from berth.domain.candidates import (
     search,
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
-from berth.store import names
-from berth.store.candidate_roots import narrowed_roots
-from berth.store.provider_cache import MemberRow, ProviderCache
+from berth.store.candidates.provider_cache import MemberRow, ProviderCache
+from berth.store.candidates.roots import narrowed_roots
+from berth.store.placement import names
 from berth.store.rawsql import fetch
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"

@@ -8,8 +8,8 @@ from functools import lru_cache
 from sqlalchemy import Connection
 
 from berth.domain.errors import ConcurrentUpdate
-from berth.store import names
-from berth.store.providers import GENERATION_CHANGED, bump_generation_by_uuid, require_provider
+from berth.store.placement import names
+from berth.store.placement.providers import GENERATION_CHANGED, bump_generation_by_uuid, require_provider
 from berth.store.rawsql import db_time, execute, execute_many, fetch, values_rows
 from berth.store.util import utcnow
 
@@ -43,7 +43,7 @@ def set_provider_traits(conn: Connection, provider_id: int, trait_ids: Mapping[s
 # and changes nothing unless it found every one: a custom trait's id cannot be remembered between
 # requests (another worker may delete and re-create it), and looking the names up first cost a round
 # trip of its own.  The names come as a VALUES list, for the reason given at
-# ``berth.store.inventories._REPLACE_PG``.
+# ``berth.store.placement.inventories._REPLACE_PG``.
 _REPLACE_PG = """
 WITH named (name) AS ({named_rows}),
 wanted AS (SELECT t.id FROM traits t JOIN named n ON n.name = t.name),

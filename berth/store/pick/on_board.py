@@ -1,4 +1,4 @@
-"""A pick weighed on the board (``berth.store.host_board``): every tree's facts at once.
+"""A pick weighed on the board (``berth.store.pick.host_board``): every tree's facts at once.
 
 For a request of one group of resources, perhaps with traits of the root
 (``CandidateRequest.weighable_resources``), and no instances
@@ -12,7 +12,7 @@ and that the server group allows are weighed together (``weigh_arrays``: the wei
 the server group's policy, read again under its lock, still allows it: the candidates the read
 found for it are written by the conditional write every allocation goes through, and when that
 refuses (taken meanwhile), the tree is searched again as the transaction sees it. The trees after
-the one claimed, in the same order, give the pick's alternates (``berth.store.pick_alternates``).
+the one claimed, in the same order, give the pick's alternates (``berth.store.pick.alternates``).
 
 ``None`` (the caller then searches every tree) when no tree on the board can be claimed after
 ``MOST_TRIES``: a board that is behind the books must not turn into a refusal while a tree fits.
@@ -33,14 +33,14 @@ from sqlalchemy import Connection
 from berth.domain.candidate_request import CandidateRequest
 from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.weighing import Multipliers, best_first_of, free_amount, weigh_arrays
-from berth.store import server_groups
-from berth.store.candidate_names import ResolvedQuery, resolve
-from berth.store.candidates import CandidateFinder
-from berth.store.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
-from berth.store.pick_alternates import alternates_after, group_allows
-from berth.store.pick_claim import claim_tree
-from berth.store.pick_request import Pick, PickRequest, soft_policy
-from berth.store.provider_cache import ProviderCache
+from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.names import ResolvedQuery, resolve
+from berth.store.candidates.provider_cache import ProviderCache
+from berth.store.pick.alternates import alternates_after, group_allows
+from berth.store.pick.claim import claim_tree
+from berth.store.pick.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
+from berth.store.pick.request import Pick, PickRequest, soft_policy
+from berth.store.server_groups import membership
 
 MOST_TRIES: Final = 16
 # Trees whose candidates are searched in the read, before the write transaction: the first is
@@ -114,7 +114,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     roots_ok = view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
     fits = room & roots_ok
     group = request.server_group
-    members = server_groups.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
     group_ok = _group_mask(view, group.policy if group is not None else None, members)
     allowed = fits & group_ok
     indexes = np.flatnonzero(allowed)
@@ -170,7 +170,7 @@ def claim_on_board(
     group's policy still allows and that can be claimed, claimed, with the alternates asked for from
     the trees ranked after it; None when none can be claimed."""
     group = request.server_group
-    members = server_groups.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     finder: CandidateFinder | None = None
     for position, tree in enumerate(plan.trees):
@@ -188,7 +188,7 @@ def claim_on_board(
         if claimed is None:
             continue
         if group is not None:
-            server_groups.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
+            membership.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
         plan.view.take(tree.index, _own_amounts(claimed.candidate.allocations, plan.sharing_ids), plan.weighed)
         later = itertools.chain(plan.trees[position + 1 :], plan.rest)
         alternates = alternates_after(
@@ -245,7 +245,7 @@ def _disk_with_sharing(
     board: BoardView, sharing: Mapping[int, ProviderData], weighed: Mapping[int, str]
 ) -> npt.NDArray[np.float64]:
     """Each tree's free disk with the whole free disk of every sharing provider anchored to it, as
-    ``berth.store.host_facts`` counts it."""
+    ``berth.store.pick.host_facts`` counts it."""
     disk = board.disk
     disk_class = next((rc for rc, name in weighed.items() if name == "DISK_GB"), None)
     for shared in sharing.values():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.weighing import Multipliers, SoftGroupPolicy
-from berth.store.server_groups import GroupPolicy
+from berth.store.server_groups.membership import GroupPolicy
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class PickRequest:
     consumer: Consumer
     server_group: ServerGroup | None = None
     lease_seconds: float | None = None
-    # How many other trees to name besides the one claimed (``berth.store.pick_alternates``).
+    # How many other trees to name besides the one claimed (``berth.store.pick.alternates``).
     alternates: int = 0
 
 

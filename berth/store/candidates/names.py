@@ -23,8 +23,8 @@ from berth.domain.candidate_query import CandidateQuery, GroupQuery, TraitQuery
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.domain.candidates import ProviderData
 from berth.domain.errors import BadRequest
-from berth.store import names
-from berth.store.aggregates import aggregate_ids
+from berth.store.placement import names
+from berth.store.placement.aggregates import aggregate_ids
 from berth.store.rawsql import fetch
 
 _ROOTS_BY_UUID = "SELECT uuid, root_provider_id FROM resource_providers WHERE uuid IN {ids}"

@@ -12,8 +12,13 @@ from sqlalchemy import Connection
 from berth.domain import error_codes
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
-from berth.store import names
-from berth.store.providers import GENERATION_CONFLICT, bump_generation, bump_generation_by_uuid, require_provider
+from berth.store.placement import names
+from berth.store.placement.providers import (
+    GENERATION_CONFLICT,
+    bump_generation,
+    bump_generation_by_uuid,
+    require_provider,
+)
 from berth.store.rawsql import db_time, execute, execute_many, fetch, fetch_records, values_rows
 from berth.store.util import utcnow
 
