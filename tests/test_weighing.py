@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from berth.domain.capacity import Inventory
+from berth.domain.capacity import Inventory, headroom
 from berth.domain.weighing import (
     HostFacts,
     Multipliers,
@@ -96,6 +96,19 @@ def test_free_amounts_are_counted_as_nova_counts_them():
     assert free_amount("PCPU", Inventory(total=4), 1) == 3
     assert free_amount("MEMORY_MB", Inventory(total=8192, reserved=512, allocation_ratio=1.5), 1024) == 6656
     assert free_amount("DISK_GB", Inventory(total=100, reserved=10, allocation_ratio=2.0), 30) == 60
+
+
+def test_free_amounts_differ_from_the_capacity_rules_headroom_where_nova_counts_otherwise():
+    # The rule over-commits (total - reserved); Nova's weighers over-commit CPUs only, and by total.
+    cpus = Inventory(total=8, reserved=1, allocation_ratio=4.0)
+    ram = Inventory(total=8192, reserved=512, allocation_ratio=1.5)
+    assert headroom(8, 1, 4.0, 10) == (8 - 1) * 4.0 - 10 == 18
+    assert free_amount("VCPU", cpus, 10) == 21
+    assert headroom(8192, 512, 1.5, 1024) == 10496
+    assert free_amount("MEMORY_MB", ram, 1024) == 6656
+    # With nothing reserved and no over-commit, the two agree.
+    plain = Inventory(total=64)
+    assert free_amount("VCPU", plain, 5) == free_amount("MEMORY_MB", plain, 5) == headroom(64, 0, 1.0, 5) == 59
 
 
 def test_host_facts_add_up_the_inventories_a_host_counts():

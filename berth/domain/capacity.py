@@ -29,9 +29,20 @@ INVENTORY_DEFAULTS: dict[str, Any] = {
 INVENTORY_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
+def allocatable(total: int, reserved: int, allocation_ratio: float) -> float:
+    """The rule itself: (total - reserved) x allocation_ratio, before rounding."""
+    return (total - reserved) * allocation_ratio
+
+
 def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
-    """How many units may be allocated in all: (total - reserved) x allocation_ratio."""
-    return int((total - reserved) * allocation_ratio)
+    """How many units may be allocated in all: the rule rounded down to a whole unit."""
+    return int(allocatable(total, reserved, allocation_ratio))
+
+
+def headroom(total: int, reserved: int, allocation_ratio: float, used: int) -> float:
+    """The units an inventory still has room for, before rounding (``headroom_sql`` in Python): an
+    amount fits by room alone exactly when it is at most this."""
+    return allocatable(total, reserved, allocation_ratio) - used
 
 
 def fits_units(amount: int, min_unit: int, max_unit: int, step_size: int) -> bool:
@@ -44,9 +55,16 @@ def fits_units(amount: int, min_unit: int, max_unit: int, step_size: int) -> boo
 # of units is the same test as comparing its rounded-down value.
 
 
+def allocatable_sql(row: str | None = None) -> str:
+    """SQL for ``allocatable``: the row's (total - reserved) x allocation_ratio, before rounding;
+    ``row`` qualifies the columns."""
+    prefix = f"{row}." if row else ""
+    return f"({prefix}total - {prefix}reserved) * {prefix}allocation_ratio"
+
+
 def room_sql(row: str, amount: str) -> str:
     """SQL that is true when the row has room for ``amount`` more units."""
-    return f"({row}.total - {row}.reserved) * {row}.allocation_ratio >= {row}.used + {amount}"
+    return f"{allocatable_sql(row)} >= {row}.used + {amount}"
 
 
 def headroom_sql(row: str | None = None) -> str:
@@ -56,8 +74,7 @@ def headroom_sql(row: str | None = None) -> str:
     (``ix_inventories_headroom``), so that the providers with room for an amount are read as one
     range of the index; ``row`` qualifies the columns (SQLite and PostgreSQL both match a qualified
     expression to the index's unqualified one)."""
-    prefix = f"{row}." if row else ""
-    return f"({prefix}total - {prefix}reserved) * {prefix}allocation_ratio - {prefix}used"
+    return f"{allocatable_sql(row)} - {row + '.' if row else ''}used"
 
 
 def units_sql(row: str, amount: str) -> str:

@@ -87,7 +87,11 @@ def multipliers_for(policy: WeighPolicy, overrides: Mapping[str, float] | None =
 
 
 def free_amount(resource_class: str, inventory: Inventory, used: int) -> float:
-    """What one inventory adds to its host's free amount of its kind, as Nova counts it."""
+    """What one inventory adds to its host's free amount of its kind, as Nova counts it.
+
+    Not the capacity rule's headroom (``berth.domain.capacity.headroom``), on purpose: Nova's
+    weighers rank by what its compute nodes report, where reserved units are used and only CPUs are
+    over-committed, so that the weights order hosts as Nova's would (tests/test_weighing.py)."""
     if resource_class in _CPU_CLASSES:
         return inventory.total * inventory.allocation_ratio - inventory.reserved - used
     return float(inventory.total - inventory.reserved - used)

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from berth.domain.capacity import room_sql, units_sql
+from berth.domain.capacity import allocatable_sql, room_sql, units_sql
 from berth.store.schema import inventories
 
 _ROW = inventories.name
+
+
+def allocatable(table: sa.TableClause | sa.Alias = inventories) -> sa.ColumnElement[float]:
+    """The row's (total - reserved) x allocation_ratio before rounding, of ``table`` (the
+    ``inventories`` table or an alias of it)."""
+    return sa.literal_column(allocatable_sql(table.name), sa.Float())
 
 
 def has_room(amount: int) -> sa.TextClause:

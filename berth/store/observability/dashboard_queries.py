@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.domain.capacity import capacity
+from berth.store.capacity_sql import allocatable
 from berth.store.schema import (
     allocations,
     consumers,
@@ -34,7 +35,7 @@ from berth.store.schema import (
 TOP = 10
 """How many providers, consumers and projects each ranking of the summary holds."""
 
-_ROOM = (inventories.c.total - inventories.c.reserved) * inventories.c.allocation_ratio
+_ROOM = allocatable(inventories)
 
 
 @dataclass

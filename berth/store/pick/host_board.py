@@ -34,6 +34,7 @@ import numpy.typing as npt
 from sqlalchemy import Connection
 
 from berth.domain.candidates import ProviderData
+from berth.domain.capacity import headroom
 from berth.domain.weighing import free_amount
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
@@ -255,9 +256,9 @@ def _tree(signature: tuple[int, int, int], members: Sequence[ProviderData], weig
     facts = {"ram": 0.0, "cpus": 0.0, "disk": 0.0}
     for provider in members:
         for rc, inventory in provider.inventories.items():
-            headroom = (inventory.total - inventory.reserved) * inventory.allocation_ratio - inventory.used
-            if headroom > room.get(rc, -np.inf):
-                room[rc] = headroom
+            left = headroom(inventory.total, inventory.reserved, inventory.allocation_ratio, inventory.used)
+            if left > room.get(rc, -np.inf):
+                room[rc] = left
             name = weighed.get(rc)
             if name is not None:
                 facts[_WEIGHED[name]] += free_amount(name, inventory, inventory.used)
@@ -272,11 +273,11 @@ def _view(trees: Mapping[int, _Tree]) -> BoardView:
     ordered = [trees[root] for root in roots]
     room: dict[int, FloatArray] = {}
     for index, tree in enumerate(ordered):
-        for rc, headroom in tree.room.items():
+        for rc, left in tree.room.items():
             column = room.get(rc)
             if column is None:
                 column = room[rc] = np.full(count, -np.inf)
-            column[index] = headroom
+            column[index] = left
     by_aggregate: defaultdict[int, list[int]] = defaultdict(list)
     by_root_trait: defaultdict[int, list[int]] = defaultdict(list)
     for index, tree in enumerate(ordered):
