@@ -9,10 +9,14 @@ import time
 import uuid
 
 import pytest
-from apihelpers import error_detail, new_uuid
+from apihelpers import error_code, error_detail, new_uuid
 from dbhelpers import BACKENDS, make_database
 from livehelpers import LiveServer
 
+from berth.clients.errors import LeaseExpired
+from berth.clients.placement import PlacementClient
+from berth.conductor.service import ServiceCalls
+from berth.domain import error_codes
 from berth.store import schema
 from berth.store.database import Database
 from berth.store.leases import ledger
@@ -114,6 +118,56 @@ def test_confirming_what_was_released_says_so(api, host):
     assert r.status_code == 404 and "released" in error_detail(r)
 
 
+def _expire(db, consumer):
+    """The lease's moment moved into the past, as if its time had run out; no reaper has passed."""
+    with db.engine.begin() as conn:
+        conn.execute(
+            schema.allocation_leases.update()
+            .where(schema.allocation_leases.c.consumer_uuid == consumer)
+            .values(expires_at=utcnow() - datetime.timedelta(seconds=1))
+        )
+
+
+def test_confirming_an_expired_lease_is_refused_and_releases_it(api, db, host):
+    consumer, other = new_uuid(), new_uuid()
+    api.allocate(consumer, {host: RESOURCES})
+    api.allocate(other, {host: {"VCPU": 2}})
+    api.put(f"/berth/leases/{consumer}", {"expires_in": 60})
+    _expire(db, consumer)
+    r = api.post(f"/berth/leases/{consumer}/confirm")
+    assert r.status_code == 409, r.data
+    assert error_code(r) == error_codes.LEASE_EXPIRED and "released" in error_detail(r)
+    # Released as the reaper would have: the allocations and the lease are gone, nothing else.
+    assert _held(api, consumer) == {}
+    assert _used(api, host) == {"VCPU": 2, "MEMORY_MB": 0}
+    assert api.get(f"/berth/leases/{consumer}").status_code == 404
+    # Asked again, the release is done: nothing held, nothing to confirm.
+    assert api.post(f"/berth/leases/{consumer}/confirm").status_code == 404
+
+
+def test_extending_an_expired_lease_is_refused_and_releases_it(api, db, host):
+    consumer = new_uuid()
+    api.allocate(consumer, {host: RESOURCES})
+    api.put(f"/berth/leases/{consumer}", {"expires_in": 60})
+    _expire(db, consumer)
+    r = api.put(f"/berth/leases/{consumer}", {"expires_in": 600})
+    assert r.status_code == 409, r.data
+    assert error_code(r) == error_codes.LEASE_EXPIRED
+    assert _held(api, consumer) == {} and _used(api, host) == {"VCPU": 0, "MEMORY_MB": 0}
+    assert api.get(f"/berth/leases/{consumer}").status_code == 404
+    # The consumer starts again: a new lease, before new allocations.
+    assert api.put(f"/berth/leases/{consumer}", {"expires_in": 600}).status_code == 200
+
+
+def test_a_lease_of_no_time_is_expired_at_once(api, host):
+    consumer = new_uuid()
+    api.allocate(consumer, {host: RESOURCES})
+    api.put(f"/berth/leases/{consumer}", {"expires_in": 0})
+    r = api.post(f"/berth/leases/{consumer}/confirm")
+    assert r.status_code == 409 and error_code(r) == error_codes.LEASE_EXPIRED
+    assert _held(api, consumer) == {}
+
+
 def test_a_lease_taken_before_the_allocations_covers_them(api, db, host):
     consumer = new_uuid()
     api.put(f"/berth/leases/{consumer}", {"expires_in": 0.2})
@@ -202,7 +256,7 @@ def _leased_consumers(api, db, provider, count, seconds):
 def test_reaping_releases_exactly_the_expired_leases(api, db, host):
     expired = _leased_consumers(api, db, host, 3, 0)
     running = _leased_consumers(api, db, host, 2, 3600)
-    confirmed = _leased_consumers(api, db, host, 1, 0)
+    confirmed = _leased_consumers(api, db, host, 1, 3600)
     db.write(lambda conn: ledger.confirm_lease(conn, confirmed[0]))
     assert db.write(lambda conn: ledger.reap_expired(conn, _later())) == expired
     assert _used(api, host)["VCPU"] == 3
@@ -369,3 +423,67 @@ def test_the_service_releases_unconfirmed_claims_also_across_a_restart(live_url)
         log = live.stop()
     assert "Traceback" not in log, log
     assert log.count("released the allocations of expired leases (1)") == 2, log
+
+
+@pytest.fixture(params=BACKENDS)
+def slow_reaper_url(request, tmp_path_factory, monkeypatch):
+    # A reaper that will not pass during the test: what expires is found expired by the request.
+    monkeypatch.setenv("BERTH_LEASE_CHECK_INTERVAL", "3600")
+    return make_database(request.param, tmp_path_factory, request)
+
+
+def _picked(client, seconds):
+    consumer = str(uuid.uuid4())
+    body = {
+        "query": {"resources": "VCPU:1"},
+        "consumer": {"uuid": consumer, "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        "lease_seconds": seconds,
+    }
+    client.call("POST", "/berth/pick", body)
+    return consumer
+
+
+def test_a_late_confirmation_or_extension_is_refused_before_the_reaper_passes(slow_reaper_url):
+    live = LiveServer(slow_reaper_url, workers=1)
+    try:
+        client = live.client()
+        provider = str(uuid.uuid4())
+        client.call("POST", "/resource_providers", {"name": "host", "uuid": provider})
+        client.call(
+            "PUT",
+            f"/resource_providers/{provider}/inventories",
+            {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+        )
+        confirmed, extended, kept = _picked(client, 1), _picked(client, 1), _picked(client, 600)
+        time.sleep(1.2)
+        for consumer, method, path, body in (
+            (confirmed, "POST", f"/berth/leases/{confirmed}/confirm", None),
+            (extended, "PUT", f"/berth/leases/{extended}", {"expires_in": 600}),
+        ):
+            r = client.request(method, path, body)
+            assert r.status_code == 409, r.content
+            assert r.json()["errors"][0]["code"] == error_codes.LEASE_EXPIRED
+            assert client.call("GET", f"/allocations/{consumer}")["allocations"] == {}
+        assert [lease["consumer_uuid"] for lease in client.call("GET", "/berth/leases")["leases"]] == [kept]
+        assert _usage(client, provider) == {"VCPU": 1}
+
+        # The conductor's calls: a late confirmation raises LeaseExpired (the build is undone), and
+        # a lease taken again before an alternate's claim starts anew.
+        calls = ServiceCalls(PlacementClient(live.url))
+        late = _picked(client, 1)
+        time.sleep(1.2)
+        with pytest.raises(LeaseExpired) as caught:
+            calls.confirm_lease(late)
+        assert caught.value.status == 409
+        again = _picked(client, 1)
+        time.sleep(1.2)
+        calls.take_lease(again, 600)
+        assert client.call("GET", f"/allocations/{again}")["allocations"] == {}
+        assert client.call("GET", f"/berth/leases/{again}")["expires_in"] > 500
+        calls.confirm_lease(kept)
+        assert _usage(client, provider) == {"VCPU": 1}
+        client.close()
+    finally:
+        log = live.stop()
+    assert "Traceback" not in log, log
+    assert "released the allocations of expired leases" not in log, log

@@ -4,6 +4,8 @@
     ├── PlacementError                  the service answered an error: ``status``, ``code``, ``detail``
     │   ├── GenerationConflict          409 ``placement.concurrent_update``: read again and retry
     │   ├── CapacityExceeded            409: the allocation does not fit the inventory
+    │   ├── LeaseExpired                409 ``berth.lease.expired`` (or 404 on a confirm): the claim
+    │   │                               lease had expired, and the service released the allocations
     │   └── PlacementUnavailable        no answer at all, or 503 after the retries
     └── ClaimError                      a claim operation was refused: ``status``, ``code``, ``reasons``
         ├── ClaimFailed                 the request does not fit this host                 409
@@ -54,6 +56,11 @@ class GenerationConflict(PlacementError):
 
 class CapacityExceeded(PlacementError):
     """The service refused an allocation: not enough room (or the inventory cannot take it)."""
+
+
+class LeaseExpired(PlacementError):
+    """A claim lease was confirmed or extended after it had expired: the service released the
+    consumer's allocations (and the lease) instead. Whatever was to be built on them must not be."""
 
 
 class PlacementUnavailable(PlacementError):

@@ -17,7 +17,13 @@ from urllib.parse import urlencode
 
 import requests
 
-from berth.clients.errors import CapacityExceeded, GenerationConflict, PlacementError, PlacementUnavailable
+from berth.clients.errors import (
+    CapacityExceeded,
+    GenerationConflict,
+    LeaseExpired,
+    PlacementError,
+    PlacementUnavailable,
+)
 from berth.domain import error_codes
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
@@ -124,6 +130,8 @@ class PlacementClient:
             cls = GenerationConflict
         elif status == 409 and "Unable to allocate inventory" in (detail or ""):
             cls = CapacityExceeded
+        elif status == 409 and code == error_codes.LEASE_EXPIRED:
+            cls = LeaseExpired
         elif status == 503:
             cls = PlacementUnavailable
         else:

@@ -3,20 +3,21 @@ allocations written, read or removed, and which host holds them. Every call can 
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 from urllib.parse import urlencode
 
-from berth.clients.errors import PlacementError
+from berth.clients.errors import LeaseExpired, PlacementError
 from berth.clients.placement import PlacementClient
 from berth.domain.host.allocations import Allocations
 from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.service import COMPUTE_NODE_TRAIT, INSTANCE_CONSUMER_TYPE, Service
 
+LOG = logging.getLogger(__name__)
+
 LEASES_PATH: Final = "/berth/leases"
 
-
-class LeaseExpired(PlacementError):
-    """The lease was gone when confirmed, and the allocations with it: the service released them."""
+__all__ = ["LeaseExpired", "ServiceCalls"]
 
 
 class ServiceCalls:
@@ -32,17 +33,29 @@ class ServiceCalls:
     # -- leases -----------------------------------------------------------------------------------
 
     def take_lease(self, consumer: str, seconds: int) -> None:
-        """Created, or moved to expire ``seconds`` from now."""
-        self.placement.request("PUT", f"{LEASES_PATH}/{consumer}", {"expires_in": seconds})
+        """Created, or moved to expire ``seconds`` from now. The conductor takes a lease only before
+        it writes the allocations the lease is to cover (a build's first claim, an alternate's): a
+        lease that expired meanwhile was released by the service with whatever it covered, which
+        that write replaces anyway, so a new lease is taken in its place."""
+        path = f"{LEASES_PATH}/{consumer}"
+        try:
+            self.placement.request("PUT", path, {"expires_in": seconds})
+        except LeaseExpired:
+            LOG.info("the lease of %s had expired and was released; taking a new one", consumer)
+            self.placement.request("PUT", path, {"expires_in": seconds})
 
     def confirm_lease(self, consumer: str) -> None:
         """The allocations stay for good. A lease confirmed already, whose allocations stand, is
-        fine; one that expired raises ``LeaseExpired``."""
+        fine; one that expired raises ``LeaseExpired``: the service refused the confirmation and
+        released the allocations (409), or had released them already (404)."""
+        path = f"{LEASES_PATH}/{consumer}/confirm"
         try:
-            self.placement.request("POST", f"{LEASES_PATH}/{consumer}/confirm")
+            self.placement.request("POST", path)
+        except LeaseExpired:
+            raise
         except PlacementError as e:
             if e.status == 404:
-                raise LeaseExpired(e.status, e.code, e.detail, "POST", f"{LEASES_PATH}/{consumer}/confirm") from None
+                raise LeaseExpired(e.status, e.code, e.detail, "POST", path) from None
             raise
 
     def release_lease(self, consumer: str) -> None:

@@ -39,3 +39,6 @@ QUERY_MISSING_VALUE: Final = "placement.query.missing_value"
 PICK_NO_VALID_HOST: Final = "berth.pick.no_valid_host"
 # A server group was named with another policy than the one it was created with.
 SERVER_GROUP_POLICY_CONFLICT: Final = "berth.server_group.policy_conflict"
+# A claim lease was confirmed or extended after it had expired: the service released the consumer's
+# allocations (and dropped the lease) instead, in the same transaction.
+LEASE_EXPIRED: Final = "berth.lease.expired"

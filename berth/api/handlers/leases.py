@@ -11,9 +11,10 @@ from berth.api.call import Call
 from berth.api.responses import Reply, empty_response, json_response
 from berth.api.schemas.leases import LEASE_PUT
 from berth.api.validation import is_uuid, normalize_uuid
-from berth.domain.errors import BadRequest, NotFound
+from berth.domain import error_codes
+from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.store.leases import ledger
-from berth.store.leases.ledger import Lease
+from berth.store.leases.ledger import Held, Lease
 from berth.store.placement import allocations
 from berth.store.util import latest, utcnow
 
@@ -55,31 +56,47 @@ def show_lease(call: Call, consumer_uuid: str) -> Reply:
     return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
 
 
+def _expired(consumer_uuid: str, what: str) -> Conflict:
+    return Conflict(
+        f"The lease of consumer {consumer_uuid} had expired when {what}: its allocations were "
+        "released and the lease dropped.",
+        code=error_codes.LEASE_EXPIRED,
+    )
+
+
 def set_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
     body = call.json_body(LEASE_PUT)
 
     def work(conn: Connection) -> Lease | None:
-        ledger.set_lease(conn, consumer_uuid, body["expires_in"])
+        if ledger.extend_lease(conn, consumer_uuid, body["expires_in"]) is Held.EXPIRED:
+            return None
         return ledger.get_lease(conn, consumer_uuid)
 
+    # The release of an expired lease is committed before the refusal is answered.
     lease = call.db.write(work)
-    assert lease is not None  # written by this very transaction
+    if lease is None:
+        raise _expired(consumer_uuid, "extended")
     return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
 
 
 def confirm_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
 
-    def work(conn: Connection) -> bool:
-        if ledger.confirm_lease(conn, consumer_uuid):
-            return True
+    def work(conn: Connection) -> Held | bool:
+        held = ledger.confirm_lease(conn, consumer_uuid)
+        if held is not Held.NONE:
+            return held
         # Confirmed before (or never leased), the allocations stand: confirming again changes
         # nothing.  Nothing held means the lease expired and was released, which the caller must
         # learn rather than build on resources it no longer holds.
         return bool(allocations.allocations_of_consumer(conn, consumer_uuid))
 
-    if not call.db.write(work):
+    # The release of an expired lease is committed before the refusal is answered.
+    outcome = call.db.write(work)
+    if outcome is Held.EXPIRED:
+        raise _expired(consumer_uuid, "confirmed")
+    if outcome is False:
         raise NotFound(
             f"No lease and no allocations for consumer {consumer_uuid}: the lease expired and its "
             "allocations were released, or there never was one."

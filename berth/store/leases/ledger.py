@@ -19,6 +19,7 @@ reaper waits for another.  On SQLite writers run one at a time, and the second f
 from __future__ import annotations
 
 import datetime
+import enum
 import math
 from dataclasses import dataclass
 from typing import Final
@@ -89,9 +90,52 @@ def _drop(conn: Connection, consumer_uuid: str) -> bool:
     return conn.execute(sa.delete(leases).where(leases.c.consumer_uuid == consumer_uuid)).rowcount == 1
 
 
-def confirm_lease(conn: Connection, consumer_uuid: str) -> bool:
-    """Drop the consumer's lease and keep its allocations for good; False when it had no lease."""
-    return _drop(conn, consumer_uuid)
+class Held(enum.Enum):
+    """What a consumer's lease was when a confirmation or an extension came."""
+
+    # No lease: never leased, confirmed already, or released (by a client or by the reaper).
+    NONE = "none"
+    # A lease that had not expired: the confirmation or the extension took effect.
+    LIVE = "live"
+    # A lease that had expired: it was released (allocations deleted, lease dropped) instead.
+    EXPIRED = "expired"
+
+
+def _expired_release(conn: Connection, consumer_uuid: str, now: datetime.datetime | None) -> Held:
+    """Lock the consumer's lease; when it has expired by ``now`` (the reaper's rule: ``expires_at
+    <= now``), release it as the reaper would, so that the answer does not depend on whether the
+    reaper has passed yet.
+
+    On PostgreSQL the row lock orders this against a reaper: one that holds the lease makes this
+    wait and then find it gone (NONE); one that comes later skips it."""
+    expires_at = conn.execute(
+        sa.select(leases.c.expires_at).where(leases.c.consumer_uuid == consumer_uuid).with_for_update()
+    ).scalar_one_or_none()
+    if expires_at is None:
+        return Held.NONE
+    if expires_at > (now or utcnow()):
+        return Held.LIVE
+    release_lease(conn, consumer_uuid)
+    return Held.EXPIRED
+
+
+def confirm_lease(conn: Connection, consumer_uuid: str, now: datetime.datetime | None = None) -> Held:
+    """Drop the consumer's lease and keep its allocations for good (LIVE). A lease that has expired
+    is released instead (EXPIRED): what the service has promised to free must not be kept by a
+    confirmation that came late. NONE: there was no lease."""
+    held = _expired_release(conn, consumer_uuid, now)
+    if held is Held.LIVE:
+        _drop(conn, consumer_uuid)
+    return held
+
+
+def extend_lease(conn: Connection, consumer_uuid: str, seconds: float, now: datetime.datetime | None = None) -> Held:
+    """``set_lease`` for a client: the lease created (NONE) or moved (LIVE), unless it has expired,
+    when it is released instead (EXPIRED) and no lease is left."""
+    held = _expired_release(conn, consumer_uuid, now)
+    if held is not Held.EXPIRED:
+        set_lease(conn, consumer_uuid, seconds)
+    return held
 
 
 def release_lease(conn: Connection, consumer_uuid: str) -> bool:
