@@ -217,3 +217,12 @@ class AgentClient:
         given = {"fail_next_spawns": fail_next_spawns, "spawn_failure_rate": spawn_failure_rate, "seed": seed}
         body = {k: v for k, v in given.items() if v is not None}
         return cast(JSON, self._call("POST", "/faults", body)["faults"])
+
+    def plant_guest(
+        self, instance_uuid: str, *, state: str | None = None, resources: dict[str, int] | None = None
+    ) -> JSON:
+        """A fault (fake driver): a guest on the host in no claim, as if started outside the tracker,
+        ``running`` unless ``state`` says ``stopped``; the guest planted."""
+        given = {"state": state, "resources": resources}
+        body = {k: v for k, v in given.items() if v is not None}
+        return cast(JSON, self._call("POST", f"/faults/guests/{instance_uuid}", body))

@@ -21,6 +21,8 @@ JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with
     POST   /guests/<u>/migrate                    {"destination_host"}: leave (source);
                                                   {"claim_id"}: arrive in the incoming claim (destination)
     POST   /faults                                spawn failures on request (fake driver)
+    POST   /faults/guests/<u>                     plant an orphan guest, in no claim: {"state", "resources"}
+                                                  (201; fake driver)
 
 Guest operations that are refused answer 409 (``guest.no_live_claim``, ``guest.conflict``); a spawn
 the hypervisor failed 500 ``guest.spawn_failed``; a driver without a guest side 501.
@@ -48,6 +50,7 @@ from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker import guests
 from berth.tracker.errors import GuestError, claim_error
+from berth.tracker.facts import RUNNING, STOPPED
 from berth.tracker.tracker import ResourceTracker
 
 if TYPE_CHECKING:
@@ -86,6 +89,7 @@ _URLS = Map(
         Rule("/guests/<instance_uuid>", endpoint="destroy_guest", methods=["DELETE"]),
         Rule("/guests/<instance_uuid>/migrate", endpoint="migrate_guest", methods=["POST"]),
         Rule("/faults", endpoint="faults", methods=["POST"]),
+        Rule("/faults/guests/<instance_uuid>", endpoint="plant_guest", methods=["POST"]),
     ]
 )
 
@@ -275,6 +279,26 @@ class AgentApp:
             return _json({"faults": guests.set_faults(self.tracker, self._body(request))})
         except ValueError as e:
             raise InvalidRequest(str(e)) from None
+
+    def on_plant_guest(self, request: Request, instance_uuid: str) -> Response:
+        body = self._body(request)
+        unknown = sorted(set(body) - {"state", "resources"})
+        if unknown:
+            raise InvalidRequest(f"unknown keys: {', '.join(unknown)} (known: state, resources)")
+        state = body.get("state", RUNNING)
+        if state not in (RUNNING, STOPPED):
+            raise InvalidRequest(f"state is {RUNNING} or {STOPPED}, not {state!r}")
+        resources = body.get("resources")
+        if resources is not None and not (
+            isinstance(resources, dict)
+            and all(
+                isinstance(amount, int) and not isinstance(amount, bool) and amount >= 0
+                for amount in resources.values()
+            )
+        ):
+            raise InvalidRequest("resources maps resource classes to whole numbers >= 0")
+        guest = guests.plant(self.tracker, instance_uuid, state=state, resources=resources)
+        return _json(guest.to_dict(), 201)
 
 
 class PeriodicTask:

@@ -12,6 +12,9 @@ started nor a claim released under a guest being spawned; the driver does the wo
 - ``accept_migration`` (destination): the claim must be this instance's ``incoming`` claim.
 - ``migrate_out`` (source): the instance must have an ``outgoing`` claim here; a guest already gone
   is not an error.
+- ``plant`` (a fault, fake driver only): a guest in no claim, as if started outside the tracker, for
+  the audit to find (``instance_without_claim``); refused when the instance has a guest or a claim
+  here, since then it would not be an orphan.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING, ClaimRecord
 from berth.tracker.errors import GuestConflict, NoLiveClaim
-from berth.tracker.facts import Guest
+from berth.tracker.facts import RUNNING, Guest
 
 if TYPE_CHECKING:
     from berth.tracker.tracker import ResourceTracker
@@ -73,6 +76,20 @@ def migrate_out(tracker: ResourceTracker, instance_uuid: str, destination_host: 
 def set_faults(tracker: ResourceTracker, settings: dict[str, Any]) -> dict[str, Any]:
     with tracker.lock:
         return tracker.driver.set_faults(settings)
+
+
+def plant(
+    tracker: ResourceTracker, instance_uuid: str, *, state: str = RUNNING, resources: dict[str, int] | None = None
+) -> Guest:
+    """An orphan guest on the host: running (or stopped) in no claim, using ``resources`` if given."""
+    with tracker.lock:
+        if instance_uuid in tracker.driver.guests():
+            raise GuestConflict(f"guest {instance_uuid} is on {tracker.host} already")
+        if tracker.store.for_instance(instance_uuid):
+            raise GuestConflict(
+                f"instance {instance_uuid} has a claim on {tracker.host}: a guest planted for it would not be an orphan"
+            )
+        return tracker.driver.plant_guest(Guest(instance_uuid, state, None, resources))
 
 
 def _live_claim(tracker: ResourceTracker, instance_uuid: str, claim_id: str, states: tuple[str, ...]) -> ClaimRecord:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import signal
 
 import pytest
+import requests
 from agenthelpers import Agent
 from trackerhelpers import SMALL, flavor, instance, new_uuid
 
-from berth.clients.errors import AgentError
-from berth.tracker import moves
-from berth.tracker.audit import CLAIM_WITHOUT_INSTANCE, INSTANCE_WITHOUT_CLAIM
+from berth.clients.errors import AgentError, InvalidRequest
+from berth.tracker import guests, moves
+from berth.tracker.audit import ALLOCATIONS_WITHOUT_CLAIM, CLAIM_WITHOUT_INSTANCE, INSTANCE_WITHOUT_CLAIM
+from berth.tracker.drivers.fake import FakeDriver
+from berth.tracker.facts import STOPPED, Guest
 
 # No grace: a claim without a guest is a finding at once; no periodic audit in the tests' way.
 AUDIT = {"audit": {"interval": 0, "orphan_grace_seconds": 0}}
@@ -63,6 +66,85 @@ def test_guests_and_claims_that_do_not_match_are_found_and_safely_healed(agent, 
 
     client.destroy_guest(deleted.uuid)
     assert client.audit(heal=False)["consistent"]
+
+
+def test_orphan_guests_planted_on_a_running_agent_are_reported_and_adopted_when_placement_holds_them(agent, placement):
+    client = agent.client
+    root = requests.get(agent.url + "/", timeout=5).json()["root_provider_uuid"]
+    # Started outside the tracker: one Placement knows nothing of, one whose claim was lost while
+    # Placement kept its allocations on this host.
+    unknown, lost = new_uuid(), new_uuid()
+    planted = client.plant_guest(unknown, resources={"VCPU": 1, "MEMORY_MB": 256})
+    assert planted == {
+        "uuid": unknown,
+        "state": "running",
+        "claim_id": None,
+        "resources": {"VCPU": 1, "MEMORY_MB": 256},
+    }
+    client.plant_guest(lost, state="stopped")
+    assert {g["uuid"]: g["state"] for g in client.guests()} == {unknown: "running", lost: "stopped"}
+    held = {root: {"VCPU": 1, "MEMORY_MB": 512}}
+    placement.write_consumers(
+        {
+            lost: {
+                "allocations": held,
+                "generation": None,
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_type": "INSTANCE",
+            }
+        }
+    )
+
+    report = client.audit(heal=False)
+    orphans = _findings(report, INSTANCE_WITHOUT_CLAIM)
+    assert set(orphans) == {unknown, lost}
+    assert "claim_id" not in orphans[unknown] and "spawned in claim" not in orphans[unknown]["detail"]
+    assert [f["consumer_uuid"] for f in report["findings"] if f["kind"] == ALLOCATIONS_WITHOUT_CLAIM] == [lost]
+    assert not report["consistent"]
+
+    healed = client.audit(heal=True)
+    orphans = _findings(healed, INSTANCE_WITHOUT_CLAIM)
+    assert orphans[lost]["healed"] == "adopted"
+    # Nothing to adopt for the unknown one, and the audit never destroys a guest.
+    assert "healed" not in orphans[unknown]
+    adopted = client.claims_for_instance(lost)
+    assert len(adopted) == 1 and adopted[0].allocations == held
+    assert placement.consumer(lost).allocations == held
+    assert {g["uuid"] for g in client.guests()} == {unknown, lost}
+    assert [(f["kind"], f["instance_uuid"]) for f in healed["residual"]] == [(INSTANCE_WITHOUT_CLAIM, unknown)]
+
+    # An orphan has no guest and no claim here already.
+    for taken in (unknown, lost):
+        with pytest.raises(AgentError) as refused:
+            client.plant_guest(taken)
+        assert refused.value.status == 409 and refused.value.code == "guest.conflict"
+    with pytest.raises(InvalidRequest):
+        client.plant_guest(new_uuid(), state="crashed")
+
+    # Planted guests are the driver's like any other: a restarted agent still reports them.
+    assert "Traceback" not in agent.stop()
+    agent.start()
+    assert set(_findings(agent.client.audit(heal=False), INSTANCE_WITHOUT_CLAIM)) == {unknown}
+    agent.client.destroy_guest(unknown)
+    assert agent.client.audit(heal=False)["consistent"]
+
+
+def test_guests_the_fake_driver_has_before_its_tracker_is_built_are_kept_and_reported(hosts):
+    first = hosts(topology=SMALL, **AUDIT)
+    in_file, held = new_uuid(), new_uuid()
+    guests.plant(first, in_file)  # written to the guests' file beside the claim store
+    first.close()
+    # The hypervisor already runs another guest when the next tracker opens the same store.
+    driver = FakeDriver(SMALL)
+    driver.plant_guest(Guest(held, STOPPED))
+    tracker = hosts(first.host, driver=driver, **AUDIT)
+    assert set(driver.guests()) == {in_file, held} and driver.guests()[held].state == STOPPED
+    report = tracker.audit(heal=False)
+    assert {f.instance_uuid for f in report.of_kind(INSTANCE_WITHOUT_CLAIM)} == {in_file, held}
+    # Both are in the file now: a tracker on a driver that knows nothing yet finds them again.
+    tracker.close()
+    assert set(hosts(first.host, driver=FakeDriver(SMALL), **AUDIT).driver.guests()) == {in_file, held}
 
 
 def test_a_move_in_flight_is_not_a_finding_on_either_side(placement_service, tmp_path, placement):

@@ -80,5 +80,10 @@ class Driver(abc.ABC):
         """Make spawns fail on request (``berth.tracker.drivers.faults``); answer the settings now in force."""
         raise self._unsupported("inject faults")
 
+    def plant_guest(self, guest: Guest) -> Guest:
+        """A fault: ``guest`` appears on the host as if started outside the tracker, in no claim (an
+        orphan, for the audit to find)."""
+        raise self._unsupported("plant guests")
+
     def _unsupported(self, what: str) -> GuestNotSupported:
         return GuestNotSupported(f"the {self.name} driver cannot {what}: it only discovers guests")

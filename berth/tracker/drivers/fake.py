@@ -12,10 +12,12 @@
       faults: {fail_next_spawns: 0, spawn_failure_rate: 0.0, seed: 7}   # berth.tracker.drivers.faults
 
 Guests appear with ``spawn`` (or ``accept_migration``) and disappear with ``destroy`` (or
-``migrate_out``); they start instantly and use what their claim holds. Once the tracker names its
-claim store (``keep_state_beside``) every change of the guests is written, flushed and renamed into
-``<store>.guests.json`` before it is answered, so a restarted agent knows the guests it ran. The
-topology can be replaced at any time with ``set_topology`` to model hardware changes.
+``migrate_out``); they start instantly and use what their claim holds. ``plant_guest`` (the agent's
+``POST /faults/guests/<uuid>``) puts a guest there in no claim, as if started outside the tracker:
+an orphan for the audit. Once the tracker names its claim store (``keep_state_beside``) every change
+of the guests is written, flushed and renamed into ``<store>.guests.json`` before it is answered, so
+a restarted agent knows the guests it ran; guests the driver held before that are kept with those
+of the file. The topology can be replaced at any time with ``set_topology`` to model hardware changes.
 """
 
 from __future__ import annotations
@@ -137,14 +139,18 @@ class FakeDriver(Driver):
     # -- the guests' file -----------------------------------------------------------------------
 
     def keep_state_beside(self, store_path: str) -> None:
-        """The guests live in ``<store>.guests.json``: an agent killed and restarted finds them again."""
+        """The guests live in ``<store>.guests.json``: an agent killed and restarted finds them again.
+
+        Guests the driver holds already (spawned or planted before the tracker was built) are kept
+        beside those of the file, and win over a guest of the same uuid there: they are the newer."""
         with self._lock:
             self._state_path = Path(store_path + ".guests.json")
+            saved: dict[str, Guest] = {}
             if self._state_path.exists():
                 document = orjson.loads(self._state_path.read_bytes())
-                self._guests = {g["uuid"]: Guest.from_dict(g) for g in document["guests"]}
-            else:
-                self._save()
+                saved = {g["uuid"]: Guest.from_dict(g) for g in document["guests"]}
+            self._guests = {**saved, **self._guests}
+            self._save()
 
     def _save(self) -> None:
         """Write the guests (under the lock): a new file, flushed, then renamed over the old one."""
@@ -194,6 +200,10 @@ class FakeDriver(Driver):
         with self._lock:
             self.faults.update(settings)
             return self.faults.to_dict()
+
+    def plant_guest(self, guest: Guest) -> Guest:
+        with self._lock:
+            return self._put(guest)
 
 
 def _guest_in(instance_uuid: str, claim: ClaimRecord | None) -> Guest:
