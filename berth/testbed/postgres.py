@@ -137,15 +137,30 @@ class PostgresServer:
 
         # A free port may be taken between picking and binding it (e.g. by a
         # parallel test worker), so retry with a fresh one a few times.
-        for _ in range(3):
-            self.port = free_port()
-            r = self._pg_ctl_start()
-            if r.returncode == 0:
-                break
-        else:
-            raise TestbedError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+        self._start_server(tries=3, pause=0.0, fresh_port=True)
         self._wait_accepting()
         self.create_database(DBNAME)
+
+    def _start_server(self, *, tries: int, pause: float, fresh_port: bool) -> None:
+        """``pg_ctl start`` until the server runs, at most ``tries`` times, ``pause`` seconds apart.
+
+        A failed ``pg_ctl start`` does not mean the server is down: its wait may have given up while
+        the server was still starting, or another start may have won. A try after that would only
+        fail on the server's lock file, so the server's state is read after each failure, and a
+        running server ends the tries (``_wait_accepting`` then waits for it to accept)."""
+        for attempt in range(1, tries + 1):
+            if fresh_port:
+                self.port = free_port()
+            r = self._pg_ctl_start()
+            if r.returncode == 0 or self._running():
+                return
+            if attempt < tries:
+                time.sleep(pause)
+        raise TestbedError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+
+    def _running(self) -> bool:
+        """Whether this data directory's server runs (``pg_ctl status``: 0 running, 3 not)."""
+        return self._run("pg_ctl", "-D", self.datadir, "status").returncode == 0
 
     def _pg_ctl_start(self) -> subprocess.CompletedProcess[str]:
         """Start the postmaster on ``self.port`` with the standard settings."""
@@ -190,13 +205,7 @@ class PostgresServer:
         if down_seconds > 0:
             time.sleep(down_seconds)
         # The port was ours a moment ago; something else may still grab it, so retry briefly.
-        for _ in range(10):
-            r = self._pg_ctl_start()
-            if r.returncode == 0:
-                break
-            time.sleep(0.5)
-        else:
-            raise TestbedError(f"pg_ctl start failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+        self._start_server(tries=10, pause=0.5, fresh_port=False)
         self._wait_accepting()
         return time.monotonic() - began
 
