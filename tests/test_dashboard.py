@@ -71,7 +71,7 @@ def test_totals_and_rankings_are_the_summarys_two_halves(api, cloud):
     summary = api.get("/berth/dashboard/summary").json_body
     totals = api.get("/berth/dashboard/totals").json_body
     rankings = api.get("/berth/dashboard/rankings").json_body
-    assert totals == {k: summary[k] for k in ("providers", "roots", "consumers", "resource_classes")}
+    assert totals == {k: summary[k] for k in ("providers", "roots", "consumers", "over_capacity", "resource_classes")}
     assert rankings == {k: summary[k] for k in ("fullest_providers", "biggest_consumers", "biggest_projects")}
     assert totals["resource_classes"] and rankings["biggest_consumers"]
 
@@ -166,3 +166,100 @@ def test_a_policy_file_opens_the_figures_to_readers(db, tmp_path):
     assert api.get("/resource_providers", token="t-reader").status_code == 403
     config = api.get("/dashboard/config.json", token="").json_body
     assert config["token_required"] and config["development_token"] is None
+
+
+@pytest.fixture
+def gpu_cloud(api):
+    """Hosts whose GPU child is full, one whose CPUs are full too, one idle, and one shrunk below its use."""
+    hosts = {}
+    for i in range(4):
+        host = api.create_provider(f"gpu-host-{i}", inventory={"VCPU": 10})
+        gpu = api.create_provider(f"gpu-host-{i}-pci0", parent=host, inventory={"VGPU": 2})
+        api.allocate(new_uuid(), {gpu: {"VGPU": 2}, host: {"VCPU": 1}})
+        hosts[f"gpu-host-{i}"] = (host, gpu)
+    hot = hosts["gpu-host-3"][0]
+    api.allocate(new_uuid(), {hot: {"VCPU": 9}})
+    for i in range(8):
+        api.create_provider(f"idle-{i}", inventory={"VCPU": 10})
+    shrunk = api.create_provider("shrunk-host", inventory={"VCPU": 8})
+    api.allocate(new_uuid(), {shrunk: {"VCPU": 8}})
+    api.set_inventory(shrunk, {"VCPU": 4})
+    return {"hosts": hosts, "hot": hot, "shrunk": shrunk}
+
+
+def test_fullest_ranks_hosts_each_once_with_their_fullest_child(api, gpu_cloud):
+    fullest = api.get("/berth/dashboard/rankings").json_body["fullest_providers"]
+    roots = {
+        p["uuid"]
+        for p in api.get("/resource_providers").json_body["resource_providers"]
+        if not p["parent_provider_uuid"]
+    }
+    assert all(entry["id"] in roots for entry in fullest)
+    assert len({entry["id"] for entry in fullest}) == len(fullest) == 10
+    # Over capacity first (8 of 4), then the host full on both GPU and CPU, then the GPU-only ones.
+    assert [entry["name"] for entry in fullest[:5]] == [
+        "shrunk-host",
+        "gpu-host-3",
+        "gpu-host-0",
+        "gpu-host-1",
+        "gpu-host-2",
+    ]
+    assert (fullest[0]["used"], fullest[0]["capacity"], fullest[0]["share"]) == (8, 4, 2.0)
+    assert fullest[0]["provider"] == {"id": gpu_cloud["shrunk"], "name": "shrunk-host"}
+    host, gpu = gpu_cloud["hosts"]["gpu-host-0"]
+    assert fullest[2]["id"] == host and fullest[2]["provider"] == {"id": gpu, "name": "gpu-host-0-pci0"}
+    assert (fullest[2]["resource_class"], fullest[2]["used"], fullest[2]["capacity"]) == ("VGPU", 2, 2)
+
+
+def test_totals_count_the_providers_over_capacity(api, gpu_cloud):
+    totals = api.get("/berth/dashboard/totals").json_body
+    assert totals["over_capacity"] == 1
+    assert api.get("/berth/dashboard/summary").json_body["over_capacity"] == 1
+    # Used back within capacity: counted no more.
+    api.set_inventory(gpu_cloud["shrunk"], {"VCPU": 8})
+    assert api.get("/berth/dashboard/totals").json_body["over_capacity"] == 0
+
+
+def test_provider_page_sorts_fullest_first_and_filters_by_fill(api, gpu_cloud):
+    by_usage = api.get("/berth/dashboard/providers?sort=usage&page_size=5").json_body
+    assert [t["name"] for t in by_usage["trees"]] == [
+        "shrunk-host",
+        "gpu-host-3",
+        "gpu-host-0",
+        "gpu-host-1",
+        "gpu-host-2",
+    ]
+    assert by_usage["matched"] == 13 and by_usage["sort"] == "usage"
+    second = api.get("/berth/dashboard/providers?sort=usage&page_size=5&page=2").json_body
+    assert all(t["name"].startswith("idle-") for t in second["trees"])
+    # Children stay within their host.
+    assert by_usage["trees"][2]["children"][0]["name"] == "gpu-host-0-pci0"
+    hot = api.get("/berth/dashboard/providers?above=90").json_body
+    assert [t["name"] for t in hot["trees"]] == ["gpu-host-0", "gpu-host-1", "gpu-host-2", "gpu-host-3", "shrunk-host"]
+    assert (hot["matched"], hot["above"]) == (5, 90)
+    over = api.get("/berth/dashboard/providers?above=100&sort=usage").json_body
+    assert [t["uuid"] for t in over["trees"]] == [gpu_cloud["shrunk"]] and over["matched"] == 1
+    searched = api.get("/berth/dashboard/providers?above=90&q=gpu-host-1").json_body
+    assert [t["name"] for t in searched["trees"]] == ["gpu-host-1"]
+
+
+@pytest.mark.parametrize("query", ["sort=fill", "above=-1", "above=x", "above=10000"])
+def test_bad_sorts_and_filters_are_400(api, query):
+    response = api.get(f"/berth/dashboard/providers?{query}")
+    assert response.status_code == 400
+    assert response.json_body["errors"][0]["status"] == 400
+
+
+def test_biggest_consumers_group_consumers_alike(api):
+    host = api.create_provider("host", inventory={"VCPU": 100, "MEMORY_MB": 100000})
+    alike = [new_uuid() for _ in range(12)]
+    for consumer in alike:
+        api.allocate(consumer, {host: {"VCPU": 4, "MEMORY_MB": 2048}}, project="tenant-a")
+    other = new_uuid()
+    api.allocate(other, {host: {"VCPU": 4, "MEMORY_MB": 2048}}, project="tenant-b")
+    small = new_uuid()
+    api.allocate(small, {host: {"VCPU": 1}}, project="tenant-a")
+    consumers = api.get("/berth/dashboard/rankings").json_body["biggest_consumers"]
+    rows = [(c["project_id"], c["resource_class"], c["used"], c["consumers"]) for c in consumers]
+    assert rows == [("tenant-a", "VCPU", 4, 12), ("tenant-b", "VCPU", 4, 1), ("tenant-a", "VCPU", 1, 1)]
+    assert consumers[0]["id"] == min(alike) and consumers[2]["id"] == small

@@ -12,6 +12,7 @@ import sys
 import pytest
 from apihelpers import new_uuid
 from livehelpers import LiveServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from berth.domain.capacity import capacity
 
@@ -204,3 +205,173 @@ def test_the_timing_script_times_the_first_paint_and_the_rankings(tmp_path):
         # The numbers are painted after the navigation started and before the wait around it ended.
         assert 0 < painted <= wall + 50 and ranked > 0, phase
     assert all(ms is not None and ms > 0 for ms in figures["endpoints"].values())
+
+
+@pytest.fixture(scope="module")
+def hot_cloud(tmp_path_factory):
+    """45 hosts (three pages of trees): a GPU child on every fifth, full; one host whose CPUs are full;
+    one shrunk to half what it had given; twelve consumers alike in one project. Its own server, as
+    the last test stops it to see the page go stale."""
+    server = LiveServer(f"sqlite:///{tmp_path_factory.mktemp('hot') / 'placement.sqlite'}", workers=2)
+    client = server.client()
+    host_inventory = {"VCPU": {"total": 16}, "MEMORY_MB": {"total": 65536}}
+    hosts = {}
+    for i in range(45):
+        name = f"node-{i:02d}"
+        host = _provider(client, name, host_inventory)
+        hosts[name] = host
+        if i % 5 == 0:
+            gpu = _provider(client, f"{name}-gpu0", {"VGPU": {"total": 2}}, parent=host)
+            _allocate(client, new_uuid(), {gpu: {"VGPU": 2}, host: {"VCPU": 2, "MEMORY_MB": 4096}})
+    _allocate(client, new_uuid(), {hosts["node-07"]: {"VCPU": 16, "MEMORY_MB": 40960}})
+    _allocate(client, new_uuid(), {hosts["node-21"]: {"VCPU": 8}})
+    client.call(
+        "PUT",
+        f"/resource_providers/{hosts['node-21']}/inventories",
+        {"resource_provider_generation": 2, "inventories": {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 65536}}},
+    )
+    for i in range(12):
+        _allocate(client, new_uuid(), {hosts[f"node-{30 + i}"]: {"VCPU": 1, "MEMORY_MB": 2048}})
+    yield server, client, hosts
+    client.close()
+    server.stop()
+
+
+def _open(browser, server, width, height=1000):
+    """A page of the dashboard at ``width`` px, live and with its rankings; with the answers it got
+    that refused it (401, 403) and its script errors."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.refused = []
+    page.errors = []
+    page.on("response", lambda r: page.refused.append(r.url) if r.status in (401, 403) else None)
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(f"{server.url}/dashboard")
+    page.wait_for_selector("body[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    page.wait_for_selector(".rankings[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    return page
+
+
+def _no_overflow(page):
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_every_figure_and_the_hot_hosts_first_at_1440_px(hot_cloud, browser, tmp_path):
+    server, client, hosts = hot_cloud
+    page = _open(browser, server, 1440)
+    assert _page_totals(page) == _api_totals(client, hosts.values()) | {"VGPU": {"capacity": 18, "used": 18}}
+    assert page.text_content("#count-roots") == "45"
+    assert page.text_content("#count-over") == "1 provider over capacity"
+    # Hot hosts first, one row each: over capacity, then the host whose CPUs are full, then the hosts
+    # whose GPU child is full, that child named within its host.
+    fullest = page.eval_on_selector_all(
+        "#fullest tbody tr", "rows => rows.map(r => [r.cells[0].textContent, r.dataset.level])"
+    )
+    assert fullest[0] == ["node-21", "over"] and fullest[1] == ["node-07", "full"]
+    assert fullest[2] == ["node-30› node-30-gpu0", "full"]
+    assert len({name for name, _ in fullest}) == len(fullest) == 10
+    # Over capacity is drawn apart from full.
+    over_bar = page.eval_on_selector(
+        "#fullest tbody tr:first-child .bar > span", "s => getComputedStyle(s).backgroundImage"
+    )
+    full_bar = page.eval_on_selector(
+        "#fullest tbody tr:nth-child(2) .bar > span", "s => getComputedStyle(s).backgroundImage"
+    )
+    assert over_bar != full_bar and "gradient" in over_bar
+    assert page.text_content("#fullest tbody tr:first-child .bar em") == "200% over"
+    # Consumers alike are one row with their count.
+    grouped = page.eval_on_selector_all("#consumers tbody tr", "rows => rows.map(r => Number(r.dataset.consumers))")
+    assert 12 in grouped and len(grouped) < 10
+    assert _no_overflow(page)
+    page.screenshot(path=tmp_path / "dashboard-1440.png", full_page=True)
+    assert page.errors == []
+
+
+def test_the_trees_fullest_first_and_over_capacity_only(hot_cloud, browser):
+    server, _, hosts = hot_cloud
+    page = _open(browser, server, 1440)
+    page.select_option("#sort", "usage")
+    page.wait_for_function(
+        f"document.querySelector('#provider-list > li').dataset.uuid === '{hosts['node-21']}'",
+        timeout=REFRESH_TIMEOUT_MS,
+    )
+    order = page.eval_on_selector_all("#provider-list > li", "items => items.map(i => i.dataset.name)")
+    assert order[:3] == ["node-21", "node-07", "node-30"]
+    page.select_option("#above", "100")
+    page.wait_for_function("document.querySelectorAll('#provider-list > li').length === 1", timeout=REFRESH_TIMEOUT_MS)
+    assert page.get_attribute("#provider-list > li", "data-uuid") == hosts["node-21"]
+    assert "over" in page.get_attribute("#provider-list > li .bar", "class")
+    assert page.errors == []
+
+
+def test_4xx_answers_and_conflicts_by_their_reason(hot_cloud, browser, tmp_path):
+    server, client, hosts = hot_cloud
+    if client.request("GET", "/metrics").status_code != 200:
+        pytest.skip("/metrics is not served")
+    page = _open(browser, server, 1440)
+    # Two samples of /metrics around a 404 and a write beyond capacity.
+    page.wait_for_selector("#metrics[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    client.request("GET", f"/resource_providers/{new_uuid()}")
+    _allocate(client, new_uuid(), {hosts["node-01"]: {"VCPU": 1000}}, expect=(409,))
+    page.wait_for_function(
+        "document.querySelector('[data-metric=client-errors] .value')?.textContent !== '0' &&"
+        " document.querySelector('[data-metric=conflicts]')?.textContent.includes('capacity exceeded')",
+        timeout=REFRESH_TIMEOUT_MS,
+    )
+    assert "undefined" not in page.text_content("[data-metric=conflicts]")
+    assert "404" in page.text_content("[data-metric=client-errors]")
+    page.screenshot(path=tmp_path / "dashboard-activity.png", full_page=True)
+
+
+def test_a_phone_sees_the_whole_page_and_reaches_next(hot_cloud, browser, tmp_path):
+    server, _, _ = hot_cloud
+    page = _open(browser, server, 390, 844)
+    assert _no_overflow(page), page.evaluate("document.documentElement.scrollWidth")
+    box = page.locator("#next").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    page.click("#next")
+    page.wait_for_function(
+        "document.querySelector('#page-info').textContent.startsWith('page 2 of 3')", timeout=REFRESH_TIMEOUT_MS
+    )
+    assert _no_overflow(page)
+    page.screenshot(path=tmp_path / "dashboard-390.png", full_page=True)
+    assert page.errors == []
+
+
+def _refused_unrouted(client):
+    """The 401 and 403 answers the service counted on paths no route serves (``/favicon.ico``);
+    the browser's own requests, such as the favicon's, are not reported to the page's listeners."""
+    samples = text_string_to_metric_families(client.request("GET", "/metrics").text)
+    return sum(
+        sample.value
+        for family in samples
+        for sample in family.samples
+        if sample.name == "berth_http_requests_total"
+        and sample.labels["route"] == "unmatched"
+        and sample.labels["status"] in ("401", "403")
+    )
+
+
+def test_no_request_of_the_page_is_refused(hot_cloud, browser):
+    server, client, _ = hot_cloud
+    if client.request("GET", "/metrics").status_code != 200:
+        pytest.skip("/metrics is not served")
+    before = _refused_unrouted(client)
+    page = _open(browser, server, 1440)
+    # A second refresh: the browser asked for its icon long before.
+    page.wait_for_function("Number(document.body.dataset.refreshes) >= 2", timeout=REFRESH_TIMEOUT_MS)
+    assert page.refused == []
+    # The favicon is the page's own asset, which needs no token.
+    assert _refused_unrouted(client) == before
+
+
+def test_the_figures_go_grey_with_their_time_when_the_service_goes(hot_cloud, browser, tmp_path):
+    # Last of the module: it stops the server.
+    server, _, _ = hot_cloud
+    page = _open(browser, server, 1440)
+    server.server.stop(grace=5.0)
+    page.wait_for_selector("body[data-stale=true]", timeout=REFRESH_TIMEOUT_MS)
+    assert "figures as of" in page.text_content("#status")
+    assert float(page.eval_on_selector("main", "m => getComputedStyle(m).opacity")) < 1
+    assert page.text_content("#count-roots") == "45"
+    page.screenshot(path=tmp_path / "dashboard-stale.png", full_page=True)

@@ -86,12 +86,14 @@ def test_allocation_conflicts_are_counted_by_code(api):
     assert api.put(f"/resource_providers/{other}", {"name": "renamed"}).status_code == 409
     after = scrape(api)
 
-    def moved(code):
-        return value(after, "berth_allocation_conflicts_total", code=code) - value(
-            before, "berth_allocation_conflicts_total", code=code
+    def moved(code, reason=""):
+        return value(after, "berth_allocation_conflicts_total", code=code, reason=reason) - value(
+            before, "berth_allocation_conflicts_total", code=code, reason=reason
         )
 
-    assert moved("placement.undefined_code") == 1
+    # Placement answers an over-capacity write with no code of its own; the reason tells it apart.
+    assert moved("placement.undefined_code", "capacity_exceeded") == 1
+    assert moved("placement.undefined_code") == 0
     assert moved("placement.concurrent_update") == 1
     assert moved("placement.duplicate_name") == 0
 

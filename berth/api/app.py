@@ -76,7 +76,7 @@ class PlacementApp:
         version = microversion.MIN
         version_known = False
         caller = None
-        error_code = None
+        error_code = error_reason = None
         try:
             if request.path not in self.public_paths:
                 caller = self.authenticate(request.headers)
@@ -87,7 +87,7 @@ class PlacementApp:
                 raise BerthError("content-type header required when content-length > 0", status=400)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:
-            error_code = error.code
+            error_code, error_reason = error.code, error.reason
             response = self._error(
                 error.status,
                 error.detail,
@@ -116,6 +116,7 @@ class PlacementApp:
             global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
             project=caller.project_id if caller is not None else None,
             error_code=error_code,
+            error_reason=error_reason,
         )
         return response(environ, start_response)
 

@@ -30,6 +30,18 @@ QUERY_BAD_VALUE: Final = "placement.query.bad_value"
 # A query lacks a parameter it needs.
 QUERY_MISSING_VALUE: Final = "placement.query.missing_value"
 
+# --- Reasons ------------------------------------------------------------------------------------
+# Finer than a code where Placement answers with none (``placement.undefined_code``): never in an
+# answer, which keeps Placement's code, but the label ``reason`` of the metric of allocation
+# conflicts, so that a dashboard can tell a full host from a stale generation.
+
+# The allocation would take an inventory beyond its capacity.
+REASON_CAPACITY_EXCEEDED: Final = "capacity_exceeded"
+# The provider has no inventory of a class the allocation names.
+REASON_NO_INVENTORY: Final = "no_inventory"
+# The amount breaks the inventory's min_unit, max_unit or step_size.
+REASON_UNIT_CONSTRAINTS: Final = "unit_constraints"
+
 # --- Berth's own codes --------------------------------------------------------------------------
 # For what Berth offers beyond the Placement API (``/berth/...``). Never ``placement.*``: those are
 # Placement's alone.

@@ -13,14 +13,24 @@ from berth.domain import error_codes
 class BerthError(Exception):
     status = 400
     code = error_codes.UNDEFINED
+    # Finer than ``code``, for the metrics only (``error_codes.REASON_*``); never in the answer.
+    reason: str | None = None
 
     def __init__(
-        self, detail: str, *, code: str | None = None, status: int | None = None, headers: dict[str, str] | None = None
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+        reason: str | None = None,
     ):
         super().__init__(detail)
         self.detail = detail
         if code is not None:
             self.code = code
+        if reason is not None:
+            self.reason = reason
         if status is not None:
             self.status = status
         self.headers = headers or {}

@@ -43,6 +43,8 @@ ENDPOINTS = (
     "/berth/dashboard/rankings",
     "/berth/dashboard/summary",
     "/berth/dashboard/providers",
+    "/berth/dashboard/providers?sort=usage",
+    "/berth/dashboard/providers?sort=usage&above=90",
 )
 
 # Set by the page itself: the moment (ms from the navigation's start) of the first frame painted

@@ -23,6 +23,9 @@ PROVIDERS_QUERY = {
         "page": {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"},
         "page_size": {"type": "string", "pattern": "^[1-9][0-9]{0,2}$"},
         "q": {"type": "string", "maxLength": 255},
+        "sort": {"type": "string", "enum": list(dashboard_providers.SORTS)},
+        # Only the trees whose fullest inventory is above this percentage (100: over capacity).
+        "above": {"type": "string", "pattern": "^(0|[1-9][0-9]{0,3})$"},
     },
     "additionalProperties": False,
 }
@@ -47,14 +50,15 @@ def _totals(figures: Summary) -> dict[str, Any]:
         "providers": figures.providers,
         "roots": figures.roots,
         "consumers": figures.consumers,
+        "over_capacity": figures.over_capacity,
         "resource_classes": [_class(t) for _, t in sorted(figures.classes.items())],
     }
 
 
 def _rankings(figures: Summary) -> dict[str, Any]:
     return {
-        "fullest_providers": [_ranked(r, "name") for r in figures.fullest_providers],
-        "biggest_consumers": [_ranked(r, "project_id") for r in figures.biggest_consumers],
+        "fullest_providers": [_host(r) for r in figures.fullest_providers],
+        "biggest_consumers": [{**_ranked(r, "project_id"), "consumers": r.owners} for r in figures.biggest_consumers],
         "biggest_projects": [_ranked(r, None) for r in figures.biggest_projects],
     }
 
@@ -64,13 +68,19 @@ def providers(call: Call) -> Reply:
     page = int(call.args.get("page", "1"))
     page_size = min(int(call.args.get("page_size", str(PAGE_SIZE))), MAX_PAGE_SIZE)
     search = call.args.get("q", "").strip() or None
-    found = call.db.read(lambda conn: dashboard_providers.provider_page(conn, page, page_size, search))
+    sort = call.args.get("sort", "name")
+    above = int(call.args["above"]) if "above" in call.args else None
+    found = call.db.read(
+        lambda conn: dashboard_providers.provider_page(conn, page, page_size, search, above=above, sort=sort)
+    )
     return json_response(
         call,
         {
             "page": page,
             "page_size": page_size,
             "q": search,
+            "sort": sort,
+            "above": above,
             "matched": found.matched,
             "pages": max(1, -(-found.matched // page_size)),
             "trees": [_node(n) for n in found.trees],
@@ -100,6 +110,15 @@ def _ranked(entry: Ranked, label_key: str | None) -> dict[str, Any]:
     if label_key is not None:
         body[label_key] = entry.label
     return body
+
+
+def _host(entry: Ranked) -> dict[str, Any]:
+    """A tree of the fullest: its root, and the member whose inventory ranks it there."""
+    return {
+        **_ranked(entry, "name"),
+        "provider": {"id": entry.member_ident, "name": entry.member_label},
+        "mean_share": round(entry.mean_share, 6),
+    }
 
 
 def _inventory(inventory: InventoryUse) -> dict[str, Any]:

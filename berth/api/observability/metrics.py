@@ -43,8 +43,9 @@ HTTP_REQUEST_DURATION: Final = Histogram(
 )
 ALLOCATION_CONFLICTS: Final = Counter(
     "berth_allocation_conflicts",
-    "Allocation writes and picks refused with 409, by error code.",
-    ["code"],
+    "Allocation writes and picks refused with 409, by error code and, where Placement's code is"
+    " undefined, by reason (capacity_exceeded, no_inventory, unit_constraints).",
+    ["code", "reason"],
     registry=REGISTRY,
 )
 DB_TRANSACTION_RETRIES: Final = Counter(

@@ -37,7 +37,7 @@ class RequestObserver:
         self.templates = {rule: route_template(rule) for rule in rules}
         self._requests: dict[tuple[str, str, int], Counter] = {}
         self._durations: dict[tuple[str, str], Histogram] = {}
-        self._conflicts: dict[str, Counter] = {}
+        self._conflicts: dict[tuple[str, str], Counter] = {}
 
     def observe(
         self,
@@ -50,12 +50,13 @@ class RequestObserver:
         global_request_id: str | None,
         project: str | None,
         error_code: str | None,
+        error_reason: str | None = None,
     ) -> None:
         route = self.templates.get(rule, UNMATCHED) if rule is not None else UNMATCHED
         if method not in _METHODS:
             method = "other"
         if self.metrics:
-            self._count(route, method, status, seconds, error_code)
+            self._count(route, method, status, seconds, error_code, error_reason)
         log_request(
             RequestLine(
                 request_id=request_id,
@@ -69,7 +70,9 @@ class RequestObserver:
             )
         )
 
-    def _count(self, route: str, method: str, status: int, seconds: float, error_code: str | None) -> None:
+    def _count(
+        self, route: str, method: str, status: int, seconds: float, error_code: str | None, error_reason: str | None
+    ) -> None:
         key = (route, method, status)
         requests = self._requests.get(key)
         if requests is None:
@@ -80,8 +83,8 @@ class RequestObserver:
             duration = self._durations[key[:2]] = HTTP_REQUEST_DURATION.labels(route, method)
         duration.observe(seconds)
         if status == 409 and route in ALLOCATION_WRITES and method != "GET":
-            code = error_code or "none"
-            conflicts = self._conflicts.get(code)
+            labels = (error_code or "none", error_reason or "")
+            conflicts = self._conflicts.get(labels)
             if conflicts is None:
-                conflicts = self._conflicts[code] = ALLOCATION_CONFLICTS.labels(code)
+                conflicts = self._conflicts[labels] = ALLOCATION_CONFLICTS.labels(*labels)
             conflicts.inc()

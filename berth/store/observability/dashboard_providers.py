@@ -1,5 +1,6 @@
-"""The dashboard's page of provider trees: the trees whose members match a search, a page at a time,
-each with its inventories and their use (one statement for the page, one for the count)."""
+"""The dashboard's page of provider trees: the trees whose members match a search, and are fuller
+than a given share, a page at a time, by name or fullest first, each with its inventories and their
+use (one statement for the page and the count)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.domain.capacity import capacity
+from berth.store.observability.tree_fill import tree_fills
 from berth.store.schema import inventories, resource_classes, resource_providers
 
 
@@ -35,6 +37,10 @@ class ProviderNode:
     children: list[ProviderNode] = field(default_factory=list)
 
 
+SORTS = ("name", "usage")
+"""How the trees may be ordered: by root name, or fullest first (``tree_fill``), then by name."""
+
+
 @dataclass
 class ProviderPage:
     matched: int
@@ -42,15 +48,29 @@ class ProviderPage:
     trees: list[ProviderNode]
 
 
+# PostgreSQL types an untyped NULL as text, which coalesce cannot match with a number.
+_NO_FILL = sa.cast(sa.null(), sa.Float())
+
+
 def _escaped(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _matching_roots(search: str | None) -> sa.Select[Any]:
+def _matching_roots(search: str | None, above: int | None, sort: str) -> sa.Select[Any]:
     """The roots of the trees to list: all, or those with a member whose name holds ``search`` or
-    whose uuid starts with it."""
+    whose uuid starts with it, and those whose fullest inventory is above ``above`` percent; with
+    their fill when the trees are sorted or filtered by it."""
     rp = resource_providers
-    roots = sa.select(rp.c.id, rp.c.name).where(rp.c.parent_provider_id.is_(None))
+    if above is None and sort == "name":
+        roots = sa.select(rp.c.id, rp.c.name, _NO_FILL.label("fill"), _NO_FILL.label("mean_fill"))
+    else:
+        fills = tree_fills()
+        roots = sa.select(rp.c.id, rp.c.name, fills.c.fill, fills.c.mean_fill).outerjoin(
+            fills, fills.c.root_id == rp.c.id
+        )
+        if above is not None:
+            roots = roots.where(fills.c.fill * 100 > above)
+    roots = roots.where(rp.c.parent_provider_id.is_(None))
     if search:
         member = rp.alias("member")
         pattern = _escaped(search)
@@ -66,15 +86,36 @@ def _matching_roots(search: str | None) -> sa.Select[Any]:
     return roots
 
 
-def provider_page(conn: Connection, page: int, page_size: int, search: str | None = None) -> ProviderPage:
-    """Page ``page`` (from 1) of the provider trees, by root name, each with every member's
-    inventories and usage, read in one statement."""
+def provider_page(
+    conn: Connection,
+    page: int,
+    page_size: int,
+    search: str | None = None,
+    *,
+    above: int | None = None,
+    sort: str = "name",
+) -> ProviderPage:
+    """Page ``page`` (from 1) of the provider trees, by root name or fullest first (``sort``), only
+    those fuller than ``above`` percent when it is given, each with every member's inventories and
+    usage, read in one statement."""
     rp, inv, rc = resource_providers, inventories, resource_classes
-    matching = _matching_roots(search).subquery("matching")
+    matching = _matching_roots(search, above, sort).subquery("matching")
     counted = sa.select(sa.func.count().label("matched")).select_from(matching).subquery("counted")
+    by_name = [matching.c.name, matching.c.id]
+    # Trees without inventory have no fill and come last.
+    by_usage = [
+        sa.func.coalesce(matching.c.fill, -1.0).desc(),
+        sa.func.coalesce(matching.c.mean_fill, -1.0).desc(),
+        *by_name,
+    ]
     page_roots = (
-        sa.select(matching.c.id, matching.c.name)
-        .order_by(matching.c.name, matching.c.id)
+        sa.select(
+            matching.c.id,
+            matching.c.name,
+            sa.func.coalesce(matching.c.fill, -1.0).label("fill"),
+            sa.func.coalesce(matching.c.mean_fill, -1.0).label("mean_fill"),
+        )
+        .order_by(*(by_usage if sort == "usage" else by_name))
         .limit(page_size)
         .offset((page - 1) * page_size)
         .subquery("page_roots")
@@ -84,6 +125,8 @@ def provider_page(conn: Connection, page: int, page_size: int, search: str | Non
         sa.select(
             page_roots.c.name.label("root_name"),
             page_roots.c.id.label("root_id"),
+            page_roots.c.fill.label("root_fill"),
+            page_roots.c.mean_fill.label("root_mean_fill"),
             rp.c.id.label("member_id"),
             rp.c.uuid,
             rp.c.name,
@@ -102,10 +145,13 @@ def provider_page(conn: Connection, page: int, page_size: int, search: str | Non
         .subquery("members")
     )
     # The count rides along with the page's rows, and alone when the page is past the end.
+    in_page_order: list[sa.ColumnElement[Any]] = [members.c.root_name, members.c.root_id]
+    if sort == "usage":
+        in_page_order = [members.c.root_fill.desc(), members.c.root_mean_fill.desc(), *in_page_order]
     statement = (
         sa.select(counted.c.matched, *[c for c in members.c])
         .select_from(counted.outerjoin(members, sa.true()))
-        .order_by(members.c.root_name, members.c.root_id, members.c.member_id, members.c.resource_class_id)
+        .order_by(*in_page_order, members.c.member_id, members.c.resource_class_id)
     )
     matched = 0
     nodes: dict[str, ProviderNode] = {}

@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 
 from berth.domain.capacity import capacity
 from berth.store.capacity_sql import allocatable
+from berth.store.observability import tree_fill
 from berth.store.schema import (
     allocations,
     consumers,
@@ -52,13 +53,23 @@ class ClassTotals:
 
 @dataclass
 class Ranked:
-    """One entry of a ranking: who, by which class it ranks there, and how much of it."""
+    """One entry of a ranking: who, by which class it ranks there, and how much of it.
+
+    A host (a tree, named by its root) ranks by its fullest inventory, which ``member_ident`` and
+    ``member_label`` name (the root itself or a child), and ``mean_share`` breaks ties. Consumers
+    alike (same project, class and amount) make one entry of ``owners`` consumers, ``ident`` the
+    first of them.
+    """
 
     ident: str
     label: str | None
     resource_class: str
     used: int
     capacity: int
+    member_ident: str | None = None
+    member_label: str | None = None
+    mean_share: float = 0.0
+    owners: int = 1
 
     @property
     def share(self) -> float:
@@ -71,6 +82,8 @@ class Summary:
     providers: int = 0
     roots: int = 0
     consumers: int = 0
+    over_capacity: int = 0
+    """Providers with an inventory of which more is used than it may allocate (shrunk below its use)."""
     fullest_providers: list[Ranked] = field(default_factory=list)
     biggest_consumers: list[Ranked] = field(default_factory=list)
     biggest_projects: list[Ranked] = field(default_factory=list)
@@ -90,11 +103,14 @@ def _section(kind: str, *, ident: Any = None, label: Any = None, **figures: Any)
         (label if label is not None else _typed_null(text)).label("label"),
     ]
     for name, type_ in (
+        ("member_ident", text),
+        ("member_label", text),
         ("resource_class", text),
         ("total", sa.BigInteger()),
         ("reserved", sa.BigInteger()),
         ("allocation_ratio", sa.Float()),
         ("used", sa.BigInteger()),
+        ("mean_share", sa.Float()),
         ("count", sa.BigInteger()),
     ):
         value = figures.get(name)
@@ -122,42 +138,48 @@ def _shapes() -> sa.Select[Any]:
     )
 
 
-def _fullest_providers() -> sa.Select[Any]:
-    inv, rc, rp = inventories, resource_classes, resource_providers
-    fill = inv.c.used / sa.func.nullif(_ROOM, 0)
+def _fullest_hosts() -> sa.Select[Any]:
+    """The fullest trees, one row each: the root, and the member and inventory that make it full.
+
+    A tree ranks by its fullest inventory on any member (``tree_fill``), so that a host shows once,
+    with its fullest child within it, rather than the children crowding the hosts out.
+    """
+    rc, rp = resource_classes, resource_providers
+    each = tree_fill.inventory_fills().subquery("inventory_fill")
     ranked = (
         sa.select(
-            inv.c.resource_provider_id,
-            inv.c.resource_class_id,
-            inv.c.total,
-            inv.c.reserved,
-            inv.c.allocation_ratio,
-            inv.c.used,
-            fill.label("fill"),
+            each,
+            sa.func.avg(each.c.fill).over(partition_by=each.c.root_id).label("mean_fill"),
             sa.func.row_number()
-            .over(partition_by=inv.c.resource_provider_id, order_by=(fill.desc(), inv.c.resource_class_id))
+            .over(
+                partition_by=each.c.root_id,
+                order_by=(each.c.fill.desc(), each.c.resource_class_id, each.c.resource_provider_id),
+            )
             .label("rank"),
         )
-        .where(_ROOM > 0)
-        .subquery("provider_fill")
-    )
+    ).subquery("tree_rank")
+    root, member = rp.alias("root"), rp.alias("member")
     top = (
         sa.select(
             *_section(
                 "provider",
-                ident=rp.c.uuid,
-                label=rp.c.name,
+                ident=root.c.uuid,
+                label=root.c.name,
+                member_ident=member.c.uuid,
+                member_label=member.c.name,
                 resource_class=rc.c.name,
                 total=ranked.c.total,
                 reserved=ranked.c.reserved,
                 allocation_ratio=ranked.c.allocation_ratio,
                 used=ranked.c.used,
+                mean_share=ranked.c.mean_fill,
             )
         )
-        .join_from(ranked, rp, rp.c.id == ranked.c.resource_provider_id)
+        .join_from(ranked, root, root.c.id == ranked.c.root_id)
+        .join(member, member.c.id == ranked.c.resource_provider_id)
         .join(rc, rc.c.id == ranked.c.resource_class_id)
         .where(ranked.c.rank == 1)
-        .order_by(ranked.c.fill.desc(), rp.c.name)
+        .order_by(ranked.c.fill.desc(), ranked.c.mean_fill.desc(), root.c.name)
         .limit(TOP)
         .subquery("fullest")
     )
@@ -200,14 +222,14 @@ def _biggest(kind: str, class_room: sa.CTE) -> sa.Select[Any]:
         .group_by(owner, allocations.c.resource_class_id, class_room.c.room)
         .subquery(f"{kind}_share")
     )
-    ranked = (
-        sa.select(per_class)
-        .where(per_class.c.rank == 1)
-        .order_by(per_class.c.share.desc(), per_class.c.owner)
-        .limit(TOP)
-        .subquery(f"ranked_{kind}")
-    )
     if by_project:
+        ranked = (
+            sa.select(per_class)
+            .where(per_class.c.rank == 1)
+            .order_by(per_class.c.share.desc(), per_class.c.owner)
+            .limit(TOP)
+            .subquery(f"ranked_{kind}")
+        )
         named = sa.select(
             *_section(
                 kind,
@@ -217,20 +239,36 @@ def _biggest(kind: str, class_room: sa.CTE) -> sa.Select[Any]:
             )
         ).join_from(ranked, projects, projects.c.id == ranked.c.owner)
     else:
-        # A consumer is named by its uuid and labelled with its project.
-        named = (
+        # Consumers alike (one flavor of one project) are one entry: a cloud has many of each, and
+        # ten rows of the same figures would rank nothing. An entry is named by its first consumer's
+        # uuid, labelled with its project, and counts its consumers.
+        leaders = sa.select(per_class).where(per_class.c.rank == 1).subquery(f"leading_{kind}")
+        owners = sa.func.count().label("owners")
+        ranked = (
             sa.select(
-                *_section(
-                    kind,
-                    ident=ranked.c.owner,
-                    label=projects.c.external_id,
-                    resource_class=resource_classes.c.name,
-                    used=ranked.c.owner_used,
-                )
+                sa.func.min(leaders.c.owner).label("owner"),
+                consumers.c.project_id,
+                leaders.c.resource_class_id,
+                leaders.c.owner_used,
+                leaders.c.share,
+                owners,
             )
-            .join_from(ranked, consumers, consumers.c.uuid == ranked.c.owner)
-            .join(projects, projects.c.id == consumers.c.project_id)
+            .join_from(leaders, consumers, consumers.c.uuid == leaders.c.owner)
+            .group_by(consumers.c.project_id, leaders.c.resource_class_id, leaders.c.owner_used, leaders.c.share)
+            .order_by(leaders.c.share.desc(), owners.desc(), sa.func.min(leaders.c.owner))
+            .limit(TOP)
+            .subquery(f"ranked_{kind}")
         )
+        named = sa.select(
+            *_section(
+                kind,
+                ident=ranked.c.owner,
+                label=projects.c.external_id,
+                resource_class=resource_classes.c.name,
+                used=ranked.c.owner_used,
+                count=ranked.c.owners,
+            )
+        ).join_from(ranked, projects, projects.c.id == ranked.c.project_id)
     return named.join(resource_classes, resource_classes.c.id == ranked.c.resource_class_id)
 
 
@@ -240,12 +278,15 @@ def _counts() -> list[sa.Select[Any]]:
         sa.select(*_section("providers", count=sa.func.count())).select_from(rp),
         sa.select(*_section("roots", count=sa.func.count())).where(rp.c.parent_provider_id.is_(None)),
         sa.select(*_section("consumers", count=sa.func.count())).select_from(consumers),
+        sa.select(
+            *_section("over_capacity", count=sa.func.count(sa.distinct(inventories.c.resource_provider_id)))
+        ).where(inventories.c.used > _ROOM),
     ]
 
 
 def _statements() -> dict[str, sa.CompoundSelect[Any]]:
     class_room = _class_room()
-    rankings = [_fullest_providers(), _biggest("consumer", class_room), _biggest("project", class_room)]
+    rankings = [_fullest_hosts(), _biggest("consumer", class_room), _biggest("project", class_room)]
     # The rankings carry the shapes too: an owner's share is of the cloud's capacity of its class.
     return {
         "totals": sa.union_all(_shapes(), *_counts()),
@@ -276,7 +317,18 @@ def _read(conn: Connection, statement: sa.CompoundSelect[Any]) -> Summary:
             totals.inventories += row["count"]
         elif kind == "provider":
             room = capacity(row["total"], row["reserved"], row["allocation_ratio"])
-            rankings[kind].append(Ranked(row["ident"], row["label"], row["resource_class"], row["used"], room))
+            rankings[kind].append(
+                Ranked(
+                    row["ident"],
+                    row["label"],
+                    row["resource_class"],
+                    row["used"],
+                    room,
+                    member_ident=row["member_ident"],
+                    member_label=row["member_label"],
+                    mean_share=row["mean_share"] or 0.0,
+                )
+            )
         elif kind in rankings:
             owned.append((rankings[kind], row))
         else:
@@ -285,11 +337,18 @@ def _read(conn: Connection, statement: sa.CompoundSelect[Any]) -> Summary:
     for ranking, row in owned:
         cloud = result.classes.get(row["resource_class"])
         ranking.append(
-            Ranked(row["ident"], row["label"], row["resource_class"], row["used"], cloud.capacity if cloud else 0)
+            Ranked(
+                row["ident"],
+                row["label"],
+                row["resource_class"],
+                row["used"],
+                cloud.capacity if cloud else 0,
+                owners=row["count"] or 1,
+            )
         )
-    result.fullest_providers.sort(key=lambda r: (-r.share, r.label or ""))
+    result.fullest_providers.sort(key=lambda r: (-r.share, -r.mean_share, r.label or ""))
     for ranking in (result.biggest_consumers, result.biggest_projects):
-        ranking.sort(key=lambda r: (-r.share, r.ident))
+        ranking.sort(key=lambda r: (-r.share, -r.owners, r.ident))
     return result
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, RowMapping
 
+from berth.domain import error_codes
 from berth.domain.capacity import fits_units, room_sql
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store.placement import consumers as consumer_store
@@ -223,21 +224,24 @@ class _Targets:
     def no_inventory(self, key: tuple[int, int]) -> Conflict:
         rc_name, provider_uuid = self._names(key)
         return Conflict(
-            f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider '{provider_uuid}' invalid."
+            f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider '{provider_uuid}' invalid.",
+            reason=error_codes.REASON_NO_INVENTORY,
         )
 
     def breaks_unit_constraints(self, key: tuple[int, int]) -> Conflict:
         rc_name, provider_uuid = self._names(key)
         return Conflict(
             f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
-            f"provider '{provider_uuid}'. The requested amount would violate inventory constraints."
+            f"provider '{provider_uuid}'. The requested amount would violate inventory constraints.",
+            reason=error_codes.REASON_UNIT_CONSTRAINTS,
         )
 
     def no_room(self, key: tuple[int, int]) -> Conflict:
         rc_name, provider_uuid = self._names(key)
         return Conflict(
             f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on "
-            f"resource provider '{provider_uuid}'. The requested amount would exceed the capacity."
+            f"resource provider '{provider_uuid}'. The requested amount would exceed the capacity.",
+            reason=error_codes.REASON_CAPACITY_EXCEEDED,
         )
 
     def _names(self, key: tuple[int, int]) -> tuple[str, str]:

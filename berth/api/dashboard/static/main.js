@@ -6,7 +6,7 @@ import { Refused, forgetToken, getJson, getMetricsText, storeToken, storedToken 
 import { MetricsWindow, parsePrometheus, sampleOf } from "./metrics.js";
 import { renderMetrics, renderProviders, renderRankings, renderTotals } from "./render.js";
 
-const view = { page: 1, search: "" };
+const view = { page: 1, search: "", sort: "name", above: "" };
 const metrics = new MetricsWindow();
 let config = null;
 let token = null;
@@ -14,6 +14,8 @@ let timer = null;
 // Each refresh is numbered; only the newest schedules the next, so a search typed during a poll
 // does not start a second polling loop.
 let latest = 0;
+// When the figures on screen were read; shown, and the figures greyed, while the service fails.
+let lastGood = null;
 
 function show(state, message) {
   document.body.dataset.state = state;
@@ -27,6 +29,8 @@ function show(state, message) {
 function providersPath() {
   const query = new URLSearchParams({ page: String(view.page), page_size: String(config.page_size) });
   if (view.search) query.set("q", view.search);
+  if (view.sort !== "name") query.set("sort", view.sort);
+  if (view.above !== "") query.set("above", view.above);
   return `berth/dashboard/providers?${query}`;
 }
 
@@ -67,14 +71,22 @@ async function refresh() {
   try {
     const [totals] = await Promise.all([getJson("berth/dashboard/totals", token), refreshProviders()]);
     renderTotals(totals);
-    show("live", `updated ${new Date().toLocaleTimeString()}`);
+    lastGood = new Date();
+    document.body.dataset.stale = "false";
+    show("live", `updated ${lastGood.toLocaleTimeString()}`);
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
     // The figures above come first; the rankings and the metrics may be slower, or absent.
     refreshRankings(run);
     refreshMetrics().catch(() => renderMetrics("unavailable", null));
   } catch (error) {
     if (error instanceof Refused) return refused(error);
-    show(document.body.dataset.state === "live" ? "live" : "error", `refresh failed: ${error.message}`);
+    if (document.body.dataset.state === "live") {
+      // The old figures stay, greyed, with the time they were read.
+      document.body.dataset.stale = "true";
+      show("live", `service unreachable: figures as of ${lastGood.toLocaleTimeString()} (${error.message})`);
+    } else {
+      show("error", `refresh failed: ${error.message}`);
+    }
   }
   if (run === latest) timer = setTimeout(refresh, config.refresh_seconds * 1000);
 }
@@ -126,6 +138,13 @@ function wire() {
       refresh();
     }, 250);
   });
+  for (const [id, key] of [["sort", "sort"], ["above", "above"]]) {
+    document.getElementById(id).addEventListener("change", (event) => {
+      view[key] = event.target.value;
+      view.page = 1;
+      refresh();
+    });
+  }
   document.getElementById("prev").addEventListener("click", () => {
     view.page = Math.max(1, view.page - 1);
     refresh();

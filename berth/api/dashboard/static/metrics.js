@@ -30,16 +30,20 @@ function isOwn(route) {
 
 // One poll's totals: requests, conflicts by code, and the latency histogram summed over API routes.
 export function sampleOf(series, at) {
-  const sample = { at, requests: 0, errors: 0, conflicts: {}, sum: 0, count: 0, buckets: new Map() };
+  const sample = { at, requests: 0, errors: 0, clientErrors: {}, conflicts: {}, sum: 0, count: 0, buckets: new Map() };
   for (const { name, labels, value } of series) {
     if (name === "berth_allocation_conflicts_total") {
-      sample.conflicts[labels.code || "unknown"] = (sample.conflicts[labels.code || "unknown"] || 0) + value;
+      // Placement gives a write that does not fit no code of its own: the reason names it.
+      const key = labels.reason || labels.code || "unknown";
+      sample.conflicts[key] = (sample.conflicts[key] || 0) + value;
       continue;
     }
     if (!name.startsWith("berth_http_request") || isOwn(labels.route)) continue;
     if (name === "berth_http_requests_total") {
       sample.requests += value;
-      if (Number(labels.status) >= 500) sample.errors += value;
+      const status = Number(labels.status);
+      if (status >= 500) sample.errors += value;
+      else if (status >= 400) sample.clientErrors[labels.status] = (sample.clientErrors[labels.status] || 0) + value;
     } else if (name === "berth_http_request_duration_seconds_sum") {
       sample.sum += value;
     } else if (name === "berth_http_request_duration_seconds_count") {
@@ -102,6 +106,11 @@ export class MetricsWindow {
       const delta = value - (first.conflicts[code] || 0);
       if (delta > 0) byCode[code] = delta;
     }
+    const byStatus = {};
+    for (const [status, value] of Object.entries(last.clientErrors)) {
+      const delta = value - (first.clientErrors[status] || 0);
+      if (delta > 0) byStatus[status] = delta;
+    }
     const timed = last.count - first.count;
     const perInterval = [];
     for (let i = 1; i < this.samples.length; i++) {
@@ -114,6 +123,8 @@ export class MetricsWindow {
       requests,
       requestRate: requests / seconds,
       errors: last.errors - first.errors,
+      clientErrors: Object.values(byStatus).reduce((a, b) => a + b, 0),
+      clientErrorsByStatus: byStatus,
       conflicts,
       conflictsPerMinute: (conflicts * 60) / seconds,
       conflictShare: requests > 0 ? conflicts / requests : 0,

@@ -18,13 +18,22 @@ export function formatNumber(value) {
   return number.format(value);
 }
 
+// Over capacity (more used than may be allocated: an inventory shrunk below its use) is drawn apart
+// from full, as it needs an operator where full does not.
+export function level(used, capacity) {
+  if (used > capacity) return "over";
+  const share = capacity > 0 ? used / capacity : 0;
+  return share >= 0.9 ? "full" : share >= 0.7 ? "warn" : "ok";
+}
+
 export function bar(used, capacity) {
   const share = capacity > 0 ? used / capacity : used > 0 ? 1 : 0;
-  const level = share >= 0.9 ? "full" : share >= 0.7 ? "warn" : "ok";
   const fill = el("span");
   fill.style.width = `${Math.min(share, 1) * 100}%`;
-  return el("div", { class: `bar ${level}`, title: `${number.format(used)} of ${number.format(capacity)}` },
-    fill, el("em", {}, percent.format(share)));
+  const over = used > capacity;
+  const title = `${number.format(used)} of ${number.format(capacity)}${over ? " (over capacity)" : ""}`;
+  return el("div", { class: `bar ${level(used, capacity)}`, title },
+    fill, el("em", {}, over ? `${percent.format(share)} over` : percent.format(share)));
 }
 
 function fillBody(table, rows) {
@@ -36,6 +45,10 @@ export function renderTotals(totals) {
   document.getElementById("count-roots").textContent = number.format(totals.roots);
   document.getElementById("count-providers").textContent = number.format(totals.providers);
   document.getElementById("count-consumers").textContent = number.format(totals.consumers);
+  const over = document.getElementById("count-over");
+  over.textContent = `${number.format(totals.over_capacity)} ${totals.over_capacity === 1 ? "provider" : "providers"} over capacity`;
+  over.dataset.count = String(totals.over_capacity);
+  over.classList.toggle("alarm", totals.over_capacity > 0);
   fillBody(document.getElementById("classes"), totals.resource_classes.map((c) =>
     el("tr", { "data-class": c.resource_class, "data-capacity": c.capacity, "data-used": c.used, "data-free": c.free },
       el("td", {}, c.resource_class),
@@ -48,15 +61,23 @@ export function renderTotals(totals) {
 // The rankings, which cost the service the most to read, so they come after the totals.
 export function renderRankings(rankings) {
   document.querySelector(".rankings").dataset.state = "live";
-  fillBody(document.getElementById("fullest"), rankings.fullest_providers.map((p) =>
-    el("tr", { "data-id": p.id },
-      el("td", { title: p.id }, p.name), el("td", {}, p.resource_class),
+  // One row per host; the child whose inventory ranks it there is named within it.
+  fillBody(document.getElementById("fullest"), rankings.fullest_providers.map((p) => {
+    const host = el("td", { title: p.id }, p.name);
+    if (p.provider.id !== p.id) host.append(el("div", { class: "member", title: p.provider.id }, `› ${p.provider.name}`));
+    return el("tr", { "data-id": p.id, "data-member": p.provider.id, "data-level": level(p.used, p.capacity) },
+      host, el("td", {}, p.resource_class),
       el("td", { class: "num" }, `${number.format(p.used)} / ${number.format(p.capacity)}`),
-      el("td", {}, bar(p.used, p.capacity)))));
+      el("td", {}, bar(p.used, p.capacity)));
+  }));
+  // Consumers alike (one project, one flavor) come as one row with their count, each row its own.
   fillBody(document.getElementById("consumers"), rankings.biggest_consumers.map((c) =>
-    el("tr", { "data-id": c.id },
-      el("td", { class: "uuid", title: c.id }, c.id.slice(0, 8)), el("td", {}, c.project_id ?? ""),
-      el("td", {}, c.resource_class), el("td", { class: "num" }, number.format(c.used)),
+    el("tr", { "data-id": c.id, "data-consumers": c.consumers },
+      el("td", { class: "uuid", title: c.id },
+        c.consumers > 1 ? `${c.id.slice(0, 8)} +${number.format(c.consumers - 1)}` : c.id.slice(0, 8)),
+      el("td", {}, c.project_id ?? ""), el("td", {}, c.resource_class),
+      el("td", { class: "num" }, c.consumers > 1 ? `${number.format(c.consumers)} × ${number.format(c.used)}` :
+        number.format(c.used)),
       el("td", {}, bar(c.used, c.capacity)))));
   fillBody(document.getElementById("projects"), rankings.biggest_projects.map((p) =>
     el("tr", { "data-id": p.id },
@@ -125,7 +146,9 @@ export function renderMetrics(state, figures) {
     panel.replaceChildren(el("p", { class: "note" }, "waiting for two samples…"));
     return;
   }
-  const codes = Object.entries(figures.conflictsByCode).map(([code, n]) => `${code}: ${n}`).join(", ");
+  const codes = Object.entries(figures.conflictsByCode).map(([code, n]) => `${code.replaceAll("_", " ")}: ${n}`)
+    .join(", ");
+  const statuses = Object.entries(figures.clientErrorsByStatus).map(([status, n]) => `${status}: ${n}`).join(", ");
   panel.replaceChildren(
     el("p", { class: "note" }, `over the last ${Math.round(figures.seconds)} s, the dashboard's own requests left out`),
     el("div", { class: "metric-grid" },
@@ -137,5 +160,7 @@ export function renderMetrics(state, figures) {
       tile("conflicts", "allocation conflicts / min", figures.conflictsPerMinute.toFixed(2),
         el("div", { class: "label" }, `${number.format(figures.conflicts)} (${percent.format(figures.conflictShare)}
           of requests)${codes ? " " + codes : ""}`)),
+      tile("client-errors", "4xx answers", number.format(figures.clientErrors),
+        el("div", { class: "label" }, statuses)),
       tile("errors", "5xx answers", number.format(figures.errors))));
 }
