@@ -8,14 +8,20 @@ import uuid
 import orjson
 from werkzeug.test import Client
 
+# What a service caller sends in the noauth2 development mode: a real cloud's service user (Nova's)
+# has the admin and service roles, and the service role is what reshaping needs under the defaults.
+SERVICE_HEADERS = {"X-Roles": "admin,service"}
+
 
 class Api:
-    """A client speaking to the WSGI app with Placement's conventions."""
+    """A client speaking to the WSGI app with Placement's conventions; ``headers`` go with every
+    request (e.g. ``SERVICE_HEADERS``)."""
 
-    def __init__(self, app, version="latest", token="admin"):
+    def __init__(self, app, version="latest", token="admin", headers=None):
         self.client = Client(app)
         self.version = version
         self.token = token
+        self.headers = dict(headers or {})
 
     def request(
         self,
@@ -29,7 +35,7 @@ class Api:
         raw=None,
         content_type="application/json",
     ):
-        all_headers = {}
+        all_headers = dict(self.headers)
         version = self.version if version is None else version
         if version:
             all_headers["OpenStack-API-Version"] = f"placement {version}"
@@ -130,3 +136,14 @@ def error_code(response):
 
 def error_detail(response):
     return response.json_body["errors"][0]["detail"]
+
+
+def reshape_new_provider(api, **kw):
+    """POST /reshaper giving a new provider (made by ``api``'s own caller) its inventory; the answer.
+    ``kw`` goes with the reshape alone (``token``, ``headers``)."""
+    provider = api.create_provider()
+    body = {
+        "inventories": {provider: {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}}},
+        "allocations": {},
+    }
+    return api.post("/reshaper", body, **kw)

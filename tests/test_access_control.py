@@ -3,11 +3,11 @@ refusal to expose the development mode beyond loopback."""
 
 import pytest
 import yaml
-from apihelpers import Api, error_detail, new_uuid
+from apihelpers import SERVICE_HEADERS, Api, error_code, error_detail, new_uuid, reshape_new_provider
 
 from berth.api.app import PlacementApp, Settings
 from berth.api.policy import OPERATIONS
-from berth.api.wsgi import create_app
+from berth.api.wsgi import create_app, settings_from_environment
 from berth.cli.main import main as berth_main
 
 TOKENS = {
@@ -53,9 +53,41 @@ def _call(api, op, token, headers=None):
     )
 
 
+def test_a_plain_admin_may_not_reshape_under_the_default_rules(db):
+    # As Placement under oslo.policy's default enforce_new_defaults: reshaping is the service's.
+    api = _api(db)
+    r = reshape_new_provider(api)
+    assert r.status_code == 403
+    assert error_code(r) == "placement.undefined_code"
+    assert error_detail(r).endswith("placement:reshaper:reshape  ")
+    # A service user, with or without the admin role beside it, may.
+    assert reshape_new_provider(api, headers=SERVICE_HEADERS).status_code == 204
+    assert reshape_new_provider(api, token="nova:service", headers={"X-Roles": "service"}).status_code == 204
+
+
+def test_the_legacy_rules_let_a_plain_admin_reshape(db):
+    assert reshape_new_provider(_api(db, enforce_new_defaults=False)).status_code == 204
+
+
+@pytest.mark.parametrize(("value", "status"), [(None, 403), ("false", 204), ("0", 204), ("true", 403)])
+def test_the_wsgi_entry_point_reads_the_rules_from_the_environment(db, monkeypatch, value, status):
+    if value is None:
+        monkeypatch.delenv("BERTH_ENFORCE_NEW_DEFAULTS", raising=False)
+    else:
+        monkeypatch.setenv("BERTH_ENFORCE_NEW_DEFAULTS", value)
+    api = Api(create_app(db.engine.url.render_as_string(hide_password=False)))
+    assert reshape_new_provider(api).status_code == status
+
+
+def test_the_wsgi_entry_point_refuses_a_flag_it_cannot_read(monkeypatch):
+    monkeypatch.setenv("BERTH_ENFORCE_NEW_DEFAULTS", "maybe")
+    with pytest.raises(ValueError, match=r"\$BERTH_ENFORCE_NEW_DEFAULTS: expected true or false"):
+        settings_from_environment()
+
+
 @pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
 def test_legacy_defaults_allow_only_admin_and_service(db, op):
-    api = _api(db)
+    api = _api(db, enforce_new_defaults=False)
     r = _call(api, op, "alice:tenant-b")
     assert r.status_code == 403 and error_detail(r).endswith(f"{op.name}  ")
     assert _call(api, op, "admin").status_code != 403

@@ -39,6 +39,20 @@ def test_placement_from_the_environment_unless_given(tmp_path):
     assert agent.load_config(parse(), {})[0].placement == "http://127.0.0.1:8778"
 
 
+def test_the_placement_roles_are_a_service_users_unless_given():
+    assert agent.load_config(parse(), {})[0].placement_roles == ("admin", "service")
+    environ = {"BERTH_PLACEMENT_ROLES": "service"}
+    assert agent.load_config(parse(), environ)[0].placement_roles == ("service",)
+    assert agent.load_config(parse("--placement-roles", "admin,service,reader"), environ)[0].placement_roles == (
+        "admin",
+        "service",
+        "reader",
+    )
+    # An empty list on the command line: no X-Roles, the token's roles alone.
+    settings = agent.load_config(parse("--placement-roles", ""), environ)[0]
+    assert settings.placement_roles == () and "X-Roles" not in agent.placement_client(settings).headers
+
+
 def test_zero_audit_interval_is_a_value_in_every_layer(tmp_path):
     assert agent.load_config(parse("--config", write(tmp_path, "audit: {interval: 0}\n")), {})[1].audit.interval == 0
     config = write(tmp_path, "audit: {interval: 5, heal: true}\n")

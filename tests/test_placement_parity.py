@@ -4,7 +4,7 @@ own tests against Berth: generations after a write, and the texts clients match 
 from __future__ import annotations
 
 import pytest
-from apihelpers import error_code, error_detail, new_uuid
+from apihelpers import SERVICE_HEADERS, error_code, error_detail, new_uuid
 from werkzeug.test import Client
 
 _AGGREGATE = "0b9e2a4c-1f6d-4c1e-9a57-3d2f8e7b6a51"
@@ -482,6 +482,7 @@ def test_a_reshape_that_empties_the_root_moves_its_generation_once(api):
                 },
             },
         },
+        headers=SERVICE_HEADERS,
     )
     assert r.status_code == 204, r.data
     # Placement: the root only loses its inventory at the end; the child gets the interim and the

@@ -1,6 +1,13 @@
 """POST /reshaper: inventory and allocations move inside a tree in one transaction."""
 
-from apihelpers import error_code, new_uuid
+import pytest
+from apihelpers import SERVICE_HEADERS, Api, error_code, new_uuid
+
+
+@pytest.fixture
+def api(app):
+    # Reshaping is a service's (nova-compute's) request: under the default rules it needs the service role.
+    return Api(app, headers=SERVICE_HEADERS)
 
 
 def _gen(api, u):

@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from apihelpers import Api, reshape_new_provider
 
 from berth.api import server
+from berth.api.app import PlacementApp
 from berth.cli import main, settings
 from berth.cli.serve import ServeSettings
 
@@ -200,6 +202,41 @@ def test_noauth2_beyond_loopback_is_still_refused_unless_forced(refused, started
     assert "refusing to serve the noauth2 development mode on 0.0.0.0" in refused("--bind", "0.0.0.0:8778")
     forced = config_file(tmp_path, "force_insecure: true\n")
     assert started("--bind", "0.0.0.0:8778", "--config", forced)["bind"] == "0.0.0.0:8778"
+
+
+# ---- the policy's defaults: Placement's secure RBAC, the legacy rules one setting away ------------
+
+
+def _plain_admin_reshapes(db, applied) -> int:
+    return reshape_new_provider(Api(PlacementApp(db, applied))).status_code
+
+
+def test_the_new_defaults_are_enforced_by_default(served, db):
+    applied = served()
+    assert applied.enforce_new_defaults is True
+    assert _plain_admin_reshapes(db, applied) == 403
+
+
+@pytest.mark.parametrize("where", ["flag", "file", "environment"])
+def test_the_legacy_rules_are_one_setting_away(served, monkeypatch, tmp_path, db, where):
+    if where == "flag":
+        applied = served("--no-enforce-new-defaults")
+    elif where == "file":
+        applied = served("--config", config_file(tmp_path, "enforce_new_defaults: false\n"))
+    else:
+        monkeypatch.setenv("BERTH_ENFORCE_NEW_DEFAULTS", "false")
+        applied = served()
+    assert applied.enforce_new_defaults is False
+    assert _plain_admin_reshapes(db, applied) == 204
+
+
+def test_the_command_line_turns_the_new_defaults_on_or_off_over_the_file_and_the_environment(
+    served, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("BERTH_ENFORCE_NEW_DEFAULTS", "true")
+    assert served("--no-enforce-new-defaults").enforce_new_defaults is False
+    legacy = config_file(tmp_path, "enforce_new_defaults: false\n")
+    assert served("--config", legacy, "--enforce-new-defaults").enforce_new_defaults is True
 
 
 # ---- one definition for the options, the file, the environment and the README -----------------

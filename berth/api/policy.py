@@ -2,9 +2,10 @@
 
 The defaults are Placement's:
 
-- secure RBAC (``--enforce-new-defaults``): the admin and service roles may do everything but
-  reshape, which is the service's alone; a reader of a project may read that project's usages;
-- legacy (the default): the same, and the admin role may also reshape.
+- secure RBAC (the default, as oslo.policy's ``[oslo_policy] enforce_new_defaults`` under which
+  Placement runs): the admin and service roles may do everything but reshape, which is the
+  service's alone; a reader of a project may read that project's usages;
+- legacy (``--no-enforce-new-defaults``): the same, and the admin role may also reshape.
 
 Every rule is project-scoped, so a system-scoped token is refused whatever its roles, as oslo.policy
 does for Placement.  A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by
@@ -105,7 +106,7 @@ def default_rule(operation: Operation, enforce_new_defaults: bool) -> str:
 
 
 class PolicyEnforcer:
-    def __init__(self, policy_file: str | None = None, enforce_new_defaults: bool = False):
+    def __init__(self, policy_file: str | None = None, enforce_new_defaults: bool = True):
         conf = cfg.ConfigOpts()
         conf([], project="berth", default_config_files=[], default_config_dirs=[])
         self.enforcer = oslo_policy.Enforcer(conf, policy_file=policy_file, use_conf=False)

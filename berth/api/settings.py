@@ -21,9 +21,10 @@ class Settings:
     # noauth2, tokens or keystone; see berth.api.auth.
     auth_strategy: str = "noauth2"
     tokens_file: str | None = None
-    # oslo.policy rules overriding the defaults, and which defaults: legacy or secure RBAC.
+    # oslo.policy rules overriding the defaults, and which defaults: secure RBAC (Placement's default,
+    # oslo.policy's [oslo_policy] enforce_new_defaults) or, with False, the legacy ones.
     policy_file: str | None = None
-    enforce_new_defaults: bool = False
+    enforce_new_defaults: bool = True
     # Providers whose candidate data each worker keeps between requests (0: none).
     provider_cache_size: int = DEFAULT_CACHE_CAPACITY
     cors_allowed_origins: tuple[str, ...] = ()

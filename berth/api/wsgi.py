@@ -22,8 +22,18 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    """The variable as a flag, as ``berth serve`` reads it: unset or empty gives the default."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in _TRUE + _FALSE:
+        raise ValueError(f"${name}: expected true or false (also {'/'.join(_TRUE)} or {'/'.join(_FALSE)}), got {raw!r}")
+    return raw in _TRUE
 
 
 def _list(name: str) -> tuple[str, ...]:
@@ -38,7 +48,7 @@ def settings_from_environment() -> Settings:
         auth_strategy=os.environ.get("BERTH_AUTH_STRATEGY", Settings.auth_strategy),
         tokens_file=os.environ.get("BERTH_TOKENS_FILE") or None,
         policy_file=os.environ.get("BERTH_POLICY_FILE") or None,
-        enforce_new_defaults=_flag("BERTH_ENFORCE_NEW_DEFAULTS"),
+        enforce_new_defaults=_flag("BERTH_ENFORCE_NEW_DEFAULTS", Settings.enforce_new_defaults),
         cors_allowed_origins=_list("BERTH_CORS_ALLOWED_ORIGIN"),
         cors_allow_headers=_list("BERTH_CORS_ALLOW_HEADERS"),
         metrics=os.environ.get("BERTH_METRICS") or Settings.metrics,

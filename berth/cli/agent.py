@@ -24,10 +24,10 @@ import click
 
 from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.settings import click_options, command_line_layer, resolve, setting
+from berth.clients.placement import SERVICE_ROLES, PlacementClient
 
 # The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
 if TYPE_CHECKING:
-    from berth.clients.placement import PlacementClient
     from berth.tracker.config import TrackerConfig
 
 LOG = logging.getLogger("berth.agent")
@@ -47,6 +47,14 @@ class AgentSettings:
     )
     placement_token: str = setting(
         "admin", help="X-Auth-Token for Placement", env="BERTH_PLACEMENT_TOKEN", metavar="TOKEN"
+    )
+    placement_roles: tuple[str, ...] = setting(
+        SERVICE_ROLES,
+        help="roles to say in X-Roles, as a service user's (only the noauth2 development mode reads them: "
+        "a real token carries its own); empty for none",
+        env="BERTH_PLACEMENT_ROLES",
+        default_text=",".join(SERVICE_ROLES),
+        metavar="ROLE,...",
     )
     driver: str = setting(
         "linux",
@@ -126,6 +134,11 @@ def _dig(config: TrackerConfig, keys: tuple[str, ...]) -> object:
     return value
 
 
+def placement_client(settings: AgentSettings) -> PlacementClient:
+    """The agent's client of Placement: a service's, with the roles the settings say."""
+    return PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
+
+
 def _wait_for_placement(client: PlacementClient, seconds: float = 30.0) -> None:
     from berth.clients.errors import PlacementError
 
@@ -169,7 +182,6 @@ def agent_command(**params: Any) -> int:
 
 def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
-    from berth.clients.placement import PlacementClient
     from berth.tracker.agent_api import serve_agent
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
@@ -191,7 +203,7 @@ def run(params: Mapping[str, Any]) -> int:
             file=sys.stderr,
         )
         return 2
-    client = PlacementClient(settings.placement, settings.placement_token)
+    client = placement_client(settings)
     try:
         _wait_for_placement(client)
     except PlacementError as e:
@@ -201,7 +213,7 @@ def run(params: Mapping[str, Any]) -> int:
     lock = _lock_state(store_path)
 
     def build_tracker() -> ResourceTracker:
-        placement = PlacementClient(settings.placement, settings.placement_token)
+        placement = placement_client(settings)
         return ResourceTracker(settings.host, driver, placement, config)
 
     try:

@@ -44,7 +44,7 @@ def _agent_urls(value: str) -> list[str]:
 def audit_command(
     placement_url: str, token: str, agent_urls: str, agent_token: str | None, heal: bool, output: str
 ) -> None:
-    placement = PlacementClient(placement_url, token)
+    placement = PlacementClient(placement_url, token, roles=())  # an operator's: the token's roles alone
     agents = [AgentClient(url, token=agent_token) for url in _agent_urls(agent_urls)]
     try:
         report = audit_cloud(placement, agents, heal=heal)

@@ -66,8 +66,9 @@ class ServeSettings:
         metavar="FILE",
     )
     enforce_new_defaults: bool = setting(
-        False,
-        help="use the secure RBAC defaults instead of the legacy admin-only ones",
+        Settings.enforce_new_defaults,
+        help="the secure RBAC defaults, as Placement's (reshaping needs the service role); "
+        "--no-enforce-new-defaults for the legacy ones, under which the admin role may do everything",
         env="BERTH_ENFORCE_NEW_DEFAULTS",
     )
     cors_allowed_origin: tuple[str, ...] = setting(

@@ -78,6 +78,14 @@ class Declared:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def negative_flag(self) -> str | None:
+        """``--no-<name>`` for a flag that is on by default, so that the command line can turn it off
+        (and win over a file or the environment that turns it on)."""
+        if self.kind is bool and self.default is True:
+            return "--no-" + self.name.replace("_", "-")
+        return None
+
 
 def declared(cls: type) -> list[Declared]:
     hints = typing.get_type_hints(cls)
@@ -126,6 +134,8 @@ def _option(item: Declared) -> Callable[[CommandT], CommandT]:
     also = f"; also ${spec.env}" if spec.env else ""
     help_text = f"{spec.help} (default: {default_text(item)}{also})"
     if item.kind is bool:
+        if item.negative_flag:
+            return click.option(f"{item.flag}/{item.negative_flag}", item.name, default=None, help=help_text)
         return click.option(item.flag, item.name, is_flag=True, default=None, help=help_text)
     return click.option(
         item.flag,
@@ -294,7 +304,8 @@ def reference_table(cls: type, *, file_option: str = "--config") -> str:
     ]
     for item in declared(cls):
         env = f"`{item.spec.env}`" if item.spec.env else "none"
-        lines.append(f"| `{item.flag}` | `{item.name}` | {env} | {default_text(item)} |")
+        option = f"`{item.flag}`" + (f", `{item.negative_flag}`" if item.negative_flag else "")
+        lines.append(f"| {option} | `{item.name}` | {env} | {default_text(item)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,6 +4,14 @@ Every request speaks microversion 1.39.  Writes guarded by a provider or consume
 with 409 ``placement.concurrent_update`` when someone else wrote first; the helpers here re-read and
 retry such writes (``retry_on_conflict``), while a 409 for lack of capacity is final and surfaces as
 ``CapacityExceeded``.  Transport errors and 503s are retried a few times with a short back-off.
+
+The client speaks as a service (an agent, the scheduler, a conductor): by default it says the roles a
+real cloud gives a service user, Nova's for one, ``admin`` and ``service`` (``SERVICE_ROLES``), so
+that it may do what Placement's default rules keep for the service, such as reshaping.  It says them
+in ``X-Roles``, which only the noauth2 development mode reads: under a real token (Berth's tokens
+file, Keystone) the token's own roles count and the header is not read (keystonemiddleware removes
+it).  A person's tools (the ``berth`` client commands, ``berth audit``, reading a Placement to move
+it) send ``roles=()``: their token's roles alone.
 """
 
 from __future__ import annotations
@@ -28,12 +36,14 @@ from berth.domain import error_codes
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
 
-__all__ = ["ConsumerState", "PlacementClient", "retry_on_conflict"]
+__all__ = ["SERVICE_ROLES", "ConsumerState", "PlacementClient", "retry_on_conflict"]
 
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = "1.39"
 LEASES_PATH = "/berth/leases"  # Berth's extension: claim leases
+# A real cloud's service user's roles (Nova's: admin and service); see the module's docstring.
+SERVICE_ROLES: tuple[str, ...] = ("admin", "service")
 _Result = TypeVar("_Result")
 JSON = dict[str, Any]
 
@@ -76,6 +86,7 @@ class PlacementClient:
         timeout: float = 30.0,
         attempts: int = 4,
         session: requests.Session | None = None,
+        roles: Collection[str] = SERVICE_ROLES,
     ):
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -86,6 +97,8 @@ class PlacementClient:
             "OpenStack-API-Version": f"placement {MICROVERSION}",
             "Accept": "application/json",
         }
+        if roles:
+            self.headers["X-Roles"] = ",".join(roles)
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
 

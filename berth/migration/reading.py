@@ -44,7 +44,7 @@ def read_placement(
     the admin role. Raises ``TooOld`` below 1.28 and ``SourceChanged`` when the books do not add up.
     """
     report = progress or no_progress
-    client = PlacementClient(url, token or "", session=session, timeout=timeout)
+    client = PlacementClient(url, token or "", session=session, timeout=timeout, roles=())
     if token is None:
         del client.headers["X-Auth-Token"]
     version = negotiate(client, microversion)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import orjson
 import requests
 
+from berth.clients.placement import SERVICE_ROLES
 from berth.testbed.errors import ApiError, TestbedError
 
 try:
@@ -36,6 +37,9 @@ except ImportError:  # the optional dependencies "bench" are not installed: requ
     pycurl = None
 
 TOKEN = "admin"  # the noauth2 development mode's admin
+# The tools drive the service as its services do (the scheduler, the conductors, the agents): with a
+# service user's roles, said in X-Roles for the noauth2 development mode (berth.clients.placement).
+ROLES = SERVICE_ROLES
 VERSION = "1.39"
 CURL_EXTRA = "bench"
 
@@ -207,7 +211,8 @@ def _refused_before_sending(error: BaseException) -> bool:
 
 
 class Client:
-    """Requests to one server with one token and microversion; one connection per calling thread."""
+    """Requests to one server with one token, roles (``X-Roles``; ``()`` for none) and microversion;
+    one connection per calling thread."""
 
     def __init__(
         self,
@@ -215,6 +220,7 @@ class Client:
         *,
         timeout: float = 60.0,
         token: str = TOKEN,
+        roles: Iterable[str] = ROLES,
         version: str = VERSION,
         at_most_once: bool = False,
     ):
@@ -227,6 +233,9 @@ class Client:
             "OpenStack-API-Version": f"placement {version}",
             "Accept": "application/json",
         }
+        roles = tuple(roles)
+        if roles:
+            self.headers["X-Roles"] = ",".join(roles)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: list[_Connection] = []

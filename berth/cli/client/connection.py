@@ -103,7 +103,8 @@ def connect(url: str | None, token: str | None, environ: Mapping[str, str]) -> P
         if session is not None:
             token, url = _from_keystone(session, url, environ)
     # One attempt: a person at a terminal wants the error now, not after the retries of a daemon.
-    return PlacementClient(url or DEFAULT_URL, token or DEFAULT_TOKEN, attempts=1, timeout=60.0)
+    # An operator, not a service: the token's roles alone (noauth2's admin: the admin role).
+    return PlacementClient(url or DEFAULT_URL, token or DEFAULT_TOKEN, attempts=1, timeout=60.0, roles=())
 
 
 def _keystone_session(environ: Mapping[str, str]) -> Any:
