@@ -95,6 +95,9 @@ inventories = sa.Table(
     # The providers of one class with room for an amount, as one range: what makes a request that
     # few providers can take cost what its answer does (berth.store.candidates.roots).
     sa.Index("ix_inventories_headroom", "resource_class_id", sa.text(f"({headroom_sql()})")),
+    # The providers of one class whose max_unit admits an amount, as one range: an amount above
+    # every max_unit, within the over-committed room, names no provider at once.
+    sa.Index("ix_inventories_max_unit", "resource_class_id", "max_unit"),
 )
 
 projects = sa.Table(

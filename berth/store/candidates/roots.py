@@ -3,17 +3,20 @@
 Every answer's tree must meet each of these necessary conditions:
 
 - for each (class, amount) of each request group, a provider of the tree with room for the amount
-  (read through ``ix_inventories_headroom``, one range of the index), or, for a class a sharing
-  provider with room offers, a provider of the tree in an aggregate with that sharing provider;
+  within its unit limits, read through ``ix_inventories_max_unit`` (the providers whose max_unit
+  admits the amount, one range of the index) or, when that range is wide, through
+  ``ix_inventories_headroom`` (the providers with room for it); or, for a class a sharing provider
+  with room offers, a provider of the tree in an aggregate with that sharing provider;
 - for each any-of set of required traits (of a group or of the root), a provider of the tree with
   one of them, unless a sharing provider has one (it may serve the group instead);
 - for each any-of set of aggregates of ``member_of``, a provider of the tree in one of them (a
   provider inherits its root's aggregates, and the root is in the tree), unless a sharing provider is.
 
 A condition met by few providers names few trees: the search then visits those trees only, and a
-request that fits nowhere (an amount above every provider's room) is answered from one index range
-without reading any tree. The search still decides every answer (the conditions are necessary, not
-sufficient), so this can only change how fast an answer comes, never the answer.
+request that fits nowhere (an amount above every provider's room, or above every provider's
+max_unit) is answered from one index range without reading any tree. The search still decides
+every answer (the conditions are necessary, not sufficient), so this can only change how fast an
+answer comes, never the answer.
 
 A condition met by many providers is no help, and reading them costs: such a condition is read
 only up to ``bound`` trees, and is then remembered as wide for ``WIDE_HINT_SECONDS``, during
@@ -47,9 +50,22 @@ FEWEST_WORTH_READING: Final = 16
 # statistics (a freshly loaded database) may plan as a scan of every provider. The LIMIT is written
 # in (``{limit}``, a whole number): the ``IN {ids}`` list's values are bound after every other one.
 _ROOT_OF = "(SELECT p.root_provider_id FROM resource_providers p WHERE p.id = {table}.resource_provider_id)"
+# The unary ``+`` keeps ``i.max_unit`` off ``ix_inventories_max_unit``: this statement reads the
+# headroom range, the next one the unit range.
 _WITH_ROOM = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='i')} FROM inventories i WHERE i.resource_class_id = ? "
-    f"AND {headroom_sql('i')} >= ? AND i.max_unit >= ? AND i.min_unit <= ? LIMIT {{limit}}"
+    f"AND {headroom_sql('i')} >= ? AND +i.max_unit >= ? AND i.min_unit <= ? LIMIT {{limit}}"
+)
+# The providers of one class whose max_unit admits the amount, as one range of
+# ``ix_inventories_max_unit``, each with whether it also has room for the amount within its minimum.
+# Read before the headroom range: when the ratios over-commit, every provider may have room for an
+# amount that none takes in one allocation, and the headroom range then holds the whole class, every
+# row of it read and refused by the filter on max_unit. The room test is in the select list, not
+# the WHERE clause, so that the LIMIT bounds the rows read (a tree may come twice, once each way).
+_UNITS_ADMIT = (
+    f"SELECT DISTINCT {_ROOT_OF.format(table='i')}, "
+    f"CASE WHEN {headroom_sql('i')} >= ? AND i.min_unit <= ? THEN 1 ELSE 0 END "
+    "FROM inventories i WHERE i.resource_class_id = ? AND i.max_unit >= ? LIMIT {limit}"
 )
 _WITH_TRAIT = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='t')} FROM resource_provider_traits t "
@@ -78,6 +94,11 @@ class _Condition:
     ids: frozenset[int] | None = None
     # The trees anchored to sharing providers that meet the condition for them: these trees meet it too.
     also: frozenset[int] = frozenset()
+    # Not read when the condition of this key was read and named few trees: it said the same (the
+    # headroom range after the unit range, which tells which of its providers have room).
+    unless_narrow: Hashable | None = None
+    # Its rows say whether each root meets the condition (a second column), not only that it may.
+    flagged: bool = False
 
 
 class _WideHints:
@@ -117,16 +138,18 @@ def narrowed_roots(
     bound = min(max(SMALLEST_BOUND, min(4 * want, LARGEST_BOUND)), max(FEWEST_WORTH_READING, _tree_count(conn) // 4))
     narrowed: set[int] | None = None
     read: set[Hashable] = set()
+    narrow: set[Hashable] = set()
     for condition in _conditions(conn, request, sharing):
         # Groups asking the same (eight granular groups of one device each) make one condition.
-        if condition.key in read or _HINTS.is_wide(condition.key):
+        if condition.key in read or condition.unless_narrow in narrow or _HINTS.is_wide(condition.key):
             continue
         read.add(condition.key)
         rows = fetch(conn, _limited(condition.sql, bound + 1), condition.params, ids=condition.ids)
         if len(rows) > bound:
             _HINTS.remember(condition.key)
             continue
-        roots = {row[0] for row in rows} | condition.also
+        narrow.add(condition.key)
+        roots = {row[0] for row in rows if not condition.flagged or row[1]} | condition.also
         narrowed = roots if narrowed is None else narrowed & roots
         if not narrowed:
             return []
@@ -172,17 +195,26 @@ def _conditions(
         # past it keeps the parameter within SQLite's 64-bit integers.
         amount = min(amount, MAX_INT + 1)
         key = ("room", rc, amount)
+        # Every max_unit is at least 1: the unit range of an amount of 1 is the whole class.
+        units_key = ("units", rc, amount) if amount > 1 else key
+        also: frozenset[int] = frozenset()
         shared_room = [p for p in sharing.values() if rc in p.inventories and p.inventories[rc].can_take(amount)]
-        if shared_room and not _HINTS.is_wide(key):
+        if shared_room:
+            if _HINTS.is_wide(key) and _HINTS.is_wide(units_key):
+                continue
             # Few sharing providers in few aggregates: their trees come with the condition.
             anchored = _anchored_roots(conn, shared_room)
             if anchored is None:
                 # The pools' aggregates hold too many trees for the condition to narrow anything.
                 _HINTS.remember(key)
+                _HINTS.remember(units_key)
                 continue
-            yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount), also=anchored)
-        elif not shared_room:
-            yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount))
+            also = anchored
+        if units_key == key:
+            yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount), also=also)
+            continue
+        yield _Condition(units_key, _UNITS_ADMIT, (amount, amount, rc, amount), also=also, flagged=True)
+        yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount), also=also, unless_narrow=units_key)
 
 
 def _anchored_roots(conn: Connection, shared: list[ProviderData]) -> frozenset[int] | None:
