@@ -3,15 +3,21 @@ the walk over every tree gives, and few trees read when a condition is rare."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 import pytest
 from apihelpers import new_uuid
 from dbhelpers import reset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from werkzeug.datastructures import MultiDict
 
+from berth.api.candidate_query import parse_query
+from berth.api.microversion import Version
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.store.candidates import roots
 from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.candidates.roots import forget_wide_hints, narrowed_roots
 from berth.store.placement import names
@@ -233,8 +239,12 @@ def _overcommitted_cloud(api, hosts: int) -> None:
     )
 
 
-def _vm_steps_of_narrowing(db, group: RequestGroup) -> int:
-    """SQLite virtual machine steps (in hundreds) that narrowing the request takes: what it reads."""
+def _vm_steps(db, query: str, *, limit: int | None = 50) -> int:
+    """SQLite virtual machine steps (in hundreds) that finding the candidates of a request takes,
+    once the count of trees and the wide conditions are known (both are read once in a while, not
+    for each request): what the request itself reads."""
+    if db.engine.dialect.name != "sqlite":
+        pytest.skip("counts the steps of SQLite's virtual machine")
     steps = [0]
 
     def count() -> int:
@@ -242,13 +252,12 @@ def _vm_steps_of_narrowing(db, group: RequestGroup) -> int:
         return 0
 
     with db.engine.connect() as conn:
+        request = resolve(conn, parse_query(MultiDict(parse_qsl(query)), Version(1, 39))).request
+        CandidateFinder(conn, request, ProviderCache(), limit=limit, max_candidates=1000).find()
         raw = conn.connection.dbapi_connection
-        finder = CandidateFinder(conn, CandidateRequest([group]), ProviderCache(), limit=50, max_candidates=1000)
-        # The count of trees is read once in a while, not for each request: not counted here.
-        roots._tree_count(conn)
         raw.set_progress_handler(count, 100)
         try:
-            assert narrowed_roots(conn, finder.request, finder.sharing, finder.want) == []
+            CandidateFinder(conn, request, ProviderCache(), limit=limit, max_candidates=1000).find()
         finally:
             raw.set_progress_handler(None, 100)
     return steps[0]
@@ -264,19 +273,26 @@ def test_an_amount_above_every_max_unit_names_no_tree_whatever_the_room(api, db)
 
 
 def test_an_amount_above_every_max_unit_is_refused_without_reading_every_provider(api, db):
-    if db.engine.dialect.name != "sqlite":
-        pytest.skip("counts the steps of SQLite's virtual machine")
-    rc = _class_ids(db, "MEMORY_MB")
-    group = RequestGroup("", {rc["MEMORY_MB"]: 8000})
     _overcommitted_cloud(api, 10)
-    forget_wide_hints()
-    few = _vm_steps_of_narrowing(db, group)
+    few = _vm_steps(db, "resources=MEMORY_MB:8000")
     reset(db)
-    _overcommitted_cloud(api, 400)
     forget_wide_hints()
-    many = _vm_steps_of_narrowing(db, group)
+    _overcommitted_cloud(api, 400)
+    many = _vm_steps(db, "resources=MEMORY_MB:8000")
     # The room of every provider admits the amount: read through the headroom range, the 40 times
     # larger cloud costs about 40 times the steps; through the unit range, what the smaller one does.
+    assert many <= few + 2, (few, many)
+
+
+def test_a_class_only_pools_serve_reads_the_anchored_trees_it_needs_not_all(api, db):
+    query = "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:500&limit=3"
+    _overcommitted_cloud(api, 30)
+    few = _vm_steps(db, query, limit=3)
+    reset(db)
+    forget_wide_hints()
+    # Ten times as many trees anchored to the pool.
+    _overcommitted_cloud(api, 300)
+    many = _vm_steps(db, query, limit=3)
     assert many <= few + 2, (few, many)
 
 

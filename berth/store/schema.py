@@ -165,6 +165,9 @@ resource_provider_aggregates = sa.Table(
     sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("placement_aggregates.id"), primary_key=True),
     *_timestamps(),
     sa.Index("ix_resource_provider_aggregates_aggregate_id", "aggregate_id"),
+    # The members of a sharing provider's aggregates within a range of ids, one seek per aggregate:
+    # the trees a request only pools can serve are read as the search needs them.
+    sa.Index("ix_resource_provider_aggregates_aggregate_provider", "aggregate_id", "resource_provider_id"),
 )
 
 resource_provider_traits = sa.Table(
