@@ -99,7 +99,8 @@ class _Condition:
     sql: str
     params: tuple[int, ...] = ()
     ids: frozenset[int] | None = None
-    # The trees anchored to sharing providers that meet the condition for them: these trees meet it too.
+    # The trees meeting the condition that its statement does not read: the own trees of the
+    # sharing providers that meet it for them.
     also: frozenset[int] = frozenset()
     # Not read when the condition of this key was read and named few trees: it said the same (the
     # headroom range after the unit range, which tells which of its providers have room).
