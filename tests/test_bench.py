@@ -51,7 +51,15 @@ RESULT_KEYS = {
     "pick_and_claim",
     "client_side_claims",
 }
-WORST_VARIANTS = {"nothing_fits", "sharing_only", "rare_trait", "rare_aggregate", "limit_1000", "wide_tree"}
+WORST_VARIANTS = {
+    "nothing_fits",
+    "beyond_max_unit",
+    "sharing_only",
+    "rare_trait",
+    "rare_aggregate",
+    "limit_1000",
+    "wide_tree",
+}
 # The pick-and-claim phase's figures, the same for both ways of placing (pick adds its weigh-all ones).
 PLACING_KEYS = {
     "placements",
@@ -226,6 +234,7 @@ def _check_worst_queries(result, stdout):
     counts = {name: result["candidates"][name]["allocation_requests"] for name in WORST_VARIANTS}
     assert counts == {
         "nothing_fits": 0,
+        "beyond_max_unit": 0,
         "sharing_only": 6,
         "rare_trait": 1,
         "rare_aggregate": 1,
@@ -345,8 +354,13 @@ def test_group_members_are_handed_out_one_group_at_a_time():
 
 
 def test_the_worst_queries_expect_what_the_layout_gives():
-    from berth.testbed.bench.cloud import host_spec
-    from berth.testbed.bench.worst_queries import worst_expected_counts, worst_queries
+    from berth.testbed.bench.cloud import HOST_INVENTORY, host_spec
+    from berth.testbed.bench.worst_queries import (
+        BEYOND_MAX_UNIT,
+        TOO_MUCH_MEMORY,
+        worst_expected_counts,
+        worst_queries,
+    )
 
     specs = [host_spec(i, ["shared"], "rare") for i in range(250)]
     assert [s.name for s in specs if "CUSTOM_BENCH_RARE" in s.traits] == ["cn-3", "cn-103", "cn-203"]
@@ -355,6 +369,7 @@ def test_the_worst_queries_expect_what_the_layout_gives():
     expected = worst_expected_counts(250, 1000)
     assert expected == {
         "nothing_fits": 0,
+        "beyond_max_unit": 0,
         "sharing_only": 25,
         "rare_trait": 3,
         "rare_aggregate": 3,
@@ -362,4 +377,8 @@ def test_the_worst_queries_expect_what_the_layout_gives():
         "wide_tree": 50,
     }
     assert worst_expected_counts(5, 1000)["wide_tree"] == 0
+    # Above every host's max_unit, within every host's room; nothing_fits beyond the room too.
+    memory = HOST_INVENTORY["MEMORY_MB"]
+    room = (memory["total"] - memory["reserved"]) * memory["allocation_ratio"]
+    assert memory["max_unit"] < BEYOND_MAX_UNIT <= room < TOO_MUCH_MEMORY
     assert "member_of=agg-uuid&" in worst_queries({"rare_aggregate": "agg-uuid"})["rare_aggregate"]

@@ -3,15 +3,21 @@ the walk over every tree gives, and few trees read when a condition is rare."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 import pytest
 from apihelpers import new_uuid
 from dbhelpers import reset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from werkzeug.datastructures import MultiDict
 
+from berth.api.candidate_query import parse_query
+from berth.api.microversion import Version
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.store.candidates import roots
 from berth.store.candidates.finder import CandidateFinder
+from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.candidates.roots import forget_wide_hints, narrowed_roots
 from berth.store.placement import names
@@ -212,3 +218,111 @@ def test_a_pool_anchoring_more_trees_than_the_bound_is_remembered_as_wide(api, d
     _narrowed(db, RequestGroup("", {rc["DISK_GB"]: 10}))
     # Not read again for every request of the next seconds.
     assert roots._HINTS.is_wide(("room", rc["DISK_GB"], 10))
+
+
+# --- amounts above every max_unit, disk only pools have, a large limit --------------------------------
+
+# As Nova reports a host: max_unit is the host's size, the ratio over-commits memory beyond it.
+OVERCOMMITTED = {
+    "VCPU": {"total": 8, "max_unit": 8, "allocation_ratio": 4.0},
+    "MEMORY_MB": {"total": 4096, "max_unit": 4096, "allocation_ratio": 4.0},
+    "DISK_GB": {"total": 100, "max_unit": 100},
+}
+
+
+def _overcommitted_cloud(api, hosts: int) -> None:
+    aggregate = new_uuid()
+    for index in range(hosts):
+        api.create_provider(f"h{index}", inventory=OVERCOMMITTED, aggregates=[aggregate] if index % 3 == 1 else None)
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 10_000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+
+
+def _vm_steps(db, query: str, *, limit: int | None = 50) -> int:
+    """SQLite virtual machine steps (in hundreds) that finding the candidates of a request takes,
+    once the count of trees and the wide conditions are known (both are read once in a while, not
+    for each request): what the request itself reads."""
+    if db.engine.dialect.name != "sqlite":
+        pytest.skip("counts the steps of SQLite's virtual machine")
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    with db.engine.connect() as conn:
+        request = resolve(conn, parse_query(MultiDict(parse_qsl(query)), Version(1, 39))).request
+        CandidateFinder(conn, request, ProviderCache(), limit=limit, max_candidates=1000).find()
+        raw = conn.connection.dbapi_connection
+        raw.set_progress_handler(count, 100)
+        try:
+            CandidateFinder(conn, request, ProviderCache(), limit=limit, max_candidates=1000).find()
+        finally:
+            raw.set_progress_handler(None, 100)
+    return steps[0]
+
+
+def test_an_amount_above_every_max_unit_names_no_tree_whatever_the_room(api, db):
+    _overcommitted_cloud(api, 4)
+    rc = _class_ids(db, "VCPU", "MEMORY_MB")
+    # Every host has room for 8,000 MB (4,096 x 4), none takes more than 4,096 in one allocation.
+    group = RequestGroup("", {rc["VCPU"]: 2, rc["MEMORY_MB"]: 8000})
+    assert _narrowed(db, group) == []
+    assert api.get("/allocation_candidates?resources=VCPU:2,MEMORY_MB:8000").json_body["allocation_requests"] == []
+
+
+def test_an_amount_above_every_max_unit_is_refused_without_reading_every_provider(api, db):
+    _overcommitted_cloud(api, 10)
+    few = _vm_steps(db, "resources=MEMORY_MB:8000")
+    reset(db)
+    forget_wide_hints()
+    _overcommitted_cloud(api, 400)
+    many = _vm_steps(db, "resources=MEMORY_MB:8000")
+    # The room of every provider admits the amount: read through the headroom range, the 40 times
+    # larger cloud costs about 40 times the steps; through the unit range, what the smaller one does.
+    assert many <= few + 2, (few, many)
+
+
+def test_a_class_only_pools_serve_reads_the_anchored_trees_it_needs_not_all(api, db):
+    query = "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:500&limit=3"
+    _overcommitted_cloud(api, 30)
+    few = _vm_steps(db, query, limit=3)
+    reset(db)
+    forget_wide_hints()
+    # Ten times as many trees anchored to the pool.
+    _overcommitted_cloud(api, 300)
+    many = _vm_steps(db, query, limit=3)
+    assert many <= few + 2, (few, many)
+
+
+BEYOND_MAX_UNIT = "resources=VCPU:2,MEMORY_MB:8000"
+POOLS_ONLY = "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:500"
+LARGE_LIMIT = "resources=VCPU:2,MEMORY_MB:1024,DISK_GB:20&limit=1000"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        BEYOND_MAX_UNIT,
+        f"{BEYOND_MAX_UNIT}&limit=5",
+        "resources=VCPU:12,MEMORY_MB:1024",
+        POOLS_ONLY,
+        f"{POOLS_ONLY}&limit=3",
+        f"{POOLS_ONLY}&required=!CUSTOM_A",
+        LARGE_LIMIT,
+        f"{LARGE_LIMIT}&required=CUSTOM_A",
+    ],
+)
+def test_the_narrowing_of_these_shapes_answers_as_the_walk(api, db, monkeypatch, query):
+    _overcommitted_cloud(api, 12)
+    api.put("/traits/CUSTOM_A")
+    narrowed = _answer(api, query)
+    with monkeypatch.context() as walk:
+        walk.setattr(roots, "SMALLEST_BOUND", 0)
+        walk.setattr(roots, "LARGEST_BOUND", 0)
+        forget_wide_hints()
+        walked = _answer(api, query)
+    assert narrowed == walked
+    if query.startswith(POOLS_ONLY):
+        assert narrowed

@@ -95,6 +95,9 @@ inventories = sa.Table(
     # The providers of one class with room for an amount, as one range: what makes a request that
     # few providers can take cost what its answer does (berth.store.candidates.roots).
     sa.Index("ix_inventories_headroom", "resource_class_id", sa.text(f"({headroom_sql()})")),
+    # The providers of one class whose max_unit admits an amount, as one range: an amount above
+    # every max_unit, within the over-committed room, names no provider at once.
+    sa.Index("ix_inventories_max_unit", "resource_class_id", "max_unit"),
 )
 
 projects = sa.Table(
@@ -162,6 +165,9 @@ resource_provider_aggregates = sa.Table(
     sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("placement_aggregates.id"), primary_key=True),
     *_timestamps(),
     sa.Index("ix_resource_provider_aggregates_aggregate_id", "aggregate_id"),
+    # The members of a sharing provider's aggregates within a range of ids, one seek per aggregate:
+    # the trees a request only pools can serve are read as the search needs them.
+    sa.Index("ix_resource_provider_aggregates_aggregate_provider", "aggregate_id", "resource_provider_id"),
 )
 
 resource_provider_traits = sa.Table(

@@ -28,7 +28,7 @@ from berth.domain.candidates import (
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
-from berth.store.candidates.roots import narrowed_roots
+from berth.store.candidates.roots import Anchored, anchored_between, every_anchored_root, narrowing
 from berth.store.placement import names
 from berth.store.rawsql import fetch
 
@@ -209,7 +209,13 @@ class CandidateFinder:
 
     def _root_batches(self) -> Iterator[list[int]]:
         """Roots of trees that may hold an answer, batch by batch, each root once."""
-        narrowed = narrowed_roots(self.conn, self.request, self.sharing, self.want)
+        narrowed = narrowing(self.conn, self.request, self.sharing, self.want)
+        if isinstance(narrowed, Anchored):
+            if not self.randomize:
+                yield from self._anchored_batches(narrowed)
+                return
+            # From a random tree on: every one of them first, as other narrowed requests do.
+            narrowed = every_anchored_root(self.conn, narrowed)
         if narrowed is not None:
             yield from self._batches_of(narrowed)
             return
@@ -233,6 +239,29 @@ class CandidateFinder:
             yield roots[position : position + batch]
             position += batch
             batch = min(batch * 2, MAX_BATCH)
+
+    def _anchored_batches(self, anchored: Anchored) -> Iterator[list[int]]:
+        """The trees anchored to a few sharing providers, window by window of provider ids from the
+        lowest, in batches growing as the walk's do: a limited request reads about as many of them
+        as it needs, however many the pools' aggregates hold."""
+        highest = fetch(self.conn, "SELECT MAX(id) FROM resource_providers")[0][0] or 0
+        target = min(self.want + self.want // 4 + 2, MAX_BATCH)
+        lowest, width = 0, 2 * target
+        pending: set[int] = set()
+        seen: set[int] = set()
+        while lowest < highest:
+            upper = min(lowest + width, highest)
+            pending |= anchored_between(self.conn, anchored, lowest, upper) - seen
+            lowest = upper
+            if len(pending) < target and lowest < highest:
+                # Sparse: a wider window next, so that a batch takes few statements.
+                width *= 2
+                continue
+            if pending:
+                seen |= pending
+                yield sorted(pending)
+                pending = set()
+            target = min(target * 2, MAX_BATCH)
 
     def _root_batches_between(
         self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]

@@ -3,17 +3,20 @@
 Every answer's tree must meet each of these necessary conditions:
 
 - for each (class, amount) of each request group, a provider of the tree with room for the amount
-  (read through ``ix_inventories_headroom``, one range of the index), or, for a class a sharing
-  provider with room offers, a provider of the tree in an aggregate with that sharing provider;
+  within its unit limits, read through ``ix_inventories_max_unit`` (the providers whose max_unit
+  admits the amount, one range of the index) or, when that range is wide, through
+  ``ix_inventories_headroom`` (the providers with room for it); or, for a class a sharing provider
+  with room offers, a provider of the tree in an aggregate with that sharing provider;
 - for each any-of set of required traits (of a group or of the root), a provider of the tree with
   one of them, unless a sharing provider has one (it may serve the group instead);
 - for each any-of set of aggregates of ``member_of``, a provider of the tree in one of them (a
   provider inherits its root's aggregates, and the root is in the tree), unless a sharing provider is.
 
 A condition met by few providers names few trees: the search then visits those trees only, and a
-request that fits nowhere (an amount above every provider's room) is answered from one index range
-without reading any tree. The search still decides every answer (the conditions are necessary, not
-sufficient), so this can only change how fast an answer comes, never the answer.
+request that fits nowhere (an amount above every provider's room, or above every provider's
+max_unit) is answered from one index range without reading any tree. The search still decides
+every answer (the conditions are necessary, not sufficient), so this can only change how fast an
+answer comes, never the answer.
 
 A condition met by many providers is no help, and reading them costs: such a condition is read
 only up to ``bound`` trees, and is then remembered as wide for ``WIDE_HINT_SECONDS``, during
@@ -47,9 +50,22 @@ FEWEST_WORTH_READING: Final = 16
 # statistics (a freshly loaded database) may plan as a scan of every provider. The LIMIT is written
 # in (``{limit}``, a whole number): the ``IN {ids}`` list's values are bound after every other one.
 _ROOT_OF = "(SELECT p.root_provider_id FROM resource_providers p WHERE p.id = {table}.resource_provider_id)"
+# The unary ``+`` keeps ``i.max_unit`` off ``ix_inventories_max_unit``: this statement reads the
+# headroom range, the next one the unit range.
 _WITH_ROOM = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='i')} FROM inventories i WHERE i.resource_class_id = ? "
-    f"AND {headroom_sql('i')} >= ? AND i.max_unit >= ? AND i.min_unit <= ? LIMIT {{limit}}"
+    f"AND {headroom_sql('i')} >= ? AND +i.max_unit >= ? AND i.min_unit <= ? LIMIT {{limit}}"
+)
+# The providers of one class whose max_unit admits the amount, as one range of
+# ``ix_inventories_max_unit``, each with whether it also has room for the amount within its minimum.
+# Read before the headroom range: when the ratios over-commit, every provider may have room for an
+# amount that none takes in one allocation, and the headroom range then holds the whole class, every
+# row of it read and refused by the filter on max_unit. The room test is in the select list, not
+# the WHERE clause, so that the LIMIT bounds the rows read (a tree may come twice, once each way).
+_UNITS_ADMIT = (
+    f"SELECT DISTINCT {_ROOT_OF.format(table='i')}, "
+    f"CASE WHEN {headroom_sql('i')} >= ? AND i.min_unit <= ? THEN 1 ELSE 0 END "
+    "FROM inventories i WHERE i.resource_class_id = ? AND i.max_unit >= ? LIMIT {limit}"
 )
 _WITH_TRAIT = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='t')} FROM resource_provider_traits t "
@@ -60,6 +76,13 @@ _IN_AGGREGATE = (
     "WHERE a.aggregate_id IN {ids} LIMIT {limit}"
 )
 
+
+# The members of some aggregates within a range of provider ids, through the (aggregate, provider)
+# index: one seek per aggregate, then only the rows in the range.
+_IN_AGGREGATE_BETWEEN = (
+    f"SELECT DISTINCT {_ROOT_OF.format(table='a')} FROM resource_provider_aggregates a "
+    "WHERE a.resource_provider_id > ? AND a.resource_provider_id <= ? AND a.aggregate_id IN {ids}"
+)
 
 _COUNT_TREES = "SELECT COUNT(*) FROM resource_providers WHERE id = root_provider_id"
 
@@ -76,8 +99,32 @@ class _Condition:
     sql: str
     params: tuple[int, ...] = ()
     ids: frozenset[int] | None = None
-    # The trees anchored to sharing providers that meet the condition for them: these trees meet it too.
+    # The trees meeting the condition that its statement does not read: the own trees of the
+    # sharing providers that meet it for them.
     also: frozenset[int] = frozenset()
+    # Not read when the condition of this key was read and named few trees: it said the same (the
+    # headroom range after the unit range, which tells which of its providers have room).
+    unless_narrow: Hashable | None = None
+    # Its rows say whether each root meets the condition (a second column), not only that it may.
+    flagged: bool = False
+    # The aggregates of the sharing providers that meet the condition: every tree with a provider in
+    # one of them meets it too. Read only when another condition narrows as well (and then up to
+    # ``LARGEST_BOUND`` trees); else the search reads those trees as it goes (``Anchored``).
+    anchored_via: frozenset[int] = frozenset()
+    # The keys to remember as wide when the aggregates hold too many trees to be read.
+    wide_keys: tuple[Hashable, ...] = ()
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """The only trees that may hold an answer, when what narrows them is a class only sharing
+    providers (and few trees of their own) have room for: ``roots``, and every tree with a provider
+    in one of ``aggregates``. The search reads those trees window by window of provider ids
+    (``anchored_between``), as many as it needs, rather than every one of them first."""
+
+    aggregates: frozenset[int]
+    roots: frozenset[int]
+    keys: tuple[Hashable, ...] = ()
 
 
 class _WideHints:
@@ -113,24 +160,64 @@ def narrowed_roots(
 ) -> list[int] | None:
     """The roots (in id order) of the only trees that may hold an answer, when a condition of the
     request is rare; None when none is, and every tree may."""
+    narrowed = narrowing(conn, request, sharing, want)
+    return every_anchored_root(conn, narrowed) if isinstance(narrowed, Anchored) else narrowed
+
+
+def every_anchored_root(conn: Connection, anchored: Anchored) -> list[int] | None:
+    """All the roots ``anchored`` names, in id order, read at once; None (and its conditions
+    remembered as wide) when there are more than ``LARGEST_BOUND``."""
+    roots = _anchored_roots(conn, anchored.aggregates)
+    if roots is None:
+        for key in anchored.keys:
+            _HINTS.remember(key)
+        return None
+    return sorted(roots | anchored.roots)
+
+
+def narrowing(
+    conn: Connection, request: CandidateRequest, sharing: Mapping[int, ProviderData], want: int
+) -> list[int] | Anchored | None:
+    """The roots (in id order) of the only trees that may hold an answer, or the trees anchored to
+    a few sharing providers (``Anchored``), when a condition of the request is rare; None when none
+    is, and every tree may."""
     # A condition that names a quarter of the cloud's trees or more narrows nothing worth reading.
     bound = min(max(SMALLEST_BOUND, min(4 * want, LARGEST_BOUND)), max(FEWEST_WORTH_READING, _tree_count(conn) // 4))
     narrowed: set[int] | None = None
+    anchored: list[Anchored] = []
     read: set[Hashable] = set()
-    for condition in _conditions(conn, request, sharing):
+    narrow: set[Hashable] = set()
+    for condition in _conditions(request, sharing):
         # Groups asking the same (eight granular groups of one device each) make one condition.
-        if condition.key in read or _HINTS.is_wide(condition.key):
+        if condition.key in read or condition.unless_narrow in narrow or _HINTS.is_wide(condition.key):
             continue
         read.add(condition.key)
         rows = fetch(conn, _limited(condition.sql, bound + 1), condition.params, ids=condition.ids)
         if len(rows) > bound:
             _HINTS.remember(condition.key)
             continue
-        roots = {row[0] for row in rows} | condition.also
+        narrow.add(condition.key)
+        roots = {row[0] for row in rows if not condition.flagged or row[1]} | condition.also
+        if condition.anchored_via:
+            anchored.append(Anchored(condition.anchored_via, frozenset(roots), condition.wide_keys))
+            continue
         narrowed = roots if narrowed is None else narrowed & roots
         if not narrowed:
             return []
-    return sorted(narrowed) if narrowed is not None else None
+    if narrowed is None:
+        # Only the trees anchored to sharing providers narrow: those of the fewest aggregates.
+        return min(anchored, key=lambda a: len(a.aggregates)) if anchored else None
+    for pooled in anchored:
+        trees = _anchored_roots(conn, pooled.aggregates)
+        if trees is None:
+            # The pools' aggregates hold too many trees for the condition to narrow anything.
+            for key in pooled.keys:
+                _HINTS.remember(key)
+            continue
+        narrowed &= trees | pooled.roots
+        if not narrowed:
+            return []
+    return sorted(narrowed)
 
 
 class _TreeCount:
@@ -153,9 +240,7 @@ def _tree_count(conn: Connection) -> int:
     return _TREES.count
 
 
-def _conditions(
-    conn: Connection, request: CandidateRequest, sharing: Mapping[int, ProviderData]
-) -> Iterable[_Condition]:
+def _conditions(request: CandidateRequest, sharing: Mapping[int, ProviderData]) -> Iterable[_Condition]:
     """The request's necessary conditions, those likeliest to be rare first: traits, aggregates,
     then amounts (the suffixed groups' devices before the unsuffixed group's compute classes)."""
     shared_traits = frozenset().union(*(p.traits for p in sharing.values()))
@@ -172,27 +257,38 @@ def _conditions(
         # past it keeps the parameter within SQLite's 64-bit integers.
         amount = min(amount, MAX_INT + 1)
         key = ("room", rc, amount)
+        # Every max_unit is at least 1: the unit range of an amount of 1 is the whole class.
+        units_key = ("units", rc, amount) if amount > 1 else key
         shared_room = [p for p in sharing.values() if rc in p.inventories and p.inventories[rc].can_take(amount)]
-        if shared_room and not _HINTS.is_wide(key):
-            # Few sharing providers in few aggregates: their trees come with the condition.
-            anchored = _anchored_roots(conn, shared_room)
-            if anchored is None:
-                # The pools' aggregates hold too many trees for the condition to narrow anything.
-                _HINTS.remember(key)
-                continue
-            yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount), also=anchored)
-        elif not shared_room:
-            yield _Condition(key, _WITH_ROOM, (rc, amount, amount, amount))
+        # The sharing providers' own trees, and those in an aggregate with one, come with the condition.
+        also = frozenset(p.root_id for p in shared_room)
+        via: frozenset[int] = frozenset().union(*(p.aggregates for p in shared_room))
+        wide = (key, units_key)
+        room = (rc, amount, amount, amount)
+        if units_key == key:
+            yield _Condition(key, _WITH_ROOM, room, also=also, anchored_via=via, wide_keys=wide)
+            continue
+        units = (amount, amount, rc, amount)
+        yield _Condition(units_key, _UNITS_ADMIT, units, also=also, flagged=True, anchored_via=via, wide_keys=wide)
+        yield _Condition(key, _WITH_ROOM, room, also=also, unless_narrow=units_key, anchored_via=via, wide_keys=wide)
 
 
-def _anchored_roots(conn: Connection, shared: list[ProviderData]) -> frozenset[int] | None:
-    """The roots of the trees in an aggregate with one of these sharing providers (theirs
-    included), or None when there are more than ``LARGEST_BOUND``."""
-    aggregates = frozenset().union(*(p.aggregates for p in shared))
-    roots = {p.root_id for p in shared}
-    if aggregates:
-        rows = fetch(conn, _limited(_IN_AGGREGATE, LARGEST_BOUND + 1), ids=aggregates)
-        if len(rows) > LARGEST_BOUND:
-            return None
-        roots.update(row[0] for row in rows)
-    return frozenset(roots)
+def _anchored_roots(conn: Connection, aggregates: frozenset[int]) -> frozenset[int] | None:
+    """The roots of the trees with a provider in one of these aggregates, or None when there are
+    more than ``LARGEST_BOUND``."""
+    if not aggregates:
+        return frozenset()
+    rows = fetch(conn, _limited(_IN_AGGREGATE, LARGEST_BOUND + 1), ids=aggregates)
+    if len(rows) > LARGEST_BOUND:
+        return None
+    return frozenset(row[0] for row in rows)
+
+
+def anchored_between(conn: Connection, anchored: Anchored, lowest: int, highest: int) -> set[int]:
+    """The roots of the trees with a provider whose id is in (lowest, highest] in one of the
+    aggregates, and those of ``anchored.roots`` in that range: one seek of
+    ``ix_resource_provider_aggregates_aggregate_provider`` per aggregate."""
+    found = {root for root in anchored.roots if lowest < root <= highest}
+    if anchored.aggregates:
+        found.update(row[0] for row in fetch(conn, _IN_AGGREGATE_BETWEEN, (lowest, highest), ids=anchored.aggregates))
+    return found

@@ -21,10 +21,11 @@ HOSTS_PER_SHARING_PROVIDER = 100
 BENCH_PROJECT = "bbbbbbbb-0000-4000-8000-000000000001"
 BENCH_USER = "bbbbbbbb-0000-4000-8000-000000000002"
 
+# As Nova reports a host: max_unit is the host's own size, the ratios over-commit beyond it.
 HOST_INVENTORY: Inventory = {
-    "VCPU": {"total": 32, "allocation_ratio": 4.0},
-    "MEMORY_MB": {"total": 131072, "reserved": 512, "allocation_ratio": 1.0},
-    "DISK_GB": {"total": 2000},
+    "VCPU": {"total": 32, "max_unit": 32, "allocation_ratio": 4.0},
+    "MEMORY_MB": {"total": 131072, "reserved": 512, "max_unit": 131072, "allocation_ratio": 2.5},
+    "DISK_GB": {"total": 2000, "max_unit": 2000},
 }
 GPU_INVENTORY: Inventory = {"VGPU": {"total": 4}}
 SHARING_INVENTORY: Inventory = {"DISK_GB": {"total": 100000}}

@@ -1,7 +1,9 @@
 """The worst candidate queries: those whose answers are small or empty while the search behind them
 may have to look at the whole cloud, and the two largest answers a scheduler asks for.
 
-- ``nothing_fits``: more memory than any host has, no limit: every host is a non-answer;
+- ``nothing_fits``: more memory than any host has room for, no limit: every host is a non-answer;
+- ``beyond_max_unit``: more memory than any host's ``max_unit`` but within its capacity (its size
+  times its ratio), no limit: every host has room and none takes it in one allocation;
 - ``sharing_only``: more disk than any host has, so only the hosts of a sharing aggregate fit;
 - ``rare_trait`` / ``rare_aggregate``: a trait, an aggregate (``member_of``) of 1 % of the hosts;
 - ``limit_1000``: the basic request with the limit Nova sends by default;
@@ -26,11 +28,14 @@ from berth.testbed.bench.cloud import (
 from berth.testbed.bench.wide_trees import PCI_CLASS, PCI_PER_HOST, wide_host_count, wide_tree_query
 
 FLAVOR = "resources=VCPU:2,MEMORY_MB:4096,DISK_GB:20"
-TOO_MUCH_MEMORY = 2 * HOST_INVENTORY["MEMORY_MB"]["total"]
+_MEMORY = HOST_INVENTORY["MEMORY_MB"]
+TOO_MUCH_MEMORY = int(2 * _MEMORY["total"] * _MEMORY["allocation_ratio"])
+BEYOND_MAX_UNIT = 300_000
 MORE_THAN_LOCAL_DISK = HOST_INVENTORY["DISK_GB"]["total"] + 1000
 
 WORST_VARIANTS = {
     "nothing_fits": f"resources=VCPU:2,MEMORY_MB:{TOO_MUCH_MEMORY},DISK_GB:20",
+    "beyond_max_unit": f"resources=VCPU:2,MEMORY_MB:{BEYOND_MAX_UNIT}",
     "sharing_only": f"resources=VCPU:2,MEMORY_MB:4096,DISK_GB:{MORE_THAN_LOCAL_DISK}&limit=50",
     "rare_trait": f"{FLAVOR}&required={RARE_TRAIT}&limit=50",
     "rare_aggregate": FLAVOR + "&member_of={rare_aggregate}&limit=50",
@@ -49,6 +54,7 @@ def worst_expected_counts(hosts: int, cap: int) -> dict[str, int]:
     sharing_hosts = sharing_host_count(hosts)
     return {
         "nothing_fits": 0,
+        "beyond_max_unit": 0,
         "sharing_only": min(50, sharing_hosts),
         "rare_trait": min(50, rare_host_count(hosts, RARE_TRAIT_RESIDUE)),
         "rare_aggregate": min(50, rare_host_count(hosts, RARE_AGGREGATE_RESIDUE)),
@@ -72,7 +78,7 @@ def check_worst_variant(name: str, body: dict[str, Any], layout_sets: dict[str, 
     for request in body.get("allocation_requests", []):
         allocations = request["allocations"]
         roots = set(allocations) & layout_sets["hosts"]
-        if name == "nothing_fits":
+        if name in ("nothing_fits", "beyond_max_unit"):
             return f"{name}: an allocation request where nothing fits: {request}"
         if name == "sharing_only":
             disk = [rp for rp, a in allocations.items() if "DISK_GB" in a["resources"]]
