@@ -697,3 +697,55 @@ def test_usages_of_an_unknown_provider(api):
     assert r.status_code == 404
     lookup = f"No resource provider with uuid {missing} found"
     assert _message(r) == f"{lookup}: {lookup}"
+
+
+# --- differences kept on purpose (docs/compatibility.md) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        # Placement answers an empty 200 to the first two: the group it reaches first (in the
+        # order of the query's keys) finds no provider, and it never looks the later names up.
+        (
+            "resources1=VCPU:100000&resources2=CUSTOM_NOPE:1&group_policy=none",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE.",
+        ),
+        (
+            f"resources=VCPU:1&member_of={_AGGREGATE}&required=CUSTOM_NOPE",
+            "No such trait(s): CUSTOM_NOPE.",
+        ),
+        (
+            "resources2=CUSTOM_NOPE:1&resources1=VCPU:100000&group_policy=none",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE.",
+        ),
+        # Both refuse the first unknown name of the first group, whatever its kind.
+        (
+            "resources=VCPU:1&required=CUSTOM_NOPE&resources1=CUSTOM_NOPE:1",
+            "No such trait(s): CUSTOM_NOPE.",
+        ),
+        # Placement names the first unknown name alone, in the order given.
+        ("resources=VCPU:1&required=CUSTOM_NOPE2,CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        ("resources=VCPU:1&required=!CUSTOM_NOPE2,!CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        ("resources=VCPU:1&root_required=CUSTOM_NOPE2,CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        (
+            "resources=CUSTOM_NOPE_B:1,CUSTOM_NOPE_A:1",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE_B.",
+        ),
+    ],
+    ids=[
+        "unreached class",
+        "unreached trait",
+        "reached class",
+        "first group first",
+        "required",
+        "forbidden",
+        "root_required",
+        "classes",
+    ],
+)
+def test_an_unknown_name_is_refused_whatever_the_order_of_the_groups(api, query, message):
+    api.create_provider("host", inventory={"VCPU": 8})
+    r = api.get(f"/allocation_candidates?{query}")
+    assert r.status_code == 400, r.data
+    assert _message(r) == message
