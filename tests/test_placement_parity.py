@@ -749,3 +749,37 @@ def test_an_unknown_name_is_refused_whatever_the_order_of_the_groups(api, query,
     r = api.get(f"/allocation_candidates?{query}")
     assert r.status_code == 400, r.data
     assert _message(r) == message
+
+
+def test_below_1_29_with_a_limit_only_the_providers_of_the_answers_are_summarised(api):
+    """Placement, limiting the answers, keeps the summary of every provider of an answer's tree that
+    served some other answer, below 1.29 too, where summaries name the answers' providers only."""
+    root = api.create_provider("cn", inventory={"VCPU": 8})
+    child = api.create_provider("numa", parent=root, inventory={"VCPU": 8})
+    r = api.get("/allocation_candidates?resources=VCPU:1&limit=1", version="1.28")
+    assert r.status_code == 200, r.data
+    (answer,) = r.json_body["allocation_requests"]
+    assert set(r.json_body["provider_summaries"]) == set(answer["allocations"]) < {root, child}
+    r = api.get("/allocation_candidates?resources=VCPU:1", version="1.28")
+    assert set(r.json_body["provider_summaries"]) == {root, child}
+
+
+@pytest.mark.parametrize("policy", ["", "&group_policy=isolate", "&group_policy=none"])
+def test_the_unsuffixed_group_and_a_granular_group_of_one_class_get_every_valid_request(api, policy):
+    """Placement, without group_policy=none, adds the second group's amount onto the first group's
+    in place while it merges them, so later requests carry amounts larger than asked: here it
+    answers only ``{root: 1, child: 2}`` (over the child's capacity) and leaves out both valid ones."""
+    root = api.create_provider("cn", inventory={"VCPU": 1})
+    child = api.create_provider("numa", parent=root, inventory={"VCPU": 1})
+    r = api.get(f"/allocation_candidates?resources=VCPU:1&resources1=VCPU:1{policy}")
+    assert r.status_code == 200, r.data
+    answers = sorted(
+        (
+            sorted((rp, entry["resources"]["VCPU"]) for rp, entry in request["allocations"].items()),
+            request["mappings"][""],
+            request["mappings"]["1"],
+        )
+        for request in r.json_body["allocation_requests"]
+    )
+    both = sorted([(root, 1), (child, 1)])
+    assert answers == sorted([(both, [root], [child]), (both, [child], [root])])
