@@ -94,6 +94,53 @@ def test_member_of(api):
     assert _allocs(_ac(api, f"resources=VCPU:1&member_of=!{agg}")) == _norm([((outside, "VCPU", 1),)])
 
 
+def _split_membership_tree(api):
+    """A root in aggregate A with a child in B (serving VCPU), and a child in both A and B."""
+    agg_a, agg_b, agg_c = new_uuid(), new_uuid(), new_uuid()
+    root = api.create_provider("cn", inventory={"MEMORY_MB": 4096}, aggregates=[agg_a])
+    in_b = api.create_provider("numa-b", parent=root, inventory={"VCPU": 4}, aggregates=[agg_b])
+    in_both = api.create_provider("numa-ab", parent=root, inventory={"VCPU": 4}, aggregates=[agg_a, agg_b, agg_c])
+    return agg_a, agg_b, agg_c, root, in_b, in_both
+
+
+@pytest.mark.parametrize(
+    ("query", "served_by"),
+    [
+        # One member_of met by the child and another by its root is not enough: each provider of
+        # the answer, or its root, must be in every one.
+        ("resources=VCPU:1&member_of={a}&member_of={b}", ["in_both"]),
+        ("resources=VCPU:1&member_of={b}&member_of=in:{a},{c}", ["in_both"]),
+        # Its root in A meets in:A,B for the child in B alone.
+        ("resources=VCPU:1&member_of=in:{a},{b}", ["in_b", "in_both"]),
+        ("resources=VCPU:1&member_of={a}", ["in_b", "in_both"]),
+        ("resources=VCPU:1&member_of={a}&member_of=!{c}", ["in_b"]),
+        # A suffixed group's provider must be in every aggregate itself; its root does not count.
+        ("resources1=VCPU:1&member_of1={a}&member_of1={b}", ["in_both"]),
+        ("resources1=VCPU:1&member_of1={a}", ["in_both"]),
+        ("resources1=VCPU:1&member_of1=in:{a},{b}&member_of1=!{c}", ["in_b"]),
+    ],
+)
+def test_several_member_of_must_be_met_by_the_provider_or_by_its_root(api, query, served_by):
+    agg_a, agg_b, agg_c, _, in_b, in_both = _split_membership_tree(api)
+    providers = {"in_b": in_b, "in_both": in_both}
+    body = _ac(api, query.format(a=agg_a, b=agg_b, c=agg_c))
+    assert _allocs(body) == _norm([((providers[name], "VCPU", 1),) for name in served_by])
+
+
+def test_explain_counts_member_of_as_the_search_does(api):
+    agg_a, agg_b, agg_c, *_ = _split_membership_tree(api)
+    r = api.get(f"/berth/allocation_candidates/explain?resources=VCPU:1&member_of={agg_a}&member_of={agg_b}")
+    assert r.status_code == 200, r.data
+    steps = [(c["kind"], c["remaining"]) for c in r.json_body["groups"][0]["conditions"]]
+    # The child in B only is out at the second member_of: its root is in A, not in B.
+    assert steps == [("inventory", 2), ("capacity", 2), ("units", 2), ("aggregates", 2), ("aggregates", 1)]
+    assert r.json_body["candidates"] == 1
+    r = api.get(f"/berth/allocation_candidates/explain?resources1=VCPU:1&member_of1={agg_a}&member_of1=!{agg_c}")
+    steps = [(c["kind"], c["remaining"]) for c in r.json_body["groups"][0]["conditions"]]
+    assert steps == [("inventory", 2), ("capacity", 2), ("units", 2), ("aggregates", 1), ("aggregates", 0)]
+    assert r.json_body["candidates"] == 0
+
+
 def test_nested_children_serve_the_unsuffixed_group(api):
     root = api.create_provider("cn", inventory={"MEMORY_MB": 4096})
     numa0 = api.create_provider("numa0", parent=root, inventory={"VCPU": 4})

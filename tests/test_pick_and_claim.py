@@ -469,3 +469,16 @@ def test_racing_schedulers_fill_a_cloud_without_overcommit_or_early_refusals(liv
     refusals = [answer["errors"][0]["code"] for status, answer, _, _ in outcomes if status == 409]
     assert set(refusals) == {error_codes.PICK_NO_VALID_HOST}
     client.close()
+
+
+def test_a_pick_needs_one_provider_or_its_root_in_every_member_of(api):
+    agg_a, agg_b = new_uuid(), new_uuid()
+    root = api.create_provider("cn", inventory={"MEMORY_MB": 4096}, aggregates=[agg_a])
+    api.create_provider("numa-b", parent=root, inventory={"VCPU": 4}, aggregates=[agg_b])
+    query = {"resources": "VCPU:1", "member_of": [agg_a, agg_b]}
+    r = api.post("/berth/pick", _body(query=query))
+    assert r.status_code == 409 and error_code(r) == error_codes.PICK_NO_VALID_HOST, r.data
+    both = api.create_provider("numa-ab", parent=root, inventory={"VCPU": 4}, aggregates=[agg_a, agg_b])
+    r = api.post("/berth/pick", _body(query=query))
+    assert r.status_code == 200, r.data
+    assert list(r.json_body["allocation_request"]["allocations"]) == [both]

@@ -229,55 +229,98 @@ def test_a_huge_amount_lists_no_providers(api, amount):
     assert r.json_body["resource_providers"] == []
 
 
-# --- a query parameter given more than once: the last value counts, on every route ------------------
+# --- a query parameter given more than once: the value Placement reads counts, on every route ------
+# Placement reads ``limit`` and ``group_policy`` of GET /allocation_candidates by their first value
+# (``req.GET.getall(key)[0]``), every other parameter taken singly by its last (``req.GET[key]``).
+
+FIRST, LAST = "first", "last"
+
+# (path, microversion, the rest of the query, key, first value, second value, the value that counts)
+_REPEATED = [
+    ("/allocation_candidates", "latest", "resources=VCPU:1", "limit", "3", "1", FIRST),
+    ("/allocation_candidates", "latest", "resources=VCPU:1", "limit", "1", "2", FIRST),
+    (
+        "/allocation_candidates",
+        "latest",
+        "resources1=VCPU:1&resources2=VCPU:1",
+        "group_policy",
+        "isolate",
+        "none",
+        FIRST,
+    ),
+    (
+        "/allocation_candidates",
+        "latest",
+        "resources1=VCPU:1&resources2=VCPU:1",
+        "group_policy",
+        "none",
+        "isolate",
+        FIRST,
+    ),
+    ("/allocation_candidates", "latest", "", "resources", "VCPU:1", "VCPU:64", LAST),
+    ("/allocation_candidates", "latest", "", "resources1", "VCPU:64", "VCPU:1", LAST),
+    ("/allocation_candidates", "latest", "resources=VCPU:1", "in_tree", "{big}", "{small}", LAST),
+    ("/allocation_candidates", "latest", "resources1=VCPU:1", "in_tree1", "{small}", "{big}", LAST),
+    ("/allocation_candidates", "1.38", "resources=VCPU:1", "required", "CUSTOM_A", "CUSTOM_B", LAST),
+    ("/allocation_candidates", "1.38", "resources1=VCPU:1", "required1", "CUSTOM_B", "CUSTOM_A", LAST),
+    ("/resource_providers", "latest", "", "uuid", "{big}", "{small}", LAST),
+    ("/resource_providers", "latest", "", "name", "small", "big", LAST),
+    ("/resource_providers", "latest", "", "in_tree", "{big}", "{small}", LAST),
+    ("/resource_providers", "latest", "", "resources", "VCPU:1", "VCPU:64", LAST),
+    ("/resource_providers", "1.38", "", "required", "CUSTOM_A", "CUSTOM_B", LAST),
+    ("/usages", "1.38", "", "project_id", "p2", "p1", LAST),
+    ("/usages", "1.38", "project_id=p1", "user_id", "u1", "u2", LAST),
+    ("/usages", "1.38", "project_id=p1", "consumer_type", "MIGRATION", "INSTANCE", LAST),
+    ("/traits", "latest", "", "name", "in:CUSTOM_A", "in:CUSTOM_B", LAST),
+    ("/traits", "latest", "name=startswith:CUSTOM_", "associated", "true", "false", LAST),
+]
 
 
-def test_the_last_resources_and_in_tree_filter_the_provider_list(api):
-    small = api.create_provider("small", inventory={"VCPU": 8})
-    big = api.create_provider("big", inventory={"VCPU": 64})
-    r = api.get("/resource_providers?resources=VCPU:1&resources=VCPU:64")
-    assert [p["uuid"] for p in r.json_body["resource_providers"]] == [big]
-    r = api.get(f"/resource_providers?in_tree={big}&in_tree={small}")
-    assert [p["uuid"] for p in r.json_body["resource_providers"]] == [small]
-    r = api.get(f"/resource_providers?uuid={big}&uuid={small}")
-    assert [p["uuid"] for p in r.json_body["resource_providers"]] == [small]
-    r = api.get("/resource_providers?name=big&name=small")
-    assert [p["uuid"] for p in r.json_body["resource_providers"]] == [small]
+@pytest.mark.parametrize(
+    ("path", "version", "rest", "key", "first", "second", "counts"),
+    _REPEATED,
+    ids=[f"{path}:{key}={first},{second}" for path, _, _, key, first, second, _ in _REPEATED],
+)
+def test_a_repeated_parameter_counts_for_the_value_placement_reads(
+    api, path, version, rest, key, first, second, counts
+):
+    small = api.create_provider("small", inventory={"VCPU": 8}, traits=["CUSTOM_A"])
+    big = api.create_provider("big", inventory={"VCPU": 64}, traits=["CUSTOM_B"])
+    api.create_provider("mid", inventory={"VCPU": 16})
+    api.put("/traits/CUSTOM_UNUSED")
+    api.allocate(new_uuid(), {small: {"VCPU": 1}}, project="p1", user="u1")
+    api.allocate(new_uuid(), {big: {"VCPU": 2}}, project="p1", user="u2", consumer_type="MIGRATION")
+    api.allocate(new_uuid(), {big: {"VCPU": 4}}, project="p2", user="u1")
+    first, second = (value.format(small=small, big=big) for value in (first, second))
+
+    def answer(*values):
+        query = "&".join([*([rest] if rest else []), *(f"{key}={value}" for value in values)])
+        r = api.get(f"{path}?{query}", version=version)
+        assert r.status_code == 200, r.data
+        return r.json_body
+
+    alone = {FIRST: answer(first), LAST: answer(second)}
+    assert alone[FIRST] != alone[LAST]
+    assert answer(first, second) == alone[counts]
 
 
-def test_the_last_limit_and_group_policy_count(api):
-    for name in ("a", "b", "c"):
-        api.create_provider(name, inventory={"VCPU": 8})
-    r = api.get("/allocation_candidates?resources=VCPU:1&limit=x&limit=2")
-    assert r.status_code == 200, r.data
-    assert len(r.json_body["allocation_requests"]) == 2
-    r = api.get("/allocation_candidates?resources=VCPU:1&limit=3&limit=1")
-    assert len(r.json_body["allocation_requests"]) == 1
-    # isolate would keep the two groups off one provider, and each host has only VCPU
-    query = "resources1=VCPU:1&resources2=VCPU:1"
-    assert api.get(f"/allocation_candidates?{query}&group_policy=isolate").json_body["allocation_requests"] == []
-    r = api.get(f"/allocation_candidates?{query}&group_policy=isolate&group_policy=none")
-    assert len(r.json_body["allocation_requests"]) == 3
-
-
-def test_the_last_in_tree_and_resources_of_a_request_group_count(api):
-    small = api.create_provider("small", inventory={"VCPU": 8})
-    big = api.create_provider("big", inventory={"VCPU": 64})
-    r = api.get(f"/allocation_candidates?resources=VCPU:1&in_tree={big}&in_tree={small}")
-    assert list(r.json_body["provider_summaries"]) == [small]
-    r = api.get("/allocation_candidates?resources=VCPU:1&resources=VCPU:64")
-    assert list(r.json_body["provider_summaries"]) == [big]
-
-
-def test_the_last_trait_filters_and_usage_owner_count(api):
-    api.put("/traits/CUSTOM_A")
-    api.put("/traits/CUSTOM_B")
-    r = api.get("/traits?name=in:CUSTOM_A&name=in:CUSTOM_B")
-    assert r.json_body["traits"] == ["CUSTOM_B"]
-    host = api.create_provider("host", inventory={"VCPU": 8})
-    api.allocate(new_uuid(), {host: {"VCPU": 2}}, project="p2")
-    r = api.get("/usages?project_id=p1&project_id=p2", version="1.9")
-    assert r.json_body["usages"] == {"VCPU": 2}
+@pytest.mark.parametrize(
+    "query",
+    [
+        "limit=5&limit=x",
+        "limit=x&limit=5",
+        "group_policy=none&group_policy=any",
+        "group_policy=any&group_policy=none",
+    ],
+)
+def test_every_value_of_limit_and_group_policy_is_checked(api, query):
+    """Placement checks only the last value against its schema, and uses the first: ``limit=x&limit=5``
+    is a 500 there, ``group_policy=any&group_policy=none`` acts as ``none``.  Berth checks the value
+    it uses too (docs/compatibility.md)."""
+    api.create_provider("host", inventory={"VCPU": 8})
+    r = api.get(f"/allocation_candidates?resources1=VCPU:1&resources2=VCPU:1&{query}")
+    assert r.status_code == 400, r.data
+    assert _message(r).startswith("Invalid query string parameters")
 
 
 # --- group_policy counts every suffixed group; a query breaking several rules is refused for the first
@@ -655,3 +698,89 @@ def test_usages_of_an_unknown_provider(api):
     assert r.status_code == 404
     lookup = f"No resource provider with uuid {missing} found"
     assert _message(r) == f"{lookup}: {lookup}"
+
+
+# --- differences kept on purpose (docs/compatibility.md) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        # Placement answers an empty 200 to the first two: the group it reaches first (in the
+        # order of the query's keys) finds no provider, and it never looks the later names up.
+        (
+            "resources1=VCPU:100000&resources2=CUSTOM_NOPE:1&group_policy=none",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE.",
+        ),
+        (
+            f"resources=VCPU:1&member_of={_AGGREGATE}&required=CUSTOM_NOPE",
+            "No such trait(s): CUSTOM_NOPE.",
+        ),
+        (
+            "resources2=CUSTOM_NOPE:1&resources1=VCPU:100000&group_policy=none",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE.",
+        ),
+        # Both refuse the first unknown name of the first group, whatever its kind.
+        (
+            "resources=VCPU:1&required=CUSTOM_NOPE&resources1=CUSTOM_NOPE:1",
+            "No such trait(s): CUSTOM_NOPE.",
+        ),
+        # Placement names the first unknown name alone, in the order given.
+        ("resources=VCPU:1&required=CUSTOM_NOPE2,CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        ("resources=VCPU:1&required=!CUSTOM_NOPE2,!CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        ("resources=VCPU:1&root_required=CUSTOM_NOPE2,CUSTOM_NOPE1", "No such trait(s): CUSTOM_NOPE2."),
+        (
+            "resources=CUSTOM_NOPE_B:1,CUSTOM_NOPE_A:1",
+            "Invalid resource class in resources parameter: No such resource class CUSTOM_NOPE_B.",
+        ),
+    ],
+    ids=[
+        "unreached class",
+        "unreached trait",
+        "reached class",
+        "first group first",
+        "required",
+        "forbidden",
+        "root_required",
+        "classes",
+    ],
+)
+def test_an_unknown_name_is_refused_whatever_the_order_of_the_groups(api, query, message):
+    api.create_provider("host", inventory={"VCPU": 8})
+    r = api.get(f"/allocation_candidates?{query}")
+    assert r.status_code == 400, r.data
+    assert _message(r) == message
+
+
+def test_below_1_29_with_a_limit_only_the_providers_of_the_answers_are_summarised(api):
+    """Placement, limiting the answers, keeps the summary of every provider of an answer's tree that
+    served some other answer, below 1.29 too, where summaries name the answers' providers only."""
+    root = api.create_provider("cn", inventory={"VCPU": 8})
+    child = api.create_provider("numa", parent=root, inventory={"VCPU": 8})
+    r = api.get("/allocation_candidates?resources=VCPU:1&limit=1", version="1.28")
+    assert r.status_code == 200, r.data
+    (answer,) = r.json_body["allocation_requests"]
+    assert set(r.json_body["provider_summaries"]) == set(answer["allocations"]) < {root, child}
+    r = api.get("/allocation_candidates?resources=VCPU:1", version="1.28")
+    assert set(r.json_body["provider_summaries"]) == {root, child}
+
+
+@pytest.mark.parametrize("policy", ["", "&group_policy=isolate", "&group_policy=none"])
+def test_the_unsuffixed_group_and_a_granular_group_of_one_class_get_every_valid_request(api, policy):
+    """Placement, without group_policy=none, adds the second group's amount onto the first group's
+    in place while it merges them, so later requests carry amounts larger than asked: here it
+    answers only ``{root: 1, child: 2}`` (over the child's capacity) and leaves out both valid ones."""
+    root = api.create_provider("cn", inventory={"VCPU": 1})
+    child = api.create_provider("numa", parent=root, inventory={"VCPU": 1})
+    r = api.get(f"/allocation_candidates?resources=VCPU:1&resources1=VCPU:1{policy}")
+    assert r.status_code == 200, r.data
+    answers = sorted(
+        (
+            sorted((rp, entry["resources"]["VCPU"]) for rp, entry in request["allocations"].items()),
+            request["mappings"][""],
+            request["mappings"]["1"],
+        )
+        for request in r.json_body["allocation_requests"]
+    )
+    both = sorted([(root, 1), (child, 1)])
+    assert answers == sorted([(both, [root], [child]), (both, [child], [root])])

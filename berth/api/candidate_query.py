@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from werkzeug.datastructures import MultiDict
 
@@ -16,7 +16,7 @@ from berth.api import microversion as mv
 from berth.api.microversion import Version
 from berth.api.query import parse_member_of, parse_required, parse_resources
 from berth.api.schemas.allocation_candidates import GROUP_KEYS, allocation_candidates_query_schema
-from berth.api.validation import is_uuid, normalize_uuid, query_schema_check
+from berth.api.validation import JsonSchema, is_uuid, normalize_uuid, query_schema_check, validate
 from berth.domain import error_codes
 from berth.domain.candidate_query import (
     AggregateQuery,
@@ -36,9 +36,12 @@ def parse_query(args: Args, version: Version) -> CandidateQuery:
     The steps run in the reference's order: the options that apply to the whole request, then each
     request group's keys, then the rules over all groups, then ``group_policy``.
     """
-    query_schema_check(args, allocation_candidates_query_schema(version))
-    limit = int(args["limit"]) if "limit" in args else None
-    policy = args.get("group_policy")
+    schema = allocation_candidates_query_schema(version)
+    query_schema_check(args, schema)
+    _check_first_values(args, schema)
+    limit_value = _first(args, "limit")
+    limit = int(limit_value) if limit_value is not None else None
+    policy = _first(args, "group_policy")
     root_required = _root_required(args)
     same_subtree = _same_subtree(args)
     groups = _request_groups(args, version)
@@ -60,6 +63,24 @@ def parse_query(args: Args, version: Version) -> CandidateQuery:
 
 
 # --- options of the whole request -------------------------------------------------------------
+
+# The keys of which the reference uses the first value given (``req.GET.getall(key)[0]``), where
+# every other key taken singly counts for its last (``req.GET[key]``, and each value in turn for the
+# group keys).  Its schema check judges the last value of every key, these included.
+FIRST_VALUE_KEYS: Final = ("limit", "group_policy")
+
+
+def _first(args: Args, key: str) -> str | None:
+    values = args.getlist(key)
+    return values[0] if values else None
+
+
+def _check_first_values(args: Args, schema: JsonSchema) -> None:
+    """The first value of a key read by its first value meets the schema too: the value used is a
+    value checked (the reference checks only the last, and fails with a 500 on ``limit=x&limit=5``)."""
+    if any(len(args.getlist(key)) > 1 for key in FIRST_VALUE_KEYS):
+        first = {key: args.getlist(key)[0] for key in FIRST_VALUE_KEYS if key in args}
+        validate({**{key: args.getlist(key)[-1] for key in args}, **first}, schema, "Invalid query string parameters")
 
 
 def _root_required(args: Args) -> TraitQuery:

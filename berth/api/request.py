@@ -1,10 +1,12 @@
 """The request as handlers see it: its query string read the way Placement reads it.
 
 A key given more than once (``?resources=VCPU:1&resources=VCPU:64``) counts for its last value, on
-every route and for every parameter taken singly: Placement reads its query through WebOb, whose
-lookup by key answers the last value, and checks the query's JSON schema against those same last
-values.  Werkzeug's lookup answers the first.  Parameters that may be repeated (``required`` from
-1.39, ``member_of`` from 1.24, ``same_subtree``) are read with ``getlist``, which is unaffected.
+every route and for nearly every parameter taken singly: Placement reads its query through WebOb,
+whose lookup by key answers the last value, and checks the query's JSON schema against those same
+last values.  Werkzeug's lookup answers the first.  Parameters that may be repeated (``required``
+from 1.39, ``member_of`` from 1.24, ``same_subtree``) are read with ``getlist``, which is
+unaffected, and so are ``limit`` and ``group_policy`` of ``GET /allocation_candidates``, of which
+Placement uses the first value (``berth.api.candidate_query.FIRST_VALUE_KEYS``).
 """
 
 from __future__ import annotations

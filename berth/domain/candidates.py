@@ -13,7 +13,11 @@ Semantics, as the Placement API defines them:
   traits and aggregates.  A suffixed group without resources (1.36) names a provider of the tree
   that carries its traits, and appears in the mappings only.
 - ``group_policy=isolate`` puts each suffixed group on a different provider.
-- Aggregate membership counts a provider's own aggregates and its root's.
+- A suffixed group's provider must itself be in every ``member_of`` of the group and in none of
+  its forbidden aggregates.  For the unsuffixed group, each provider serving it, or the root of its
+  tree, must be in every ``member_of`` (a sharing provider must be in them itself): one clause met
+  by the provider and another by the root is not enough.  Neither the provider nor the root of the
+  tree it serves (a sharing provider's anchor) may be in a forbidden aggregate.
 - Amounts that several groups place on one provider are added up and must fit there together:
   a candidate is only returned if it could be written as it stands.
 
@@ -113,6 +117,11 @@ class SearchBudget:
         return self.remaining >= 0
 
 
+def _in_every(aggregates: frozenset[int], member_of: Sequence[frozenset[int]]) -> bool:
+    """Whether ``aggregates`` meet every any-of set of ``member_of``."""
+    return all(aggregates & any_of for any_of in member_of)
+
+
 def _traits_ok(traits: frozenset[int], required: Collection[frozenset[int]], forbidden: frozenset[int]) -> bool:
     return all(traits & any_of for any_of in required) and not (traits & forbidden)
 
@@ -135,21 +144,23 @@ class TreeView:
             by_id.setdefault(p.id, p)
         return by_id
 
-    def aggregates_of(self, provider: ProviderData) -> frozenset[int]:
-        if provider.root_id == self.root.id and provider.id != self.root.id:
-            return provider.aggregates | self.root.aggregates
-        return provider.aggregates
-
     def in_group_scope(self, provider: ProviderData, group: RequestGroup) -> bool:
         if group.in_tree_root is not None and provider.root_id != group.in_tree_root:
             return False
         if group.member_of or group.forbidden_aggregates:
-            # A suffixed group's provider must be in the aggregate itself; the unsuffixed group's
-            # providers may also be in it through their root.
-            aggs = provider.aggregates if group.suffix else self.aggregates_of(provider)
-            if not all(aggs & any_of for any_of in group.member_of):
+            own = provider.aggregates
+            if group.suffix:
+                # A suffixed group's provider must be in the aggregates itself.
+                return _in_every(own, group.member_of) and not own & group.forbidden_aggregates
+            # The unsuffixed group's provider, or the root of its tree, must be in every member_of
+            # by itself: one clause met by the provider and another by the root is not enough.  A
+            # sharing provider must be in them itself.  Neither the provider nor the root of the
+            # tree it serves (a sharing provider's anchor) may be in a forbidden aggregate.
+            root = self.root.aggregates
+            in_own_tree = provider.root_id == self.root.id
+            if not (_in_every(own, group.member_of) or (in_own_tree and _in_every(root, group.member_of))):
                 return False
-            if aggs & group.forbidden_aggregates:
+            if (own | root) & group.forbidden_aggregates:
                 return False
         return True
 

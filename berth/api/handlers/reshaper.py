@@ -50,8 +50,11 @@ def reshape(call: Call) -> Reply:
             current = inventories.list_inventories(conn, provider["id"])
             union = {rc: inventories.inventory_of(row) for rc, row in current.items()} | wanted
             inventories.replace_inventories(conn, provider, generation, union, reserved_can_be_total=True)
-        allocations.release_for_reshape(conn, consumer_requests)
-        allocations.replace_allocations(conn, consumer_requests)
+        # A provider that a consumer's allocations leave because they become {} counts as written
+        # to by the allocations' step, as every provider receiving allocations does: the reference
+        # bumps each once there.
+        emptied_from = allocations.release_for_reshape(conn, consumer_requests)
+        allocations.replace_allocations(conn, consumer_requests, emptied_from=emptied_from)
         for uuid, (_, wanted) in sorted(new_inventories.items()):
             provider = providers.require_provider(conn, uuid)
             inventories.replace_inventories(conn, provider, provider["generation"], wanted, reserved_can_be_total=True)

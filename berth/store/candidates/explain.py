@@ -8,7 +8,7 @@ conditions are scarce rather than which trees fail.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import NotRequired, TypeAlias, TypedDict
 
 import sqlalchemy as sa
@@ -78,12 +78,28 @@ def _has_trait(provider_col: ColumnElement[int], trait_ids: Collection[int]) -> 
     return sa.exists().where(rpt.c.resource_provider_id == provider_col, rpt.c.trait_id.in_(trait_ids))
 
 
-def _in_aggregates(agg_ids: Collection[int]) -> ColumnElement[bool]:
-    """Own aggregates or the root's, as the candidate search counts them."""
-    return sa.or_(
-        sa.exists().where(rpa.c.resource_provider_id == rp.c.id, rpa.c.aggregate_id.in_(agg_ids)),
-        sa.exists().where(rpa.c.resource_provider_id == rp.c.root_provider_id, rpa.c.aggregate_id.in_(agg_ids)),
-    )
+def _own_in_aggregates(provider_col: ColumnElement[int], agg_ids: Collection[int]) -> ColumnElement[bool]:
+    return sa.exists().where(rpa.c.resource_provider_id == provider_col, rpa.c.aggregate_id.in_(agg_ids))
+
+
+def _in_every(provider_col: ColumnElement[int], member_of: Sequence[Collection[int]]) -> ColumnElement[bool]:
+    return sa.and_(*(_own_in_aggregates(provider_col, any_of) if any_of else sa.false() for any_of in member_of))
+
+
+def _member_of(group: RequestGroup, member_of: Sequence[Collection[int]]) -> ColumnElement[bool]:
+    """In every any-of set of ``member_of``, as the candidate search counts it: a suffixed group's
+    provider by itself; for the unsuffixed group, the provider by itself or its root by itself."""
+    if group.suffix:
+        return _in_every(rp.c.id, member_of)
+    return sa.or_(_in_every(rp.c.id, member_of), _in_every(rp.c.root_provider_id, member_of))
+
+
+def _in_none(group: RequestGroup, agg_ids: Collection[int]) -> ColumnElement[bool]:
+    """In none of ``agg_ids``: a suffixed group's provider; for the unsuffixed group, neither the
+    provider nor its root."""
+    if group.suffix:
+        return ~_own_in_aggregates(rp.c.id, agg_ids)
+    return ~sa.or_(_own_in_aggregates(rp.c.id, agg_ids), _own_in_aggregates(rp.c.root_provider_id, agg_ids))
 
 
 def explain(
@@ -127,12 +143,13 @@ def _group_steps(group: RequestGroup, trait_names: Mapping[int, str], aggregate_
     if group.forbidden:
         names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
         steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
-    for any_of in group.member_of:
+    # Each step holds every member_of so far: the provider (or its root) must meet them all alone.
+    for index, any_of in enumerate(group.member_of):
         uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
-        steps.append(("aggregates", f"is in aggregate {uuids}", _in_aggregates(any_of) if any_of else sa.false()))
+        steps.append(("aggregates", f"is in aggregate {uuids}", _member_of(group, group.member_of[: index + 1])))
     if group.forbidden_aggregates:
         uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
-        steps.append(("aggregates", f"is in none of aggregates {uuids}", ~_in_aggregates(group.forbidden_aggregates)))
+        steps.append(("aggregates", f"is in none of aggregates {uuids}", _in_none(group, group.forbidden_aggregates)))
     if group.impossible:
         steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
     elif group.in_tree_root is not None:

@@ -41,11 +41,15 @@ class ResolvedQuery:
 
 
 def resolve(conn: Connection, query: CandidateQuery) -> ResolvedQuery:
-    """The query's names as ids; a 400 for an unknown resource class or trait."""
-    class_ids = _class_ids(conn, {name for group in query.groups for name, _ in group.resources})
-    trait_ids = names.require_trait_ids(
+    """The query's names as ids; a 400 for an unknown resource class or trait, the first the
+    reference looks up: ``root_required``'s traits, then each group in the order of the query
+    (its classes in the order given, then its traits).  Unlike the reference, every group's names
+    are looked up, also after a group that no provider meets (docs/compatibility.md)."""
+    class_ids = names.resource_class_ids(conn, {name for group in query.groups for name, _ in group.resources})
+    trait_ids = names.trait_ids(
         conn, query.root_required.names() | {name for group in query.groups for name in group.traits.names()}
     )
+    _refuse_unknown(query, class_ids, trait_ids)
     found_aggregates = aggregate_ids(conn, {uuid for group in query.groups for uuid in group.aggregates.uuids()})
     tree_roots = _tree_roots(conn, {group.in_tree for group in query.groups if group.in_tree is not None})
     request = CandidateRequest(
@@ -59,12 +63,21 @@ def resolve(conn: Connection, query: CandidateQuery) -> ResolvedQuery:
     return ResolvedQuery(request, class_ids, trait_ids, found_aggregates)
 
 
-def _class_ids(conn: Connection, class_names: set[str]) -> dict[str, int]:
-    class_ids = names.resource_class_ids(conn, class_names)
-    for name in sorted(class_names):
-        if name not in class_ids:
-            raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
-    return class_ids
+def _refuse_unknown(query: CandidateQuery, class_ids: Mapping[str, int], trait_ids: Mapping[str, int]) -> None:
+    """The reference names the first unknown name it looks up, alone."""
+    _refuse_unknown_traits(query.root_required, trait_ids)
+    for group in query.groups:
+        for name, _ in group.resources:
+            if name not in class_ids:
+                raise BadRequest(f"Invalid resource class in resources parameter: No such resource class {name}.")
+        _refuse_unknown_traits(group.traits, trait_ids)
+
+
+def _refuse_unknown_traits(traits: TraitQuery, trait_ids: Mapping[str, int]) -> None:
+    """The first unknown trait: of the required ones in the order given, then of the forbidden."""
+    for name in [*(name for any_of in traits.required for name in any_of), *traits.forbidden]:
+        if name not in trait_ids:
+            raise names.UnknownTraits([name])
 
 
 def _tree_roots(conn: Connection, provider_uuids: Iterable[str]) -> dict[str, int]:

@@ -9,8 +9,9 @@ Every answer's tree must meet each of these necessary conditions:
   with room offers, a provider of the tree in an aggregate with that sharing provider;
 - for each any-of set of required traits (of a group or of the root), a provider of the tree with
   one of them, unless a sharing provider has one (it may serve the group instead);
-- for each any-of set of aggregates of ``member_of``, a provider of the tree in one of them (a
-  provider inherits its root's aggregates, and the root is in the tree), unless a sharing provider is.
+- for each any-of set of aggregates of ``member_of``, a provider of the tree in one of them, unless a
+  sharing provider is (the search asks more: one provider, or the root, in every set of its group;
+  each set met by some provider of the tree follows from that).
 
 A condition met by few providers names few trees: the search then visits those trees only, and a
 request that fits nowhere (an amount above every provider's room, or above every provider's

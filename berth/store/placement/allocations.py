@@ -18,7 +18,7 @@ on PostgreSQL queue behind each other instead of deadlocking.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,24 +183,36 @@ def _remove_allocations(conn: Connection, consumer_uuid: str) -> set[int]:
     return freed_from
 
 
-def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -> None:
+def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -> set[int]:
     """Check the consumers' generations and take their allocations off the books.
 
     The reshaper does this before it rewrites inventories, so that inventory can move from one
-    provider to another underneath allocations that move with it.
+    provider to another underneath allocations that move with it.  Returns the providers of the
+    consumers whose allocations the reshape empties, for ``replace_allocations``.
     """
     for request in sorted(requests, key=lambda r: r.consumer_uuid):
         _check_consumer_generation(consumer_store.get_consumer(conn, request.consumer_uuid), request)
+    emptied_from: set[int] = set()
     for request in sorted(requests, key=lambda r: r.consumer_uuid):
-        _remove_allocations(conn, request.consumer_uuid)
+        freed_from = _remove_allocations(conn, request.consumer_uuid)
+        if not any(request.allocations.values()):
+            emptied_from |= freed_from
+    return emptied_from
 
 
-def replace_allocations(conn: Connection, requests: list[ConsumerAllocations]) -> None:
-    """Replace the allocations of every consumer in ``requests`` at once, or of none."""
+def replace_allocations(
+    conn: Connection, requests: list[ConsumerAllocations], *, emptied_from: Collection[int] = ()
+) -> None:
+    """Replace the allocations of every consumer in ``requests`` at once, or of none.
+
+    ``emptied_from``: the providers of consumers this write empties whose allocations were already
+    taken off the books (``release_for_reshape``); they count as written to, as those the write
+    itself empties do.
+    """
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
     targets = _resolve_targets(conn, requests)
     now = db_time(conn, utcnow())
-    emptied_from = _write_consumers(conn, requests, now)
+    emptied_from = _write_consumers(conn, requests, now) | set(emptied_from)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
     # Each provider's generation moves once: those that receive allocations move below.
     left_alone = emptied_from - {provider_id for provider_id, _ in wanted}
