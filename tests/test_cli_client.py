@@ -169,13 +169,36 @@ def test_inventory_show_has_the_apis_numbers(berth, cloud):
 def test_inventory_set_changes_one_class_and_keeps_the_others(berth, cloud):
     storage = cloud.provider("cli-set-target", {"DISK_GB": {"total": 100, "reserved": 5}})
     berth("inventory", "set", "cli-set-target", "DISK_GB", "--total", "200")
-    written = as_json(berth("inventory", "set", storage, "CUSTOM_CLI_SLOTS", "--total", "3", "-f", "json"))
+    written = as_json(
+        berth("inventory", "set", storage, "CUSTOM_CLI_SLOTS", "--total", "3", "--create-class", "-f", "json")
+    )
     assert written == cloud.get(f"/resource_providers/{storage}/inventories")
     inventories = written["inventories"]
     assert (inventories["DISK_GB"]["total"], inventories["DISK_GB"]["reserved"]) == (200, 5)
     assert inventories["CUSTOM_CLI_SLOTS"]["total"] == 3
     refused = berth("inventory", "set", storage, "VCPU", "--reserved", "1", expect=2)
     assert "has no VCPU inventory yet: give its --total" in refused.stderr
+
+
+def test_inventory_set_refuses_a_class_the_service_does_not_know(berth, cloud):
+    storage = cloud.provider("cli-typo-target", {"DISK_GB": {"total": 100}})
+    for name, hint in (("CUSTOM_CLI_NOPE", "--create-class"), ("VCPUS", "CUSTOM_")):
+        refused = berth("inventory", "set", storage, name, "--total", "3", expect=1)
+        assert f"the service has no resource class {name}" in refused.stderr
+        assert hint in refused.stderr
+        # Nothing was written: neither the class (below) nor the inventory.
+        assert cloud.get(f"/resource_providers/{storage}/inventories")["inventories"].keys() == {"DISK_GB"}
+    classes = [rc["name"] for rc in cloud.get("/resource_classes")["resource_classes"]]
+    assert "CUSTOM_CLI_NOPE" not in classes and "VCPUS" not in classes
+
+
+def test_inventory_set_below_usage_writes_and_warns(berth, cloud):
+    storage = cloud.provider("cli-shrink-target", {"DISK_GB": {"total": 100}})
+    cloud.allocate(new_uuid(), {storage: {"DISK_GB": 60}})
+    shrunk = berth("inventory", "set", storage, "DISK_GB", "--total", "50", "-f", "json")
+    assert as_json(shrunk)["inventories"]["DISK_GB"]["total"] == 50
+    assert "warning: cli-shrink-target now has 50 DISK_GB to allocate but 60 are allocated" in shrunk.stderr
+    assert "warning" not in berth("inventory", "set", storage, "DISK_GB", "--total", "60").stderr
 
 
 def test_trait_list_of_a_provider_and_of_the_service(berth, cloud):
