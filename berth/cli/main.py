@@ -11,6 +11,7 @@ import click
 from berth.cli import agent, audit, bench, serve, sim, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
+from berth.store.database import DatabaseUnusable
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 
@@ -63,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except click.Abort:
         click.echo("Aborted.", err=True)
+        return 1
+    except DatabaseUnusable as error:
+        # A wrong --database or a database that is down: the operator's to fix, said in one line.
+        click.echo(f"berth: {error}", err=True)
         return 1
     return result if isinstance(result, int) else 0
 
