@@ -295,6 +295,40 @@ def test_an_unreachable_url_is_named_with_berth_serve_as_the_remedy():
     assert "berth serve" in result.stderr
 
 
+def test_a_url_that_is_not_placements_endpoint_says_so_once(live):
+    url = live[0].url + "/placement"
+    result = CliRunner().invoke(cli, ["provider", "list", "--url", url])
+    assert result.exit_code == 1
+    assert result.stderr.count("The resource could not be found.") == 1
+    assert f"hint: the service at {url} has no such path: is --url" in result.stderr
+    assert "berth provider list" not in result.stderr
+
+
+def test_a_url_without_its_scheme_is_a_usage_error_that_says_so():
+    result = CliRunner().invoke(cli, ["provider", "list", "--url", "127.0.0.1:8778"])
+    assert result.exit_code == 2
+    assert "needs its scheme: http://127.0.0.1:8778" in result.stderr
+    assert "Is the service running?" not in result.stderr
+
+
+def test_allocation_show_refuses_what_is_not_a_uuid(berth):
+    result = berth("allocation", "show", "not-a-uuid", expect=2)
+    assert "'not-a-uuid' is not a uuid" in result.stderr
+    assert "holds no allocations" not in result.output
+
+
+def test_inventory_amounts_beyond_the_apis_range_are_refused_by_the_command_line(berth, cloud):
+    result = berth("inventory", "set", "cli-storage", "DISK_GB", "--total", "99999999999", expect=2)
+    assert "Invalid value for '--total': 99999999999 is not in the range 1<=x<=2147483647" in result.stderr
+    assert "schema" not in result.stderr
+
+
+def test_a_schema_refusal_says_its_sentence_without_the_schema(berth, cloud):
+    result = berth("inventory", "set", "cli-storage", "DISK_GB", "--allocation-ratio", "1e39", expect=1)
+    assert "JSON does not validate: 1e+39 is greater than the maximum of 3.40282e+38\n" in result.stderr
+    assert "Failed validating" not in result.stderr and "schema[" not in result.stderr
+
+
 def test_main_returns_the_exit_status_of_usage_errors(capsys):
     assert main(["provider", "show"]) == 2
     assert "Missing argument 'PROVIDER'" in capsys.readouterr().err

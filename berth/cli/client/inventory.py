@@ -14,6 +14,10 @@ from berth.cli.client.providers import find_provider
 from berth.clients.errors import PlacementError
 from berth.clients.placement import retry_on_conflict
 
+# The largest amount the API takes in an inventory field (a signed 32-bit integer, as in Placement).
+MAX_UNITS = 2147483647
+UNITS = click.IntRange(min=1, max=MAX_UNITS)
+UNITS_OR_NONE = click.IntRange(min=0, max=MAX_UNITS)
 COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
@@ -42,11 +46,11 @@ def inventory_show(api: Api, provider: str) -> None:
 )
 @click.argument("provider")
 @click.argument("resource_class")
-@click.option("--total", type=click.IntRange(min=1), default=None, help="units in all (needed for a new class)")
-@click.option("--reserved", type=click.IntRange(min=0), default=None, help="units kept back")
-@click.option("--min-unit", type=click.IntRange(min=1), default=None, help="least units in one allocation")
-@click.option("--max-unit", type=click.IntRange(min=1), default=None, help="most units in one allocation")
-@click.option("--step-size", type=click.IntRange(min=1), default=None, help="allocations are multiples of this")
+@click.option("--total", type=UNITS, default=None, help="units in all (needed for a new class)")
+@click.option("--reserved", type=UNITS_OR_NONE, default=None, help="units kept back")
+@click.option("--min-unit", type=UNITS, default=None, help="least units in one allocation")
+@click.option("--max-unit", type=UNITS, default=None, help="most units in one allocation")
+@click.option("--step-size", type=UNITS, default=None, help="allocations are multiples of this")
 @click.option("--allocation-ratio", type=click.FloatRange(min=0, min_open=True), default=None, help="overcommit")
 @click.option(
     "--create-class",
