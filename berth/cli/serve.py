@@ -45,7 +45,7 @@ class ServeSettings:
         help="worker processes",
         env="BERTH_WORKERS",
         minimum=1,
-        default_text="cores + 1, at most 4",
+        default_text="one per core, at most 4",
         metavar="N",
     )
     threads: int = setting(1, help="threads per worker", env="BERTH_THREADS", minimum=1, metavar="N")
