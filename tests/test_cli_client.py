@@ -329,6 +329,13 @@ def test_a_schema_refusal_says_its_sentence_without_the_schema(berth, cloud):
     assert "Failed validating" not in result.stderr and "schema[" not in result.stderr
 
 
+def test_berth_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"berth {version('berth')}\n"
+
+
 def test_main_returns_the_exit_status_of_usage_errors(capsys):
     assert main(["provider", "show"]) == 2
     assert "Missing argument 'PROVIDER'" in capsys.readouterr().err

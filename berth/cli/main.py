@@ -17,6 +17,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 
 
 @click.group(context_settings=CONTEXT, help="Berth: the resource books of a cloud.")
+@click.version_option(package_name="berth", prog_name="berth", message="%(prog)s %(version)s")
 def cli() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
 
