@@ -87,21 +87,29 @@ def _check_url(url: str) -> None:
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise DatabaseUnusable(f"Berth keeps its books in SQLite or PostgreSQL, not {backend!r}: give {URL_FORMS}")
-    if backend == "sqlite" and parsed.database and parsed.database != ":memory:":
-        folder = os.path.dirname(os.path.abspath(parsed.database))
-        if not parsed.database.startswith("file:") and not os.path.isdir(folder):
-            raise DatabaseUnusable(
-                f"no folder {folder} for the SQLite file {parsed.database}: create the folder, or give "
-                "another database URL"
-            )
+
+
+def _missing_folder(database: str | None) -> str | None:
+    """The folder a SQLite file would be in, when that folder does not exist."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    folder = os.path.dirname(os.path.abspath(database))
+    return None if os.path.isdir(folder) else folder
 
 
 def describe_failure(error: exc.DBAPIError, url: str) -> str:
     """One line for a database that cannot be reached or opened: which, why, and what to check."""
-    where = sa.engine.make_url(url).render_as_string(hide_password=True)
+    parsed = sa.engine.make_url(url)
+    where = parsed.render_as_string(hide_password=True)
     lines = [line.strip() for line in str(error.orig).splitlines() if line.strip()]
     reason = lines[0] if lines else type(error.orig).__name__
-    if where.startswith("sqlite"):
+    if parsed.get_backend_name() == "sqlite":
+        folder = _missing_folder(parsed.database)
+        if folder:
+            return (
+                f"no folder {folder} for the SQLite file {parsed.database}: create the folder, or give "
+                "another database URL"
+            )
         return f"cannot open the database {where}: {reason}; check the file and its folder's permissions"
     return f"cannot reach the database {where}: {reason}; is PostgreSQL running there, and is the URL right?"
 
@@ -361,6 +369,8 @@ class _WriterLock:
 def _writer_lock_for(database: str | None) -> _WriterLock | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
+    if _missing_folder(database):
+        return None  # opening the database fails as well, and says why
     path = os.path.abspath(database) + ".writer-lock"
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
