@@ -382,3 +382,14 @@ def test_the_worst_queries_expect_what_the_layout_gives():
     room = (memory["total"] - memory["reserved"]) * memory["allocation_ratio"]
     assert memory["max_unit"] < BEYOND_MAX_UNIT <= room < TOO_MUCH_MEMORY
     assert "member_of=agg-uuid&" in worst_queries({"rare_aggregate": "agg-uuid"})["rare_aggregate"]
+
+
+def test_the_baselines_anti_affinity_breaks_are_said_as_its_figures_not_as_violations():
+    from berth.testbed.bench.placement_checks import anti_affinity_lines
+    from berth.testbed.bench.placing import ClientSideClaimer, Picker
+
+    sample = {"group": "g1", "host": "h1", "members": 2}
+    baseline = anti_affinity_lines(ClientSideClaimer.name, [sample])
+    assert len(baseline) == 1
+    assert "VIOLATION" not in baseline[0].upper() and "baseline" in baseline[0] and str(sample) in baseline[0]
+    assert anti_affinity_lines(Picker.name, [sample]) == [f"  ANTI-AFFINITY VIOLATION by pick_and_claim: {sample}"]

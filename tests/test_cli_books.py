@@ -3,6 +3,9 @@ copied into a second database, served there, and the two servers compared."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid as uuid_module
 
 import pytest
@@ -136,3 +139,28 @@ def test_import_needs_a_file_or_a_placement(tmp_path):
     done = CliRunner().invoke(cli, ["import", "--database", f"sqlite:///{tmp_path / 'x.sqlite'}"])
     assert done.exit_code == 2
     assert "give either FILE or --from-placement URL" in done.output
+
+
+def test_off_a_terminal_export_and_import_print_their_summary_without_bars(tmp_path):
+    environment = {name: value for name, value in os.environ.items() if name not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+
+    def berth(*args: str) -> str:
+        """``berth ARGS`` with its standard error a pipe; what it wrote there."""
+        done = subprocess.run(
+            [sys.executable, "-m", "berth.cli.main", *args],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    source, books = f"sqlite:///{tmp_path / 'source.sqlite'}", str(tmp_path / "books.jsonl")
+    berth("db", "upgrade", "--database", source)
+    for printed, summary in (
+        (berth("export", books, "--database", source), "exported nothing"),
+        (berth("import", books, "--database", f"sqlite:///{tmp_path / 'copy.sqlite'}"), "imported nothing"),
+    ):
+        assert "━" not in printed and "0:00:00" not in printed, printed
+        assert printed.splitlines()[-1] == summary

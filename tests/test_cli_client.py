@@ -169,13 +169,36 @@ def test_inventory_show_has_the_apis_numbers(berth, cloud):
 def test_inventory_set_changes_one_class_and_keeps_the_others(berth, cloud):
     storage = cloud.provider("cli-set-target", {"DISK_GB": {"total": 100, "reserved": 5}})
     berth("inventory", "set", "cli-set-target", "DISK_GB", "--total", "200")
-    written = as_json(berth("inventory", "set", storage, "CUSTOM_CLI_SLOTS", "--total", "3", "-f", "json"))
+    written = as_json(
+        berth("inventory", "set", storage, "CUSTOM_CLI_SLOTS", "--total", "3", "--create-class", "-f", "json")
+    )
     assert written == cloud.get(f"/resource_providers/{storage}/inventories")
     inventories = written["inventories"]
     assert (inventories["DISK_GB"]["total"], inventories["DISK_GB"]["reserved"]) == (200, 5)
     assert inventories["CUSTOM_CLI_SLOTS"]["total"] == 3
     refused = berth("inventory", "set", storage, "VCPU", "--reserved", "1", expect=2)
     assert "has no VCPU inventory yet: give its --total" in refused.stderr
+
+
+def test_inventory_set_refuses_a_class_the_service_does_not_know(berth, cloud):
+    storage = cloud.provider("cli-typo-target", {"DISK_GB": {"total": 100}})
+    for name, hint in (("CUSTOM_CLI_NOPE", "--create-class"), ("VCPUS", "CUSTOM_")):
+        refused = berth("inventory", "set", storage, name, "--total", "3", expect=1)
+        assert f"the service has no resource class {name}" in refused.stderr
+        assert hint in refused.stderr
+        # Nothing was written: neither the class (below) nor the inventory.
+        assert cloud.get(f"/resource_providers/{storage}/inventories")["inventories"].keys() == {"DISK_GB"}
+    classes = [rc["name"] for rc in cloud.get("/resource_classes")["resource_classes"]]
+    assert "CUSTOM_CLI_NOPE" not in classes and "VCPUS" not in classes
+
+
+def test_inventory_set_below_usage_writes_and_warns(berth, cloud):
+    storage = cloud.provider("cli-shrink-target", {"DISK_GB": {"total": 100}})
+    cloud.allocate(new_uuid(), {storage: {"DISK_GB": 60}})
+    shrunk = berth("inventory", "set", storage, "DISK_GB", "--total", "50", "-f", "json")
+    assert as_json(shrunk)["inventories"]["DISK_GB"]["total"] == 50
+    assert "warning: cli-shrink-target now has 50 DISK_GB to allocate but 60 are allocated" in shrunk.stderr
+    assert "warning" not in berth("inventory", "set", storage, "DISK_GB", "--total", "60").stderr
 
 
 def test_trait_list_of_a_provider_and_of_the_service(berth, cloud):
@@ -270,6 +293,47 @@ def test_an_unreachable_url_is_named_with_berth_serve_as_the_remedy():
     assert result.exit_code == 1
     assert f"cannot reach Placement at {url}: connection refused" in result.stderr
     assert "berth serve" in result.stderr
+
+
+def test_a_url_that_is_not_placements_endpoint_says_so_once(live):
+    url = live[0].url + "/placement"
+    result = CliRunner().invoke(cli, ["provider", "list", "--url", url])
+    assert result.exit_code == 1
+    assert result.stderr.count("The resource could not be found.") == 1
+    assert f"hint: the service at {url} has no such path: is --url" in result.stderr
+    assert "berth provider list" not in result.stderr
+
+
+def test_a_url_without_its_scheme_is_a_usage_error_that_says_so():
+    result = CliRunner().invoke(cli, ["provider", "list", "--url", "127.0.0.1:8778"])
+    assert result.exit_code == 2
+    assert "needs its scheme: http://127.0.0.1:8778" in result.stderr
+    assert "Is the service running?" not in result.stderr
+
+
+def test_allocation_show_refuses_what_is_not_a_uuid(berth):
+    result = berth("allocation", "show", "not-a-uuid", expect=2)
+    assert "'not-a-uuid' is not a uuid" in result.stderr
+    assert "holds no allocations" not in result.output
+
+
+def test_inventory_amounts_beyond_the_apis_range_are_refused_by_the_command_line(berth, cloud):
+    result = berth("inventory", "set", "cli-storage", "DISK_GB", "--total", "99999999999", expect=2)
+    assert "Invalid value for '--total': 99999999999 is not in the range 1<=x<=2147483647" in result.stderr
+    assert "schema" not in result.stderr
+
+
+def test_a_schema_refusal_says_its_sentence_without_the_schema(berth, cloud):
+    result = berth("inventory", "set", "cli-storage", "DISK_GB", "--allocation-ratio", "1e39", expect=1)
+    assert "JSON does not validate: 1e+39 is greater than the maximum of 3.40282e+38\n" in result.stderr
+    assert "Failed validating" not in result.stderr and "schema[" not in result.stderr
+
+
+def test_berth_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"berth {version('berth')}\n"
 
 
 def test_main_returns_the_exit_status_of_usage_errors(capsys):

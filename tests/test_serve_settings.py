@@ -250,3 +250,8 @@ def test_the_readme_lists_the_settings_as_declared():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     table = settings.reference_table(ServeSettings)
     assert table in readme, "README.md's table of `berth serve` settings is out of date; it should read:\n" + table
+
+
+def test_the_default_workers_are_no_more_than_the_cores():
+    # Granian warns on every start when the workers outnumber the cores.
+    assert 1 <= ServeSettings().workers <= min(4, os.cpu_count() or 1)

@@ -1,4 +1,5 @@
-"""docs/user-guide.md kept true: its ``console`` blocks run, in order, against a real ``berth serve``.
+"""docs/user-guide.md and README.md kept true: their ``console`` blocks run, in order, against a real
+``berth serve`` (the README's commands with its URL in place of the default endpoint's).
 
 In a ``console`` block a line starting with ``$ `` is a command, continued by lines ending in ``\\``
 or by a heredoc up to its terminator; the lines after it are output the command must print (on
@@ -19,6 +20,8 @@ import pytest
 from livehelpers import LiveServer
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "user-guide.md"
+README = Path(__file__).resolve().parent.parent / "README.md"
+DEFAULT_ENDPOINT = "http://127.0.0.1:8778"
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 ELLIPSIS = "…"
@@ -211,26 +214,45 @@ def _environment(url: str) -> dict[str, str]:
     return environment
 
 
-@pytest.mark.slow
-def test_every_console_block_of_the_guide_runs_as_shown(tmp_path):
-    steps = guide_steps(GUIDE.read_text())
+def _run_as_shown(document: Path, folder: Path, *, endpoint_in_commands: bool) -> None:
+    """Run every ``console`` block of ``document`` in ``folder`` against a server of its own, and check
+    the output each shows; with ``endpoint_in_commands`` the commands name the default endpoint, which
+    is replaced by the server's."""
+    steps = guide_steps(document.read_text())
     # berth.sqlite in the folder the commands run in: the file `berth export` reads by default.
-    server = LiveServer(f"sqlite:///{tmp_path / 'berth.sqlite'}", workers=2)
+    server = LiveServer(f"sqlite:///{folder / 'berth.sqlite'}", workers=2)
     try:
         environment = _environment(server.url)
         for step in steps:
+            command = step.command.replace(DEFAULT_ENDPOINT, server.url) if endpoint_in_commands else step.command
             done = subprocess.run(
-                ["bash", "-o", "pipefail", "-c", step.command],
-                cwd=tmp_path,
+                ["bash", "-o", "pipefail", "-c", command],
+                cwd=folder,
                 env=environment,
                 capture_output=True,
                 text=True,
                 timeout=180,
             )
             output = done.stdout + done.stderr
-            where = f"docs/user-guide.md line {step.line}: {step.command}\n--- output:\n{output[-4000:]}"
+            where = f"{document.name} line {step.line}: {step.command}\n--- output:\n{output[-4000:]}"
             assert done.returncode == 0, where
             missing = first_missing(step.expected, output)
             assert missing is None, f"{where}\n--- not printed: {missing}"
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_every_console_block_of_the_guide_runs_as_shown(tmp_path):
+    _run_as_shown(GUIDE, tmp_path, endpoint_in_commands=False)
+
+
+def test_the_readme_runs_its_api_and_openstack_client_examples():
+    commands = " ".join(step.command for step in guide_steps(README.read_text()))
+    for words in ("curl -s http://127.0.0.1:8778/", "openstack --os-auth-type admin_token --os-token admin"):
+        assert words in commands, words
+
+
+@pytest.mark.slow
+def test_every_console_block_of_the_readme_runs_as_shown(tmp_path):
+    _run_as_shown(README, tmp_path, endpoint_in_commands=True)

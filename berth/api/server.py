@@ -7,6 +7,7 @@ once, and the application's modules are imported once, in the master, before any
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib
 import ipaddress
@@ -38,6 +39,34 @@ def _address(bind: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class AddressInUse(Exception):
+    """Another process listens on the address ``berth serve`` was told to bind."""
+
+    def __init__(self, host: str, port: int):
+        super().__init__(f"{host}:{port}")
+        self.host = host
+        self.port = port
+
+
+def _refuse_taken_address(host: str, port: int) -> None:
+    """Raise :class:`AddressInUse` when a socket already listens on ``host:port``.
+
+    Granian binds its socket with SO_REUSEPORT, under which the kernel lets a second server listen on
+    the same port and shares the connections between the two. A probe bound without SO_REUSEPORT
+    fails as soon as any socket listens there; SO_REUSEADDR keeps the connections of a server that
+    just stopped (TIME_WAIT) from counting as a listener.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise AddressInUse(host, port) from None
+            raise
+
+
 def serve(
     *,
     bind: str,
@@ -66,10 +95,11 @@ def _serve(
     lease_check_interval: float,
     log_format: str,
 ) -> int:
+    host, port = _address(bind)
+    _refuse_taken_address(host, port)
     db = Database(database_url)
     upgrade(db)
     db.dispose()
-    host, port = _address(bind)
 
     def load_app() -> CollectorPausedDuringRequests:
         from berth.api.wsgi import create_app

@@ -60,7 +60,7 @@ class HostCounts(click.ParamType[list[int]]):
     default=DEFAULT_WORKERS,
     metavar="N",
     help="worker processes of the server the bench starts (default: as berth serve, "
-    f"cores + 1, at most 4: {DEFAULT_WORKERS} here)",
+    f"one per core, at most 4: {DEFAULT_WORKERS} here)",
 )
 @click.option("--hosts", type=HostCounts(), default=[1000], help="compute host counts, one run each (default 1000)")
 @click.option(

@@ -26,14 +26,20 @@ ProgressCallback = Callable[[str, int, int], None]
 
 @contextmanager
 def _progress_bars() -> Iterator[ProgressCallback]:
-    """A progress bar per kind of record, on standard error, for work reported as (kind, done, total)."""
+    """A progress bar per kind of record, on standard error, for work reported as (kind, done, total).
+
+    Only on a terminal: written to a file or a pipe, the bars would come out as one line per kind and
+    redraw; the summary line the commands print at the end says what was done.
+    """
+    console = Console(stderr=True)
     bars = Progress(
         TextColumn("{task.description:<22}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=False,
+        disable=not console.is_terminal,
     )
     tasks: dict[str, TaskID] = {}
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
-# Worker processes of ``berth serve`` unless told otherwise: one more than the cores, so that one
-# can run while another waits on its database; more only take turns on the cores (on two, three
-# workers built providers faster than four: docs/performance.md).  At most four, to bound memory.
-DEFAULT_WORKERS = min(4, (os.cpu_count() or 1) + 1)
+# Worker processes of ``berth serve`` unless told otherwise: one per core, at most four (to bound
+# memory). One more than the cores built providers a little faster on two cores (660 providers/s with
+# three workers against 599-616 with two, docs/performance.md), but Granian warns on every start that
+# more workers than cores may lower throughput: a default should not start with a warning, and
+# --workers takes the extra one where it pays.
+DEFAULT_WORKERS = min(4, os.cpu_count() or 1)

@@ -11,11 +11,13 @@ import click
 from berth.cli import agent, audit, bench, serve, sim, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
+from berth.store.database import DatabaseUnusable
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 
 
 @click.group(context_settings=CONTEXT, help="Berth: the resource books of a cloud.")
+@click.version_option(package_name="berth", prog_name="berth", message="%(prog)s %(version)s")
 def cli() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
 
@@ -63,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except click.Abort:
         click.echo("Aborted.", err=True)
+        return 1
+    except DatabaseUnusable as error:
+        # A wrong --database or a database that is down: the operator's to fix, said in one line.
+        click.echo(f"berth: {error}", err=True)
         return 1
     return result if isinstance(result, int) else 0
 

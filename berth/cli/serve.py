@@ -45,7 +45,7 @@ class ServeSettings:
         help="worker processes",
         env="BERTH_WORKERS",
         minimum=1,
-        default_text="cores + 1, at most 4",
+        default_text="one per core, at most 4",
         metavar="N",
     )
     threads: int = setting(1, help="threads per worker", env="BERTH_THREADS", minimum=1, metavar="N")
@@ -191,13 +191,22 @@ def run(ctx: click.Context, params: Mapping[str, Any]) -> int:
             file=sys.stderr,
         )
         return 2
-    return server.serve(
-        bind=settings.bind,
-        database_url=settings.database,
-        workers=settings.workers,
-        threads=settings.threads,
-        access_log=settings.access_log,
-        settings=settings.api_settings(),
-        lease_check_interval=settings.lease_check_interval,
-        log_format=settings.log_format,
-    )
+    try:
+        return server.serve(
+            bind=settings.bind,
+            database_url=settings.database,
+            workers=settings.workers,
+            threads=settings.threads,
+            access_log=settings.access_log,
+            settings=settings.api_settings(),
+            lease_check_interval=settings.lease_check_interval,
+            log_format=settings.log_format,
+        )
+    except server.AddressInUse:
+        # "Address already in use" is the kernel's own wording, which the test bed's retry looks for.
+        print(
+            f"berth serve: cannot listen on {settings.bind}: Address already in use by another process; "
+            "stop it or choose another --bind.",
+            file=sys.stderr,
+        )
+        return 1

@@ -26,6 +26,8 @@ import click
 @click.option("--pools", type=click.IntRange(1), default=1, show_default=True, help="processes sharing the other hosts")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="write the report as JSON")
 def sim_command(json_path: str | None, **params: Any) -> None:
+    from berth.testbed.client import require_curl
+    from berth.testbed.errors import TestbedError
     from berth.testbed.sim.config import SimConfig
     from berth.testbed.sim.run import main
 
@@ -33,6 +35,12 @@ def sim_command(json_path: str | None, **params: Any) -> None:
         config = SimConfig(json=json_path, **params)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    try:
+        # Its conductors and host pools speak to the service through libcurl, as berth bench does.
+        require_curl("berth sim")
+    except TestbedError as e:
+        click.echo(f"error: {e}", err=True)
+        raise click.exceptions.Exit(2) from None
     status = main(config)
     if status:
         raise click.exceptions.Exit(status)

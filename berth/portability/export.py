@@ -165,7 +165,7 @@ class snapshot:  # noqa: N801 - used as a context manager, like contextlib's
         self._conn: Connection | None = None
 
     def __enter__(self) -> Connection:
-        conn = self._db.engine.connect()
+        conn = self._db.connect()
         if not self._db.is_sqlite:
             conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
         conn.begin()

@@ -64,7 +64,7 @@ def import_books(
 @contextmanager
 def _write_transaction(db: Database) -> Iterator[Connection]:
     """One transaction for the whole import (on SQLite holding the write lock from its start)."""
-    with db.engine.connect() as conn:
+    with db.connect() as conn:
         if db.is_sqlite:
             conn = conn.execution_options(berth_write=True)  # BEGIN IMMEDIATE
         with conn.begin():

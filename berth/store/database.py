@@ -69,9 +69,56 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# What an operator can give as --database, for the messages that refuse anything else.
+URL_FORMS = "sqlite:///FILE or postgresql://user:password@host/dbname"
+
+
+class DatabaseUnusable(Exception):
+    """A database URL Berth cannot use, or a database it cannot reach: one line saying what to do."""
+
+
+def _check_url(url: str) -> None:
+    """Refuse, before any engine is built, a URL that names no database Berth keeps its books in."""
+    shown = url.split("@", 1)[-1] if "@" in url else url
+    try:
+        parsed = sa.engine.make_url(url)
+    except exc.ArgumentError:
+        raise DatabaseUnusable(f"cannot read the database URL {shown!r}: give {URL_FORMS}") from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise DatabaseUnusable(f"Berth keeps its books in SQLite or PostgreSQL, not {backend!r}: give {URL_FORMS}")
+
+
+def _missing_folder(database: str | None) -> str | None:
+    """The folder a SQLite file would be in, when that folder does not exist."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    folder = os.path.dirname(os.path.abspath(database))
+    return None if os.path.isdir(folder) else folder
+
+
+def describe_failure(error: exc.DBAPIError, url: str) -> str:
+    """One line for a database that cannot be reached or opened: which, why, and what to check."""
+    parsed = sa.engine.make_url(url)
+    where = parsed.render_as_string(hide_password=True)
+    lines = [line.strip() for line in str(error.orig).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(error.orig).__name__
+    if parsed.get_backend_name() == "sqlite":
+        folder = _missing_folder(parsed.database)
+        if folder:
+            return (
+                f"no folder {folder} for the SQLite file {parsed.database}: create the folder, or give "
+                "another database URL"
+            )
+        return f"cannot open the database {where}: {reason}; check the file and its folder's permissions"
+    return f"cannot reach the database {where}: {reason}; is PostgreSQL running there, and is the URL right?"
+
+
 class Database:
     def __init__(self, url: str | None = None, *, pool_size: int = 5):
-        self.url = normalise_url(url or default_url())
+        self.given_url = url or default_url()
+        self.url = normalise_url(self.given_url)
+        _check_url(self.url)
         self.is_sqlite = self.url.startswith("sqlite")
         if self.is_sqlite:
             self.engine = sa.create_engine(
@@ -97,6 +144,14 @@ class Database:
         self._most_held = pool_size
         # Called before each retry of a unit of work (the API counts them as a metric).
         self.retry_listeners: list[Callable[[], None]] = []
+
+    def connect(self) -> sa.Connection:
+        """A connection of its own, for work outside the units of work (schema upgrades, snapshots);
+        :class:`DatabaseUnusable`, saying which database and why, when none can be opened."""
+        try:
+            return self.engine.connect()
+        except exc.OperationalError as error:
+            raise DatabaseUnusable(describe_failure(error, self.given_url)) from error
 
     def dispose(self) -> None:
         self._release_held_connections()
@@ -314,6 +369,8 @@ class _WriterLock:
 def _writer_lock_for(database: str | None) -> _WriterLock | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
+    if _missing_folder(database):
+        return None  # opening the database fails as well, and says why
     path = os.path.abspath(database) + ".writer-lock"
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))

@@ -27,7 +27,7 @@ def upgrade(db: Database) -> None:
     Safe to run from several processes at once: on SQLite the write lock serialises them, on
     PostgreSQL an advisory lock does.
     """
-    with db.engine.connect() as conn:
+    with db.connect() as conn:
         if db.is_sqlite:
             conn = conn.execution_options(berth_write=True)
         with conn.begin():

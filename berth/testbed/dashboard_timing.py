@@ -34,8 +34,8 @@ from berth.testbed.server import Server
 log = Log("dashboard-timing")
 
 CHROMIUM = "/usr/bin/chromium"
-# ``berth serve``'s default: cores + 1, at most 4 (the tools do not import the cli layer).
-DEFAULT_WORKERS = min(4, (os.cpu_count() or 1) + 1)
+# ``berth serve``'s default: one per core, at most 4 (the tools do not import the cli layer).
+DEFAULT_WORKERS = min(4, os.cpu_count() or 1)
 CONSUMERS_PER_REQUEST = 500
 PAGE_TIMEOUT_MS = 60_000
 ENDPOINTS = (

@@ -23,9 +23,16 @@ def assert_clean(report, ops):
     assert d["by_kind"]["build"]["done"] > 0
 
 
-def test_ci_sized_simulation_on_sqlite_ends_without_violations():
+def test_ci_sized_simulation_on_sqlite_ends_without_violations(capfd):
     config = SimConfig(hosts=200, ops=3000, concurrency=16, faults=0.05, seed=11, workers=2, real_agents=3)
     assert_clean(run_sim(config), 3000)
+    # After the last operation it says what it is doing: resumes, audit, invariants, teardown.
+    said = [line.split("] ", 1)[-1] for line in capfd.readouterr().err.splitlines() if line.startswith("[sim ")]
+    after = said[next(i for i, line in enumerate(said) if "operations in" in line) - 1 :]
+    assert after[0].startswith("operations done; finishing those still running")
+    assert any(line.startswith("auditing the ") for line in after)
+    assert any(line.startswith("reading the books") for line in after)
+    assert after[-1].startswith("stopping the cloud")
 
 
 def test_shorter_simulation_on_postgresql_with_several_workers():

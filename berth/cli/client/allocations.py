@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 
 import click
@@ -20,6 +21,11 @@ def allocation_group() -> None:
 @click.argument("consumer")
 @placement_command
 def allocation_show(api: Api, consumer: str) -> None:
+    try:
+        uuid.UUID(consumer)
+    except ValueError:
+        # The API answers any string with no allocations; a consumer is always named by its uuid.
+        raise click.BadParameter(f"{consumer!r} is not a uuid", param_hint="'CONSUMER'") from None
     body = api.get(f"/allocations/{segment(consumer)}")
     held = body["allocations"]
 

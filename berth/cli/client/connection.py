@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import click
 
@@ -69,19 +69,31 @@ def explain_failure(error: PlacementError, url: str) -> ApiFailure:
         )
     request = str(error).split(": ", 1)[0]
     code = f" {error.code}" if error.code else ""
+    detail = _readable(error.detail)
     hint = HINTS.get(error.status, "see the service's log for the cause" if error.status >= 500 else "")
-    message = f"{request} answered {error.status}{code}: {_readable(error.detail)}"
+    if error.status == 404 and detail == _NO_SUCH_PATH:
+        # Nothing more than the stock sentence: no route at all, not a missing provider or class.
+        hint = (
+            f"the service at {url} has no such path: is --url (or $BERTH_URL) Placement's endpoint itself? "
+            "GET on it answers with the API's versions"
+        )
+    message = f"{request} answered {error.status}{code}: {detail}"
     return ApiFailure(message + (f"\nhint: {hint}" if hint else ""))
 
 
-# The status's stock sentence that Placement's errors open with, before the detail that matters.
+_NO_SUCH_PATH = "The resource could not be found."
+# The status's stock sentence that Placement's errors open with, before the detail that matters
+# (a 404 for a path that does not exist says its stock sentence twice, and nothing else).
 _STOCK = re.compile(
-    r"^The server could not comply with the request since it is either malformed or otherwise incorrect\.\s*"
+    r"^(The server could not comply with the request since it is either malformed or otherwise incorrect\."
+    r"|The resource could not be found\.)\s*"
 )
+# A JSON schema refusal goes on with where in the schema it failed; the sentence before it says it all.
+_SCHEMA_DUMP = re.compile(r"\s+Failed validating .*", re.DOTALL)
 
 
 def _readable(detail: str) -> str:
-    return " ".join(_STOCK.sub("", detail).split()) or detail
+    return " ".join(_SCHEMA_DUMP.sub("", _STOCK.sub("", detail)).split()) or " ".join(detail.split())
 
 
 def _transport_reason(detail: str) -> str:
@@ -97,7 +109,15 @@ def _transport_reason(detail: str) -> str:
     return detail
 
 
+def _check_scheme(url: str) -> None:
+    """Refuse an endpoint without its scheme, which would otherwise read as a service that is down."""
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise click.UsageError(f"the endpoint {url!r} (--url or $BERTH_URL) needs its scheme: http://{url}")
+
+
 def connect(url: str | None, token: str | None, environ: Mapping[str, str]) -> PlacementClient:
+    if url is not None:
+        _check_scheme(url)
     if token is None and environ.get("OS_AUTH_URL"):
         session = _keystone_session(environ)
         if session is not None:

@@ -8,11 +8,16 @@ from typing import Any
 import click
 from rich.console import RenderableType
 
-from berth.cli.client.connection import Api, placement_command, segment
+from berth.cli.client.connection import Api, ApiFailure, placement_command, segment
 from berth.cli.client.output import capacity, emit, table
 from berth.cli.client.providers import find_provider
+from berth.clients.errors import PlacementError
 from berth.clients.placement import retry_on_conflict
 
+# The largest amount the API takes in an inventory field (a signed 32-bit integer, as in Placement).
+MAX_UNITS = 2147483647
+UNITS = click.IntRange(min=1, max=MAX_UNITS)
+UNITS_OR_NONE = click.IntRange(min=0, max=MAX_UNITS)
 COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
@@ -41,20 +46,26 @@ def inventory_show(api: Api, provider: str) -> None:
 )
 @click.argument("provider")
 @click.argument("resource_class")
-@click.option("--total", type=click.IntRange(min=1), default=None, help="units in all (needed for a new class)")
-@click.option("--reserved", type=click.IntRange(min=0), default=None, help="units kept back")
-@click.option("--min-unit", type=click.IntRange(min=1), default=None, help="least units in one allocation")
-@click.option("--max-unit", type=click.IntRange(min=1), default=None, help="most units in one allocation")
-@click.option("--step-size", type=click.IntRange(min=1), default=None, help="allocations are multiples of this")
+@click.option("--total", type=UNITS, default=None, help="units in all (needed for a new class)")
+@click.option("--reserved", type=UNITS_OR_NONE, default=None, help="units kept back")
+@click.option("--min-unit", type=UNITS, default=None, help="least units in one allocation")
+@click.option("--max-unit", type=UNITS, default=None, help="most units in one allocation")
+@click.option("--step-size", type=UNITS, default=None, help="allocations are multiples of this")
 @click.option("--allocation-ratio", type=click.FloatRange(min=0, min_open=True), default=None, help="overcommit")
+@click.option(
+    "--create-class",
+    is_flag=True,
+    default=False,
+    help="create the custom resource class (CUSTOM_...) if the service does not know it yet",
+)
 @placement_command
-def inventory_set(api: Api, provider: str, resource_class: str, **changes: Any) -> None:
+def inventory_set(api: Api, provider: str, resource_class: str, create_class: bool, **changes: Any) -> None:
     found = find_provider(api, provider)
     uuid = found["uuid"]
     given = {key: value for key, value in changes.items() if value is not None}
     if not given:
         raise click.UsageError("nothing to set: give at least one of --total, --reserved, --min-unit, ...")
-    api.client.ensure_resource_class(resource_class)
+    _known_class(api, resource_class, create=create_class)
 
     def write() -> None:
         # Re-read on every attempt: a conflict means someone else changed the inventory meanwhile.
@@ -69,3 +80,37 @@ def inventory_set(api: Api, provider: str, resource_class: str, **changes: Any) 
     retry_on_conflict(write, what=f"set {resource_class} inventory of {found['name']}")
     body = api.get(f"/resource_providers/{segment(uuid)}/inventories")
     emit(api.output, body, lambda: _render(f"inventory of {found['name']}", body["inventories"]))
+    _warn_below_usage(api, found, resource_class, body["inventories"][resource_class])
+
+
+def _known_class(api: Api, name: str, *, create: bool) -> None:
+    """Refuse a resource class the service does not know, unless told to create a custom one.
+
+    The API answers 404 to an inventory of an unknown class; a typo must not create a class for good.
+    """
+    try:
+        api.get(f"/resource_classes/{segment(name)}")
+        return
+    except PlacementError as error:
+        if error.status != 404:
+            raise
+    if create and name.startswith("CUSTOM_"):
+        api.client.ensure_resource_class(name)
+        return
+    if name.startswith("CUSTOM_"):
+        hint = "check its spelling, or pass --create-class to create it"
+    else:
+        hint = "check its spelling: a standard class is one of os-resource-classes', a custom one starts with CUSTOM_"
+    raise ApiFailure(f"the service has no resource class {name}\nhint: {hint}")
+
+
+def _warn_below_usage(api: Api, found: dict[str, Any], resource_class: str, inventory: dict[str, Any]) -> None:
+    """Say so (on stderr; the write stands) when the new capacity is below what is already allocated."""
+    usages = api.get(f"/resource_providers/{segment(found['uuid'])}/usages")["usages"]
+    used = int(usages.get(resource_class, 0))
+    if used > capacity(inventory):
+        click.echo(
+            f"warning: {found['name']} now has {capacity(inventory)} {resource_class} to allocate but "
+            f"{used} are allocated: nothing more of it fits until allocations free {used - capacity(inventory)}",
+            err=True,
+        )

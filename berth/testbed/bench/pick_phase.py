@@ -21,7 +21,7 @@ import uuid as uuidlib
 from typing import Any
 
 from berth.testbed.bench import log
-from berth.testbed.bench.placement_checks import add_placements, check_anti_affinity, check_over_commit
+from berth.testbed.bench.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
 from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
@@ -193,24 +193,25 @@ class PickPhase:
             **{k: grouped_result[k] for k in ("placements", "placements_per_s", "p50_ms", "p99_ms")},
             **{k: grouped_result[k] for k in ("conflicts", "no_valid_host", "errors")},
         }
-        self.check(result, tally, grouped_tally)
+        self.check(result, tally, grouped_tally, grouped.name)
         return result
 
-    def check(self, result: dict[str, Any], tally: PlacementTally, grouped: PlacementTally) -> None:
-        """Over-commit on every provider placed on, then anti-affinity, into ``result``."""
+    def check(self, result: dict[str, Any], tally: PlacementTally, grouped: PlacementTally, placer: str) -> None:
+        """Over-commit on every provider placed on, then anti-affinity as ``placer`` kept it, into ``result``."""
         providers = {rp for p in tally.placed + grouped.placed for rp in p.allocations}
         log(f"  checking {len(providers)} providers and {len(grouped.placed)} group members")
         books = check_over_commit(self.client, providers, self.held, self.threads, self.stop)
-        spread = check_anti_affinity(self.client, grouped.placed, self.hosts, self.threads, self.stop)
+        spread = check_anti_affinity(self.client, grouped.placed, self.hosts, self.threads, self.stop, placer)
         result["violations"] = books["violations"]
         result["usage_mismatches"] = books["usage_mismatches"]
         result["providers_checked"] = books["providers_checked"]
         result["anti_affinity_violations"] = spread["violations"]
         result["over_commit_samples"] = books["violation_samples"]
         result["anti_affinity_samples"] = spread["violation_samples"]
+        broken = "anti-affinity breaks of the baseline (a figure)" if placer == BASELINE else "anti-affinity violations"
         log(
-            f"  {books['violations']} over-commits, {books['usage_mismatches']} usage mismatches, "
-            f"{spread['violations']} anti-affinity violations"
+            f"  {placer}: {books['violations']} over-commits, {books['usage_mismatches']} usage mismatches, "
+            f"{spread['violations']} {broken}"
         )
 
     def run(self, released: list[str], weigh_all_picks: int) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -60,11 +60,14 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             task = progress.add_task("operations", total=config.ops)
             workload.run(lambda: progress.advance(task))
         elapsed = time.monotonic() - started
+        log("operations done; finishing those still running and resuming those faults interrupted")
         left = workload.finish()
         log(f"{tally.operations} operations in {elapsed:.1f} s; {left} left running after the resumes")
         exited = cloud.exited()
         after = _metrics(cloud.server.url)
+        log(f"auditing the {len(cloud.urls)} hosts' agents")
         findings = _audit(cloud, log)
+        log("reading the books of the service and of every agent, and checking the invariants")
         pools = {h.name: layout.pools[h.pool][0] if h.pool is not None else None for h in layout.hosts}
         books = read_books(cloud.server.url, cloud.agents_of_thread, pools)
         verdict = check(books, expected(workload.instances, workload, layout))
@@ -86,6 +89,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             errors=list(workload.errors),
         )
     finally:
+        log("stopping the cloud: conductors, agents, host pools and the server")
         report_logs = cloud.stop()
         databases.close()
     report.log_problems = report_logs
