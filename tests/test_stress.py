@@ -203,6 +203,8 @@ OPTIONS = {
     "--url",
     "--database",
     "--workers",
+    "--servers",
+    "--postgres-nodes",
     "--concurrency",
     "--seconds",
     "--operations",
@@ -225,6 +227,7 @@ JSON_KEYS = {
     "elapsed",
     "stats",
     "faults",
+    "outages",
     "violations",
     "providers",
     "consumers_seen",
@@ -236,6 +239,9 @@ JSON_KEYS = {
     "requests",
     "writes",
     "http_500s",
+    "lost_writes",
+    "duplicates",
+    "over_commits",
 }
 
 
