@@ -6,6 +6,13 @@ effect is done, and ``state`` to ``done``, ``failed`` or ``rolled_back`` at the 
 beaten for ``dead_after`` seconds was left by a conductor that died, and another conductor takes it
 over (``take_over``, one UPDATE that only one taker can win) to finish or undo it.
 
+Every time written (heartbeats, creation and change times) and every time compared is the database's
+own clock, read inside the statement that uses it: conductors on machines whose clocks disagree
+would otherwise see a live conductor's heartbeat as old (a taker whose clock runs ahead takes over
+work still being done) or a dead one's as fresh.  On PostgreSQL that is ``statement_timestamp()`` (one
+moment for the whole statement); a SQLite journal is shared by the conductors of one machine, whose
+clock SQLite reads.
+
 Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
 journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
 writer, and a commit appends to the log instead of rewriting pages) and waits for the write lock
@@ -19,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -100,12 +106,20 @@ class Operation:
         )
 
 
+def database_clock(dialect: str) -> sa.ColumnElement[float]:
+    """The database's time now, in seconds since the epoch, as a SQL expression."""
+    if dialect == "postgresql":
+        return sa.cast(sa.func.extract("epoch", sa.func.statement_timestamp()), sa.Float)
+    return sa.cast((sa.func.julianday("now") - 2440587.5) * 86400.0, sa.Float)
+
+
 class Journal:
     def __init__(self, url_or_engine: str | Engine):
         if isinstance(url_or_engine, Engine):
             self.engine = url_or_engine
         else:
             self.engine = _engine(url_or_engine)
+        self._now = database_clock(self.engine.dialect.name)
         # SQLite: one writer at a time, waiting here rather than polling SQLite's lock.
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
@@ -121,11 +135,9 @@ class Journal:
         self.engine.dispose()
 
     def start(self, kind: str, instance_uuid: str, request: dict[str, Any], owner: str) -> Operation:
-        now = time.time()
-        operation = Operation(
-            str(uuid.uuid4()), kind, instance_uuid, request, owner=owner, heartbeat=now, created_at=now, updated_at=now
-        )
+        operation = Operation(str(uuid.uuid4()), kind, instance_uuid, request, owner=owner)
         with self._writing() as conn:
+            now = conn.execute(sa.select(self._now)).scalar_one()
             conn.execute(
                 operations.insert().values(
                     id=operation.id,
@@ -143,14 +155,13 @@ class Journal:
                     updated_at=now,
                 )
             )
+        operation.heartbeat = operation.created_at = operation.updated_at = now
         return operation
 
     def save(self, operation: Operation) -> None:
         """Write the operation as it now is (its step, state, selections and attempts)."""
-        now = time.time()
-        operation.updated_at = operation.heartbeat = now
         with self._writing() as conn:
-            conn.execute(
+            now = conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
                 .values(
@@ -160,10 +171,13 @@ class Journal:
                     attempts=operation.attempts,
                     error=operation.error,
                     owner=operation.owner,
-                    heartbeat=now,
-                    updated_at=now,
+                    heartbeat=self._now,
+                    updated_at=self._now,  # the same moment: one statement, one time
                 )
-            )
+                .returning(operations.c.heartbeat)
+            ).scalar_one_or_none()
+        if now is not None:
+            operation.updated_at = operation.heartbeat = now
 
     def get(self, operation_id: str) -> Operation | None:
         with self.engine.connect() as conn:
@@ -186,14 +200,13 @@ class Journal:
             result = conn.execute(
                 operations.update()
                 .where(operations.c.owner == owner, operations.c.state == RUNNING)
-                .values(heartbeat=time.time())
+                .values(heartbeat=self._now)
             )
         return int(result.rowcount)
 
     def take_over(self, operation: Operation, owner: str, dead_after: float) -> Operation | None:
         """The operation, now ``owner``'s, if its owner was silent for ``dead_after`` seconds and no
         other conductor took it first; else None."""
-        now = time.time()
         with self._writing() as conn:
             result = conn.execute(
                 operations.update()
@@ -202,9 +215,9 @@ class Journal:
                     operations.c.state == RUNNING,
                     operations.c.owner == operation.owner,
                     operations.c.heartbeat == operation.heartbeat,
-                    operations.c.heartbeat <= now - dead_after,
+                    operations.c.heartbeat <= self._now - dead_after,
                 )
-                .values(owner=owner, heartbeat=now)
+                .values(owner=owner, heartbeat=self._now)
             )
         if result.rowcount != 1:
             return None
@@ -217,7 +230,7 @@ class Journal:
             conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
-                .values(owner="", heartbeat=0.0, error=error, updated_at=time.time())
+                .values(owner="", heartbeat=0.0, error=error, updated_at=self._now)
             )
         operation.heartbeat = 0.0
 

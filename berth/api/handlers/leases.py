@@ -15,7 +15,7 @@ from berth.domain.errors import BadRequest, NotFound
 from berth.store.leases import ledger
 from berth.store.leases.ledger import Lease
 from berth.store.placement import allocations
-from berth.store.util import latest, utcnow
+from berth.store.util import latest
 
 
 def _consumer(value: str) -> str:
@@ -40,8 +40,7 @@ def _view(lease: Lease, now: datetime.datetime) -> dict[str, Any]:
 
 
 def list_leases(call: Call) -> Reply:
-    rows = call.db.read(ledger.list_leases)
-    now = utcnow()
+    rows, now = call.db.read(lambda conn: (ledger.list_leases(conn), ledger.database_now(conn)))
     return json_response(
         call, {"leases": [_view(lease, now) for lease in rows]}, last_modified=latest(*(r.updated_at for r in rows))
     )
@@ -49,23 +48,23 @@ def list_leases(call: Call) -> Reply:
 
 def show_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
-    lease = call.db.read(lambda conn: ledger.get_lease(conn, consumer_uuid))
+    lease, now = call.db.read(lambda conn: (ledger.get_lease(conn, consumer_uuid), ledger.database_now(conn)))
     if lease is None:
         raise NotFound(f"No lease for consumer {consumer_uuid}.")
-    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+    return json_response(call, _view(lease, now), last_modified=lease.updated_at)
 
 
 def set_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
     body = call.json_body(LEASE_PUT)
 
-    def work(conn: Connection) -> Lease | None:
+    def work(conn: Connection) -> tuple[Lease | None, datetime.datetime]:
         ledger.set_lease(conn, consumer_uuid, body["expires_in"])
-        return ledger.get_lease(conn, consumer_uuid)
+        return ledger.get_lease(conn, consumer_uuid), ledger.database_now(conn)
 
-    lease = call.db.write(work)
+    lease, now = call.db.write(work)
     assert lease is not None  # written by this very transaction
-    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+    return json_response(call, _view(lease, now), last_modified=lease.updated_at)
 
 
 def confirm_lease(call: Call, consumer_uuid: str) -> Reply:
