@@ -116,6 +116,7 @@ class PatroniCluster:
             Node(f"node{i}", os.path.join(self.tmpdir, f"node{i}"), free_port(), free_port()) for i in range(nodes)
         ]
         self._stopped = False
+        self.crashed_at = 0.0  # time.time() of the last crash_leader's SIGKILLs
         if self.prefix:
             shutil.chown(self.tmpdir, user="postgres", group=pwd.getpwnam("postgres").pw_gid)
         atexit.register(self.stop)
@@ -318,6 +319,7 @@ class PatroniCluster:
         for pid in processes.process_tree(postmaster):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        self.crashed_at = time.time()
         node.crashes.append(postmaster)
         return leader
 

@@ -23,7 +23,8 @@ class StressResult:
     elapsed: float = 0.0
     stats: Counter[tuple[str, str]] = field(default_factory=Counter)
     faults: list[dict[str, Any]] = field(default_factory=list)
-    outages: list[float | None] = field(default_factory=list)  # per fault: seconds to the next acknowledged write
+    # Per fault: the longest time without an acknowledged write around it (runner.outages).
+    outages: list[float | None] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     providers: int = 0
     consumers_seen: int = 0
@@ -93,7 +94,7 @@ class StressResult:
             lines += [f"fault injected: {f['kind']} at {f['at']:.1f}s ({f['detail']})" for f in self.faults]
             if self.outages:
                 shown = ", ".join("never" if s is None else f"{s:.1f}s" for s in self.outages)
-                lines.append(f"from each fault to the next acknowledged write: {shown}")
+                lines.append(f"seconds without an acknowledged write around each fault: {shown}")
         else:
             lines.append("faults injected: 0")
         lines.append(

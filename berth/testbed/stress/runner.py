@@ -32,6 +32,8 @@ from berth.testbed.stress.result import StressResult
 # The workers log "Worker exiting" at once but then take seconds of CPU to wind down; once the audit
 # is done nothing is left to wait for.
 STOP_GRACE = 1.0
+# How long after a fault the load is searched for its gap without service.
+OUTAGE_WINDOW = 30.0
 
 
 def main(config: StressConfig) -> int:
@@ -186,6 +188,8 @@ def run_claimers(
         began = time.monotonic() - t0
         wall = time.time()
         detail = inject(config, server, postgres, rng, cluster)
+        if cluster is not None:
+            wall = cluster.crashed_at  # the SIGKILLs, after finding the primary
         result.faults.append({"kind": config.fault, "at": began, "wall": wall, "detail": detail})
         log(f"fault at {began:.1f}s: {detail}")
     if not config.operations:
@@ -251,11 +255,22 @@ def load_and_audit(
 
 
 def outages(faults: list[dict[str, Any]], collected: dict[int, dict[str, Any]]) -> list[float | None]:
-    """For each fault, the seconds from its injection to the first write any claimer got acknowledged
-    after it (None: none was)."""
+    """For each fault, the seconds without service: the longest time between two writes acknowledged
+    one after the other (by any claimer, by the time their answers came) from just before the fault
+    to ``OUTAGE_WINDOW`` seconds after it or the next fault; None when none was acknowledged after it.  (Answers to
+    writes committed just before a kill still arrive after it, so the first acknowledgement after the
+    fault says nothing.)"""
     acks = sorted(e[2] for data in collected.values() for e in data["events"] if e[0] == "write" and e[4] == "ack")
     found: list[float | None] = []
-    for fault in faults:
-        after = bisect.bisect_left(acks, fault["wall"])
-        found.append(acks[after] - fault["wall"] if after < len(acks) else None)
+    for k, fault in enumerate(faults):
+        kill = fault["wall"]
+        end = min(kill + OUTAGE_WINDOW, faults[k + 1]["wall"] if k + 1 < len(faults) else float("inf"))
+        start = max(0, bisect.bisect_left(acks, kill) - 1)  # the last acknowledgement before the kill
+        window = [a for a in acks[start:] if a <= end]
+        if not window or window[-1] < kill:
+            found.append(None)
+            continue
+        if window[0] >= kill:
+            window.insert(0, kill)
+        found.append(max(b - a for a, b in zip(window, window[1:], strict=False)))
     return found
