@@ -1,6 +1,8 @@
 """A write whose COMMIT lost its connection, on a real PostgreSQL: the outcome is resolved (the
 transaction's mark in ``commit_marks``), never guessed.  A commit that landed is reported as done,
-with the work's own result, and not run again; one that did not land is run again, once.
+with the work's own result, and not run again; one that did not land is run again, once.  The
+conductors' journal (its own engine) reads whether its ``start`` or ``take_over`` landed before
+running it again.
 
 The fault is put in the driver's commit: the real COMMIT runs (or not) and then the connection is
 closed under the client, which is what a primary dying between writing the commit and answering
@@ -17,6 +19,7 @@ import sqlalchemy as sa
 from apihelpers import Api
 
 from berth.api.app import PlacementApp
+from berth.conductor.journal import Journal
 from berth.store.database import Database
 from berth.store.migrate import upgrade
 
@@ -123,3 +126,34 @@ def test_an_allocation_whose_commit_landed_is_acknowledged_once(pg, monkeypatch)
     held = api.get(f"/allocations/{consumer}").json_body
     assert held["consumer_generation"] == 2
     assert held["allocations"][rp]["resources"] == {"VCPU": 3}
+
+
+@pytest.fixture
+def journal(pg):
+    journal = Journal(pg.engine.url.render_as_string(hide_password=False))
+    yield journal
+    journal.close()
+
+
+def test_a_journal_start_whose_commit_landed_returns_the_operation_once(journal, monkeypatch):
+    instance = str(uuid.uuid4())
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=True)
+    operation = journal.start("build", instance, {}, owner="me")
+    assert faults == [1]
+    assert [o.id for o in journal.for_instance(instance)] == [operation.id]
+
+
+def test_a_journal_take_over_whose_commit_landed_reports_it_taken(journal, monkeypatch):
+    operation = journal.start("build", str(uuid.uuid4()), {}, owner="dead")
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=True)
+    taken = journal.take_over(operation, "successor", 0.0)
+    assert faults == [1]
+    assert taken is not None and taken.owner == "successor"
+
+
+def test_a_journal_take_over_whose_commit_did_not_land_runs_again(journal, monkeypatch):
+    operation = journal.start("build", str(uuid.uuid4()), {}, owner="dead")
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=False)
+    taken = journal.take_over(operation, "successor", 0.0)
+    assert faults == [1]
+    assert taken is not None and taken.owner == "successor"

@@ -13,6 +13,14 @@ work still being done) or a dead one's as fresh.  On PostgreSQL that is ``statem
 moment for the whole statement); a SQLite journal is shared by the conductors of one machine, whose
 clock SQLite reads.
 
+A write whose connection was lost (a PostgreSQL failover) is not left to the caller: it runs again
+on a new connection until ``RETRY_SECONDS`` have passed.  Writes that set the row to what the
+conductor holds (``save``, ``beat``, ``abandon``) may simply run again.  ``start`` and ``take_over``
+first read whether the lost write landed, since their COMMIT may have: the new row is there, or the
+row names the new owner (owners are unique), and the operation is returned as written; run again
+blindly, a landed ``take_over`` would find the owner changed and report the operation not taken,
+while the conductor's heartbeat kept it alive with nobody working on it.
+
 Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
 journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
 writer, and a commit appends to the log instead of rewriting pages) and waits for the write lock
@@ -25,11 +33,13 @@ operation's time.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
+import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -39,6 +49,10 @@ SQLITE_LOCK_WAIT: Final = 60
 # Connections a SQLite journal keeps open: enough for every conductor thread of a process, so
 # that none is opened (and set up) again for each write.
 SQLITE_CONNECTIONS: Final = 32
+# How long a write lost with its connection is tried again (a PostgreSQL failover takes seconds).
+RETRY_SECONDS: Final = 60.0
+
+T = TypeVar("T")
 
 RUNNING: Final = "running"
 DONE: Final = "done"
@@ -131,12 +145,32 @@ class Journal:
         with self._write_lock, self.engine.begin() as conn:
             yield conn
 
+    def _write(self, statement: Callable[[Connection], T], landed: Callable[[], T | None] | None = None) -> T:
+        """``statement`` in a transaction; after a lost connection, ``landed()`` (when given) says
+        whether it took effect (its answer, or None), and the statement runs again if not."""
+        deadline = time.monotonic() + RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if attempt > 1 and landed is not None:
+                    found = landed()
+                    if found is not None:
+                        return found
+                with self._writing() as conn:
+                    return statement(conn)
+            except sa.exc.DBAPIError as error:
+                if not _connection_lost(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+
     def close(self) -> None:
         self.engine.dispose()
 
     def start(self, kind: str, instance_uuid: str, request: dict[str, Any], owner: str) -> Operation:
         operation = Operation(str(uuid.uuid4()), kind, instance_uuid, request, owner=owner)
-        with self._writing() as conn:
+
+        def insert(conn: Connection) -> Operation:
             now = conn.execute(sa.select(self._now)).scalar_one()
             conn.execute(
                 operations.insert().values(
@@ -155,13 +189,16 @@ class Journal:
                     updated_at=now,
                 )
             )
-        operation.heartbeat = operation.created_at = operation.updated_at = now
-        return operation
+            operation.heartbeat = operation.created_at = operation.updated_at = now
+            return operation
+
+        return self._write(insert, lambda: self.get(operation.id))
 
     def save(self, operation: Operation) -> None:
         """Write the operation as it now is (its step, state, selections and attempts)."""
-        with self._writing() as conn:
-            now = conn.execute(
+
+        def update(conn: Connection) -> float | None:
+            now: float | None = conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
                 .values(
@@ -176,6 +213,9 @@ class Journal:
                 )
                 .returning(operations.c.heartbeat)
             ).scalar_one_or_none()
+            return now
+
+        now = self._write(update)
         if now is not None:
             operation.updated_at = operation.heartbeat = now
 
@@ -196,18 +236,22 @@ class Journal:
 
     def beat(self, owner: str) -> int:
         """The owner is alive: every running operation it owns says so now."""
-        with self._writing() as conn:
+
+        def update(conn: Connection) -> int:
             result = conn.execute(
                 operations.update()
                 .where(operations.c.owner == owner, operations.c.state == RUNNING)
                 .values(heartbeat=self._now)
             )
-        return int(result.rowcount)
+            return int(result.rowcount)
+
+        return self._write(update)
 
     def take_over(self, operation: Operation, owner: str, dead_after: float) -> Operation | None:
         """The operation, now ``owner``'s, if its owner was silent for ``dead_after`` seconds and no
         other conductor took it first; else None."""
-        with self._writing() as conn:
+
+        def update(conn: Connection) -> bool:
             result = conn.execute(
                 operations.update()
                 .where(
@@ -219,20 +263,35 @@ class Journal:
                 )
                 .values(owner=owner, heartbeat=self._now)
             )
-        if result.rowcount != 1:
+            return bool(result.rowcount == 1)
+
+        def ours() -> bool | None:
+            current = self.get(operation.id)
+            return True if current is not None and current.owner == owner else None
+
+        if not self._write(update, ours):
             return None
         return self.get(operation.id)
 
     def abandon(self, operation: Operation, error: str) -> None:
         """Nobody's: the next resume() of any conductor takes it over (a resume that failed)."""
         operation.owner, operation.error = "", error
-        with self._writing() as conn:
-            conn.execute(
+        self._write(
+            lambda conn: conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
                 .values(owner="", heartbeat=0.0, error=error, updated_at=self._now)
             )
+        )
         operation.heartbeat = 0.0
+
+
+def _connection_lost(error: sa.exc.DBAPIError) -> bool:
+    """A connection that broke or could not be made (psycopg's OperationalError: refused, closed,
+    shutting down), after which the transaction may or may not have committed."""
+    if error.connection_invalidated:
+        return True
+    return isinstance(error, sa.exc.OperationalError) and type(error.orig).__module__.startswith("psycopg")
 
 
 def _engine(url: str) -> Engine:
