@@ -203,6 +203,8 @@ OPTIONS = {
     "--url",
     "--database",
     "--workers",
+    "--servers",
+    "--postgres-nodes",
     "--concurrency",
     "--seconds",
     "--operations",
@@ -225,6 +227,7 @@ JSON_KEYS = {
     "elapsed",
     "stats",
     "faults",
+    "outages",
     "violations",
     "providers",
     "consumers_seen",
@@ -236,6 +239,9 @@ JSON_KEYS = {
     "requests",
     "writes",
     "http_500s",
+    "lost_writes",
+    "duplicates",
+    "over_commits",
 }
 
 
@@ -326,3 +332,17 @@ def test_a_connection_closed_after_the_request_may_have_been_processed(at_most_o
         listener.close()
     assert received and received[0].startswith(b"PUT /allocations/x")
     assert failed.value.sent is True
+
+
+def test_outages_are_the_longest_gap_between_acknowledged_writes_around_each_fault():
+    from berth.testbed.stress.runner import outages
+
+    def ack(at):
+        return ("write", 0, at, "create", "ack", {})
+
+    refused = ("write", 0, 12.0, "create", "refused", {})
+    # Answers at 9.9 and 10.1 straddle the kill at 10.0 (a commit just before it); then nothing until
+    # 13.5.  The second fault, at 20.0, is never followed by an acknowledgement.
+    collected = {0: {"events": [ack(9.0), ack(9.9), ack(10.1), refused, ack(13.5), ack(14.0)]}}
+    collected[1] = {"events": [ack(10.05), ack(16.0), ack(18.0), ack(19.9)]}
+    assert outages([{"wall": 10.0}, {"wall": 20.0}], collected) == [pytest.approx(3.4), None]

@@ -39,6 +39,20 @@ POSITIVE_FLOAT = click.FloatRange(min=0, min_open=True)
     help="worker processes of the server this run starts (default 4)",
 )
 @click.option(
+    "--servers",
+    type=POSITIVE_INT,
+    default=1,
+    metavar="N",
+    help="berth serve processes this run starts on the one database, the claimers spread over them (default 1)",
+)
+@click.option(
+    "--postgres-nodes",
+    type=click.IntRange(min=2),
+    default=2,
+    metavar="N",
+    help="--fault failover: PostgreSQL nodes of the Patroni cluster the run starts (default 2)",
+)
+@click.option(
     "--concurrency",
     "-c",
     type=POSITIVE_INT,

@@ -6,6 +6,21 @@ effect is done, and ``state`` to ``done``, ``failed`` or ``rolled_back`` at the 
 beaten for ``dead_after`` seconds was left by a conductor that died, and another conductor takes it
 over (``take_over``, one UPDATE that only one taker can win) to finish or undo it.
 
+Every time written (heartbeats, creation and change times) and every time compared is the database's
+own clock, read inside the statement that uses it: conductors on machines whose clocks disagree
+would otherwise see a live conductor's heartbeat as old (a taker whose clock runs ahead takes over
+work still being done) or a dead one's as fresh.  On PostgreSQL that is ``statement_timestamp()`` (one
+moment for the whole statement); a SQLite journal is shared by the conductors of one machine, whose
+clock SQLite reads.
+
+A write whose connection was lost (a PostgreSQL failover) is not left to the caller: it runs again
+on a new connection until ``RETRY_SECONDS`` have passed.  Writes that set the row to what the
+conductor holds (``save``, ``beat``, ``abandon``) may simply run again.  ``start`` and ``take_over``
+first read whether the lost write landed, since their COMMIT may have: the new row is there, or the
+row names the new owner (owners are unique), and the operation is returned as written; run again
+blindly, a landed ``take_over`` would find the owner changed and report the operation not taken,
+while the conductor's heartbeat kept it alive with nobody working on it.
+
 Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
 journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
 writer, and a commit appends to the log instead of rewriting pages) and waits for the write lock
@@ -18,12 +33,13 @@ operation's time.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -33,6 +49,10 @@ SQLITE_LOCK_WAIT: Final = 60
 # Connections a SQLite journal keeps open: enough for every conductor thread of a process, so
 # that none is opened (and set up) again for each write.
 SQLITE_CONNECTIONS: Final = 32
+# How long a write lost with its connection is tried again (a PostgreSQL failover takes seconds).
+RETRY_SECONDS: Final = 60.0
+
+T = TypeVar("T")
 
 RUNNING: Final = "running"
 DONE: Final = "done"
@@ -100,12 +120,20 @@ class Operation:
         )
 
 
+def database_clock(dialect: str) -> sa.ColumnElement[float]:
+    """The database's time now, in seconds since the epoch, as a SQL expression."""
+    if dialect == "postgresql":
+        return sa.cast(sa.func.extract("epoch", sa.func.statement_timestamp()), sa.Float)
+    return sa.cast((sa.func.julianday("now") - 2440587.5) * 86400.0, sa.Float)
+
+
 class Journal:
     def __init__(self, url_or_engine: str | Engine):
         if isinstance(url_or_engine, Engine):
             self.engine = url_or_engine
         else:
             self.engine = _engine(url_or_engine)
+        self._now = database_clock(self.engine.dialect.name)
         # SQLite: one writer at a time, waiting here rather than polling SQLite's lock.
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
@@ -117,15 +145,33 @@ class Journal:
         with self._write_lock, self.engine.begin() as conn:
             yield conn
 
+    def _write(self, statement: Callable[[Connection], T], landed: Callable[[], T | None] | None = None) -> T:
+        """``statement`` in a transaction; after a lost connection, ``landed()`` (when given) says
+        whether it took effect (its answer, or None), and the statement runs again if not."""
+        deadline = time.monotonic() + RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if attempt > 1 and landed is not None:
+                    found = landed()
+                    if found is not None:
+                        return found
+                with self._writing() as conn:
+                    return statement(conn)
+            except sa.exc.DBAPIError as error:
+                if not _connection_lost(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+
     def close(self) -> None:
         self.engine.dispose()
 
     def start(self, kind: str, instance_uuid: str, request: dict[str, Any], owner: str) -> Operation:
-        now = time.time()
-        operation = Operation(
-            str(uuid.uuid4()), kind, instance_uuid, request, owner=owner, heartbeat=now, created_at=now, updated_at=now
-        )
-        with self._writing() as conn:
+        operation = Operation(str(uuid.uuid4()), kind, instance_uuid, request, owner=owner)
+
+        def insert(conn: Connection) -> Operation:
+            now = conn.execute(sa.select(self._now)).scalar_one()
             conn.execute(
                 operations.insert().values(
                     id=operation.id,
@@ -143,14 +189,16 @@ class Journal:
                     updated_at=now,
                 )
             )
-        return operation
+            operation.heartbeat = operation.created_at = operation.updated_at = now
+            return operation
+
+        return self._write(insert, lambda: self.get(operation.id))
 
     def save(self, operation: Operation) -> None:
         """Write the operation as it now is (its step, state, selections and attempts)."""
-        now = time.time()
-        operation.updated_at = operation.heartbeat = now
-        with self._writing() as conn:
-            conn.execute(
+
+        def update(conn: Connection) -> float | None:
+            now: float | None = conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
                 .values(
@@ -160,10 +208,16 @@ class Journal:
                     attempts=operation.attempts,
                     error=operation.error,
                     owner=operation.owner,
-                    heartbeat=now,
-                    updated_at=now,
+                    heartbeat=self._now,
+                    updated_at=self._now,  # the same moment: one statement, one time
                 )
-            )
+                .returning(operations.c.heartbeat)
+            ).scalar_one_or_none()
+            return now
+
+        now = self._write(update)
+        if now is not None:
+            operation.updated_at = operation.heartbeat = now
 
     def get(self, operation_id: str) -> Operation | None:
         with self.engine.connect() as conn:
@@ -182,19 +236,22 @@ class Journal:
 
     def beat(self, owner: str) -> int:
         """The owner is alive: every running operation it owns says so now."""
-        with self._writing() as conn:
+
+        def update(conn: Connection) -> int:
             result = conn.execute(
                 operations.update()
                 .where(operations.c.owner == owner, operations.c.state == RUNNING)
-                .values(heartbeat=time.time())
+                .values(heartbeat=self._now)
             )
-        return int(result.rowcount)
+            return int(result.rowcount)
+
+        return self._write(update)
 
     def take_over(self, operation: Operation, owner: str, dead_after: float) -> Operation | None:
         """The operation, now ``owner``'s, if its owner was silent for ``dead_after`` seconds and no
         other conductor took it first; else None."""
-        now = time.time()
-        with self._writing() as conn:
+
+        def update(conn: Connection) -> bool:
             result = conn.execute(
                 operations.update()
                 .where(
@@ -202,24 +259,39 @@ class Journal:
                     operations.c.state == RUNNING,
                     operations.c.owner == operation.owner,
                     operations.c.heartbeat == operation.heartbeat,
-                    operations.c.heartbeat <= now - dead_after,
+                    operations.c.heartbeat <= self._now - dead_after,
                 )
-                .values(owner=owner, heartbeat=now)
+                .values(owner=owner, heartbeat=self._now)
             )
-        if result.rowcount != 1:
+            return bool(result.rowcount == 1)
+
+        def ours() -> bool | None:
+            current = self.get(operation.id)
+            return True if current is not None and current.owner == owner else None
+
+        if not self._write(update, ours):
             return None
         return self.get(operation.id)
 
     def abandon(self, operation: Operation, error: str) -> None:
         """Nobody's: the next resume() of any conductor takes it over (a resume that failed)."""
         operation.owner, operation.error = "", error
-        with self._writing() as conn:
-            conn.execute(
+        self._write(
+            lambda conn: conn.execute(
                 operations.update()
                 .where(operations.c.id == operation.id)
-                .values(owner="", heartbeat=0.0, error=error, updated_at=time.time())
+                .values(owner="", heartbeat=0.0, error=error, updated_at=self._now)
             )
+        )
         operation.heartbeat = 0.0
+
+
+def _connection_lost(error: sa.exc.DBAPIError) -> bool:
+    """A connection that broke or could not be made (psycopg's OperationalError: refused, closed,
+    shutting down), after which the transaction may or may not have committed."""
+    if error.connection_invalidated:
+        return True
+    return isinstance(error, sa.exc.OperationalError) and type(error.orig).__module__.startswith("psycopg")
 
 
 def _engine(url: str) -> Engine:

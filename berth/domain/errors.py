@@ -66,5 +66,12 @@ class Unavailable(BerthError):
     status = 503
 
 
+class OutcomeUnknown(BerthError):
+    """The connection was lost while a write was committed, and the database stayed unreachable for
+    as long as finding out whether the write took effect may take."""
+
+    status = 500
+
+
 class Forbidden(BerthError):
     status = 403

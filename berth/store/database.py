@@ -12,15 +12,27 @@ grow to tens of milliseconds, while a Berth write transaction holds the lock for
 several worker processes, most of a writer's time went to sleeping after the lock was already free.
 A blocked ``flock`` is woken by the kernel the moment the holder releases it (or dies).
 
-On PostgreSQL two kinds of work run without BEGIN and COMMIT, each of which costs a round trip
-(about as much CPU, in psycopg and in the server, as a statement): reads, because at READ COMMITTED
-every statement takes its own snapshot inside a transaction as well, so a read-only transaction adds
-nothing; and writes made of one statement (``write_statement``), which PostgreSQL runs atomically by
-itself.
+On PostgreSQL reads run without BEGIN and COMMIT, each of which costs a round trip (about as much
+CPU, in psycopg and in the server, as a statement): at READ COMMITTED every statement takes its own
+snapshot inside a transaction as well, so a read-only transaction adds nothing.
 
 Transient failures (deadlock, serialisation failure, lock timeout, lost connection) are retried by
 running the whole unit of work again in a fresh transaction, never by continuing a failed one: a retry
 inside the same transaction would see its own earlier writes and count them twice.
+
+A connection lost during COMMIT leaves the outcome unknown: the server (or the standby that took
+over) may have the transaction or not.  Running the work again would then write twice, or refuse
+what landed (a consumer generation that moved on).  So on PostgreSQL every write transaction, as its
+last statement, inserts a row of its own into ``commit_marks`` with a random token; when its COMMIT
+fails for a lost connection, a new connection inserts the same token as *fenced*
+(``ON CONFLICT DO NOTHING``) and reads which row is there.  The transaction's own row means it
+committed: its result is returned as it is.  The fenced row means it did not, and never will (its
+insert would conflict now), and the work runs again.  The insert waits while the first transaction
+still holds its uncommitted row (a connection cut on the way, the server alive), so it never decides
+while the outcome is still open.  With synchronous replication (docs/high-availability.md) a commit
+acknowledged by the old primary is on the standby that replaces it; one it had not acknowledged may
+be there or not, and the mark says which.  Single-statement writes (``write_statement``) take the
+same path on PostgreSQL: in autocommit they could not carry a mark.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import fcntl
 import logging
 import os
 import random
+import secrets
 import sqlite3
 import threading
 import time
@@ -42,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 
-from berth.domain.errors import BerthError, Unavailable
+from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,6 +66,19 @@ T = TypeVar("T")
 DEFAULT_SQLITE_FILE = "berth.sqlite"
 SQLITE_BUSY_TIMEOUT_S = 30
 MAX_ATTEMPTS = 8
+
+# How long a lost COMMIT's outcome is sought (a failover takes seconds), and how long marks are kept.
+RESOLVE_TIMEOUT_S = 60.0
+MARK_KEEP = "1 hour"
+PRUNE_INTERVAL_S = 60.0
+
+_MARK_SQL = "INSERT INTO commit_marks (token, fenced, created_at) VALUES (%(token)s, false, now() AT TIME ZONE 'UTC')"
+_FENCE_SQL = (
+    "INSERT INTO commit_marks (token, fenced, created_at) VALUES (%(token)s, true, now() AT TIME ZONE 'UTC') "
+    "ON CONFLICT (token) DO NOTHING"
+)
+_FENCED_SQL = "SELECT fenced FROM commit_marks WHERE token = %(token)s"
+_PRUNE_SQL = f"DELETE FROM commit_marks WHERE created_at < now() AT TIME ZONE 'UTC' - interval '{MARK_KEEP}'"
 
 # PostgreSQL SQLSTATEs after which the whole transaction may safely run again.
 _RETRYABLE_PG_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"}
@@ -144,6 +170,7 @@ class Database:
         self._most_held = pool_size
         # Called before each retry of a unit of work (the API counts them as a metric).
         self.retry_listeners: list[Callable[[], None]] = []
+        self._pruned_at = time.monotonic()
 
     def connect(self) -> sa.Connection:
         """A connection of its own, for work outside the units of work (schema upgrades, snapshots);
@@ -200,7 +227,7 @@ class Database:
             elif self.is_sqlite:
                 with conn.begin():
                     yield conn
-            elif write and not single_statement:
+            elif write:
                 if held is not None:
                     _set_autocommit(conn, False)
                 with conn.begin():
@@ -244,15 +271,30 @@ class Database:
     def write_statement(self, work: Callable[[sa.Connection], T]) -> T:
         """``write`` for work that changes the database with a single statement.  It may read
         before that statement, as long as the statement itself re-checks what those reads decided
-        (generations, uniqueness), and after it only to explain a refusal."""
+        (generations, uniqueness), and after it only to explain a refusal.  On PostgreSQL it runs in
+        a transaction like any write, whose mark resolves a lost COMMIT."""
         return self._run(work, write=True, single_statement=True)
 
     def _run(self, work: Callable[[sa.Connection], T], *, write: bool, single_statement: bool = False) -> T:
+        marked = write and not self.is_sqlite
         for attempt in range(1, MAX_ATTEMPTS + 1):
+            token = None
             try:
                 with self._transaction(write, single_statement) as conn:
-                    return work(conn)
+                    result = work(conn)
+                    if marked:
+                        candidate = secrets.token_hex(16)
+                        conn.exec_driver_sql(_MARK_SQL, {"token": candidate})
+                        token = candidate  # from here on only the COMMIT can fail
+                if marked:
+                    self._prune_marks_now_and_then()
+                return result
             except exc.DBAPIError as error:
+                if token is not None and _is_transient(error):
+                    if self._committed(token, error):
+                        LOG.info("the connection was lost during COMMIT, which took effect: %s", error.orig)
+                        return result
+                    LOG.info("the connection was lost during COMMIT, which did not take effect: %s", error.orig)
                 if not _is_transient(error) or attempt == MAX_ATTEMPTS:
                     if _is_transient(error):
                         LOG.warning("giving up after %d attempts: %s", attempt, error)
@@ -263,6 +305,42 @@ class Database:
                     listener()
                 time.sleep(random.uniform(0, 0.01 * 2**attempt))
         raise AssertionError("unreachable")
+
+    def _committed(self, token: str, lost: exc.DBAPIError) -> bool:
+        """Whether the transaction that inserted the mark ``token`` committed; asked on new
+        connections until the database answers (a failover takes seconds)."""
+        deadline = time.monotonic() + RESOLVE_TIMEOUT_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self.engine.connect() as conn, _autocommit(conn):
+                    conn.exec_driver_sql(_FENCE_SQL, {"token": token})
+                    fenced = conn.exec_driver_sql(_FENCED_SQL, {"token": token}).scalar_one()
+                return not fenced
+            except exc.DBAPIError as error:
+                if not _is_transient(error) or time.monotonic() > deadline:
+                    LOG.error("could not resolve the outcome of a COMMIT lost with %s: %s", lost.orig, error)
+                    raise OutcomeUnknown(
+                        "The connection to the database was lost while this write was committed, and the "
+                        "database could not be asked whether it took effect; read the result back before "
+                        "trying again."
+                    ) from error
+                LOG.info("resolving a lost COMMIT (attempt %d): %s", attempt, error.orig)
+                time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
+
+    def _prune_marks_now_and_then(self) -> None:
+        """Delete the marks older than ``MARK_KEEP``, at most once a ``PRUNE_INTERVAL_S`` per process;
+        a failure only leaves them for the next time."""
+        now = time.monotonic()
+        if now - self._pruned_at < PRUNE_INTERVAL_S:
+            return
+        self._pruned_at = now
+        try:
+            with self.engine.connect() as conn, _autocommit(conn):
+                conn.exec_driver_sql(_PRUNE_SQL)
+        except exc.DBAPIError as error:
+            LOG.info("pruning commit marks failed: %s", error.orig)
 
 
 def _psycopg_connection(conn: sa.Connection) -> psycopg.Connection[Any]:

@@ -201,6 +201,19 @@ server_group_members = sa.Table(
     sa.Column("created_at", sa.DateTime, nullable=False),
 )
 
+# Berth's own: one row per write transaction on PostgreSQL, inserted by the transaction itself just
+# before its COMMIT, so that a commit whose connection was lost can be resolved (did it land?) on a
+# new connection, on the same server or on the one that took over (berth.store.database).  ``fenced``
+# rows are the resolver's: the transaction had not committed, and now never will.
+commit_marks = sa.Table(
+    "commit_marks",
+    metadata,
+    sa.Column("token", sa.String(32), primary_key=True),
+    sa.Column("fenced", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Index("ix_commit_marks_created_at", "created_at"),
+)
+
 # Berth's own, outside Placement's model: a consumer whose allocations are released unless the lease
 # is confirmed before it expires (berth.store.leases.ledger).  Keyed by the consumer's uuid, not its row: a
 # lease may be taken before the consumer has any allocation, or even exists.

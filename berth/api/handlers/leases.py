@@ -16,7 +16,7 @@ from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.store.leases import ledger
 from berth.store.leases.ledger import Held, Lease
 from berth.store.placement import allocations
-from berth.store.util import latest, utcnow
+from berth.store.util import latest
 
 
 def _consumer(value: str) -> str:
@@ -41,8 +41,7 @@ def _view(lease: Lease, now: datetime.datetime) -> dict[str, Any]:
 
 
 def list_leases(call: Call) -> Reply:
-    rows = call.db.read(ledger.list_leases)
-    now = utcnow()
+    rows, now = call.db.read(lambda conn: (ledger.list_leases(conn), ledger.database_now(conn)))
     return json_response(
         call, {"leases": [_view(lease, now) for lease in rows]}, last_modified=latest(*(r.updated_at for r in rows))
     )
@@ -50,10 +49,10 @@ def list_leases(call: Call) -> Reply:
 
 def show_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
-    lease = call.db.read(lambda conn: ledger.get_lease(conn, consumer_uuid))
+    lease, now = call.db.read(lambda conn: (ledger.get_lease(conn, consumer_uuid), ledger.database_now(conn)))
     if lease is None:
         raise NotFound(f"No lease for consumer {consumer_uuid}.")
-    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+    return json_response(call, _view(lease, now), last_modified=lease.updated_at)
 
 
 def _expired(consumer_uuid: str, what: str) -> Conflict:
@@ -68,16 +67,16 @@ def set_lease(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer(consumer_uuid)
     body = call.json_body(LEASE_PUT)
 
-    def work(conn: Connection) -> Lease | None:
+    def work(conn: Connection) -> tuple[Lease | None, datetime.datetime]:
         if ledger.extend_lease(conn, consumer_uuid, body["expires_in"]) is Held.EXPIRED:
-            return None
-        return ledger.get_lease(conn, consumer_uuid)
+            return None, ledger.database_now(conn)
+        return ledger.get_lease(conn, consumer_uuid), ledger.database_now(conn)
 
     # The release of an expired lease is committed before the refusal is answered.
-    lease = call.db.write(work)
+    lease, now = call.db.write(work)
     if lease is None:
         raise _expired(consumer_uuid, "extended")
-    return json_response(call, _view(lease, utcnow()), last_modified=lease.updated_at)
+    return json_response(call, _view(lease, now), last_modified=lease.updated_at)
 
 
 def confirm_lease(call: Call, consumer_uuid: str) -> Reply:

@@ -14,6 +14,12 @@ Several reapers (one per worker process) may run at once.  On PostgreSQL each ta
 leases it will release with ``FOR UPDATE SKIP LOCKED``: a lease another reaper holds is skipped,
 and one it has already deleted is no longer found, so each lease is released exactly once and no
 reaper waits for another.  On SQLite writers run one at a time, and the second finds nothing left.
+
+Time is the database's: on PostgreSQL a lease's moment is computed, and compared, by the statement
+that writes or reaps it, from the server's ``statement_timestamp()``.  Servers whose clocks disagree
+would otherwise end leases early (a reaper whose clock runs ahead) or late (a server whose clock lags
+setting them).  A SQLite file is written by the processes of one machine, whose clock is the one
+Python reads.
 """
 
 from __future__ import annotations
@@ -57,22 +63,47 @@ def _lease(row: sa.Row[tuple[str, datetime.datetime, datetime.datetime, datetime
 _COLUMNS: Final = (leases.c.consumer_uuid, leases.c.expires_at, leases.c.created_at, leases.c.updated_at)
 
 
+def clock(conn: Connection) -> sa.ColumnElement[datetime.datetime]:
+    """The database's time now (naive UTC) as a SQL expression; on SQLite this process's."""
+    if conn.dialect.name == "postgresql":
+        return sa.func.timezone("UTC", sa.func.statement_timestamp(), type_=sa.DateTime)
+    return sa.literal(utcnow(), sa.DateTime)
+
+
+def database_now(conn: Connection) -> datetime.datetime:
+    """The database's time now (naive UTC): what leases are measured against."""
+    if conn.dialect.name == "postgresql":
+        moment: datetime.datetime = conn.execute(sa.select(clock(conn))).scalar_one()
+        return moment
+    return utcnow()
+
+
 def set_lease(conn: Connection, consumer_uuid: str, seconds: float) -> datetime.datetime:
     """Make the consumer's lease expire ``seconds`` from now, creating it if there is none; when."""
     if not (isinstance(seconds, int | float) and math.isfinite(seconds) and 0 <= seconds <= MAX_LEASE_SECONDS):
         raise BadRequest(f"A lease lasts from 0 to {MAX_LEASE_SECONDS:g} seconds, not {seconds!r}.")
-    now = utcnow()
-    expires_at = now + datetime.timedelta(seconds=seconds)
-    insert = postgresql.insert(leases) if conn.dialect.name == "postgresql" else sqlite.insert(leases)
-    conn.execute(
-        insert.values(
-            consumer_uuid=consumer_uuid, expires_at=expires_at, created_at=now, updated_at=now
-        ).on_conflict_do_update(
+    if conn.dialect.name == "postgresql":
+        insert: postgresql.Insert | sqlite.Insert = postgresql.insert(leases)
+        now = clock(conn)
+        expires_at: sa.ColumnElement[datetime.datetime] = now + sa.literal(
+            datetime.timedelta(seconds=seconds), sa.Interval
+        )
+    else:
+        insert = sqlite.insert(leases)
+        moment = utcnow()
+        now, expires_at = (
+            sa.literal(moment, sa.DateTime),
+            sa.literal(moment + datetime.timedelta(seconds=seconds), sa.DateTime),
+        )
+    written: datetime.datetime = conn.execute(
+        insert.values(consumer_uuid=consumer_uuid, expires_at=expires_at, created_at=now, updated_at=now)
+        .on_conflict_do_update(
             index_elements=[leases.c.consumer_uuid],
             set_={"expires_at": insert.excluded.expires_at, "updated_at": insert.excluded.updated_at},
         )
-    )
-    return expires_at
+        .returning(leases.c.expires_at)
+    ).scalar_one()
+    return written
 
 
 def get_lease(conn: Connection, consumer_uuid: str) -> Lease | None:
@@ -102,9 +133,9 @@ class Held(enum.Enum):
 
 
 def _expired_release(conn: Connection, consumer_uuid: str, now: datetime.datetime | None) -> Held:
-    """Lock the consumer's lease; when it has expired by ``now`` (the reaper's rule: ``expires_at
-    <= now``), release it as the reaper would, so that the answer does not depend on whether the
-    reaper has passed yet.
+    """Lock the consumer's lease; when it has expired by ``now`` (default: the database's now, as the
+    reaper measures it; the reaper's rule: ``expires_at <= now``), release it as the reaper would, so
+    that the answer does not depend on whether the reaper has passed yet.
 
     On PostgreSQL the row lock orders this against a reaper: one that holds the lease makes this
     wait and then find it gone (NONE); one that comes later skips it."""
@@ -113,7 +144,7 @@ def _expired_release(conn: Connection, consumer_uuid: str, now: datetime.datetim
     ).scalar_one_or_none()
     if expires_at is None:
         return Held.NONE
-    if expires_at > (now or utcnow()):
+    if expires_at > (now or database_now(conn)):
         return Held.LIVE
     release_lease(conn, consumer_uuid)
     return Held.EXPIRED
@@ -162,18 +193,21 @@ def _release_allocations(conn: Connection, consumer_uuid: str) -> None:
                 raise
 
 
-def has_expired_leases(conn: Connection, now: datetime.datetime) -> bool:
-    """Whether any lease has expired by ``now``: a read, so that a pass with nothing to release
-    takes no write lock."""
-    return conn.execute(sa.select(sa.literal(1)).where(leases.c.expires_at <= now).limit(1)).first() is not None
+def has_expired_leases(conn: Connection, now: datetime.datetime | None = None) -> bool:
+    """Whether any lease has expired by ``now`` (default: the database's now): a read, so that a pass
+    with nothing to release takes no write lock."""
+    moment = clock(conn) if now is None else now
+    return conn.execute(sa.select(sa.literal(1)).where(leases.c.expires_at <= moment).limit(1)).first() is not None
 
 
-def reap_expired(conn: Connection, now: datetime.datetime, *, limit: int | None = None) -> list[str]:
-    """Release every lease expired by ``now`` (naive UTC), or the ``limit`` that expired first; the
-    consumers released, in the order released (by uuid, the order in which consumers are locked)."""
+def reap_expired(conn: Connection, now: datetime.datetime | None = None, *, limit: int | None = None) -> list[str]:
+    """Release every lease expired by ``now`` (naive UTC; default: the database's now), or the
+    ``limit`` that expired first; the consumers released, in the order released (by uuid, the order
+    in which consumers are locked)."""
+    moment = clock(conn) if now is None else now
     query = (
         sa.select(leases.c.consumer_uuid)
-        .where(leases.c.expires_at <= now)
+        .where(leases.c.expires_at <= moment)
         .order_by(leases.c.expires_at, leases.c.consumer_uuid)
         .limit(limit)
         # Nothing on SQLite, whose writers take turns.

@@ -8,7 +8,6 @@ pass after it starts again.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import random
 import threading
@@ -16,7 +15,6 @@ from typing import Final
 
 from berth.store.database import Database
 from berth.store.leases import ledger
-from berth.store.util import utcnow
 
 LOG = logging.getLogger(__name__)
 
@@ -61,16 +59,17 @@ class LeaseReaper:
         """One pass: release every lease expired by now, in transactions of at most ``BATCH``."""
         released: list[str] = []
         while not self._stopping.is_set():
-            batch = self._reap_batch(utcnow())
+            batch = self._reap_batch()
             released += batch
             if len(batch) < BATCH:
                 break
         return released
 
-    def _reap_batch(self, now: datetime.datetime) -> list[str]:
-        if not self.db.read(lambda conn: ledger.has_expired_leases(conn, now)):
+    def _reap_batch(self) -> list[str]:
+        # "Expired" by the database's clock, read by the statements themselves (ledger.clock).
+        if not self.db.read(ledger.has_expired_leases):
             return []
-        batch = self.db.write(lambda conn: ledger.reap_expired(conn, now, limit=BATCH))
+        batch = self.db.write(lambda conn: ledger.reap_expired(conn, limit=BATCH))
         if batch:
             LOG.info("released the allocations of expired leases (%d): %s", len(batch), ", ".join(batch))
         return batch

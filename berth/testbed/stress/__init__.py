@@ -30,7 +30,11 @@ At the end the audit (:mod:`.audit`) reads everything back over HTTP and checks 
 Faults (:mod:`.faults`): ``kill-worker`` (SIGKILL to one server worker, found as a child of the server
 process through /proc), ``kill-server`` (SIGKILL to the server's whole process group, then the same
 command again on the same port and database), ``restart-postgres`` (``pg_ctl stop -m fast`` and start
-of the throwaway PostgreSQL this run started).
+of the throwaway PostgreSQL this run started), ``failover`` (a Patroni cluster of its own,
+:mod:`berth.testbed.failover`, with ``--servers`` servers on its multi-host URL; SIGKILL to the
+primary's PostgreSQL, then wait for Patroni to promote the synchronous standby and for the old primary
+to come back as a replica).  ``--servers N`` starts N servers on the one database and spreads the
+claimers over them.
 
 Everything is checked over HTTP; of the service's own code only the domain's capacity rule and error
 codes are used.

@@ -16,9 +16,10 @@ READY_TIMEOUT = 120.0
 
 
 class ClaimerPool:
-    """``config.concurrency`` forked claimers; ``collected`` maps each claimer to what it reported."""
+    """``config.concurrency`` forked claimers, spread evenly over the servers at ``bases``; ``collected``
+    maps each claimer to what it reported."""
 
-    def __init__(self, config: StressConfig, base: str, layout: dict[str, Any], rng: random.Random):
+    def __init__(self, config: StressConfig, bases: list[str], layout: dict[str, Any], rng: random.Random):
         # Forked claimers start in milliseconds; "spawn" and "forkserver" would import the main module
         # (all of berth.cli.main, or pytest) again in every claimer, seconds each on a small machine.
         # The children only use connections of their own, and leave through os._exit (no atexit hooks).
@@ -34,7 +35,7 @@ class ClaimerPool:
                 daemon=True,
                 args=(
                     i,
-                    base,
+                    bases[i % len(bases)],
                     layout,
                     rng.randrange(2**32),
                     config.fault,

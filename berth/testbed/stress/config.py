@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAULTS = ("none", "kill-worker", "kill-server", "restart-postgres")
+FAULTS = ("none", "kill-worker", "kill-server", "restart-postgres", "failover")
 KINDS = ("create", "replace", "move", "delete")  # the writes
 READS = ("candidates", "providers", "read-back")
 OUTCOME_COLUMNS = ("2xx", "409", "503", "refused-conn", "lost-conn", "other")
@@ -18,6 +18,7 @@ class StressConfig:
     url: str | None = None  # a running server; else one is started
     database: str | None = None  # for a started server: sqlite (default), postgresql, or a URL
     workers: int = 4
+    servers: int = 1  # berth serve processes on the one database; the claimers are spread over them
     concurrency: int = 8
     seconds: float = 30.0
     operations: int | None = None  # per claimer, instead of --seconds
@@ -25,6 +26,7 @@ class StressConfig:
     fault: str = "none"
     fault_count: int = 1
     down_seconds: float = 1.0  # kill-server, restart-postgres: how long to stay down
+    postgres_nodes: int = 2  # failover: PostgreSQL nodes of the Patroni cluster
     server_pid: int | None = None  # kill-worker against --url: the server's master process
     seed: int | None = None
     keep: bool = False  # with --url: leave the providers and consumers behind

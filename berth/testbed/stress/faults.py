@@ -9,9 +9,12 @@ import time
 
 from berth.testbed import processes
 from berth.testbed.errors import TestbedError
+from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.postgres import PostgresServer
 from berth.testbed.server import Server
 from berth.testbed.stress.config import StressConfig
+
+FAILOVER_TIMEOUT = 60.0
 
 
 def fault_times(config: StressConfig) -> list[float]:
@@ -24,7 +27,9 @@ def fault_times(config: StressConfig) -> list[float]:
     return [config.seconds * (k + 1) / (n + 1) for k in range(n)]
 
 
-def check_fault(config: StressConfig, server: Server | None, postgres: PostgresServer | None) -> None:
+def check_fault(
+    config: StressConfig, server: Server | None, postgres: PostgresServer | None, cluster: PatroniCluster | None = None
+) -> None:
     """A :class:`TestbedError` when the run cannot inject its fault."""
     if config.fault == "kill-server" and server is None:
         raise TestbedError("--fault kill-server needs a server this run starts (no --url)")
@@ -34,9 +39,17 @@ def check_fault(config: StressConfig, server: Server | None, postgres: PostgresS
         raise TestbedError(
             "--fault restart-postgres needs --database postgresql (a PostgreSQL this run starts and may restart)"
         )
+    if config.fault == "failover" and cluster is None:
+        raise TestbedError("--fault failover starts its own Patroni cluster and servers (no --url, no --database)")
 
 
-def inject(config: StressConfig, server: Server | None, postgres: PostgresServer | None, rng: random.Random) -> str:
+def inject(
+    config: StressConfig,
+    server: Server | None,
+    postgres: PostgresServer | None,
+    rng: random.Random,
+    cluster: PatroniCluster | None = None,
+) -> str:
     """Inject the fault once; what was done, for the log and the report."""
     if config.fault == "kill-worker":
         master = server.process.pid if server and server.process else config.server_pid
@@ -56,4 +69,16 @@ def inject(config: StressConfig, server: Server | None, postgres: PostgresServer
     if config.fault == "restart-postgres" and postgres is not None:
         down = postgres.restart(mode="fast", down_seconds=config.down_seconds)
         return f"pg_ctl stop -m fast + start, down {down:.1f}s"
+    if config.fault == "failover" and cluster is not None:
+        began = time.monotonic()
+        old = cluster.crash_leader()
+        new = cluster.wait_leader(FAILOVER_TIMEOUT, other_than=old)
+        promoted = time.monotonic() - began
+        # The next failover needs a synchronous standby to promote: wait until the old primary is back
+        # as one (Patroni rewinds it and starts it as a replica).
+        cluster.wait_replicas(FAILOVER_TIMEOUT)
+        return (
+            f"kill -9 of the primary PostgreSQL on {old}; {new} primary after {promoted:.1f}s, "
+            f"{old} back as a replica after {time.monotonic() - began:.1f}s"
+        )
     raise AssertionError(config.fault)

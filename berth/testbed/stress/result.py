@@ -23,6 +23,8 @@ class StressResult:
     elapsed: float = 0.0
     stats: Counter[tuple[str, str]] = field(default_factory=Counter)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    # Per fault: the longest time without an acknowledged write around it (runner.outages).
+    outages: list[float | None] = field(default_factory=list)
     violations: list[dict[str, Any]] = field(default_factory=list)
     providers: int = 0
     consumers_seen: int = 0
@@ -39,6 +41,22 @@ class StressResult:
     @property
     def http_500s(self) -> int:
         return sum(1 for v in self.violations if v["what"] == "HTTP 500")
+
+    @property
+    def lost_writes(self) -> int:
+        """Read-backs or final states the log does not allow: an acknowledged write lost, or a refused
+        one that landed."""
+        return sum(1 for v in self.violations if v["what"].endswith("contradicts the log"))
+
+    @property
+    def duplicates(self) -> int:
+        """Consumer generation conflicts on consumers only this claimer writes: a write applied twice,
+        or one reported failed that landed."""
+        return self.stats.get(("generation-conflicts", "409"), 0)
+
+    @property
+    def over_commits(self) -> int:
+        return sum(1 for v in self.violations if v["what"] == "over capacity")
 
     @property
     def ok(self) -> bool:
@@ -74,6 +92,9 @@ class StressResult:
         ]
         if self.faults:
             lines += [f"fault injected: {f['kind']} at {f['at']:.1f}s ({f['detail']})" for f in self.faults]
+            if self.outages:
+                shown = ", ".join("never" if s is None else f"{s:.1f}s" for s in self.outages)
+                lines.append(f"seconds without an acknowledged write around each fault: {shown}")
         else:
             lines.append("faults injected: 0")
         lines.append(
@@ -83,6 +104,10 @@ class StressResult:
         if self.server_tracebacks:
             lines.append(f"server log: {self.server_tracebacks} traceback(s)")
             lines += [f"  {n} x {line[:160]}" for line, n in list(self.server_exceptions.items())[:5]]
+        lines.append(
+            f"acknowledged writes: {self.count('2xx', KINDS)}; lost or contradicting the log: {self.lost_writes}; "
+            f"duplicates: {self.duplicates}; over-commits: {self.over_commits}"
+        )
         kinds = Counter(v["what"] for v in self.violations)
         lines.append(
             f"violations: {len(self.violations)}"
@@ -125,4 +150,7 @@ class StressResult:
         out["requests"] = self.requests
         out["writes"] = self.writes
         out["http_500s"] = self.http_500s
+        out["lost_writes"] = self.lost_writes
+        out["duplicates"] = self.duplicates
+        out["over_commits"] = self.over_commits
         return out

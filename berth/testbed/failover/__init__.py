@@ -1,0 +1,1 @@
+"""A Patroni cluster on loopback, for failover tests and ``berth stress --fault failover``."""

@@ -1,0 +1,159 @@
+"""A write whose COMMIT lost its connection, on a real PostgreSQL: the outcome is resolved (the
+transaction's mark in ``commit_marks``), never guessed.  A commit that landed is reported as done,
+with the work's own result, and not run again; one that did not land is run again, once.  The
+conductors' journal (its own engine) reads whether its ``start`` or ``take_over`` landed before
+running it again.
+
+The fault is put in the driver's commit: the real COMMIT runs (or not) and then the connection is
+closed under the client, which is what a primary dying between writing the commit and answering
+looks like from the client's side."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from apihelpers import Api
+
+from berth.api.app import PlacementApp
+from berth.conductor.journal import Journal
+from berth.store.database import Database
+from berth.store.migrate import upgrade
+
+
+@pytest.fixture(scope="module")
+def pg(postgres_server):
+    db = Database(postgres_server.create_database(f"outcome_{uuid.uuid4().hex[:10]}"))
+    upgrade(db)
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (id serial PRIMARY KEY, note text NOT NULL)")
+    yield db
+    db.dispose()
+
+
+def lose_connection_at_commit(db, monkeypatch, *, commit_first: bool, times: int = 1) -> list[int]:
+    """The next ``times`` COMMITs run (``commit_first``) or not, then the connection is closed and
+    the driver raises what it raises for a server gone away.  Returns a list counting the faults."""
+    real = db.engine.dialect.do_commit
+    faults: list[int] = []
+
+    def do_commit(pooled):
+        if len(faults) >= times:
+            return real(pooled)
+        faults.append(1)
+        if commit_first:
+            real(pooled)
+        pooled.dbapi_connection.close()  # the driver's connection, under the pool's wrapper
+        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(db.engine.dialect, "do_commit", do_commit)
+    return faults
+
+
+def probe_rows(db, note):
+    with db.engine.connect() as conn:
+        return conn.execute(sa.text("SELECT id FROM probe WHERE note = :n ORDER BY id"), {"n": note}).scalars().all()
+
+
+def insert_probe(note, runs):
+    def work(conn):
+        runs.append(1)
+        return conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n) RETURNING id"), {"n": note}).scalar_one()
+
+    return work
+
+
+@pytest.mark.parametrize("how", ["write", "write_statement"])
+def test_a_commit_that_landed_is_reported_done_and_not_run_again(pg, monkeypatch, how):
+    note, runs = uuid.uuid4().hex, []
+    faults = lose_connection_at_commit(pg, monkeypatch, commit_first=True)
+    returned = getattr(pg, how)(insert_probe(note, runs))
+    assert faults == [1]
+    assert len(runs) == 1
+    assert probe_rows(pg, note) == [returned]
+
+
+def test_a_commit_that_did_not_land_is_run_again_once(pg, monkeypatch):
+    note, runs = uuid.uuid4().hex, []
+    faults = lose_connection_at_commit(pg, monkeypatch, commit_first=False)
+    returned = pg.write(insert_probe(note, runs))
+    assert faults == [1]
+    assert len(runs) == 2
+    assert probe_rows(pg, note) == [returned]
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_lost_commit_still_running_is_waited_for(pg, commit):
+    """The resolver's fencing insert waits for the transaction that holds the mark uncommitted."""
+    token = uuid.uuid4().hex
+    conninfo = pg.engine.url.render_as_string(hide_password=False).replace("postgresql+psycopg", "postgresql")
+    answer: list[bool] = []
+    with psycopg.connect(conninfo) as other:
+        other.execute("INSERT INTO commit_marks (token, fenced, created_at) VALUES (%s, false, now())", (token,))
+        resolver = threading.Thread(target=lambda: answer.append(pg._committed(token, None)))
+        resolver.start()
+        if commit:
+            other.commit()
+        else:
+            other.rollback()
+        resolver.join(timeout=30)
+    assert answer == [commit]
+
+
+def test_an_allocation_whose_commit_landed_is_acknowledged_once(pg, monkeypatch):
+    """Through the API: PUT /allocations with a consumer generation.  Run again after its COMMIT
+    landed, it would meet its own new generation and answer 409 for a write that took effect."""
+    api = Api(PlacementApp(pg))
+    rp = api.create_provider(inventory={"VCPU": {"total": 8}})
+    consumer = str(uuid.uuid4())
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": str(uuid.uuid4()),
+        "user_id": str(uuid.uuid4()),
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert api.put(f"/allocations/{consumer}", body).status_code == 204
+    body["allocations"][rp]["resources"]["VCPU"] = 3
+    body["consumer_generation"] = 1
+    faults = lose_connection_at_commit(pg, monkeypatch, commit_first=True)
+    r = api.put(f"/allocations/{consumer}", body)
+    assert faults == [1]
+    assert r.status_code == 204, r.data
+    held = api.get(f"/allocations/{consumer}").json_body
+    assert held["consumer_generation"] == 2
+    assert held["allocations"][rp]["resources"] == {"VCPU": 3}
+
+
+@pytest.fixture
+def journal(pg):
+    journal = Journal(pg.engine.url.render_as_string(hide_password=False))
+    yield journal
+    journal.close()
+
+
+def test_a_journal_start_whose_commit_landed_returns_the_operation_once(journal, monkeypatch):
+    instance = str(uuid.uuid4())
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=True)
+    operation = journal.start("build", instance, {}, owner="me")
+    assert faults == [1]
+    assert [o.id for o in journal.for_instance(instance)] == [operation.id]
+
+
+def test_a_journal_take_over_whose_commit_landed_reports_it_taken(journal, monkeypatch):
+    operation = journal.start("build", str(uuid.uuid4()), {}, owner="dead")
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=True)
+    taken = journal.take_over(operation, "successor", 0.0)
+    assert faults == [1]
+    assert taken is not None and taken.owner == "successor"
+
+
+def test_a_journal_take_over_whose_commit_did_not_land_runs_again(journal, monkeypatch):
+    operation = journal.start("build", str(uuid.uuid4()), {}, owner="dead")
+    faults = lose_connection_at_commit(journal, monkeypatch, commit_first=False)
+    taken = journal.take_over(operation, "successor", 0.0)
+    assert faults == [1]
+    assert taken is not None and taken.owner == "successor"
