@@ -210,7 +210,7 @@ class Workload:
             self._crashed(conductor, crash.operation, kind, instance, extra, began)
             return self.conductor()
         except Exception:  # noqa: BLE001 - a refusal or a failure: the journal says which
-            operation = self._started_since(instance_uuid, since)
+            operation = self._started_since(instance_uuid, since, kind)
         seconds = time.monotonic() - began
         ok = operation is not None and operation.state == DONE
         self.tally.operation(kind, ok, seconds, len(operation.attempts) if operation else 0)
@@ -219,11 +219,12 @@ class Workload:
         self._apply(kind, instance, operation, extra)
         return conductor
 
-    def _started_since(self, instance_uuid: str, since: float) -> Operation | None:
+    def _started_since(self, instance_uuid: str, since: float, kind: str) -> Operation | None:
         """The operation a call that raised had started for the instance, if it started one: the
-        newest journaled since ``since`` (the wall clock the journal writes; an instance is worked on
-        by one call at a time)."""
-        ops = [op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since]
+        newest of its kind journaled since ``since`` (the wall clock the journal writes). An instance
+        is worked on by one call at a time, but not only by calls: the clean-up of an evacuation that
+        ended runs after the instance is free again, so an operation of another kind may be newer."""
+        ops = [op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since and op.kind == kind]
         return ops[-1] if ops else None
 
     def _apply(self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any]) -> None:
@@ -398,7 +399,7 @@ class Workload:
                 try:
                     operation: Operation | None = conductor.evacuate(self.groups.attach(instance.server), host)
                 except Exception:  # noqa: BLE001 - no host for it: it stays on its host
-                    operation = self._started_since(instance.server.instance_uuid, since)
+                    operation = self._started_since(instance.server.instance_uuid, since, "evacuate")
                 ok = operation is not None and operation.state == DONE
                 self.tally.operation(
                     "evacuate", ok, time.monotonic() - began, len(operation.attempts) if operation else 0
