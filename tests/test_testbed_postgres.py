@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import psycopg
 import pytest
@@ -33,11 +32,23 @@ def test_a_restart_brings_the_server_back(server):
     assert _answers(server)
 
 
-def test_a_restart_whose_start_finds_the_server_up_is_no_error(server):
+def test_a_restart_whose_start_finds_the_server_up_is_no_error(server, monkeypatch):
     # The restart's own `pg_ctl start` fails while the server is up: as when its wait gives up on a
     # server still starting, here because another start came first. Trying again only fails on the
     # server's lock file; the server is up, and the restart must say so.
     outcome: dict[str, object] = {}
+    stopped = threading.Event()
+    run = server._run
+
+    def observed_run(*args, **kwargs):
+        # Told when the restart's `pg_ctl stop` has returned: a server started before that (as soon
+        # as its lock file went) is one that `pg_ctl stop -w` sees come back, and then fails on.
+        result = run(*args, **kwargs)
+        if "stop" in args:
+            stopped.set()
+        return result
+
+    monkeypatch.setattr(server, "_run", observed_run)
 
     def restart() -> None:
         try:
@@ -45,13 +56,10 @@ def test_a_restart_whose_start_finds_the_server_up_is_no_error(server):
         except TestbedError as e:
             outcome["error"] = e
 
-    pid_file = os.path.join(server.datadir, "postmaster.pid")
     thread = threading.Thread(target=restart)
     thread.start()
-    deadline = time.monotonic() + 30
-    while os.path.exists(pid_file):
-        assert time.monotonic() < deadline, "the server did not stop"
-        time.sleep(0.02)
+    assert stopped.wait(30), "the server did not stop"
+    assert not os.path.exists(os.path.join(server.datadir, "postmaster.pid"))
     # Down: started again from elsewhere, with the same settings, within the restart's 5 s down
     # (a margin for a loaded machine, not a measurement).
     assert server._pg_ctl_start().returncode == 0
