@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 from apihelpers import Api, new_uuid
 
@@ -303,6 +304,23 @@ def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
     assert len(cache) == 1
     (provider_id,) = cache._copies
     assert 0 < cache.memo_count(provider_id) <= MOST_MEMOS_PER_COPY
+
+
+def test_pieces_are_kept_as_their_json_and_answers_stay_byte_for_byte_the_same(apis):
+    warm, cold = apis
+    host = warm.create_provider(inventory={"VCPU": 8, "MEMORY_MB": 4096}, traits=["HW_CPU_X86_AVX2"])
+    query = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:512"
+    for version in ("1.12", "1.29", "1.39"):
+        first = warm.get(query, version=version).data
+        assert warm.get(query, version=version).data == first == cold.get(query, version=version).data
+    cache = warm.client.application.provider_cache
+    (provider_id,) = cache._copies
+    pieces = list(cache._copies[provider_id].memos.values())
+    # The allocation requests (with and without mappings) and the summary: written to JSON once
+    # each, copied into every later answer as they are.
+    assert len(pieces) == 3
+    assert all(isinstance(piece, orjson.Fragment) for piece in pieces)
+    assert orjson.loads(warm.get(query).data)["provider_summaries"][host]["traits"] == ["HW_CPU_X86_AVX2"]
 
 
 def _member_rows(db, api, hosts):
