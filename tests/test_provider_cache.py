@@ -15,7 +15,12 @@ import pytest
 from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
+from berth.domain.candidate_request import CandidateRequest, RequestGroup
+from berth.domain.candidates import TreeView
+from berth.store.candidates import finder as finder_module
+from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
+from berth.store.placement import names
 
 QUERIES = [
     "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
@@ -321,6 +326,28 @@ def test_pieces_are_kept_as_their_json_and_answers_stay_byte_for_byte_the_same(a
     assert len(pieces) == 3
     assert all(isinstance(piece, orjson.Fragment) for piece in pieces)
     assert orjson.loads(warm.get(query).data)["provider_summaries"][host]["traits"] == ["HW_CPU_X86_AVX2"]
+
+
+def test_the_trees_of_a_batch_past_the_limit_are_loaded_but_not_made_into_views(api, db, monkeypatch):
+    for _ in range(6):
+        api.create_provider(inventory={"VCPU": 4})
+    made = []
+
+    class CountedView(TreeView):
+        def __init__(self, root, members, sharing):
+            made.append(root.id)
+            super().__init__(root, members, sharing)
+
+    monkeypatch.setattr(finder_module, "TreeView", CountedView)
+    with db.engine.connect() as conn:
+        vcpu = names.resource_class_ids(conn, ["VCPU"])["VCPU"]
+        request = CandidateRequest([RequestGroup("", {vcpu: 1})])
+        candidates, providers = CandidateFinder(conn, request, ProviderCache(), limit=2, max_candidates=1000).find()
+    # The first batch (the limit, a quarter more and two) is loaded whole; the search stops at
+    # the limit, and only the trees it came to were made into views.
+    assert len(candidates) == 2
+    assert len(providers) == 4
+    assert made == [c.mappings[""][0] for c in candidates]
 
 
 def _member_rows(db, api, hosts):

@@ -25,7 +25,7 @@ requests; a perfect-matching check skips trees where ``isolate`` cannot be satis
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
@@ -502,7 +502,7 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
 
 
 def search(
-    trees: list[TreeView],
+    trees: Iterable[TreeView],
     request: CandidateRequest,
     *,
     limit: int | None,

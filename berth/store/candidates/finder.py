@@ -303,7 +303,10 @@ class CandidateFinder:
             return fetch(self.conn, _TREE_MEMBERS, ids=root_ids)
         return fetch(self.conn, _TREE_MEMBERS_PG, (root_ids,))
 
-    def _trees(self, root_ids: list[int]) -> list[TreeView]:
+    def _trees(self, root_ids: list[int]) -> Iterator[TreeView]:
+        """The trees of these roots, in their order: loaded (and their providers added to
+        ``self.providers``) at once, each tree's view made only when the search comes to it, so
+        that the trees of a batch beyond the limit cost their loading alone."""
         members = self.cache.providers(self.conn, self._member_rows(root_ids))
         self.providers.update(members)
         by_root: dict[int, list[ProviderData]] = {}
@@ -313,7 +316,11 @@ class CandidateFinder:
                 by_root[provider.root_id] = [provider]
             else:
                 tree_members.append(provider)
-        trees = []
+        return self._views(root_ids, members, by_root)
+
+    def _views(
+        self, root_ids: list[int], members: dict[int, ProviderData], by_root: dict[int, list[ProviderData]]
+    ) -> Iterator[TreeView]:
         sharing = self.sharing
         for root_id in root_ids:
             tree_members = by_root.get(root_id)
@@ -327,8 +334,7 @@ class CandidateFinder:
             else:
                 # A host by itself, the commonest tree: anchored only through its own aggregates.
                 anchored = self._anchored_sharing(root_id, tree_members) if sharing and root.aggregates else []
-            trees.append(TreeView(root, tree_members, anchored))
-        return trees
+            yield TreeView(root, tree_members, anchored)
 
     def _anchored_sharing(self, root_id: int, tree_members: list[ProviderData]) -> list[ProviderData]:
         """The sharing providers of another tree in an aggregate with a provider of this one."""
