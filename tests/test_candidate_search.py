@@ -82,6 +82,31 @@ def test_plain_request_shortcut_matches_general_walk(tree, request):
     assert [(c.allocations, c.mappings) for c in fast] == [(c.allocations, c.mappings) for c in general]
 
 
+@st.composite
+def lone_hosts(draw):
+    """A tree of one provider and no sharing provider: the plain search's path of its own."""
+    provider = ProviderData(1, "rp-1", None, 1)
+    for rc in draw(st.sets(st.sampled_from(CLASSES))):
+        provider.inventories[rc] = InventoryData(
+            draw(st.integers(min_value=1, max_value=8)),
+            draw(st.integers(0, 2)),
+            draw(st.integers(1, 3)),
+            draw(st.integers(1, 8)),
+            draw(st.sampled_from([1, 2, 3])),
+            draw(st.sampled_from([1.0, 1.5])),
+            draw(st.integers(0, 4)),
+        )
+    return TreeView(provider, [provider], [])
+
+
+@settings(max_examples=400, deadline=None)
+@given(tree=lone_hosts(), request=plain_requests())
+def test_plain_request_on_a_lone_host_matches_general_walk(tree, request):
+    fast = list(search_tree(tree, request, SearchBudget(100_000)))
+    general = list(search_tree(tree, request, SearchBudget(100_000), shortcut=False))
+    assert [(c.allocations, c.mappings) for c in fast] == [(c.allocations, c.mappings) for c in general]
+
+
 def test_requests_with_anything_more_than_resources_are_not_plain():
     resources = {1: 1}
     assert CandidateRequest([RequestGroup("", resources)]).plain_resources == [(1, 1)]

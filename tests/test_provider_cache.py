@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
+from berth.domain.candidate_request import CandidateRequest, RequestGroup
+from berth.domain.candidates import TreeView
+from berth.store.candidates import finder as finder_module
+from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
+from berth.store.placement import names
 
 QUERIES = [
     "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
@@ -303,6 +309,45 @@ def test_pieces_kept_with_a_provider_stay_few_whatever_is_asked(apis):
     assert len(cache) == 1
     (provider_id,) = cache._copies
     assert 0 < cache.memo_count(provider_id) <= MOST_MEMOS_PER_COPY
+
+
+def test_pieces_are_kept_as_their_json_and_answers_stay_byte_for_byte_the_same(apis):
+    warm, cold = apis
+    host = warm.create_provider(inventory={"VCPU": 8, "MEMORY_MB": 4096}, traits=["HW_CPU_X86_AVX2"])
+    query = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:512"
+    for version in ("1.12", "1.29", "1.39"):
+        first = warm.get(query, version=version).data
+        assert warm.get(query, version=version).data == first == cold.get(query, version=version).data
+    cache = warm.client.application.provider_cache
+    (provider_id,) = cache._copies
+    pieces = list(cache._copies[provider_id].memos.values())
+    # The allocation requests (with and without mappings) and the summary: written to JSON once
+    # each, copied into every later answer as they are.
+    assert len(pieces) == 3
+    assert all(isinstance(piece, orjson.Fragment) for piece in pieces)
+    assert orjson.loads(warm.get(query).data)["provider_summaries"][host]["traits"] == ["HW_CPU_X86_AVX2"]
+
+
+def test_the_trees_of_a_batch_past_the_limit_are_loaded_but_not_made_into_views(api, db, monkeypatch):
+    for _ in range(6):
+        api.create_provider(inventory={"VCPU": 4})
+    made = []
+
+    class CountedView(TreeView):
+        def __init__(self, root, members, sharing):
+            made.append(root.id)
+            super().__init__(root, members, sharing)
+
+    monkeypatch.setattr(finder_module, "TreeView", CountedView)
+    with db.engine.connect() as conn:
+        vcpu = names.resource_class_ids(conn, ["VCPU"])["VCPU"]
+        request = CandidateRequest([RequestGroup("", {vcpu: 1})])
+        candidates, providers = CandidateFinder(conn, request, ProviderCache(), limit=2, max_candidates=1000).find()
+    # The first batch (the limit, a quarter more and two) is loaded whole; the search stops at
+    # the limit, and only the trees it came to were made into views.
+    assert len(candidates) == 2
+    assert len(providers) == 4
+    assert made == [c.mappings[""][0] for c in candidates]
 
 
 def _member_rows(db, api, hosts):

@@ -3,13 +3,17 @@
 Most of an answer repeats from one request to the next: the allocation request that puts all of a
 request on one provider, and (from 1.27, when a summary no longer depends on what was asked) each
 provider's summary.  Both are kept with the provider's copy in the process's ``ProviderCache`` and
-made again only when that copy is replaced, that is when the provider changed.
+made again only when that copy is replaced, that is when the provider changed.  They are kept as
+the JSON orjson wrote for them (``orjson.Fragment``), which the answer's own ``orjson.dumps`` copies
+as it is: an answer of a thousand candidates is then mostly copied bytes, not objects written again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
+
+import orjson
 
 from berth.api import microversion as mv
 from berth.api.microversion import Version
@@ -19,6 +23,8 @@ from berth.store.candidates.provider_cache import ProviderCache
 
 # JSON objects of the answer, as orjson writes them.
 JsonObject: TypeAlias = dict[str, Any]
+# A piece of the answer: an object, or the JSON of one written before (kept with a provider's copy).
+Piece: TypeAlias = JsonObject | orjson.Fragment
 
 
 def render(
@@ -62,9 +68,9 @@ class _Answer:
 
     # --- allocation requests -------------------------------------------------------------------
 
-    def allocation_requests(self, candidates: Sequence[Candidate]) -> tuple[list[JsonObject], set[int]]:
+    def allocation_requests(self, candidates: Sequence[Candidate]) -> tuple[list[Piece], set[int]]:
         """The allocation request of each candidate, and the providers they name."""
-        requests = []
+        requests: list[Piece] = []
         in_answers: set[int] = set()
         providers, memo, request_shape = self.providers, self.cache.memo, self.request_shape
         for candidate in candidates:
@@ -78,13 +84,17 @@ class _Answer:
                     # request that places the same amounts there, as long as the copy is current.
                     in_answers.add(pid)
                     key = (request_shape, suffix, *by_rc.items())
-                    requests.append(memo(providers[pid], key, self._allocation_request, candidate))
+                    requests.append(memo(providers[pid], key, self._allocation_request_json, candidate))
                     continue
             in_answers.update(allocations)
             for ids in mappings.values():
                 in_answers.update(ids)
             requests.append(self._allocation_request(candidate))
         return requests, in_answers
+
+    def _allocation_request_json(self, candidate: Candidate) -> orjson.Fragment:
+        """A piece kept from one request to the next: its JSON, written once."""
+        return orjson.Fragment(orjson.dumps(self._allocation_request(candidate)))
 
     def _allocation_request(self, candidate: Candidate) -> JsonObject:
         uuid_of = self.names.provider_uuids
@@ -117,7 +127,7 @@ class _Answer:
 
     # --- provider summaries --------------------------------------------------------------------
 
-    def provider_summaries(self, in_answers: set[int], requested_classes: set[int]) -> dict[str, JsonObject]:
+    def provider_summaries(self, in_answers: set[int], requested_classes: set[int]) -> dict[str, Piece]:
         """A summary of each provider in the answers (from 1.29, of every provider of their trees)."""
         providers = self.providers
         if self.with_tree:
@@ -125,16 +135,21 @@ class _Answer:
             summary_ids = {pid for pid, p in providers.items() if p.root_id in roots} | in_answers
         else:
             summary_ids = in_answers
-        summaries = {}
+        summaries: dict[str, Piece] = {}
         memo, summary_shape = self.cache.memo, self.summary_shape
         for pid in sorted(summary_ids):
             provider = providers[pid]
             if self.all_classes:
                 # A summary then depends on the provider alone: made once per copy of it.
-                summaries[provider.uuid] = memo(provider, summary_shape, self._summary, provider, requested_classes)
+                summaries[provider.uuid] = memo(
+                    provider, summary_shape, self._summary_json, provider, requested_classes
+                )
             else:
                 summaries[provider.uuid] = self._summary(provider, requested_classes)
         return summaries
+
+    def _summary_json(self, provider: ProviderData, requested_classes: set[int]) -> orjson.Fragment:
+        return orjson.Fragment(orjson.dumps(self._summary(provider, requested_classes)))
 
     def _summary(self, provider: ProviderData, requested_classes: set[int]) -> JsonObject:
         class_names = self.names.class_names

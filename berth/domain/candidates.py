@@ -29,7 +29,7 @@ requests; a perfect-matching check skips trees where ``isolate`` cannot be satis
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import product
@@ -440,6 +440,24 @@ def _plain_candidates(
     Its classes are distinct, so no two of them can compete for one inventory: the answers are the
     product of each class's options, in the order the depth-first walk gives them.
     """
+    if len(pool) == 1:
+        # A host by itself with no sharing provider anchored to it, the commonest tree: it serves
+        # every class or there is no answer, without the options of the general case.
+        provider = pool[0]
+        inventories = provider.inventories
+        for rc, amount in resources:
+            inventory = inventories.get(rc)
+            if (
+                inventory is None
+                or not inventory.min_unit <= amount <= inventory.max_unit
+                or amount > inventory.free
+                or amount % inventory.step_size
+            ):
+                return []
+        budget.remaining -= 1
+        if budget.remaining < 0:
+            return []
+        return [Candidate({provider.id: dict(resources)}, {"": [provider.id]})]
     options: list[list[ProviderData]] = []
     only_choices = True
     for rc, amount in resources:
@@ -495,7 +513,7 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
 
 
 def search(
-    trees: list[TreeView],
+    trees: Iterable[TreeView],
     request: CandidateRequest,
     *,
     limit: int | None,
@@ -510,9 +528,16 @@ def search(
         candidates = (
             _plain_candidates(tree.pool, plain, budget) if plain is not None else search_tree(tree, request, budget)
         )
+        # Only an answer made of sharing providers alone can come again from another tree, and only
+        # a tree with sharing providers in its pool can give one.
+        may_repeat = False
+        if sharing_ids:
+            members = tree.members
+            may_repeat = bool(tree.sharing) or (
+                members[0].id in sharing_ids if len(members) == 1 else any(p.id in sharing_ids for p in members)
+            )
         for candidate in candidates:
-            # Only an answer made of sharing providers alone can come again from another tree.
-            if sharing_ids and not candidate.allocations.keys() - sharing_ids:
+            if may_repeat and not candidate.allocations.keys() - sharing_ids:
                 key = candidate.key()
                 if key in seen:
                     continue

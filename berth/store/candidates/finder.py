@@ -56,9 +56,7 @@ _TREE_MEMBERS_PG = (
 # Where a batch's roots are dense in id order (the common case: the driving query walks providers in
 # id order), one range scan of the root index instead: about 1 ms for 1,200 providers instead of 3.
 # The rows of roots in the range but not in the batch are dropped.
-_TREE_MEMBERS_RANGE_PG = (
-    "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.root_provider_id BETWEEN ? AND ?"
-)
+_TREE_MEMBERS_RANGE = "SELECT " + _MEMBER_FIELDS + " FROM resource_providers p WHERE p.root_provider_id BETWEEN ? AND ?"
 _SHARING_MEMBERS_PG = (
     "SELECT " + _MEMBER_FIELDS + " FROM (SELECT resource_provider_id FROM resource_provider_traits "
     "WHERE trait_id = ? OFFSET 0) s "
@@ -295,31 +293,48 @@ class CandidateFinder:
     # --- the trees themselves ------------------------------------------------------------------
 
     def _member_rows(self, root_ids: list[int]) -> Sequence[MemberRow]:
-        if self.conn.dialect.name != "postgresql":
-            return fetch(self.conn, _TREE_MEMBERS, ids=root_ids)
         lowest, highest = min(root_ids), max(root_ids)
         if highest - lowest < 2 * len(root_ids):
+            # On SQLite too: one statement whatever the batch's size, which SQLite keeps compiled,
+            # instead of a new one of a thousand placeholders for each batch.
             wanted = set(root_ids)
-            return [row for row in fetch(self.conn, _TREE_MEMBERS_RANGE_PG, (lowest, highest)) if row[2] in wanted]
+            return [row for row in fetch(self.conn, _TREE_MEMBERS_RANGE, (lowest, highest)) if row[2] in wanted]
+        if self.conn.dialect.name != "postgresql":
+            return fetch(self.conn, _TREE_MEMBERS, ids=root_ids)
         return fetch(self.conn, _TREE_MEMBERS_PG, (root_ids,))
 
-    def _trees(self, root_ids: list[int]) -> list[TreeView]:
+    def _trees(self, root_ids: list[int]) -> Iterator[TreeView]:
+        """The trees of these roots, in their order: loaded (and their providers added to
+        ``self.providers``) at once, each tree's view made only when the search comes to it, so
+        that the trees of a batch beyond the limit cost their loading alone."""
         members = self.cache.providers(self.conn, self._member_rows(root_ids))
         self.providers.update(members)
-        by_root = defaultdict(list)
+        by_root: dict[int, list[ProviderData]] = {}
         for provider in members.values():
-            by_root[provider.root_id].append(provider)
-        trees = []
+            tree_members = by_root.get(provider.root_id)
+            if tree_members is None:
+                by_root[provider.root_id] = [provider]
+            else:
+                tree_members.append(provider)
+        return self._views(root_ids, members, by_root)
+
+    def _views(
+        self, root_ids: list[int], members: dict[int, ProviderData], by_root: dict[int, list[ProviderData]]
+    ) -> Iterator[TreeView]:
+        sharing = self.sharing
         for root_id in root_ids:
             tree_members = by_root.get(root_id)
+            root = members.get(root_id)
             # No root: deleted since the driving query read it.
-            if not tree_members or root_id not in members:
+            if not tree_members or root is None:
                 continue
             if len(tree_members) > 1:
                 tree_members.sort(key=_provider_id)
-            anchored = self._anchored_sharing(root_id, tree_members) if self.sharing else []
-            trees.append(TreeView(members[root_id], tree_members, anchored))
-        return trees
+                anchored = self._anchored_sharing(root_id, tree_members) if sharing else []
+            else:
+                # A host by itself, the commonest tree: anchored only through its own aggregates.
+                anchored = self._anchored_sharing(root_id, tree_members) if sharing and root.aggregates else []
+            yield TreeView(root, tree_members, anchored)
 
     def _anchored_sharing(self, root_id: int, tree_members: list[ProviderData]) -> list[ProviderData]:
         """The sharing providers of another tree in an aggregate with a provider of this one."""
@@ -335,4 +350,6 @@ class CandidateFinder:
         }
         if not anchored_ids:
             return []
-        return sorted((s for s in self.sharing.values() if s.id in anchored_ids), key=_provider_id)
+        # By id from the set found, not by a pass over every sharing provider for each tree.
+        sharing = self.sharing
+        return [sharing[i] for i in sorted(anchored_ids)]
