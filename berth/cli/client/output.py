@@ -14,6 +14,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from berth.domain.capacity import capacity as capacity_rule
+
 # Piped into a file or another program, a table keeps whole uuids on one line rather than the
 # 80 columns (or $COLUMNS) Rich assumes without a terminal.
 PIPE_WIDTH = 200
@@ -60,9 +62,9 @@ def fields(title: str, values: Mapping[str, object]) -> Table:
 
 
 def capacity(inventory: Mapping[str, Any]) -> int:
-    """What a provider may hand out of one class: (total - reserved) * allocation_ratio, as Placement counts."""
-    return int(
-        (int(inventory["total"]) - int(inventory.get("reserved", 0))) * float(inventory.get("allocation_ratio", 1.0))
+    """What a provider may hand out of one class, by the capacity rule, from the API's inventory."""
+    return capacity_rule(
+        int(inventory["total"]), int(inventory.get("reserved", 0)), float(inventory.get("allocation_ratio", 1.0))
     )
 
 
