@@ -3,7 +3,6 @@ allocations) and from every host's agent (its persisted claims), into ``invarian
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +10,7 @@ from typing import Any
 
 from berth.clients.agent import AgentClient
 from berth.clients.placement import PlacementClient
+from berth.domain.capacity import capacity
 from berth.testbed.sim.cloud import session
 from berth.testbed.sim.invariants import Books, Provider, ProviderAmounts
 
@@ -30,8 +30,7 @@ def read_books(
         uuid = str(entry["uuid"])
         inventories = client.get(f"/resource_providers/{uuid}/inventories")["inventories"]
         capacity = {
-            rc: math.floor((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
-            for rc, inv in inventories.items()
+            rc: capacity(inv["total"], inv["reserved"], inv["allocation_ratio"]) for rc, inv in inventories.items()
         }
         usages = client.usages(uuid)
         return (
