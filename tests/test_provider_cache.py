@@ -13,10 +13,13 @@ import random
 import orjson
 import pytest
 from apihelpers import Api, new_uuid
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from berth.api.app import PlacementApp, Settings
+from berth.api.handlers import allocation_candidates as candidates_handler
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
-from berth.domain.candidates import TreeView
+from berth.domain.candidates import TreeView, lone_host_candidate
 from berth.store.candidates import finder as finder_module
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
@@ -418,3 +421,107 @@ def test_memo_empties_when_full(db):
         assert cache.memo_count(provider.id) == MOST_MEMOS_PER_COPY
         cache.memo(provider, "one more", str, "x")
         assert cache.memo_count(provider.id) == 1
+
+
+# --- the answers of lone hosts, kept with their copies -----------------------------------------
+
+CHANGES = [
+    "add_host",
+    "add_sharing_disk",
+    "add_gpu",
+    "change_inventory",
+    "set_traits",
+    "set_aggregates",
+    "claim",
+    "free",
+    "move",
+    "reparent",
+    "delete_provider",
+]
+PLAIN_QUERIES = [
+    "resources=VCPU:1",
+    "resources=VCPU:2,MEMORY_MB:1024",
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
+    "resources=DISK_GB:50",
+    "resources=VCPU:1&limit=2",
+    "resources=VCPU:1,DISK_GB:10&limit=3",
+]
+
+
+def _general_path_answer(api, path, version):
+    """The answer of the general search: no answer kept with a lone host's copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(candidates_handler, "kept_shape", lambda version: None)
+        return api.get(path, version=version)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    changes=st.lists(st.sampled_from(CHANGES), min_size=1, max_size=8),
+    version=st.sampled_from(["1.16", "1.27", "1.29", "1.34", "1.36", "1.39"]),
+)
+def test_kept_answers_of_lone_hosts_agree_with_the_search_byte_for_byte(apis, seed, changes, version):
+    warm, _ = apis
+    rng = random.Random(seed)
+    aggregates = [new_uuid(), new_uuid()]
+    cloud = CloudOfChanges(warm, rng, aggregates)
+    for _ in range(3):
+        cloud.add_host()
+    for change in changes:
+        getattr(cloud, change)()
+        for query in PLAIN_QUERIES:
+            path = "/allocation_candidates?" + query
+            expected = _general_path_answer(warm, path, version)
+            # Made and kept, then read from what was kept: both as the search answers.
+            for _ in range(2):
+                got = warm.get(path, version=version)
+                assert got.status_code == expected.status_code == 200, got.data
+                assert got.data == expected.data, (query, version)
+
+
+def test_a_lone_hosts_kept_answer_is_read_without_a_search_until_its_copy_changes(api, monkeypatch):
+    host = api.create_provider(inventory={"VCPU": 4, "MEMORY_MB": 2048})
+    other = api.create_provider(inventory={"VCPU": 4, "MEMORY_MB": 2048})
+    views, decided = [], []
+
+    class CountedView(TreeView):
+        def __init__(self, root, members, sharing):
+            views.append(root.id)
+            super().__init__(root, members, sharing)
+
+    def counted(provider, resources):
+        decided.append(provider.id)
+        return lone_host_candidate(provider, resources)
+
+    monkeypatch.setattr(finder_module, "TreeView", CountedView)
+    monkeypatch.setattr(finder_module, "lone_host_candidate", counted, raising=False)
+    path = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:1024"
+    first = api.get(path)
+    assert set(first.json_body["provider_summaries"]) == {host, other}
+    assert views == []
+    assert len(decided) == 2
+    # Read again from the copies, with the pieces written the first time.
+    assert api.get(path).data == first.data
+    assert len(decided) == 2
+    api.allocate(new_uuid(), {host: {"VCPU": 1}})
+    answer = api.get(path).json_body
+    assert [list(r["allocations"]) for r in answer["allocation_requests"]] == [[host], [other]]
+    assert answer["provider_summaries"][host]["resources"]["VCPU"]["used"] == 1
+    # Only the host whose copy changed was decided again; no tree was made into a view.
+    assert len(decided) == 3
+    assert views == []
+
+
+def test_a_sharing_provider_joining_a_lone_hosts_aggregate_is_seen_although_its_revision_stays(api, db):
+    aggregate = new_uuid()
+    host = api.create_provider(inventory={"VCPU": 4, "DISK_GB": 10}, aggregates=[aggregate])
+    path = "/allocation_candidates?resources=VCPU:1,DISK_GB:5"
+    assert len(api.get(path).json_body["allocation_requests"]) == 1
+    revision = _member_rows(db, api, [host])[host]
+    disk = api.create_provider(
+        inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    assert _member_rows(db, api, [host])[host] == revision
+    answer = api.get(path).json_body
+    assert [sorted(r["allocations"]) for r in answer["allocation_requests"]] == [[host], sorted([host, disk])]

@@ -11,7 +11,7 @@ as it is: an answer of a thousand candidates is then mostly copied bytes, not ob
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import orjson
 
@@ -27,6 +27,26 @@ JsonObject: TypeAlias = dict[str, Any]
 Piece: TypeAlias = JsonObject | orjson.Fragment
 
 
+# A lone host's pieces kept with its kept answer (``Candidate.kept``): its id, its uuid, its
+# allocation request and its summary; False where they depend on names that may change.
+LonePieces: TypeAlias = tuple[int, str, orjson.Fragment, orjson.Fragment]
+
+
+def kept_shape(version: Version) -> str | None:
+    """What the pieces of a lone host's answer depend on besides the provider's copy and the amounts:
+    the key under which ``CandidateFinder`` keeps such answers (``kept_shape``).  None before 1.27,
+    where a summary shows only the classes asked for."""
+    if version < mv.SUMMARY_ALL_CLASSES:
+        return None
+    flags = (
+        version >= mv.ALLOCATIONS_BY_PROVIDER,
+        version >= mv.CANDIDATE_MAPPINGS,
+        version >= mv.CANDIDATE_TRAITS,
+        version >= mv.NESTED_CANDIDATES,
+    )
+    return "answer " + "".join(str(int(flag)) for flag in flags)
+
+
 def render(
     version: Version,
     candidates: Sequence[Candidate],
@@ -36,8 +56,8 @@ def render(
     cache: ProviderCache,
 ) -> JsonObject:
     answer = _Answer(version, providers, names, cache)
-    requests, in_answers = answer.allocation_requests(candidates)
-    summaries = answer.provider_summaries(in_answers, requested_classes)
+    requests, in_answers, lone_summaries = answer.allocation_requests(candidates)
+    summaries = answer.provider_summaries(in_answers, requested_classes, lone_summaries)
     return {"allocation_requests": requests, "provider_summaries": summaries}
 
 
@@ -68,12 +88,27 @@ class _Answer:
 
     # --- allocation requests -------------------------------------------------------------------
 
-    def allocation_requests(self, candidates: Sequence[Candidate]) -> tuple[list[Piece], set[int]]:
-        """The allocation request of each candidate, and the providers they name."""
+    def allocation_requests(
+        self, candidates: Sequence[Candidate]
+    ) -> tuple[list[Piece], set[int], dict[int, tuple[str, orjson.Fragment]]]:
+        """The allocation request of each candidate, the providers they name but lone hosts whose
+        pieces were kept, and the uuid and summary of each of those."""
         requests: list[Piece] = []
         in_answers: set[int] = set()
+        lone_summaries: dict[int, tuple[str, orjson.Fragment]] = {}
         providers, memo, request_shape = self.providers, self.cache.memo, self.request_shape
         for candidate in candidates:
+            kept = candidate.kept
+            if kept is not None:
+                # A lone host's answer kept with its copy: its pieces made once, then read as they are.
+                pieces = kept.value
+                if pieces is None:
+                    pieces = kept.value = self._lone_pieces(candidate)
+                if pieces:
+                    pid, uuid, request_json, summary_json = cast(LonePieces, pieces)
+                    requests.append(request_json)
+                    lone_summaries[pid] = (uuid, summary_json)
+                    continue
             allocations = candidate.allocations
             mappings = candidate.mappings
             if len(allocations) == 1 and len(mappings) == 1:
@@ -90,7 +125,30 @@ class _Answer:
             for ids in mappings.values():
                 in_answers.update(ids)
             requests.append(self._allocation_request(candidate))
-        return requests, in_answers
+        return requests, in_answers, lone_summaries
+
+    def _lone_pieces(self, candidate: Candidate) -> LonePieces | bool:
+        """The pieces of a lone host's kept answer, for as long as its copy is current; False if
+        its classes include a custom one, whose name may change (before 1.7) without its copy."""
+        [pid] = candidate.allocations
+        provider = self.providers[pid]
+        class_names = self.names.class_names
+        if not self.all_classes or any(class_names[rc].startswith("CUSTOM_") for rc in provider.inventories):
+            return False
+        # The same pieces as the provider's other answers use, kept with its copy.
+        memo = self.cache.memo
+        [(suffix, _)] = candidate.mappings.items()
+        return (
+            pid,
+            provider.uuid,
+            memo(
+                provider,
+                (self.request_shape, suffix, *candidate.allocations[pid].items()),
+                self._allocation_request_json,
+                candidate,
+            ),
+            memo(provider, self.summary_shape, self._summary_json, provider, set()),
+        )
 
     def _allocation_request_json(self, candidate: Candidate) -> orjson.Fragment:
         """A piece kept from one request to the next: its JSON, written once."""
@@ -127,17 +185,27 @@ class _Answer:
 
     # --- provider summaries --------------------------------------------------------------------
 
-    def provider_summaries(self, in_answers: set[int], requested_classes: set[int]) -> dict[str, Piece]:
-        """A summary of each provider in the answers (from 1.29, of every provider of their trees)."""
+    def provider_summaries(
+        self,
+        in_answers: set[int],
+        requested_classes: set[int],
+        lone_summaries: Mapping[int, tuple[str, orjson.Fragment]],
+    ) -> dict[str, Piece]:
+        """A summary of each provider in the answers (from 1.29, of every provider of their trees),
+        in id order; those of lone hosts kept with their answers as they are."""
         providers = self.providers
-        if self.with_tree:
+        if self.with_tree and in_answers:
             roots = {providers[pid].root_id for pid in in_answers}
             summary_ids = {pid for pid, p in providers.items() if p.root_id in roots} | in_answers
         else:
             summary_ids = in_answers
         summaries: dict[str, Piece] = {}
         memo, summary_shape = self.cache.memo, self.summary_shape
-        for pid in sorted(summary_ids):
+        for pid in sorted(summary_ids.union(lone_summaries)):
+            kept = lone_summaries.get(pid)
+            if kept is not None:
+                summaries[kept[0]] = kept[1]
+                continue
             provider = providers[pid]
             if self.all_classes:
                 # A summary then depends on the provider alone: made once per copy of it.

@@ -92,12 +92,25 @@ CandidateKey: TypeAlias = tuple[
 ]
 
 
+class KeptPieces:
+    """What a caller made of a candidate kept from one request to the next (the answer of a lone
+    host, kept with its provider's copy): made once, then read as it is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: object = None
+
+
 @dataclass(slots=True)
 class Candidate:
     # provider id -> resource class id -> amount
     allocations: dict[int, dict[int, int]]
     # suffix -> provider ids serving that group
     mappings: dict[str, list[int]]
+    # Set only on the answer of a tree of one provider kept with that provider's copy
+    # (``lone_host_candidate``), which requests share and must not change.
+    kept: KeptPieces | None = field(default=None, compare=False, repr=False)
 
     def key(self) -> CandidateKey:
         return (
@@ -430,6 +443,22 @@ def _unsuffixed_only(
         yield Candidate(allocations, mappings)
 
 
+def lone_host_candidate(provider: ProviderData, resources: Sequence[tuple[int, int]]) -> Candidate | None:
+    """The only answer to a plain request of a tree of this one provider with no sharing provider
+    anchored to it: everything on the provider, if it has room for every class."""
+    inventories = provider.inventories
+    for rc, amount in resources:
+        inventory = inventories.get(rc)
+        if (
+            inventory is None
+            or not inventory.min_unit <= amount <= inventory.max_unit
+            or amount > inventory.free
+            or amount % inventory.step_size
+        ):
+            return None
+    return Candidate({provider.id: dict(resources)}, {"": [provider.id]})
+
+
 def _plain_candidates(
     pool: list[ProviderData], resources: Sequence[tuple[int, int]], budget: SearchBudget
 ) -> list[Candidate]:
@@ -443,21 +472,13 @@ def _plain_candidates(
     if len(pool) == 1:
         # A host by itself with no sharing provider anchored to it, the commonest tree: it serves
         # every class or there is no answer, without the options of the general case.
-        provider = pool[0]
-        inventories = provider.inventories
-        for rc, amount in resources:
-            inventory = inventories.get(rc)
-            if (
-                inventory is None
-                or not inventory.min_unit <= amount <= inventory.max_unit
-                or amount > inventory.free
-                or amount % inventory.step_size
-            ):
-                return []
+        candidate = lone_host_candidate(pool[0], resources)
+        if candidate is None:
+            return []
         budget.remaining -= 1
         if budget.remaining < 0:
             return []
-        return [Candidate({provider.id: dict(resources)}, {"": [provider.id]})]
+        return [candidate]
     options: list[list[ProviderData]] = []
     only_choices = True
     for rc, amount in resources:
@@ -513,7 +534,7 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
 
 
 def search(
-    trees: Iterable[TreeView],
+    trees: Iterable[TreeView | Candidate],
     request: CandidateRequest,
     *,
     limit: int | None,
@@ -521,10 +542,22 @@ def search(
     seen: set[CandidateKey],
     sharing_ids: frozenset[int] = frozenset(),
 ) -> list[Candidate]:
-    """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``."""
+    """Candidates from these trees in order, skipping any already in ``seen``, up to ``limit``.
+
+    A candidate among the trees stands for a tree whose only answer the caller already has: a lone
+    host with no sharing provider anchored to it and not itself a sharing provider, under a plain
+    request (``lone_host_candidate``).  It costs the step its search would have."""
     found: list[Candidate] = []
     plain = request.plain_resources
     for tree in trees:
+        if isinstance(tree, Candidate):
+            budget.remaining -= 1
+            if budget.remaining < 0:
+                break
+            found.append(tree)
+            if limit is not None and len(found) >= limit:
+                return found
+            continue
         candidates = (
             _plain_candidates(tree.pool, plain, budget) if plain is not None else search_tree(tree, request, budget)
         )

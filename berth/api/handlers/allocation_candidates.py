@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from berth.api.call import Call
-from berth.api.candidate_answer import render
+from berth.api.candidate_answer import kept_shape, render
 from berth.api.candidate_query import parse_query
 from berth.api.responses import Reply, json_response
 from berth.store.candidates.explain import Report, explain
@@ -35,6 +35,7 @@ def list_allocation_candidates(call: Call) -> Reply:
             limit=query.limit,
             max_candidates=settings.max_candidates,
             randomize=settings.randomize_candidates,
+            kept_shape=kept_shape(call.version),
         )
         candidates, providers = finder.find()
         requested_classes = set(resolved.class_ids.values())

@@ -107,13 +107,25 @@ def _load_providers(conn: Connection, ids: list[int]) -> tuple[dict[int, Provide
 class _Copy:
     """A provider as it was at one revision of its row, and what callers derived from it."""
 
-    __slots__ = ("revision", "provider", "memos")
+    __slots__ = ("revision", "provider", "memos", "answers")
 
     def __init__(self, revision: int, provider: ProviderData):
         self.revision = revision
         self.provider = provider
         # Of any type: each key's value is what the caller's compute for that key made.
         self.memos: dict[Hashable, Any] = {}
+        # What the candidate search decided of the provider's tree, apart from the pieces callers
+        # make of its answers (``ProviderCache.answer``).
+        self.answers: dict[Hashable, Any] = {}
+
+
+def _remembered(kept: dict[Hashable, Any], key: Hashable, compute: Callable[[*Args], T], args: tuple[*Args]) -> T:
+    value: T = kept.get(key, _MISSING)
+    if value is _MISSING:
+        if len(kept) >= MOST_MEMOS_PER_COPY:
+            kept.clear()
+        value = kept[key] = compute(*args)
+    return value
 
 
 _MISSING = object()
@@ -184,13 +196,31 @@ class ProviderCache:
         copy = self._copies.get(provider.id)
         if copy is None or copy.provider is not provider:
             return compute(*args)
-        memos = copy.memos
-        value: T = memos.get(key, _MISSING)
+        return _remembered(copy.memos, key, compute, args)
+
+    def answer(self, provider: ProviderData, key: Hashable, compute: Callable[[*Args], T], *args: *Args) -> T:
+        """As ``memo``, for what the candidate search decides of a tree from this copy of its root
+        (``CandidateFinder``'s kept answers of lone hosts), kept apart from the callers' pieces."""
+        copy = self._copies.get(provider.id)
+        if copy is None or copy.provider is not provider:
+            return compute(*args)
+        return _remembered(copy.answers, key, compute, args)
+
+    def kept(self, member: MemberRow, key: Hashable) -> tuple[ProviderData, Any] | None:
+        """The current copy of this ``(id, parent id, root id, revision)`` row's provider and the
+        answer kept with it for ``key`` (by ``answer``); None when the copy is missing or not
+        current, or nothing is kept for the key.  One look-up instead of ``providers`` and then
+        ``answer``."""
+        copy = self._copies.get(member[0])
+        if copy is None or copy.revision != member[3]:
+            return None
+        provider = copy.provider
+        if provider.root_id != member[2] or provider.parent_id != member[1]:
+            return None
+        value = copy.answers.get(key, _MISSING)
         if value is _MISSING:
-            if len(memos) >= MOST_MEMOS_PER_COPY:
-                memos.clear()
-            value = memos[key] = compute(*args)
-        return value
+            return None
+        return provider, value
 
     def memo_count(self, provider_id: int) -> int:
         """How many pieces are kept with the copy of this provider (0 without a copy)."""
