@@ -22,17 +22,41 @@ not yet, until a read-back tells) and read-backs, so the replay checks them like
 from __future__ import annotations
 
 import datetime
+import random
 import time
 import uuid as uuidlib
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import Any, Protocol
 
 from berth.domain import error_codes
 from berth.testbed.client import Response, error_code
 from berth.testbed.stress.config import PROJECT, RESOLVE_GRACE, USER
 from berth.testbed.stress.states import State, freeze, thaw
 
-if TYPE_CHECKING:
-    from berth.testbed.stress.claimer import Claimer
+
+class Claimer(Protocol):
+    """What of ``claimer.Claimer`` the leases use (which imports this module)."""
+
+    rng: random.Random
+    layout: dict[str, Any]
+    ours: set[str]
+    owned: dict[str, Any]
+    events: list[tuple[Any, ...]]
+    seq: int
+    stats: Counter[tuple[str, str]]
+    unresolved: list[str]
+
+    def request(self, row: str, method: str, path: str, body: Any = None) -> tuple[str, Response | None]: ...
+
+    def problem(
+        self, what: str, method: str, path: str, body: Any, response: Response | None, error: str | None, at: float
+    ) -> None: ...
+
+    def body(self, allocations: dict[str, Any], generation: int | None, consumer_type: str = "INSTANCE") -> Any: ...
+
+    def write(
+        self, kind: str, method: str, path: str, body: Any, changes: dict[str, State], generations: dict[str, Any]
+    ) -> None: ...
 
 
 PLANS = ("confirm", "expire", "release")
