@@ -4,6 +4,9 @@ with the work's own result, and not run again; one that did not land is run agai
 conductors' journal (its own engine) reads whether its ``start`` or ``take_over`` landed before
 running it again.
 
+A journal read whose connection cannot be made (a primary gone, its standby not yet promoted) is
+tried again until the database answers.
+
 The fault is put in the driver's commit: the real COMMIT runs (or not) and then the connection is
 closed under the client, which is what a primary dying between writing the commit and answering
 looks like from the client's side."""
@@ -157,3 +160,30 @@ def test_a_journal_take_over_whose_commit_did_not_land_runs_again(journal, monke
     taken = journal.take_over(operation, "successor", 0.0)
     assert faults == [1]
     assert taken is not None and taken.owner == "successor"
+
+
+def test_a_journal_read_that_cannot_connect_waits_for_the_database(journal, monkeypatch):
+    """While the primary is gone and the standby not yet promoted, new connections fail (refused, or
+    the standby's "session is read-only"); a conductor's resume() reads the running operations then."""
+    operation = journal.start("build", str(uuid.uuid4()), {}, owner="dead")
+    journal.engine.dispose()  # every read below needs a new connection
+    real = journal.engine.dialect.connect
+    faults: list[int] = []
+
+    def connect(*args, **kwargs):
+        if len(faults) < 2:
+            faults.append(1)
+            raise psycopg.OperationalError(
+                'connection failed: connection to server at "127.0.0.1" failed: ' + "session is read-only"
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(journal.engine.dialect, "connect", connect)
+    assert operation.id in [o.id for o in journal.running()]
+    assert faults == [1, 1]
+    journal.engine.dispose()
+    faults.clear()
+    assert journal.get(operation.id).owner == "dead"
+    journal.engine.dispose()
+    faults.clear()
+    assert [o.id for o in journal.for_instance(operation.instance_uuid)] == [operation.id]

@@ -205,6 +205,7 @@ OPTIONS = {
     "--workers",
     "--servers",
     "--postgres-nodes",
+    "--picks",
     "--concurrency",
     "--seconds",
     "--operations",
@@ -226,6 +227,7 @@ JSON_KEYS = {
     "seconds_planned",
     "elapsed",
     "stats",
+    "leases",
     "faults",
     "outages",
     "violations",
@@ -275,8 +277,9 @@ def test_command_prints_its_table_and_writes_its_json(tmp_path):
         "operation        total           2xx           409           503  refused-conn     lost-conn         other"
     )
     assert lines[2] == header
-    assert [line.split()[0] for line in lines[3:10]] == [*KINDS, "candidates", "providers", "read-back"]
-    assert lines[10] == "-" * len(header) and lines[11].startswith("all requests")
+    rows = [*KINDS, "candidates", "providers", "read-back", "lease-read"]
+    assert [line.split()[0] for line in lines[3 : 3 + len(rows)]] == rows
+    assert lines[3 + len(rows)] == "-" * len(header) and lines[4 + len(rows)].startswith("all requests")
     assert "violations: 0" in lines
     document = json.loads(report.read_text())
     assert set(document) == JSON_KEYS

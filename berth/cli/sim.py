@@ -17,7 +17,10 @@ import click
 )
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
-    "--database", default=None, metavar="URL", help="sqlite (default), postgresql (a throwaway one), or a URL"
+    "--database",
+    default=None,
+    metavar="URL",
+    help="sqlite (default), postgresql (a throwaway one), patroni (a Patroni cluster, failovers as faults), or a URL",
 )
 @click.option("--workers", type=click.IntRange(1), default=3, show_default=True, help="berth serve's workers")
 @click.option(

@@ -95,6 +95,14 @@ POSITIVE_FLOAT = click.FloatRange(min=0, min_open=True)
     metavar="PID",
     help="with --url and --fault kill-worker: pid of the server's master process",
 )
+@click.option(
+    "--picks",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    metavar="SHARE",
+    help="share of rounds that are POST /berth/pick with a lease, confirmed, left to expire or released "
+    "(default 0.15 with --fault failover, else 0)",
+)
 @click.option("--seed", type=int, default=None, metavar="N", help="random seed (default: random)")
 @click.option("--keep", is_flag=True, help="with --url: leave the providers and consumers of the run behind")
 @click.option("--json", default=None, metavar="FILE", help="also write the summary as JSON")

@@ -19,7 +19,9 @@ conductor holds (``save``, ``beat``, ``abandon``) may simply run again.  ``start
 first read whether the lost write landed, since their COMMIT may have: the new row is there, or the
 row names the new owner (owners are unique), and the operation is returned as written; run again
 blindly, a landed ``take_over`` would find the owner changed and report the operation not taken,
-while the conductor's heartbeat kept it alive with nobody working on it.
+while the conductor's heartbeat kept it alive with nobody working on it.  Reads (``get``,
+``for_instance``, ``running``) run again the same way: a conductor starting, or resuming the dead
+ones' work, during a failover waits for the new primary instead of failing.
 
 Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
 journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
@@ -164,6 +166,22 @@ class Journal:
                     raise
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
+    def _read(self, query: Callable[[Connection], T]) -> T:
+        """``query`` on a connection of its own; run again after a connection that broke or could
+        not be made (a database restarting, or failing over to its standby), as writes are, for up
+        to ``RETRY_SECONDS``: a read changes nothing, so running it again is always right."""
+        deadline = time.monotonic() + RETRY_SECONDS
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self.engine.connect() as conn:
+                    return query(conn)
+            except sa.exc.DBAPIError as error:
+                if not _connection_lost(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -220,19 +238,17 @@ class Journal:
             operation.updated_at = operation.heartbeat = now
 
     def get(self, operation_id: str) -> Operation | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(operations.select().where(operations.c.id == operation_id)).mappings().first()
+        query = operations.select().where(operations.c.id == operation_id)
+        row = self._read(lambda conn: conn.execute(query).mappings().first())
         return None if row is None else Operation.from_row(row)
 
     def for_instance(self, instance_uuid: str) -> list[Operation]:
         query = operations.select().where(operations.c.instance_uuid == instance_uuid).order_by(operations.c.created_at)
-        with self.engine.connect() as conn:
-            return [Operation.from_row(r) for r in conn.execute(query).mappings()]
+        return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
 
     def running(self) -> list[Operation]:
         query = operations.select().where(operations.c.state == RUNNING).order_by(operations.c.created_at)
-        with self.engine.connect() as conn:
-            return [Operation.from_row(r) for r in conn.execute(query).mappings()]
+        return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
 
     def beat(self, owner: str) -> int:
         """The owner is alive: every running operation it owns says so now."""

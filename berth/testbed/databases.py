@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from berth.testbed import postgres
 from berth.testbed.errors import TestbedError
+from berth.testbed.failover.cluster import PatroniCluster, start_cluster
 
 
 def backend_of(url: str) -> str:
@@ -19,7 +20,9 @@ class Databases:
     """Hands out one empty database per :meth:`new` and removes them in :meth:`close`.
 
     ``spec``: None or "sqlite" for SQLite files in ``folder``; "postgresql" for databases of a
-    throwaway PostgreSQL started on first use (``postgres``, which a fault may restart); anything else
+    throwaway PostgreSQL started on first use (``postgres``, which a fault may restart); "patroni" for
+    databases of a Patroni cluster of two PostgreSQL nodes started on first use (``cluster``, whose
+    primary a fault may kill; the URLs name every node); anything else
     is a SQLAlchemy URL handed out as it is, every time (``reused``: not ours to throw away, so a tool
     removes its own data from it).
     """
@@ -29,13 +32,25 @@ class Databases:
         self.folder = folder
         self.log = log
         self.postgres: postgres.PostgresServer | None = None
-        self.kind = backend_of(self.spec) if self.spec and self.spec != "postgresql" else (self.spec or "sqlite")
-        self.reused = bool(self.spec) and self.spec != "postgresql"
+        self.cluster: PatroniCluster | None = None
+        ours = ("postgresql", "patroni")
+        self.kind = backend_of(self.spec) if self.spec and self.spec not in ours else (self.spec or "sqlite")
+        self.reused = bool(self.spec) and self.spec not in ours
 
     def new(self, name: str) -> str:
         """The URL of an empty database called ``name`` (a file or database name)."""
         if not self.spec:
             return f"sqlite:///{os.path.join(self.folder, f'{name}.sqlite')}"
+        if self.spec == "patroni":
+            if self.cluster is None:
+                self.log("starting a Patroni cluster of 2 PostgreSQL nodes")
+                try:
+                    self.cluster = start_cluster(2)
+                except TestbedError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - any failure of the setup
+                    raise TestbedError(f"--database patroni: could not start the cluster: {e}") from e
+            return self.cluster.create_database(name)
         if self.spec != "postgresql":
             return self.spec
         if self.postgres is None:
@@ -47,6 +62,9 @@ class Databases:
         return self.postgres.create_database(name)
 
     def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
         if self.postgres is not None:
             self.postgres.stop()
             self.postgres = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from berth.testbed.errors import TestbedError
+from berth.testbed.failover.cluster import find_programs
 from berth.testbed.sim.config import SimConfig
 from berth.testbed.sim.run import run_sim
 
@@ -41,3 +43,16 @@ def test_shorter_simulation_on_postgresql_with_several_workers():
     )
     report = run_sim(config)
     assert_clean(report, 300)
+
+
+def test_small_simulation_on_a_patroni_cluster_rides_through_failovers():
+    """The service and the conductors' journal on a Patroni cluster's multi-host URLs; the primary
+    killed (kill -9) beside some operations, the standby promoted while the others go on."""
+    try:
+        find_programs()
+    except TestbedError as e:
+        pytest.skip(f"{e} (scripts/test installs them)")
+    config = SimConfig(hosts=40, ops=300, concurrency=16, faults=0.1, seed=3, database="patroni")
+    report = run_sim(config)
+    assert_clean(report, 300)
+    assert report.to_dict()["faults"].get("failover", 0) >= 1

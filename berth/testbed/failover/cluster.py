@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 import yaml
+from psycopg import sql
 
 from berth.testbed import processes
 from berth.testbed.errors import TestbedError
@@ -126,8 +127,19 @@ class PatroniCluster:
     @property
     def url(self) -> str:
         """Every node in one libpq URL; libpq tries them in turn and keeps the one taking writes."""
+        return self.url_of(DBNAME)
+
+    def url_of(self, dbname: str) -> str:
+        """The multi-host URL of the database ``dbname``."""
         hosts = "&".join(f"host=127.0.0.1:{n.pg_port}" for n in self.nodes)
-        return f"postgresql+psycopg://{USER}@/{DBNAME}?{hosts}&target_session_attrs=read-write&connect_timeout=2"
+        return f"postgresql+psycopg://{USER}@/{dbname}?{hosts}&target_session_attrs=read-write&connect_timeout=2"
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database on the primary (the standbys replicate it); its multi-host URL."""
+        leader = self.wait_leader(timeout=START_TIMEOUT)
+        with psycopg.connect(self.conninfo(leader, "postgres"), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return self.url_of(name)
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)

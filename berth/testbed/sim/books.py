@@ -29,12 +29,11 @@ def read_books(
         client = clients.setdefault(threading.get_ident(), PlacementClient(placement_url, session=session()))
         uuid = str(entry["uuid"])
         inventories = client.get(f"/resource_providers/{uuid}/inventories")["inventories"]
-        capacity = {
-            rc: capacity(inv["total"], inv["reserved"], inv["allocation_ratio"]) for rc, inv in inventories.items()
-        }
+        # Not named ``capacity``: that would hide the domain's function from the comprehension.
+        room = {rc: capacity(inv["total"], inv["reserved"], inv["allocation_ratio"]) for rc, inv in inventories.items()}
         usages = client.usages(uuid)
         return (
-            Provider(uuid, str(entry["name"]), capacity, usages),
+            Provider(uuid, str(entry["name"]), room, usages),
             str(entry["root_provider_uuid"]),
             client.provider_allocations(uuid),
         )

@@ -15,7 +15,8 @@ class SimConfig:
     faults: float = 0.05
     seed: int = 1
     # None or "sqlite": a SQLite file; "postgresql": a throwaway PostgreSQL (which a fault may
-    # restart); any other SQLAlchemy URL is used as it is.
+    # restart); "patroni": a Patroni cluster of two PostgreSQL nodes for the service and the
+    # conductors' journal (whose primary a fault kills); any other SQLAlchemy URL is used as it is.
     database: str | None = None
     workers: int = 3
     # Hosts run as ``berth agent`` processes of their own (faults kill them); the others share

@@ -14,6 +14,8 @@ mid-migration).
   evacuations cleaned up |
 | ``api_worker_kill`` | a worker of ``berth serve`` is killed (kill -9); on PostgreSQL, the server
   is restarted instead |
+| ``failover`` | on a Patroni cluster, in place of ``api_worker_kill``: the primary's PostgreSQL is
+  killed (kill -9); the other operations go on while the standby is promoted (one at a time) |
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
 from berth.conductor.journal import Operation
+from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.postgres import PostgresServer
 from berth.testbed.sim.cloud import Cloud, session
 from berth.testbed.sim.report import Tally
@@ -43,6 +46,10 @@ KINDS: Final[dict[str, int]] = {
 MOVES: Final = ("resize", "migrate", "live_migrate")
 STORM_THREADS: Final = 4
 STORM_WRITES: Final = 20
+# The weight of ``failover`` among the faults on a Patroni cluster (the others' sum to 91).
+FAILOVER_WEIGHT: Final = 20
+# How long a failover may take: the standby promoted, the old primary back as a replica.
+FAILOVER_TIMEOUT: Final = 60.0
 
 
 class ConductorCrash(BaseException):
@@ -54,11 +61,20 @@ class ConductorCrash(BaseException):
 
 
 class Faults:
-    def __init__(self, rate: float, cloud: Cloud, tally: Tally, postgres: PostgresServer | None):
+    def __init__(
+        self,
+        rate: float,
+        cloud: Cloud,
+        tally: Tally,
+        postgres: PostgresServer | None,
+        cluster: PatroniCluster | None = None,
+    ):
         self.rate = rate
         self.cloud = cloud
         self.tally = tally
         self.postgres = postgres
+        self.cluster = cluster
+        self.failing_over = threading.Lock()
         # What a worker thread has armed for its next operation.
         self.armed = threading.local()
         self.lock = threading.Lock()
@@ -67,10 +83,16 @@ class Faults:
         """The fault to inject beside this operation, if any."""
         if rng.random() >= self.rate:
             return None
-        kinds = list(KINDS)
+        weights = dict(KINDS)
+        if self.cluster is not None:
+            # The database's failover takes the API worker's place, and comes more often: it is what
+            # a run on a Patroni cluster is for.
+            del weights["api_worker_kill"]
+            weights["failover"] = FAILOVER_WEIGHT
+        kinds = list(weights)
         if not self.cloud.real:
             kinds = [k for k in kinds if k not in ("agent_kill_migration", "host_down")]
-        return rng.choices(kinds, [KINDS[k] for k in kinds])[0]
+        return rng.choices(kinds, [weights[k] for k in kinds])[0]
 
     # -- armed in the worker's thread, struck by the hook --------------------------------------
 
@@ -153,6 +175,19 @@ class Faults:
             return
         if self.cloud.kill_api_worker(rng.choice) is not None:
             self.tally.fault("api_worker_kill")
+
+    def failover(self, cluster: PatroniCluster) -> None:
+        """kill -9 of the primary; this worker thread waits for the promotion and for the old primary
+        to be back as the synchronous standby (the next failover needs one), the others go on."""
+        if not self.failing_over.acquire(blocking=False):
+            return  # one failover at a time
+        try:
+            old = cluster.crash_leader()
+            self.tally.fault("failover")
+            cluster.wait_leader(FAILOVER_TIMEOUT, other_than=old)
+            cluster.wait_replicas(FAILOVER_TIMEOUT)
+        finally:
+            self.failing_over.release()
 
 
 def _remove(client: PlacementClient, consumer: str, tries: int = 5) -> None:

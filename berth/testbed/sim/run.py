@@ -50,8 +50,11 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         setup = time.monotonic() - began
         log(f"{config.hosts} hosts up in {setup:.1f} s ({dict(layout.kinds())})")
         tally = Tally()
-        faults = Faults(config.faults, cloud, tally, databases.postgres)
-        workload = Workload(config, layout, cloud, f"sqlite:///{folder}/journal.sqlite", faults, tally)
+        faults = Faults(config.faults, cloud, tally, databases.postgres, databases.cluster)
+        # On a Patroni cluster the conductors' journal is a database of the cluster too, through the
+        # same failovers as the service's.
+        journal = databases.new("journal") if databases.cluster is not None else f"sqlite:///{folder}/journal.sqlite"
+        workload = Workload(config, layout, cloud, journal, faults, tally)
         before = _metrics(cloud.server.url)
         started = time.monotonic()
         with Progress(

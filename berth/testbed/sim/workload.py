@@ -139,6 +139,8 @@ class Workload:
             self.faults.conflict_storm(rng, self._hot_roots(rng))
         elif fault == "api_worker_kill":
             self.faults.api_worker_kill(rng)
+        elif fault == "failover" and self.faults.cluster is not None:
+            self.faults.failover(self.faults.cluster)
         elif fault == "conductor_crash":
             self.faults.arm_crash(rng)
         elif fault == "agent_kill_migration":

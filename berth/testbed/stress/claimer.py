@@ -14,19 +14,19 @@ from typing import Any
 
 from berth.domain import error_codes
 from berth.testbed.client import Client, RequestFailed, Response, error_code
-from berth.testbed.stress.config import REQUEST_TIMEOUT, RESOLVE_GRACE
+from berth.testbed.stress.config import PROJECT, REQUEST_TIMEOUT, RESOLVE_GRACE, USER
+from berth.testbed.stress.leasing import Leases
 from berth.testbed.stress.responses import error_body_problem, outcome_column, status_problem
 from berth.testbed.stress.states import State, freeze, thaw, totals
 
 Allocations = dict[str, Any]  # provider -> {"resources": {class: amount}}
 Owned = dict[str, Any]  # {"state": State, "gen": int}
 
-PROJECT = "5eeeeeee-0000-4000-8000-000000000001"
-USER = "5eeeeeee-0000-4000-8000-000000000002"
-
 
 class Outcome:
     ACK, REFUSED, UNCERTAIN = "ack", "refused", "uncertain"
+    # A lease's expiry has passed: its consumer's allocations are released now or soon.
+    EXPIRY = "expiry"
 
 
 def write_outcome(column: str, response: Response | None) -> str:
@@ -39,7 +39,15 @@ def write_outcome(column: str, response: Response | None) -> str:
 
 class Claimer:
     def __init__(
-        self, index: int, base: str, layout: dict[str, Any], seed: int, fault: str, stop: Any, operations: int | None
+        self,
+        index: int,
+        base: str,
+        layout: dict[str, Any],
+        seed: int,
+        fault: str,
+        stop: Any,
+        operations: int | None,
+        picks: float = 0.0,
     ):
         self.index = index
         self.layout = layout
@@ -59,6 +67,8 @@ class Claimer:
         self.ours = set(layout["all"])
         self.connection_failed = False
         self.end_at = float("inf")
+        self.picks = picks  # the share of rounds that pick with a lease (leasing.py)
+        self.leases = Leases(self)
 
     # -- HTTP with classification
 
@@ -298,6 +308,10 @@ class Claimer:
         self.write("delete", "DELETE", f"/allocations/{consumer}", None, {consumer: ()}, generations)
 
     def round(self) -> None:
+        self.leases.tick()
+        if self.picks and self.rng.random() < self.picks:
+            self.leases.pick()
+            return
         roll = self.rng.random()
         if not self.owned or roll < 0.4:
             self.do_create()
@@ -336,6 +350,10 @@ class Claimer:
                 break
             if self.connection_failed:
                 time.sleep(0.05)  # the server is away: do not spin
+        try:
+            self.leases.drain()
+        except Exception:  # noqa: BLE001 - reported as a violation, with its traceback
+            self.crashed()
 
 
 def claimer_main(
@@ -345,6 +363,7 @@ def claimer_main(
     seed: int,
     fault: str,
     operations: int | None,
+    picks: float,
     ready: Any,
     go: Any,
     stop: Any,
@@ -354,7 +373,7 @@ def claimer_main(
     """Body of one claimer process."""
     with contextlib.suppress(Exception):
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    claimer = Claimer(index, base, layout, seed, fault, stop, operations)
+    claimer = Claimer(index, base, layout, seed, fault, stop, operations, picks)
     ready.put(index)
     go.wait()
     claimer.end_at = end_at.value
@@ -369,6 +388,7 @@ def claimer_main(
                     "stats": dict(claimer.stats),
                     "problems": claimer.problems,
                     "unresolved": claimer.unresolved,
+                    "leases": claimer.leases.records,
                 },
             )
         )

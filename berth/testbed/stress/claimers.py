@@ -10,7 +10,7 @@ from typing import Any
 
 from berth.testbed.errors import TestbedError
 from berth.testbed.stress.claimer import claimer_main
-from berth.testbed.stress.config import StressConfig
+from berth.testbed.stress.config import StressConfig, pick_share
 
 READY_TIMEOUT = 120.0
 
@@ -40,6 +40,7 @@ class ClaimerPool:
                     rng.randrange(2**32),
                     config.fault,
                     config.operations,
+                    pick_share(config),
                     self.ready,
                     self.go,
                     self.stop,

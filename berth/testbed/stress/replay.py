@@ -3,8 +3,9 @@ the end.
 
 A *world* is one assignment of states to the claimer's consumers that the log permits: an
 acknowledged write sets its consumers in every world, a refused one changes nothing, an uncertain
-one doubles the worlds (applied as a whole, or not at all).  A read-back or the final state must
-match at least one world.
+one doubles the worlds (applied as a whole, or not at all).  A lease's expiry (``EXPIRY``) releases
+its consumer at some moment from then on, until the consumer is written again: a read-back may find
+it held, and a later one released.  A read-back or the final state must match at least one world.
 """
 
 from __future__ import annotations
@@ -49,10 +50,15 @@ class Replay:
         self.last_write: dict[str, tuple[int, str, str, float]] = {}
         self.violations: list[dict[str, Any]] = []
         self.notes: Counter[str] = Counter()
+        self.expiring: set[str] = set()  # consumers whose lease has expired and may be released any time
 
     def write(self, seq: int, at: float, kind: str, outcome: str, changes: World) -> None:
         for consumer in changes:
             self.last_write[consumer] = (seq, kind, outcome, at)
+        if outcome == Outcome.EXPIRY:
+            self.expiring |= set(changes)
+            return
+        self.expiring -= set(changes)
         if outcome == Outcome.ACK:
             for w in self.worlds:
                 w.update(changes)
@@ -63,7 +69,15 @@ class Replay:
                 self.notes["worlds capped"] += 1
                 self.worlds = self.worlds[:MAX_WORLDS]
 
+    def _released(self, seen: World) -> None:
+        """Worlds in which the expired leases among ``seen`` have been released by now."""
+        released = {c: () for c in seen if c in self.expiring}
+        if released:
+            self.worlds = _dedupe(self.worlds + [{**w, **released} for w in self.worlds])
+            self.expiring -= {c for c, s in seen.items() if c in released and not s}
+
     def observe(self, seq: int, seen: World) -> None:
+        self._released(seen)
         kept = [w for w in self.worlds if _matches(w, seen)]
         if not kept:
             self.explain(seen, "read-back", seq)
@@ -72,6 +86,7 @@ class Replay:
 
     def final(self, actual: dict[str, State], seq: int) -> None:
         seen = {c: actual.get(c, ()) for c in self.last_write}
+        self._released(seen)
         if not any(_matches(w, seen) for w in self.worlds):
             self.explain(seen, "final audit", seq)
 

@@ -33,6 +33,9 @@ class StressResult:
     server_tracebacks: int = 0
     server_exceptions: dict[str, int] = field(default_factory=dict)
     server_log_excerpt: str = ""
+    # The picks with a lease (stress/leasing.py): leasing.summarise of every claimer's records, and
+    # "released twice": re-claims of a released consumer that a second release took away.
+    leases: dict[str, Any] = field(default_factory=dict)
 
     def count(self, column: str, rows: Iterable[str] | None = None) -> int:
         chosen = None if rows is None else set(rows)
@@ -57,6 +60,18 @@ class StressResult:
     @property
     def over_commits(self) -> int:
         return sum(1 for v in self.violations if v["what"] == "over capacity")
+
+    @property
+    def leases_released_early(self) -> int:
+        return int(self.leases.get("released early", 0))
+
+    @property
+    def leases_released_late(self) -> int:
+        return int(self.leases.get("released late", 0))
+
+    @property
+    def leases_released_twice(self) -> int:
+        return int(self.leases.get("released twice", 0))
 
     @property
     def ok(self) -> bool:
@@ -101,6 +116,7 @@ class StressResult:
             f"consumers audited: {self.consumers_seen} ({self.consumers_present} holding allocations "
             f"at the end); uncertain writes: {self.notes.get('uncertain writes', 0)}"
         )
+        lines += self._lease_lines()
         if self.server_tracebacks:
             lines.append(f"server log: {self.server_tracebacks} traceback(s)")
             lines += [f"  {n} x {line[:160]}" for line, n in list(self.server_exceptions.items())[:5]]
@@ -117,6 +133,23 @@ class StressResult:
         wrate = self.writes / self.elapsed if self.elapsed else 0.0
         lines.append(f"elapsed: {self.elapsed:.1f}s   requests/s: {rate:.1f}   writes/s: {wrate:.1f}")
         return lines
+
+    def _lease_lines(self) -> list[str]:
+        n = self.leases
+        if not n.get("taken"):
+            return []
+        delay = n.get("max release delay")
+        return [
+            f"leases taken by picks: {n['taken']} ({n['to confirm']} to confirm, {n['to expire']} left to expire, "
+            f"{n['to release']} released by the client); confirmed: {n['confirmed']} "
+            f"(allocations gone after: {n['confirmed but released']}); confirmation refused as expired: "
+            f"{n['confirm refused as expired']}; expired and released: {n['expired']}"
+            + (f" (at most {delay:.1f}s after the expiry)" if delay is not None else "")
+            + f"; released by the client: {n['released by the client']}; unsettled: {n['unsettled']}",
+            f"leases released early: {n['released early']} ({n['checked before expiry']} read back before their "
+            f"expiry); late: {n['released late']}; twice: {n['released twice']} (of {n['re-claimed']} "
+            "consumers claimed again after their release)",
+        ]
 
     def table(self) -> str:
         head = (

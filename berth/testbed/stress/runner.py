@@ -26,6 +26,7 @@ from berth.testbed.stress.claimers import ClaimerPool
 from berth.testbed.stress.cloud import build_layout, remove
 from berth.testbed.stress.config import FAULTS, REQUEST_TIMEOUT, RESOLVE_GRACE, StressConfig
 from berth.testbed.stress.faults import check_fault, fault_times, inject
+from berth.testbed.stress.leasing import summarise
 from berth.testbed.stress.replay import replay
 from berth.testbed.stress.result import StressResult
 
@@ -245,6 +246,7 @@ def load_and_audit(
             result.violations.extend(violations)
             result.notes.update(info["notes"])
             known |= info["consumers"]
+        result.leases = lease_summary(collected, result.violations)
         result.violations.extend(audit_consumers(client, actual, known, rng))
         result.consumers_seen = len(known)
         result.consumers_present = len(actual)
@@ -252,6 +254,16 @@ def load_and_audit(
             remove(client, layout, sorted(actual))
     finally:
         client.close()
+
+
+def lease_summary(collected: dict[int, dict[str, Any]], violations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The counts of every claimer's leases; "released twice": the consumers claimed again after their
+    lease was released whose claim the log's replay found taken away (a second release)."""
+    found = summarise([rec for index in sorted(collected) for rec in collected[index].get("leases", [])])
+    reclaimed = found.pop("reclaimed consumers")
+    details = [v.get("detail", "") for v in violations if v["what"].endswith("contradicts the log")]
+    found["released twice"] = sum(1 for c in reclaimed if any(c in d for d in details))
+    return found
 
 
 def outages(faults: list[dict[str, Any]], collected: dict[int, dict[str, Any]]) -> list[float | None]:
