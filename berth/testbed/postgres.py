@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from berth.testbed.errors import TestbedError
+from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
 
 USER = "berth"
@@ -122,11 +123,7 @@ class PostgresServer:
         return subprocess.run(cmd, cwd=self.tmpdir, capture_output=True, text=True)
 
     def _log_tail(self, lines: int = 30) -> str:
-        try:
-            with open(self.logfile, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.logfile, lines)
 
     def start(self) -> None:
         r = self._run(

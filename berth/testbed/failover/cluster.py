@@ -43,6 +43,7 @@ from psycopg import sql
 
 from berth.testbed import processes
 from berth.testbed.errors import TestbedError
+from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
 from berth.testbed.postgres import DBNAME, USER, _as_postgres_user, find_bindir
 
@@ -204,7 +205,7 @@ class PatroniCluster:
                 if json.loads(r.read()).get("health") == "true":
                     return
             time.sleep(0.1)
-        raise TestbedError(f"etcd did not start:\n{_tail(os.path.join(folder, 'etcd.log'))}")
+        raise TestbedError(f"etcd did not start:\n{tail(os.path.join(folder, 'etcd.log'))}")
 
     def _node_config(self, node: Node) -> dict[str, object]:
         address = f"127.0.0.1:{node.pg_port}"
@@ -315,7 +316,7 @@ class PatroniCluster:
     def _check_alive(self) -> None:
         for node in self.nodes:
             if node.process is not None and node.process.poll() is not None:
-                raise TestbedError(f"patroni of {node.name} exited:\n{_tail(node.logpath)}")
+                raise TestbedError(f"patroni of {node.name} exited:\n{tail(node.logpath)}")
 
     # -- faults
 
@@ -338,7 +339,7 @@ class PatroniCluster:
     # -- stop
 
     def log_tails(self, lines: int = 15) -> str:
-        return "\n".join(f"--- {n.name} ---\n{_tail(n.logpath, lines)}" for n in self.nodes)
+        return "\n".join(f"--- {n.name} ---\n{tail(n.logpath, lines)}" for n in self.nodes)
 
     def stop(self) -> None:
         if self._stopped:
@@ -369,14 +370,6 @@ class PatroniCluster:
                 os.killpg(self.etcd_process.pid, signal.SIGKILL)
             self.etcd_process.wait()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
-def _tail(path: str, lines: int = 30) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def start_cluster(nodes: int = 2) -> PatroniCluster:

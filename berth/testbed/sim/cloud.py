@@ -21,6 +21,7 @@ import yaml
 from berth.clients.agent import AgentClient
 from berth.clients.placement import PlacementClient
 from berth.testbed.errors import TestbedError
+from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
 from berth.testbed.server import Server
 from berth.testbed.sim.hostpool import PREFIX
@@ -58,20 +59,12 @@ def _wait_answering(url: str, process: subprocess.Popen[bytes], timeout: float, 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise TestbedError(f"{what} exited:\n{_tail(logpath)}")
+            raise TestbedError(f"{what} exited:\n{tail(logpath)}")
         with contextlib.suppress(requests.RequestException):
             if requests.get(url, timeout=2).ok:
                 return
         time.sleep(0.2)
-    raise TestbedError(f"{what} did not answer within {timeout:.0f} s:\n{_tail(logpath)}")
-
-
-def _tail(path: str, lines: int = 30) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    raise TestbedError(f"{what} did not answer within {timeout:.0f} s:\n{tail(logpath)}")
 
 
 def _age_seconds(pid: int) -> float:
@@ -302,7 +295,7 @@ class Cloud:
         self.server.stop(grace=2.0)
         problems = []
         for path in [self.server.logpath, *(p.logpath for p in self.pools), *(a.logpath for a in self.real.values())]:
-            text = _tail(path, 100000)
+            text = tail(path, 100000)
             if "Traceback" in text:
                 problems.append(path)
         return problems
