@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 import pytest
+from stresshelpers import kinds, observe, write
 
 from berth.cli.stress import stress_command
 from berth.testbed.client import Client, RequestFailed
@@ -23,7 +24,6 @@ from berth.testbed.postgres import start_postgres
 from berth.testbed.server import Server
 from berth.testbed.stress.audit import audit_providers
 from berth.testbed.stress.config import KINDS, StressConfig
-from berth.testbed.stress.replay import replay
 from berth.testbed.stress.responses import error_body_problem
 from berth.testbed.stress.result import StressResult
 from berth.testbed.stress.runner import run_stress
@@ -103,19 +103,6 @@ A, B, M = (
 HOST1, HOST2 = "11111111-0000-4000-8000-000000000001", "22222222-0000-4000-8000-000000000002"
 S1 = ((HOST1, "VCPU", 2),)
 S2 = ((HOST2, "VCPU", 1),)
-
-
-def write(seq, kind, outcome, changes):
-    return ("write", seq, float(seq), kind, outcome, changes)
-
-
-def observe(seq, seen):
-    return ("observe", seq, float(seq), seen)
-
-
-def kinds(events, actual):
-    violations, _ = replay(0, events, actual)
-    return [v["what"] for v in violations]
 
 
 def test_replay_accepts_what_the_log_allows():

@@ -11,6 +11,8 @@ import json
 import threading
 import time
 
+from stresshelpers import kinds, observe, write
+
 from berth.testbed.client import Response
 from berth.testbed.stress.claimer import Claimer
 from berth.testbed.stress.leasing import LATE_AFTER, summarise
@@ -20,19 +22,6 @@ from berth.testbed.stress.runner import lease_summary
 A = "aaaaaaaa-0000-4000-8000-000000000001"
 HOST = "11111111-0000-4000-8000-000000000001"
 S1 = ((HOST, "MEMORY_MB", 512), (HOST, "VCPU", 1))
-
-
-def write(seq, kind, outcome, changes):
-    return ("write", seq, float(seq), kind, outcome, changes)
-
-
-def observe(seq, seen):
-    return ("observe", seq, float(seq), seen)
-
-
-def kinds(events, actual):
-    violations, _ = replay(0, events, actual)
-    return [v["what"] for v in violations]
 
 
 def test_replay_lets_an_expired_lease_be_released_at_any_later_moment():
