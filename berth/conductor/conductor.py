@@ -13,10 +13,10 @@ from types import TracebackType
 
 from berth.clients.agent import AgentClient
 from berth.clients.placement import PlacementClient
-from berth.conductor import build as build_op
-from berth.conductor import delete as delete_op
-from berth.conductor import evacuation, lifecycle, live_migration, moves
 from berth.conductor.journal import Journal, Operation
+from berth.conductor.operations import build as build_op
+from berth.conductor.operations import delete as delete_op
+from berth.conductor.operations import evacuation, lifecycle, live_migration, moves
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls

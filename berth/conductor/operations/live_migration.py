@@ -20,7 +20,7 @@ import uuid
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, ROLLED_BACK, Operation
-from berth.conductor.moving import hand_over, undo
+from berth.conductor.operations.moving import hand_over, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim

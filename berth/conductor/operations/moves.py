@@ -30,7 +30,7 @@ from typing import Final
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING, Operation
-from berth.conductor.moving import hand_over, restore_guest, undo
+from berth.conductor.operations.moving import hand_over, restore_guest, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim

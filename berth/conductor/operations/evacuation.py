@@ -23,7 +23,7 @@ import uuid
 
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
-from berth.conductor.moving import claim_destination, release_reservation, schedule, undo_destination
+from berth.conductor.operations.moving import claim_destination, release_reservation, schedule, undo_destination
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 
