@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
+from berth.domain.errors import Conflict
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 
 
@@ -28,3 +29,40 @@ class NoValidHost(SchedulerNoValidHost, ConductorError):
             refused_claims=[str(a["host"]) for a in attempts if a.get("host")],
         )
         self.attempts = list(attempts)
+
+
+# -- what the conductors' API refuses, with the codes its callers match on ------------------------
+
+SERVER_NOT_FOUND: Final = "berth.server.not_found"
+SERVER_BUSY: Final = "berth.server.busy"
+SERVER_INVALID_STATE: Final = "berth.server.invalid_state"
+FLAVOR_NOT_FOUND: Final = "berth.flavor.not_found"
+FLAVOR_DUPLICATE: Final = "berth.flavor.duplicate"
+FLAVOR_INVALID: Final = "berth.flavor.invalid"
+SERVER_GROUP_NOT_FOUND: Final = "berth.server_group.not_found"
+SERVER_GROUP_IN_USE: Final = "berth.server_group.in_use"
+HOST_NOT_FOUND: Final = "berth.host.not_found"
+HOST_UP: Final = "berth.host.up"
+HOST_IN_USE: Final = "berth.host.in_use"
+HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
+OPERATION_NOT_FOUND: Final = "berth.operation.not_found"
+OPERATION_REFUSED: Final = "berth.operation.refused"
+
+
+class ServerBusy(Conflict):
+    """Another operation runs on the server: one at a time, whichever conductor was asked."""
+
+    code = SERVER_BUSY
+
+
+class InvalidState(Conflict):
+    """The server's state does not allow the action (a resize of a shelved server)."""
+
+    code = SERVER_INVALID_STATE
+
+
+class Refused(Conflict):
+    """The conductor refused the operation before it started (``ConductorError``: no allocations
+    to move, a move finished already): nothing was written."""
+
+    code = OPERATION_REFUSED

@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -122,6 +122,19 @@ class Operation:
         )
 
 
+class Companion(Protocol):
+    """Rows kept beside the journal and written in its transactions (the servers' state, by the
+    conductors' API): what an operation's start and end change there commits with the journal's row
+    or not at all, so that no crash leaves the two disagreeing."""
+
+    def starting(self, conn: Connection, operation: Operation) -> None:
+        """In the transaction that writes the operation's first row; raising refuses the start."""
+
+    def ending(self, conn: Connection, operation: Operation) -> None:
+        """In the transaction that writes the operation's end (done, failed or rolled back); run
+        again, with the same operation, when a lost connection made the write run again."""
+
+
 def database_clock(dialect: str) -> sa.ColumnElement[float]:
     """The database's time now, in seconds since the epoch, as a SQL expression."""
     if dialect == "postgresql":
@@ -141,6 +154,7 @@ class Journal:
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
         metadata.create_all(self.engine)
+        self.companions: list[Companion] = []
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Connection]:
@@ -208,6 +222,8 @@ class Journal:
                 )
             )
             operation.heartbeat = operation.created_at = operation.updated_at = now
+            for companion in self.companions:
+                companion.starting(conn, operation)
             return operation
 
         return self._write(insert, lambda: self.get(operation.id))
@@ -231,6 +247,9 @@ class Journal:
                 )
                 .returning(operations.c.heartbeat)
             ).scalar_one_or_none()
+            if operation.state != RUNNING:
+                for companion in self.companions:
+                    companion.ending(conn, operation)
             return now
 
         now = self._write(update)
@@ -244,6 +263,27 @@ class Journal:
 
     def for_instance(self, instance_uuid: str) -> list[Operation]:
         query = operations.select().where(operations.c.instance_uuid == instance_uuid).order_by(operations.c.created_at)
+        return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
+
+    def find(
+        self,
+        *,
+        instance_uuid: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+    ) -> list[Operation]:
+        """Operations, newest first, of one instance, state or kind (or any)."""
+        query = operations.select().order_by(operations.c.created_at.desc(), operations.c.id)
+        for column, value in (
+            (operations.c.instance_uuid, instance_uuid),
+            (operations.c.state, state),
+            (operations.c.kind, kind),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if limit is not None:
+            query = query.limit(limit)
         return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
 
     def running(self) -> list[Operation]:

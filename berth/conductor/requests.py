@@ -70,6 +70,8 @@ class ServerRequest:
     # the scheduler on every placement (the group's filters or weighers, or the service's pick,
     # apply it), and an anti-affinity group the host's claim too (``anti_affinity``).
     server_group: ServerGroup | None = None
+    # What its owner calls it (servers are known by their uuid everywhere else).
+    name: str = ""
 
     def spec(self, config: SchedulerConfig) -> RequestSpec:
         return build_request_spec(
@@ -109,6 +111,7 @@ class ServerRequest:
             "image": dict(self.image.properties),
             "availability_zone": self.availability_zone,
             "server_group": server_group_to_dict(self.server_group) if self.server_group else None,
+            "name": self.name,
         }
 
     @classmethod
@@ -121,6 +124,7 @@ class ServerRequest:
             Image({str(k): str(v) for k, v in (d.get("image") or {}).items()}),
             d.get("availability_zone"),
             server_group_from_dict(d["server_group"]) if d.get("server_group") else None,
+            str(d.get("name") or ""),
         )
 
 

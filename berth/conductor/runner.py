@@ -3,9 +3,10 @@ run (the crash hook first, then the step, then its completion written)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import UnknownHost
@@ -14,6 +15,11 @@ from berth.conductor.service import ServiceCalls
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.selector import Selector
 
+# The selection listing the steps done, in order.
+STEPS_DONE: Final = "steps_done"
+# Called with an operation as soon as its first row is written: the API answers with its id then,
+# while the steps go on.
+StartListener = Callable[[Operation], None]
 # Called with the operation and the step about to run: a test stops an operation there by raising
 # an exception the conductor does not handle (a BaseException), as if its process had died.
 StepHook = Callable[[Operation, str], None]
@@ -56,6 +62,21 @@ class Runner:
         self.config = config
         self.owner = owner
         self.hook = hook
+        self.started: StartListener | None = None
+
+    def listening(self, started: StartListener) -> Runner:
+        """This runner for one caller, who is told of the operation as soon as it is journaled."""
+        forked = copy.copy(self)
+        forked.started = started
+        return forked
+
+    def start(self, kind: str, instance_uuid: str, request: dict[str, Any]) -> Operation:
+        """The operation's first row written (and, when a companion keeps servers, the server's
+        operation slot taken, or refused)."""
+        operation = self.journal.start(kind, instance_uuid, request, self.owner)
+        if self.started is not None:
+            self.started(operation)
+        return operation
 
     def agent(self, host: str) -> AgentClient:
         try:
@@ -72,6 +93,9 @@ class Runner:
         """``step``'s effect is done: written before the next step starts."""
         operation.step = step
         operation.selections.update(selections)
+        # The steps in the order they were done, for the operation's readers (a step done again,
+        # a reschedule's, is listed again).
+        operation.selections.setdefault(STEPS_DONE, []).append(step)
         self.journal.save(operation)
 
     def run(self, operation: Operation, step: str, action: Callable[[], object]) -> None:

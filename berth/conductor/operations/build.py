@@ -40,7 +40,7 @@ FINISHING_STEPS = ("spawn", "confirm")
 
 
 def build(runner: Runner, request: ServerRequest, kind: str = KIND) -> Operation:
-    operation = runner.journal.start(kind, request.instance_uuid, request.to_dict(), runner.owner)
+    operation = runner.start(kind, request.instance_uuid, request.to_dict())
     try:
         _build(runner, operation, request)
     except Exception as e:
@@ -56,9 +56,7 @@ def unshelve(runner: Runner, request: ServerRequest) -> Operation:
     host = runner.calls.host_of(request.instance_uuid)
     if host is None:
         return build(runner, request, UNSHELVE)
-    operation = runner.journal.start(
-        UNSHELVE, request.instance_uuid, {**request.to_dict(), "on_host": host}, runner.owner
-    )
+    operation = runner.start(UNSHELVE, request.instance_uuid, {**request.to_dict(), "on_host": host})
     try:
         _unshelve_on_host(runner, operation, request)
     except Exception as e:

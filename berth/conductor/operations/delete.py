@@ -17,7 +17,7 @@ KIND = "delete"
 
 def delete(runner: Runner, instance_uuid: str, host: str | None = None) -> Operation:
     host = host or runner.calls.host_of(instance_uuid)
-    operation = runner.journal.start(KIND, instance_uuid, {"host": host}, runner.owner)
+    operation = runner.start(KIND, instance_uuid, {"host": host})
     try:
         _delete(runner, operation)
     except Exception as e:

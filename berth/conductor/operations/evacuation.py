@@ -38,7 +38,7 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
     if source is None:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
-    operation = runner.journal.start(KIND, server.instance_uuid, request, runner.owner)
+    operation = runner.start(KIND, server.instance_uuid, request)
     return runner.carry_out(
         operation, lambda: _evacuate(runner, operation, server), lambda: _undo(runner, operation), FORWARD_STEPS
     )
@@ -95,7 +95,7 @@ def clean_up(runner: Runner, evacuation_id: str) -> Operation:
         "source": evacuation.request["source"],
         "migration_uuid": evacuation.request["migration_uuid"],
     }
-    operation = runner.journal.start(CLEANUP, evacuation.instance_uuid, request, runner.owner)
+    operation = runner.start(CLEANUP, evacuation.instance_uuid, request)
     try:
         _clean_up(runner, operation)
     except Exception as e:

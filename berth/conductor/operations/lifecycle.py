@@ -82,7 +82,7 @@ def change(runner: Runner, kind: str, instance_uuid: str, host: str | None = Non
     host = host or runner.calls.host_of(instance_uuid)
     if host is None:
         raise ConductorError(f"instance {instance_uuid} holds no allocations on any host")
-    operation = runner.journal.start(kind, instance_uuid, {"host": host}, runner.owner)
+    operation = runner.start(kind, instance_uuid, {"host": host})
     return runner.carry_out(operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS)
 
 

@@ -37,7 +37,7 @@ def live_migrate(runner: Runner, server: ServerRequest) -> Operation:
     if source is None:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
-    operation = runner.journal.start(KIND, server.instance_uuid, request, runner.owner)
+    operation = runner.start(KIND, server.instance_uuid, request)
     return runner.carry_out(
         operation, lambda: _live_migrate(runner, operation, server), lambda: undo(runner, operation), FORWARD_STEPS
     )

@@ -53,7 +53,7 @@ def move(runner: Runner, server: ServerRequest, flavor: Flavor | None = None) ->
     if source is None:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": wanted.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
-    operation = runner.journal.start(kind, server.instance_uuid, request, runner.owner)
+    operation = runner.start(kind, server.instance_uuid, request)
     try:
         _move(runner, operation, wanted)
     except Exception as e:
@@ -118,7 +118,7 @@ def finish(runner: Runner, move_id: str, kind: str) -> Operation:
         "dest": moved.selections["dest"],
         "migration_uuid": moved.request["migration_uuid"],
     }
-    operation = runner.journal.start(kind, moved.instance_uuid, request, runner.owner)
+    operation = runner.start(kind, moved.instance_uuid, request)
     # Once a step is done there is no way back, only on: a failure then leaves the operation to the
     # next resume(), and the other way is refused meanwhile.
     return runner.carry_out(operation, lambda: _finish(runner, operation), lambda: None, FINISH_STEPS)

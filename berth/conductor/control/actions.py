@@ -1,0 +1,86 @@
+"""The servers' actions, as Nova's API names them, each the conductor's operation that carries it
+out (``POST /servers/{id}/action`` with one of these keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from berth.conductor.errors import InvalidState
+from berth.conductor.journal import Operation
+from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves
+from berth.conductor.records import server_states
+from berth.conductor.records.tables import Record
+from berth.conductor.requests import ServerRequest
+from berth.conductor.runner import Runner
+from berth.scheduler.flavor import Flavor
+
+# What one action runs, given the runner, the server's row and request, and the action's arguments
+# as the API read them (a resize's flavor).
+Work = Callable[[Runner], Operation]
+
+
+def _confirm_or_revert(kind: str) -> Callable[[Record, ServerRequest, Mapping[str, Any]], Work]:
+    def work(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+        move = row["move_id"]
+        if move is None:
+            raise InvalidState(
+                f"Server {row['id']} has no resize or migration awaiting confirmation (it is {row['status']})."
+            )
+        return lambda runner: moves.finish(runner, str(move), kind)
+
+    return work
+
+
+def _life(kind: str) -> Callable[[Record, ServerRequest, Mapping[str, Any]], Work]:
+    def work(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+        host = row["host"]
+        return lambda runner: lifecycle.change(runner, kind, server.instance_uuid, host)
+
+    return work
+
+
+def _resize(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    flavor: Flavor = args["flavor"]
+    return lambda runner: moves.move(runner, server, flavor)
+
+
+def _evacuate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    source = row["host"]
+    return lambda runner: evacuation.evacuate(runner, server, source)
+
+
+def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    host = row["host"]
+    return lambda runner: delete.delete(runner, server.instance_uuid, host)
+
+
+# Action (the API's key) -> the conductor's operation kind and how it is started.
+ACTIONS: Final[Mapping[str, tuple[str, Callable[[Record, ServerRequest, Mapping[str, Any]], Work]]]] = {
+    "resize": (moves.RESIZE, _resize),
+    "migrate": (moves.MIGRATE, lambda row, server, args: lambda runner: moves.move(runner, server)),
+    "confirmResize": (moves.CONFIRM, _confirm_or_revert(moves.CONFIRM)),
+    "revertResize": (moves.REVERT, _confirm_or_revert(moves.REVERT)),
+    "os-migrateLive": (
+        live_migration.KIND,
+        lambda row, server, args: lambda runner: live_migration.live_migrate(runner, server),
+    ),
+    "evacuate": (evacuation.KIND, _evacuate),
+    "shelve": (lifecycle.SHELVE, _life(lifecycle.SHELVE)),
+    "shelveOffload": (lifecycle.SHELVE_OFFLOAD, _life(lifecycle.SHELVE_OFFLOAD)),
+    "unshelve": (build.UNSHELVE, lambda row, server, args: lambda runner: build.unshelve(runner, server)),
+    "rebuild": (lifecycle.REBUILD, _life(lifecycle.REBUILD)),
+    "softDelete": (lifecycle.SOFT_DELETE, _life(lifecycle.SOFT_DELETE)),
+    "restore": (lifecycle.RESTORE, _life(lifecycle.RESTORE)),
+    "forceDelete": (delete.KIND, _delete),
+}
+
+
+def check_state(row: Record, kind: str) -> None:
+    """Refused at once, before any read of the service, when the server's state cannot allow it
+    (its operation's start checks again, atomically)."""
+    allowed = server_states.ALLOWED[kind]
+    if row["status"] not in allowed:
+        raise InvalidState(
+            f"Cannot '{kind}' server {row['id']} while it is {row['status']}; it must be one of {', '.join(allowed)}."
+        )

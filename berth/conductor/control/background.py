@@ -1,0 +1,53 @@
+"""``Background``: operations run on a pool of threads, each caller waiting only until its
+operation is journaled (or refused before that), so that an API request is answered with the
+operation's id at once while its steps go on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
+
+from berth.conductor.journal import Operation
+from berth.conductor.runner import Runner
+
+LOG = logging.getLogger(__name__)
+
+# How long a caller waits for its operation's first row (the reads before it included).
+START_TIMEOUT: Final = 120.0
+
+
+class Background:
+    def __init__(self, runner: Runner, threads: int):
+        self.runner = runner
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="operation")
+
+    def start(self, work: Callable[[Runner], Operation]) -> Operation:
+        """``work`` run on the pool with a runner of its own; the operation as first journaled. What
+        ``work`` raises before that is raised here (nothing was written); after, the journal keeps it."""
+        started: Future[Operation] = Future()
+
+        def first_row(operation: Operation) -> None:
+            if not started.done():
+                started.set_result(operation)
+
+        runner = self.runner.listening(first_row)
+
+        def run() -> None:
+            try:
+                operation = work(runner)
+            except BaseException as error:  # noqa: BLE001 - handed to the caller, or kept in the journal
+                if not started.done():
+                    started.set_exception(error)
+                else:
+                    LOG.info("operation ended with an error (journaled): %s", error)
+                return
+            if not started.done():
+                started.set_result(operation)
+
+        self.pool.submit(run)
+        return started.result(timeout=START_TIMEOUT)
+
+    def close(self, wait: bool = False) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=True)

@@ -1,0 +1,97 @@
+"""What the conductors change in the service for a host: its availability zone's aggregate and the
+``COMPUTE_STATUS_DISABLED`` trait of its compute node (as Nova's compute service sets it when an
+operator disables the service), and the zones as the scheduler reads them.
+
+A zone's aggregate is named by the zone alone (a UUID derived from its name), so every conductor
+finds the same one without agreeing on it first."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Collection, Iterator, Mapping
+from typing import Final
+
+from berth.clients.placement import PlacementClient, retry_on_conflict
+from berth.conductor.records.hosts import Hosts
+from berth.scheduler.request_spec import DISABLED_TRAIT
+
+# The namespace of the zones' aggregates (uuid5 of the zone's name).
+ZONE_NAMESPACE: Final = uuid.UUID("6f0c2f4e-5b7a-4c8e-9d61-3a0f6f9b2e41")
+# How long the list of zones is used before it is read again.
+FRESH_SECONDS: Final = 5.0
+
+
+def zone_aggregate(zone: str) -> str:
+    return str(uuid.uuid5(ZONE_NAMESPACE, zone))
+
+
+class HostNotReported(Exception):
+    """The host's agent has not yet written its compute node to the service."""
+
+
+def _root(placement: PlacementClient, host: str) -> str:
+    found = placement.find_provider(host)
+    if found is None:
+        raise HostNotReported(f"host {host} has no provider in the service yet")
+    return str(found["uuid"])
+
+
+def join_zone(placement: PlacementClient, host: str, zone: str | None, every_zone: Collection[str]) -> None:
+    """The host's compute node in its zone's aggregate, and in no other zone's of ``every_zone``
+    (the aggregates that are not zones', its agent's or an operator's, are kept)."""
+    root = _root(placement, host)
+    others = {zone_aggregate(z) for z in every_zone}
+
+    def attempt() -> int:
+        generation, current = placement.get_aggregates(root)
+        zones = current & others
+        wanted = (current - zones) | ({zone_aggregate(zone)} if zone else set())
+        return generation if wanted == current else placement.set_aggregates(root, generation, wanted)
+
+    retry_on_conflict(attempt, what=f"aggregates of {host}")
+
+
+def set_disabled(placement: PlacementClient, host: str, disabled: bool) -> None:
+    root = _root(placement, host)
+
+    def attempt() -> int:
+        generation, current = placement.get_traits(root)
+        wanted = current | {DISABLED_TRAIT} if disabled else current - {DISABLED_TRAIT}
+        return generation if wanted == current else placement.set_traits(root, generation, wanted)
+
+    retry_on_conflict(attempt, what=f"traits of {host}")
+
+
+class ZoneAggregates(Mapping[str, frozenset[str]]):
+    """Each zone some registered host is in -> its aggregate, as ``SchedulerConfig.availability_zones``."""
+
+    def __init__(self, hosts: Hosts):
+        self.hosts = hosts
+        self._lock = threading.Lock()
+        self._read_at = -FRESH_SECONDS
+        self._zones: dict[str, frozenset[str]] = {}
+
+    def _current(self) -> dict[str, frozenset[str]]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._read_at >= FRESH_SECONDS:
+                zones = {h.zone for h in self.hosts.all() if h.zone}
+                self._zones = {z: frozenset({zone_aggregate(z)}) for z in sorted(zones)}
+                self._read_at = now
+            return self._zones
+
+    def forget(self) -> None:
+        """Read the zones again at the next look (a host registered in one, here)."""
+        with self._lock:
+            self._read_at = -FRESH_SECONDS
+
+    def __getitem__(self, zone: str) -> frozenset[str]:
+        return self._current()[zone]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())

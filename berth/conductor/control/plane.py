@@ -1,0 +1,254 @@
+"""``ControlPlane``: one conductor process's part of the control plane. It keeps the journal with
+its records (servers, flavors, server groups, hosts) in one database shared by every conductor,
+starts each action in the background and answers with its journaled operation, takes over the
+operations of conductors that died, and cleans up after evacuations once their source is back.
+
+Any conductor may take any request: what one conductor knows of another is in the database alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from berth.clients.placement import PlacementClient
+from berth.conductor.conductor import Conductor
+from berth.conductor.control import actions, host_books
+from berth.conductor.control.agents import RegisteredAgents
+from berth.conductor.control.background import Background
+from berth.conductor.errors import HOST_UP, ConductorError, Refused, ServerBusy
+from berth.conductor.journal import DONE, RUNNING, Journal, Operation
+from berth.conductor.operations import build, evacuation
+from berth.conductor.records import tables
+from berth.conductor.records.flavors import Flavors, to_flavor
+from berth.conductor.records.hosts import Host, Hosts
+from berth.conductor.records.server_groups import ServerGroups
+from berth.conductor.records.servers import ServerFilter, ServerRecords
+from berth.conductor.records.tables import Record
+from berth.conductor.requests import ServerRequest
+from berth.conductor.runner import ConductorConfig, StepHook
+from berth.domain.errors import BadRequest, Conflict
+from berth.scheduler.flavor import Image, SchedulerConfig
+from berth.scheduler.settings import SelectionSettings
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ControlSettings:
+    # A host whose agent has not beaten for this long is down.
+    host_down_after: float = 60.0
+    # Operations one conductor process runs at once.
+    operation_threads: int = 32
+    # Seconds between looks for dead conductors' operations and evacuated hosts that are back.
+    housekeeping_interval: float = 10.0
+
+
+@dataclass(frozen=True)
+class Who:
+    """The caller a server is made for."""
+
+    project_id: str
+    user_id: str
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        database_url: str,
+        placement: PlacementClient,
+        *,
+        scheduler_config: SchedulerConfig | None = None,
+        conductor_config: ConductorConfig | None = None,
+        selection: SelectionSettings | None = None,
+        settings: ControlSettings | None = None,
+        owner: str | None = None,
+        hook: StepHook | None = None,
+    ):
+        self.settings = settings or ControlSettings()
+        self.placement = placement
+        self.journal = Journal(database_url)
+        engine = self.journal.engine
+        tables.metadata.create_all(engine)
+        self.servers = ServerRecords(engine)
+        self.journal.companions.append(self.servers)
+        self.hosts = Hosts(engine, self.settings.host_down_after)
+        self.zones = host_books.ZoneAggregates(self.hosts)
+        self.scheduler_config = replace(scheduler_config or SchedulerConfig(), availability_zones=self.zones)
+        self.flavors = Flavors(engine, self.scheduler_config)
+        self.groups = ServerGroups(engine, self.servers)
+        self.conductor = Conductor(
+            placement,
+            self.journal,
+            agents=RegisteredAgents(self.hosts),
+            scheduler_config=self.scheduler_config,
+            settings=selection,
+            config=conductor_config,
+            owner=owner,
+            hook=hook,
+        )
+        self.background = Background(self.conductor.runner, self.settings.operation_threads)
+        self._stop = threading.Event()
+        self._housekeeper: threading.Thread | None = None
+        # (host, zone) pairs whose aggregate this process has set in the service.
+        self._joined: set[tuple[str, str | None]] = set()
+
+    # -- life -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.conductor.start()
+        self._housekeeper = threading.Thread(target=self._keep_house, name="conductor-housekeeping", daemon=True)
+        self._housekeeper.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._housekeeper is not None:
+            self._housekeeper.join(timeout=5)
+        self.background.close()
+        self.conductor.close()
+        self.journal.close()
+
+    def _keep_house(self) -> None:
+        while not self._stop.wait(self.settings.housekeeping_interval):
+            try:
+                self.conductor.resume()
+                self.clean_up_evacuated()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                LOG.exception("housekeeping failed; trying again in %s s", self.settings.housekeeping_interval)
+
+    # -- servers ----------------------------------------------------------------------------------
+
+    def create_servers(
+        self,
+        who: Who,
+        *,
+        name: str,
+        flavor_ref: str,
+        image_properties: Mapping[str, str] | None = None,
+        zone: str | None = None,
+        group_id: str | None = None,
+        count: int = 1,
+    ) -> list[Operation]:
+        """``count`` servers, each one build started; the builds as journaled (their ids are the
+        servers')."""
+        flavor = to_flavor(self.flavors.get(flavor_ref))
+        if zone is not None and zone not in self.scheduler_config.availability_zones:
+            raise BadRequest(f"No host has registered in the availability zone {zone!r}.")
+        if group_id is not None:
+            self.groups.get(group_id)
+        started = []
+        for index in range(count):
+            server = ServerRequest(
+                str(uuid.uuid4()),
+                flavor,
+                who.project_id,
+                who.user_id,
+                Image(dict(image_properties or {})),
+                zone,
+                self.groups.scheduling(group_id) if group_id else None,
+                name if count == 1 else f"{name}-{index + 1}",
+            )
+            started.append(self._start(lambda runner, s=server: build.build(runner, s)))  # type: ignore[misc]
+        return started
+
+    def server_request(self, row: Record) -> ServerRequest:
+        """The server as the scheduler and its host take it, with its group's members as they are now."""
+        server = ServerRequest.from_dict(row["request"])
+        if row["group_id"]:
+            server = replace(server, server_group=self.groups.scheduling(str(row["group_id"])))
+        return server
+
+    def act(self, server_id: str, action: str, args: Mapping[str, Any] | None = None) -> Operation:
+        """One of ``actions.ACTIONS`` started on the server."""
+        kind, make = actions.ACTIONS[action]
+        row = self.servers.get(server_id)
+        if row["operation_id"] is not None:
+            raise ServerBusy(
+                f"Server {server_id} is busy with operation {row['operation_id']}; wait for it to end and ask again."
+            )
+        actions.check_state(row, kind)
+        if kind == evacuation.KIND:
+            self._refuse_up_host(row)
+        work = make(row, self.server_request(row), args or {})
+        return self._start(work)
+
+    def delete(self, server_id: str) -> Operation:
+        return self.act(server_id, "forceDelete")
+
+    def _refuse_up_host(self, row: Record) -> None:
+        host = row["host"]
+        if host is None:
+            return
+        found = [h for h in self.hosts.all() if h.name == host]
+        if found and found[0].up:
+            raise Conflict(
+                f"Host {host} of server {row['id']} is up; evacuate only the servers of a host that is down "
+                "(migrate or live-migrate the others).",
+                code=HOST_UP,
+            )
+
+    def evacuate_host(self, host_name: str) -> list[Operation]:
+        """Every server of a host that is down, evacuated (those busy or in no state to move are left)."""
+        host = self.hosts.get(host_name)
+        if host.up:
+            raise Conflict(f"Host {host_name} is up; only a host that is down is evacuated.", code=HOST_UP)
+        started = []
+        for row in self.servers.all(ServerFilter(host=host_name)):
+            try:
+                started.append(self.act(str(row["id"]), "evacuate"))
+            except (Conflict, ConductorError) as e:
+                LOG.info("evacuation of %s from %s not started: %s", row["id"], host_name, e)
+        return started
+
+    def _start(self, work: actions.Work) -> Operation:
+        try:
+            return self.background.start(work)
+        except ConductorError as e:
+            raise Refused(str(e)) from None
+
+    # -- hosts ------------------------------------------------------------------------------------
+
+    def register_host(
+        self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
+    ) -> Host:
+        host, changed = self.hosts.register(name, url, zone, agent_token, user_id, admin=admin)
+        if changed:
+            self.zones.forget()
+        if (name, zone) not in self._joined:
+            try:
+                host_books.join_zone(self.placement, name, zone, [h.zone for h in self.hosts.all() if h.zone])
+                self._joined.add((name, zone))
+            except host_books.HostNotReported:
+                LOG.info("host %s registered before its compute node was reported; its zone waits", name)
+        return host
+
+    def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
+        self.hosts.get(name)
+        host_books.set_disabled(self.placement, name, disabled)
+        return self.hosts.set_disabled(name, disabled, reason)
+
+    # -- evacuations' clean-up ----------------------------------------------------------------------
+
+    def clean_up_evacuated(self) -> int:
+        """The old guest and claims of each server evacuated from a host that is up again, removed
+        there; the number cleaned up."""
+        handled = {
+            str(op.request.get("evacuation"))
+            for op in self.journal.find(kind=evacuation.CLEANUP)
+            if op.state in (DONE, RUNNING)
+        }
+        up = {h.name for h in self.hosts.all() if h.up}
+        cleaned = 0
+        for done in self.journal.find(kind=evacuation.KIND, state=DONE):
+            if done.id in handled or done.request.get("source") not in up:
+                continue
+            try:
+                self.conductor.clean_up_evacuated(done.id)
+                cleaned += 1
+            except Exception as e:  # noqa: BLE001 - tried again at the next round
+                LOG.warning("clean-up after evacuation %s failed (tried again later): %s", done.id, e)
+        return cleaned

@@ -1,0 +1,109 @@
+"""``Flavors``: the sizes servers are made in, with their extra specs (the resource requirements
+of docs/flavors.md: ``resources:CLASS``, ``trait:NAME``, ``hw:...``, ``pci_passthrough:alias``),
+checked by building the request spec they make before they are stored."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from berth.conductor.errors import FLAVOR_DUPLICATE, FLAVOR_INVALID, FLAVOR_NOT_FOUND
+from berth.conductor.journal import database_clock
+from berth.conductor.records.tables import Record, flavors, record, records
+from berth.domain.errors import BadRequest, Conflict, NotFound
+from berth.scheduler.errors import SchedulerError
+from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
+from berth.scheduler.request_spec import build_request_spec
+
+
+def to_flavor(row: Mapping[str, Any]) -> Flavor:
+    """The scheduler's flavor of a row."""
+    return Flavor(
+        str(row["name"]),
+        int(row["vcpus"]),
+        int(row["ram"]),
+        root_gb=int(row["disk"]),
+        ephemeral_gb=int(row["ephemeral"]),
+        swap_mb=int(row["swap"]),
+        extra_specs=dict(row["extra_specs"]),
+    )
+
+
+def check(flavor: Flavor, config: SchedulerConfig) -> None:
+    """BadRequest unless the flavor makes a request spec (its extra specs read as the scheduler reads them)."""
+    try:
+        build_request_spec(flavor, Image(), project_id="check", user_id="check", config=config)
+    except SchedulerError as e:
+        raise BadRequest(f"Invalid flavor {flavor.name!r}: {e}", code=FLAVOR_INVALID) from None
+
+
+class Flavors:
+    def __init__(self, engine: Engine, config: SchedulerConfig):
+        self.engine = engine
+        self.config = config
+        self._now = database_clock(engine.dialect.name)
+
+    def create(self, fields: Mapping[str, Any]) -> Record:
+        row: Record = {
+            "id": str(fields.get("id") or uuid.uuid4()),
+            "name": str(fields["name"]),
+            "vcpus": int(fields["vcpus"]),
+            "ram": int(fields["ram"]),
+            "disk": int(fields.get("disk", 0)),
+            "ephemeral": int(fields.get("ephemeral", 0)),
+            "swap": int(fields.get("swap", 0)),
+            "extra_specs": {str(k): str(v) for k, v in (fields.get("extra_specs") or {}).items()},
+        }
+        check(to_flavor(row), self.config)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(flavors.insert().values(**row, created_at=self._now))
+        except sa.exc.IntegrityError:
+            raise Conflict(
+                f"A flavor with the id {row['id']!r} or the name {row['name']!r} exists already.",
+                code=FLAVOR_DUPLICATE,
+            ) from None
+        return self.get(row["id"])
+
+    def get(self, id_or_name: str) -> Record:
+        """By id, else by name (an operator types names; Nova's clients look them up the same way)."""
+        with self.engine.connect() as conn:
+            for column in (flavors.c.id, flavors.c.name):
+                row = conn.execute(flavors.select().where(column == id_or_name)).mappings().first()
+                if row is not None:
+                    return record(row)
+        raise NotFound(f"No flavor with the id or name {id_or_name!r}.", code=FLAVOR_NOT_FOUND)
+
+    def all(self) -> list[Record]:
+        with self.engine.connect() as conn:
+            return records(
+                conn.execute(flavors.select().order_by(flavors.c.vcpus, flavors.c.ram, flavors.c.name)).mappings()
+            )
+
+    def delete(self, id_or_name: str) -> None:
+        """Servers keep a copy of their flavor (as Nova's do): deleting one never touches them."""
+        row = self.get(id_or_name)
+        with self.engine.begin() as conn:
+            conn.execute(flavors.delete().where(flavors.c.id == row["id"]))
+
+    def set_extra_specs(self, id_or_name: str, specs: Mapping[str, str]) -> Record:
+        """Merged into the flavor's, checked together before they are written."""
+        return self._change_specs(id_or_name, lambda current: {**current, **specs})
+
+    def unset_extra_spec(self, id_or_name: str, key: str) -> Record:
+        row = self.get(id_or_name)
+        if key not in row["extra_specs"]:
+            raise NotFound(f"Flavor {row['name']!r} has no extra spec {key!r}.", code=FLAVOR_NOT_FOUND)
+        return self._change_specs(id_or_name, lambda current: {k: v for k, v in current.items() if k != key})
+
+    def _change_specs(self, id_or_name: str, change: Any) -> Record:
+        row = self.get(id_or_name)
+        specs = {str(k): str(v) for k, v in change(dict(row["extra_specs"])).items()}
+        check(to_flavor({**row, "extra_specs": specs}), self.config)
+        with self.engine.begin() as conn:
+            conn.execute(flavors.update().where(flavors.c.id == row["id"]).values(extra_specs=specs))
+        return self.get(str(row["id"]))

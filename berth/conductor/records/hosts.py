@@ -1,0 +1,156 @@
+"""``Hosts``: the compute hosts whose agents registered, where their agents answer, their zone,
+whether an operator disabled them, and whether they are up (a heartbeat within ``down_after``
+seconds, by the database's clock as the journal's heartbeats are).
+
+An agent registers with the same call it beats with (``PUT /hosts/{name}``): nothing is to be
+listed in advance. The first registration binds the host to the user who made it; any other user
+is refused (an admin excepted), so that nobody registers, moves or retires a host in another's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from berth.conductor.errors import HOST_IN_USE, HOST_NOT_FOUND, HOST_REGISTERED_BY_ANOTHER
+from berth.conductor.journal import database_clock
+from berth.conductor.records.tables import hosts, record, servers
+from berth.domain.errors import BerthError, Conflict, NotFound
+
+
+class RegisteredByAnother(BerthError):
+    status = 403
+    code = HOST_REGISTERED_BY_ANOTHER
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    url: str
+    agent_token: str | None
+    zone: str | None
+    disabled: bool
+    disabled_reason: str | None
+    registered_by: str
+    registered_at: float
+    heartbeat: float
+    # Seconds since the last heartbeat, by the database's clock.
+    silent_for: float
+    up: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "zone": self.zone,
+            "status": "disabled" if self.disabled else "enabled",
+            "disabled_reason": self.disabled_reason,
+            "state": "up" if self.up else "down",
+            "registered_by": self.registered_by,
+            "last_heartbeat_seconds_ago": round(self.silent_for, 1),
+        }
+
+
+class Hosts:
+    def __init__(self, engine: Engine, down_after: float):
+        self.engine = engine
+        self.down_after = down_after
+        self._now = database_clock(engine.dialect.name)
+
+    def register(
+        self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
+    ) -> tuple[Host, bool]:
+        """The host registered (or beating again) at ``url``; whether it is new or had changed its url
+        or zone (what the caller has to act on: the zone's aggregate)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(hosts.select().where(hosts.c.name == name).with_for_update()).mappings().first()
+            if row is None:
+                conn.execute(
+                    hosts.insert().values(
+                        name=name,
+                        url=url,
+                        agent_token=agent_token,
+                        zone=zone,
+                        disabled=False,
+                        disabled_reason=None,
+                        registered_by=user_id,
+                        registered_at=self._now,
+                        heartbeat=self._now,
+                    )
+                )
+                changed = True
+            else:
+                if row["registered_by"] != user_id and not admin:
+                    raise RegisteredByAnother(
+                        f"Host {name} was registered by another user; only that user or an admin may speak for it."
+                    )
+                changed = row["url"] != url or row["zone"] != zone
+                conn.execute(
+                    hosts.update()
+                    .where(hosts.c.name == name)
+                    .values(url=url, agent_token=agent_token, zone=zone, heartbeat=self._now)
+                )
+        return self.get(name), changed
+
+    def get(self, name: str) -> Host:
+        found = self._read(hosts.c.name == name)
+        if not found:
+            raise NotFound(f"No host named {name} has registered.", code=HOST_NOT_FOUND)
+        return found[0]
+
+    def all(self) -> list[Host]:
+        return self._read(sa.true())
+
+    def _read(self, where: sa.ColumnElement[bool]) -> list[Host]:
+        silent = (self._now - hosts.c.heartbeat).label("silent_for")
+        query = sa.select(hosts, silent).where(where).order_by(hosts.c.name)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_host(record(r), self.down_after) for r in rows]
+
+    def set_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                hosts.update()
+                .where(hosts.c.name == name)
+                .values(disabled=disabled, disabled_reason=reason if disabled else None)
+            ).rowcount
+        if not changed:
+            raise NotFound(f"No host named {name} has registered.", code=HOST_NOT_FOUND)
+        return self.get(name)
+
+    def retire(self, name: str, user_id: str, *, admin: bool) -> None:
+        """The host forgotten; refused while any server is on it."""
+        host = self.get(name)
+        if host.registered_by != user_id and not admin:
+            raise RegisteredByAnother(
+                f"Host {name} was registered by another user; only that user or an admin may retire it."
+            )
+        with self.engine.begin() as conn:
+            on_it = conn.execute(
+                sa.select(sa.func.count()).where(servers.c.host == name, servers.c.deleted_at.is_(None))
+            ).scalar_one()
+            if on_it:
+                raise Conflict(f"Host {name} still has {on_it} server(s); move or delete them first.", code=HOST_IN_USE)
+            conn.execute(hosts.delete().where(hosts.c.name == name))
+
+
+def _host(row: Mapping[str, Any], down_after: float) -> Host:
+    silent = max(0.0, float(row["silent_for"]))
+    return Host(
+        name=row["name"],
+        url=row["url"],
+        agent_token=row["agent_token"],
+        zone=row["zone"],
+        disabled=bool(row["disabled"]),
+        disabled_reason=row["disabled_reason"],
+        registered_by=row["registered_by"],
+        registered_at=float(row["registered_at"]),
+        heartbeat=float(row["heartbeat"]),
+        silent_for=silent,
+        up=silent <= down_after,
+    )

@@ -1,0 +1,77 @@
+"""``ServerGroups``: a policy (affinity, anti-affinity and their soft kinds) and its rules; the
+members are the servers whose row names the group, so that membership is never out of step with
+the servers themselves."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from berth.conductor.errors import SERVER_GROUP_IN_USE, SERVER_GROUP_NOT_FOUND
+from berth.conductor.journal import database_clock
+from berth.conductor.records.servers import ServerRecords
+from berth.conductor.records.tables import Record, record, records, server_groups
+from berth.domain.errors import BadRequest, Conflict, NotFound
+from berth.scheduler.errors import SpecError
+from berth.scheduler.server_group import ServerGroup
+
+
+class ServerGroups:
+    def __init__(self, engine: Engine, servers: ServerRecords):
+        self.engine = engine
+        self.servers = servers
+        self._now = database_clock(engine.dialect.name)
+
+    def create(self, name: str, policy: str, rules: Mapping[str, Any], project_id: str, user_id: str) -> str:
+        group_id = str(uuid.uuid4())
+        try:
+            ServerGroup(group_id, policy, max_server_per_host=int(rules.get("max_server_per_host", 1)))  # type: ignore[arg-type]
+        except SpecError as e:
+            raise BadRequest(f"Invalid server group: {e.problem}") from None
+        with self.engine.begin() as conn:
+            conn.execute(
+                server_groups.insert().values(
+                    id=group_id,
+                    name=name,
+                    policy=policy,
+                    rules=dict(rules),
+                    project_id=project_id,
+                    user_id=user_id,
+                    created_at=self._now,
+                )
+            )
+        return group_id
+
+    def get(self, group_id: str) -> Record:
+        with self.engine.connect() as conn:
+            row = conn.execute(server_groups.select().where(server_groups.c.id == group_id)).mappings().first()
+        if row is None:
+            raise NotFound(f"No server group with id {group_id}.", code=SERVER_GROUP_NOT_FOUND)
+        return record(row)
+
+    def all(self, project_id: str | None = None) -> list[Record]:
+        query = server_groups.select().order_by(server_groups.c.created_at)
+        if project_id is not None:
+            query = query.where(server_groups.c.project_id == project_id)
+        with self.engine.connect() as conn:
+            return records(conn.execute(query).mappings())
+
+    def delete(self, group_id: str) -> None:
+        self.get(group_id)
+        if self.servers.in_group(group_id):
+            raise Conflict(f"Server group {group_id} still has members; delete them first.", code=SERVER_GROUP_IN_USE)
+        with self.engine.begin() as conn:
+            conn.execute(server_groups.delete().where(server_groups.c.id == group_id))
+
+    def scheduling(self, group_id: str) -> ServerGroup:
+        """The group as the scheduler takes it, with its members as they are now."""
+        row = self.get(group_id)
+        return ServerGroup(
+            group_id,
+            row["policy"],
+            frozenset(self.servers.in_group(group_id)),
+            int(row["rules"].get("max_server_per_host", 1)),
+        )

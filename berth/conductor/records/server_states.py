@@ -1,0 +1,136 @@
+"""A server's states, as Nova names them, and how an operation's start and end move them.
+
+    BUILD ──build──▶ ACTIVE ──resize, migrate──▶ VERIFY_RESIZE ──confirm, revert──▶ ACTIVE
+      │                │ ├─shelve──▶ SHELVED ──shelve_offload──▶ SHELVED_OFFLOADED
+      ▼                │ │              └──────unshelve (either)──────▶ ACTIVE
+    ERROR              │ ├─soft_delete──▶ SOFT_DELETED ──restore──▶ ACTIVE
+                       │ └─live_migrate, evacuate, rebuild──▶ ACTIVE (elsewhere, or anew)
+                       └─delete (from any state)──▶ DELETED
+
+An operation that fails or is rolled back leaves the server as it was (the conductor undid what it
+did), with the reason kept as its fault; a build that fails leaves it in ERROR, to be deleted or
+rebuilt elsewhere. While an operation runs, the status shown is the operation's (``BUILD``,
+``RESIZE``, ``MIGRATING``, ``REBUILD``, ...) and its task state names it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from berth.conductor.journal import DONE, Operation
+from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves
+
+BUILDING: Final = "BUILD"
+ACTIVE: Final = "ACTIVE"
+ERROR: Final = "ERROR"
+VERIFY_RESIZE: Final = "VERIFY_RESIZE"
+SHELVED: Final = "SHELVED"
+SHELVED_OFFLOADED: Final = "SHELVED_OFFLOADED"
+SOFT_DELETED: Final = "SOFT_DELETED"
+DELETED: Final = "DELETED"
+STATUSES: Final = (BUILDING, ACTIVE, ERROR, VERIFY_RESIZE, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED, DELETED)
+
+# The states each operation may start from (a build makes its server: it starts from none).
+ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
+    delete.KIND: (ACTIVE, ERROR, VERIFY_RESIZE, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED),
+    lifecycle.SOFT_DELETE: (ACTIVE,),
+    lifecycle.RESTORE: (SOFT_DELETED,),
+    lifecycle.SHELVE: (ACTIVE,),
+    lifecycle.SHELVE_OFFLOAD: (SHELVED,),
+    build.UNSHELVE: (SHELVED, SHELVED_OFFLOADED),
+    lifecycle.REBUILD: (ACTIVE, ERROR),
+    moves.RESIZE: (ACTIVE,),
+    moves.MIGRATE: (ACTIVE,),
+    moves.CONFIRM: (VERIFY_RESIZE,),
+    moves.REVERT: (VERIFY_RESIZE,),
+    live_migration.KIND: (ACTIVE,),
+    evacuation.KIND: (ACTIVE, ERROR),
+}
+
+# Operations that do not take their server's slot: the clean-up of an evacuated server's old host
+# runs beside whatever the server does next.
+SLOTLESS: Final = frozenset({evacuation.CLEANUP})
+
+# The status shown while an operation runs (the stored state otherwise), and its task state.
+_STATUS_WHILE: Final[Mapping[str, str]] = {
+    build.KIND: BUILDING,
+    moves.RESIZE: "RESIZE",
+    moves.MIGRATE: "RESIZE",
+    moves.REVERT: "REVERT_RESIZE",
+    live_migration.KIND: "MIGRATING",
+    evacuation.KIND: "REBUILD",
+    lifecycle.REBUILD: "REBUILD",
+}
+_TASK_STATE: Final[Mapping[str, str]] = {
+    build.KIND: "spawning",
+    build.UNSHELVE: "unshelving",
+    delete.KIND: "deleting",
+    lifecycle.SOFT_DELETE: "soft_deleting",
+    lifecycle.RESTORE: "restoring",
+    lifecycle.SHELVE: "shelving",
+    lifecycle.SHELVE_OFFLOAD: "shelving_offloading",
+    lifecycle.REBUILD: "rebuilding",
+    moves.RESIZE: "resize_migrating",
+    moves.MIGRATE: "resize_migrating",
+    moves.CONFIRM: "resize_confirming",
+    moves.REVERT: "resize_reverting",
+    live_migration.KIND: "migrating",
+    evacuation.KIND: "rebuilding",
+}
+
+# The state a finished operation leaves its server in, where that is all it changes.
+_STATE_AFTER: Final[Mapping[str, str]] = {
+    lifecycle.SOFT_DELETE: SOFT_DELETED,
+    lifecycle.RESTORE: ACTIVE,
+    lifecycle.SHELVE: SHELVED,
+    lifecycle.REBUILD: ACTIVE,
+    moves.CONFIRM: ACTIVE,
+}
+
+
+def shown_status(status: str, running_kind: str | None) -> str:
+    return _STATUS_WHILE.get(running_kind, status) if running_kind else status
+
+
+def task_state(running_kind: str | None) -> str | None:
+    return _TASK_STATE.get(running_kind) if running_kind else None
+
+
+def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict[str, Any]:
+    """The columns of ``server``'s row that ``operation``'s end changes (the slot it held is freed
+    by the caller)."""
+    kind, selections = operation.kind, operation.selections
+    if operation.state != DONE:
+        if kind == build.KIND:
+            return {"status": ERROR, "host": None, "fault": operation.error}
+        return {"fault": operation.error}
+    done: dict[str, Any] = {"fault": None}
+    if kind in (build.KIND, build.UNSHELVE):
+        return {**done, "status": ACTIVE, "host": selections.get("host") or server["host"]}
+    if kind in moves.MOVE_KINDS:
+        return {
+            **done,
+            "status": VERIFY_RESIZE,
+            "host": selections["dest"],
+            "request": operation.request["server"],
+            "old_request": server["request"],
+            "move_id": operation.id,
+        }
+    if kind == moves.REVERT:
+        return {
+            **done,
+            "status": ACTIVE,
+            "host": operation.request["source"],
+            "request": server["old_request"] or server["request"],
+            "old_request": None,
+            "move_id": None,
+        }
+    if kind in (live_migration.KIND, evacuation.KIND):
+        return {**done, "status": ACTIVE, "host": selections["dest"]}
+    if kind == delete.KIND:
+        return {**done, "status": DELETED, "host": None, "deleted_at": now, "move_id": None}
+    if kind == lifecycle.SHELVE_OFFLOAD:
+        return {**done, "status": SHELVED_OFFLOADED, "host": None}
+    if kind == moves.CONFIRM:
+        return {**done, "status": ACTIVE, "old_request": None, "move_id": None}
+    return {**done, "status": _STATE_AFTER[kind]}

@@ -1,0 +1,154 @@
+"""``ServerRecords``: the servers as their users see them, one row each, written in the journal's
+own transactions (it is the journal's companion): an operation's start takes its server's slot
+(one operation at a time, whichever conductor runs it) and its end writes what it made of the
+server and frees the slot. A build's start makes the server's row; its request names everything
+the row holds, so that a conductor resuming the build needs nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from berth.conductor.errors import SERVER_NOT_FOUND, InvalidState, ServerBusy
+from berth.conductor.journal import Operation, database_clock
+from berth.conductor.operations import build
+from berth.conductor.records import server_states
+from berth.conductor.records.tables import Record, record, records, servers
+from berth.domain.errors import NotFound
+
+
+@dataclass(frozen=True)
+class ServerFilter:
+    project_id: str | None = None
+    host: str | None = None
+    status: str | None = None
+    deleted: bool = False
+
+
+class ServerRecords:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._now = database_clock(engine.dialect.name)
+
+    # -- the journal's companion --------------------------------------------------------------------
+
+    def starting(self, conn: Connection, operation: Operation) -> None:
+        if operation.kind in server_states.SLOTLESS:
+            return
+        if operation.kind == build.KIND:
+            self._insert(conn, operation)
+            return
+        allowed = server_states.ALLOWED[operation.kind]
+        taken = conn.execute(
+            servers.update()
+            .where(
+                servers.c.id == operation.instance_uuid,
+                servers.c.operation_id.is_(None),
+                servers.c.deleted_at.is_(None),
+                servers.c.status.in_(allowed),
+            )
+            .values(operation_id=operation.id, updated_at=self._now)
+        ).rowcount
+        if taken == 1:
+            return
+        row = conn.execute(servers.select().where(servers.c.id == operation.instance_uuid)).mappings().first()
+        if row is None or row["deleted_at"] is not None:
+            raise NotFound(f"No server with id {operation.instance_uuid}.", code=SERVER_NOT_FOUND)
+        if row["operation_id"] is not None:
+            raise ServerBusy(
+                f"Server {operation.instance_uuid} is busy with operation {row['operation_id']}; "
+                "wait for it to end (GET /operations/{id}) and ask again."
+            )
+        raise InvalidState(
+            f"Cannot '{operation.kind}' server {operation.instance_uuid} while it is {row['status']}; "
+            f"it must be one of {', '.join(allowed)}."
+        )
+
+    def _insert(self, conn: Connection, operation: Operation) -> None:
+        request = operation.request
+        group = request.get("server_group") or {}
+        conn.execute(
+            servers.insert().values(
+                id=operation.instance_uuid,
+                name=str(request.get("name") or ""),
+                project_id=str(request["project_id"]),
+                user_id=str(request["user_id"]),
+                request=request,
+                old_request=None,
+                group_id=group.get("uuid"),
+                status=server_states.BUILDING,
+                host=None,
+                operation_id=operation.id,
+                move_id=None,
+                fault=None,
+                created_at=self._now,
+                updated_at=self._now,
+                deleted_at=None,
+            )
+        )
+
+    def ending(self, conn: Connection, operation: Operation) -> None:
+        row = (
+            conn.execute(
+                servers.select().where(servers.c.id == operation.instance_uuid, servers.c.operation_id == operation.id)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:  # a slotless operation, or this end written already
+            return
+        now = conn.execute(sa.select(self._now)).scalar_one()
+        changes = server_states.outcome(record(row), operation, now)
+        conn.execute(
+            servers.update()
+            .where(servers.c.id == operation.instance_uuid, servers.c.operation_id == operation.id)
+            .values(**changes, operation_id=None, updated_at=now)
+        )
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def get(self, server_id: str, *, deleted: bool = False) -> Record:
+        query = servers.select().where(servers.c.id == server_id)
+        if not deleted:
+            query = query.where(servers.c.deleted_at.is_(None))
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND)
+        return record(row)
+
+    def all(self, where: ServerFilter, limit: int | None = None) -> list[Record]:
+        query = servers.select().order_by(servers.c.created_at, servers.c.id)
+        if not where.deleted:
+            query = query.where(servers.c.deleted_at.is_(None))
+        for column, value in (
+            (servers.c.project_id, where.project_id),
+            (servers.c.host, where.host),
+            (servers.c.status, where.status),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return records(conn.execute(query).mappings())
+
+    def count_by_host(self) -> dict[str, int]:
+        query = (
+            sa.select(servers.c.host, sa.func.count())
+            .where(servers.c.deleted_at.is_(None), servers.c.host.is_not(None))
+            .group_by(servers.c.host)
+        )
+        with self.engine.connect() as conn:
+            return {str(host): int(n) for host, n in conn.execute(query)}
+
+    def in_group(self, group_id: str) -> list[str]:
+        query = (
+            sa.select(servers.c.id)
+            .where(servers.c.group_id == group_id, servers.c.deleted_at.is_(None))
+            .order_by(servers.c.created_at)
+        )
+        with self.engine.connect() as conn:
+            return [str(r) for r in conn.execute(query).scalars()]

@@ -1,0 +1,203 @@
+"""The conductors as a service, without HTTP: servers made and changed through ``ControlPlane``
+against a real service and real agents, each action answered once journaled, the servers' rows
+agreeing with the books at the end of each operation, one operation at a time per server."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from conductorhelpers import BIGGER, PLAIN, assert_books_agree, claims_of
+
+from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
+from berth.conductor.errors import InvalidState, ServerBusy
+from berth.conductor.journal import DONE, RUNNING
+from berth.conductor.records import server_states
+from berth.conductor.runner import ConductorConfig
+from berth.domain.errors import BadRequest, NotFound
+from berth.scheduler.settings import SelectionSettings
+
+WHO = Who("project", "user")
+
+
+@pytest.fixture
+def hold():
+    """A step hook that stops operations before the named step until released."""
+
+    class Hold:
+        step: str | None = None
+        reached = threading.Event()
+        release = threading.Event()
+
+        def __call__(self, operation, step):
+            if step == self.step:
+                self.reached.set()
+                assert self.release.wait(30)
+
+    return Hold()
+
+
+@pytest.fixture
+def plane(placement, cloud, tmp_path, hold):
+    made = ControlPlane(
+        f"sqlite:///{tmp_path / 'conductor.sqlite'}",
+        placement,
+        selection=SelectionSettings(enabled_filters=[]),
+        conductor_config=ConductorConfig(heartbeat_interval=0.2),
+        settings=ControlSettings(housekeeping_interval=0.5),
+        hook=hold,
+    )
+    for index, (name, agent) in enumerate(sorted(cloud.items())):
+        made.register_host(name, agent.url, f"zone-{index % 2}", agent.token, "agent-user", admin=False)
+    made.flavors.create({"name": PLAIN.name, "vcpus": PLAIN.vcpus, "ram": PLAIN.memory_mb, "disk": PLAIN.root_gb})
+    made.flavors.create({"name": BIGGER.name, "vcpus": BIGGER.vcpus, "ram": BIGGER.memory_mb, "disk": BIGGER.root_gb})
+    made.start()
+    yield made
+    hold.release.set()
+    made.close()
+
+
+def ended(plane, operation_id, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        operation = plane.journal.get(operation_id)
+        if operation is not None and operation.state != RUNNING:
+            return operation
+        time.sleep(0.05)
+    raise AssertionError(f"operation {operation_id} still running after {timeout} s")
+
+
+def test_a_server_is_built_resized_confirmed_and_deleted_with_its_row_following(plane, placement, clients):
+    [build] = plane.create_servers(WHO, name="web", flavor_ref=PLAIN.name)
+    server_id = build.instance_uuid
+    assert plane.servers.get(server_id)["operation_id"] == build.id
+    assert ended(plane, build.id).state == DONE
+    row = plane.servers.get(server_id)
+    assert (row["status"], row["operation_id"], row["name"]) == (server_states.ACTIVE, None, "web")
+    assert set(claims_of(clients, server_id)) == {row["host"]}
+
+    resize = plane.act(server_id, "resize", {"flavor": BIGGER})
+    assert ended(plane, resize.id).state == DONE
+    row = plane.servers.get(server_id)
+    assert row["status"] == server_states.VERIFY_RESIZE and row["move_id"] == resize.id
+    assert row["request"]["flavor"]["name"] == BIGGER.name
+    assert row["old_request"]["flavor"]["name"] == PLAIN.name
+
+    confirm = plane.act(server_id, "confirmResize")
+    assert ended(plane, confirm.id).state == DONE
+    row = plane.servers.get(server_id)
+    assert (row["status"], row["move_id"], row["old_request"]) == (server_states.ACTIVE, None, None)
+    assert set(claims_of(clients, server_id)) == {row["host"]}
+    assert_books_agree(placement, clients)
+
+    deleted = plane.delete(server_id)
+    assert ended(plane, deleted.id).state == DONE
+    with pytest.raises(NotFound):
+        plane.servers.get(server_id)
+    assert plane.servers.get(server_id, deleted=True)["status"] == server_states.DELETED
+    assert placement.consumer(server_id).allocations == {}
+
+
+def test_a_revert_puts_the_old_flavor_and_host_back(plane, placement, clients):
+    [build] = plane.create_servers(WHO, name="db", flavor_ref=PLAIN.name)
+    ended(plane, build.id)
+    before = plane.servers.get(build.instance_uuid)
+    resize = plane.act(build.instance_uuid, "resize", {"flavor": BIGGER})
+    ended(plane, resize.id)
+    revert = plane.act(build.instance_uuid, "revertResize")
+    assert ended(plane, revert.id).state == DONE
+    after = plane.servers.get(build.instance_uuid)
+    assert (after["status"], after["host"]) == (server_states.ACTIVE, before["host"])
+    assert after["request"]["flavor"]["name"] == PLAIN.name
+    assert_books_agree(placement, clients)
+    ended(plane, plane.delete(build.instance_uuid).id)
+
+
+def test_a_second_action_while_one_runs_is_refused_and_writes_nothing(plane, hold):
+    [build] = plane.create_servers(WHO, name="busy", flavor_ref=PLAIN.name)
+    ended(plane, build.id)
+    hold.step = "shelve"
+    shelve = plane.act(build.instance_uuid, "shelve")
+    assert hold.reached.wait(30)
+    journaled = len(plane.journal.for_instance(build.instance_uuid))
+    with pytest.raises(ServerBusy):
+        plane.act(build.instance_uuid, "migrate")
+    assert len(plane.journal.for_instance(build.instance_uuid)) == journaled
+    hold.release.set()
+    assert ended(plane, shelve.id).state == DONE
+    assert plane.servers.get(build.instance_uuid)["status"] == server_states.SHELVED
+    with pytest.raises(InvalidState):
+        plane.act(build.instance_uuid, "resize", {"flavor": BIGGER})
+    ended(plane, plane.delete(build.instance_uuid).id)
+
+
+def test_the_slot_is_taken_atomically_at_the_operations_start(plane, hold):
+    """Two conductors (or threads) that both read the server as free: only one operation starts."""
+    [build] = plane.create_servers(WHO, name="race", flavor_ref=PLAIN.name)
+    ended(plane, build.id)
+    hold.step = "shelve"
+    outcomes: list[object] = []
+
+    def shelve():
+        try:
+            outcomes.append(plane.act(build.instance_uuid, "shelve"))
+        except ServerBusy as e:
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=shelve) for _ in range(4)]
+    for t in threads:
+        t.start()
+    assert hold.reached.wait(30)
+    hold.release.set()
+    for t in threads:
+        t.join()
+    assert sum(not isinstance(o, ServerBusy) for o in outcomes) == 1
+    assert len([op for op in plane.journal.for_instance(build.instance_uuid) if op.kind == "shelve"]) == 1
+
+
+def test_a_build_no_host_can_take_ends_in_error_with_its_fault(plane):
+    plane.flavors.create({"name": "huge", "vcpus": 64, "ram": 1024, "disk": 1})
+    [build] = plane.create_servers(WHO, name="huge", flavor_ref="huge")
+    assert ended(plane, build.id).state != DONE
+    row = plane.servers.get(build.instance_uuid)
+    assert row["status"] == server_states.ERROR and "No valid host" in row["fault"]
+    ended(plane, plane.delete(build.instance_uuid).id)
+    assert plane.servers.get(build.instance_uuid, deleted=True)["status"] == server_states.DELETED
+
+
+def test_servers_in_a_zone_land_on_its_hosts(plane):
+    zone_hosts = {h.name for h in plane.hosts.all() if h.zone == "zone-1"}
+    [build] = plane.create_servers(WHO, name="zoned", flavor_ref=PLAIN.name, zone="zone-1")
+    assert ended(plane, build.id).state == DONE
+    assert plane.servers.get(build.instance_uuid)["host"] in zone_hosts
+    with pytest.raises(BadRequest):
+        plane.create_servers(WHO, name="nowhere", flavor_ref=PLAIN.name, zone="no-such-zone")
+    ended(plane, plane.delete(build.instance_uuid).id)
+
+
+def test_a_disabled_host_takes_no_new_server(plane, placement):
+    names = sorted(h.name for h in plane.hosts.all())
+    for name in names[1:]:
+        plane.set_host_disabled(name, True, "maintenance")
+    try:
+        builds = plane.create_servers(WHO, name="pinned", flavor_ref=PLAIN.name, count=2)
+        for build in builds:
+            assert ended(plane, build.id).state == DONE
+            assert plane.servers.get(build.instance_uuid)["host"] == names[0]
+        root = placement.find_provider(names[1])["uuid"]
+        assert "COMPUTE_STATUS_DISABLED" in placement.get_traits(root)[1]
+    finally:
+        for name in names[1:]:
+            plane.set_host_disabled(name, False)
+    assert all(not h.disabled for h in plane.hosts.all())
+    for build in builds:
+        ended(plane, plane.delete(build.instance_uuid).id)
+
+
+def test_an_unknown_server_or_flavor_is_refused(plane):
+    with pytest.raises(NotFound):
+        plane.act(str(uuid.uuid4()), "shelve")
+    with pytest.raises(NotFound):
+        plane.create_servers(WHO, name="x", flavor_ref="no-such-flavor")
