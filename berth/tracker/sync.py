@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import uuid as uuidlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from berth.clients.errors import PlacementError
 from berth.clients.placement import JSON, PlacementClient, retry_on_conflict
@@ -23,6 +23,8 @@ from berth.domain.host.tree import ProviderNode, ProviderTree
 
 LOG = logging.getLogger(__name__)
 PROVIDER_NAMESPACE = uuidlib.UUID("6f1d0b52-8f0e-4c7e-9a43-2b1f4e0c9d11")
+# Traits of a compute node that the conductors set and the agent keeps as they are.
+CONDUCTOR_TRAITS: Final = frozenset({"COMPUTE_STATUS_DISABLED"})
 # What a provider just created is known to hold (generation, inventories, traits): no need to read it.
 Known = tuple[int, dict[str, JSON], set[str]]
 
@@ -212,9 +214,11 @@ class TreeSync:
                 first[0] = None
             else:
                 generation, current = self.client.get_traits(uuid)
-            if current == node.traits:
+            # The disabled status is the conductors' to set (an operator disabled the host): kept.
+            wanted = node.traits | (current & CONDUCTOR_TRAITS)
+            if current == wanted:
                 return False
-            self.client.set_traits(uuid, generation, node.traits)
+            self.client.set_traits(uuid, generation, wanted)
             return True
 
         return retry_on_conflict(attempt, what=f"traits of {node.name}")

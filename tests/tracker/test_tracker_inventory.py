@@ -213,3 +213,21 @@ providers:
     assert result.reparented == [f"{name}_CRYPTO"]
     host.instance_claim(instance(flavor(1, 512, resources={"CUSTOM_CRYPTO_QUEUE": 4})))
     assert_books_agree(host)
+
+
+def test_the_disabled_status_a_conductor_set_is_kept_by_the_hosts_own_reports(hosts, placement):
+    """An operator disabled the host through the conductors (the trait on its compute node); the
+    host's next reports rewrite its traits but keep that one, until a conductor removes it."""
+    host = hosts()
+    root = host.tree.root.uuid
+    placement.ensure_trait("CUSTOM_STRAY")
+    generation, traits = placement.get_traits(root)
+    placement.set_traits(root, generation, traits | {"COMPUTE_STATUS_DISABLED", "CUSTOM_STRAY"})
+    host.update_available_resource()
+    kept = placement.get_traits(root)[1]
+    assert "COMPUTE_STATUS_DISABLED" in kept
+    assert "CUSTOM_STRAY" not in kept
+    generation, traits = placement.get_traits(root)
+    placement.set_traits(root, generation, traits - {"COMPUTE_STATUS_DISABLED"})
+    host.update_available_resource()
+    assert "COMPUTE_STATUS_DISABLED" not in placement.get_traits(root)[1]
