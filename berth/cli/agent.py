@@ -29,6 +29,7 @@ from berth.clients.placement import SERVICE_ROLES, PlacementClient
 # The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
 if TYPE_CHECKING:
     from berth.tracker.config import TrackerConfig
+    from berth.tracker.registration import Registration
 
 LOG = logging.getLogger("berth.agent")
 
@@ -74,6 +75,27 @@ class AgentSettings:
         60.0, help="seconds between audits; 0 disables the periodic task", minimum=0, metavar="SECONDS"
     )
     heal: bool = setting(False, help="let the audit heal what it finds")
+    conductor: tuple[str, ...] = setting(
+        (),
+        help="register with the conductors at this URL (repeatable, or comma-separated) and beat every "
+        "--heartbeat-interval seconds; none: no registration",
+        env="BERTH_CONDUCTOR_URL",
+        repeatable=True,
+        metavar="URL",
+    )
+    conductor_token: str = setting(
+        "admin", help="X-Auth-Token for the conductors", env="BERTH_CONDUCTOR_TOKEN", metavar="TOKEN"
+    )
+    zone: str | None = setting(None, help="the host's availability zone, told to the conductors", metavar="ZONE")
+    advertise_url: str | None = setting(
+        None,
+        help="the URL the conductors call this agent at",
+        default_text="http:// and --bind",
+        metavar="URL",
+    )
+    heartbeat_interval: float = setting(
+        10.0, help="seconds between registrations with the conductors", minimum=0.1, metavar="SECONDS"
+    )
     access_log: bool = setting(False, help="log every API request")
     force_insecure: bool = setting(False, help="allow the API on a non-loopback address without --token")
 
@@ -137,6 +159,24 @@ def _dig(config: TrackerConfig, keys: tuple[str, ...]) -> object:
 def placement_client(settings: AgentSettings) -> PlacementClient:
     """The agent's client of Placement: a service's, with the roles the settings say."""
     return PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
+
+
+def registration(settings: AgentSettings, bind: str, agent_token: str | None) -> Registration | None:
+    """The agent's registration with the conductors, if it is told of any."""
+    from berth.clients.conductor import ConductorClient
+    from berth.tracker.registration import Registration
+
+    if not settings.conductor:
+        return None
+    client = ConductorClient(list(settings.conductor), settings.conductor_token, roles=settings.placement_roles)
+    return Registration(
+        client,
+        settings.host,
+        settings.advertise_url or f"http://{bind}",
+        zone=settings.zone,
+        agent_token=agent_token,
+        interval=settings.heartbeat_interval,
+    )
 
 
 def _wait_for_placement(client: PlacementClient, seconds: float = 30.0) -> None:
@@ -241,6 +281,7 @@ def run(params: Mapping[str, Any]) -> int:
             settings.placement,
         )
         status: int = serve_agent(
+            registration=registration(settings, config.agent.bind, config.agent.token),
             bind=config.agent.bind,
             build_tracker=build_tracker,
             token=config.agent.token,

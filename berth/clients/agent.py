@@ -212,9 +212,16 @@ class AgentClient:
         fail_next_spawns: int | None = None,
         spawn_failure_rate: float | None = None,
         seed: int | None = None,
+        spawn_seconds: float | None = None,
     ) -> JSON:
-        """Make the host's spawns fail (fake driver); the settings given replace the current ones."""
-        given = {"fail_next_spawns": fail_next_spawns, "spawn_failure_rate": spawn_failure_rate, "seed": seed}
+        """Make the host's spawns fail, or take long (fake driver); the settings given replace the
+        current ones."""
+        given = {
+            "fail_next_spawns": fail_next_spawns,
+            "spawn_failure_rate": spawn_failure_rate,
+            "seed": seed,
+            "spawn_seconds": spawn_seconds,
+        }
         body = {k: v for k, v in given.items() if v is not None}
         return cast(JSON, self._call("POST", "/faults", body)["faults"])
 

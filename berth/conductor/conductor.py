@@ -18,7 +18,7 @@ from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
 from berth.conductor.operations import evacuation, lifecycle, live_migration, moves
 from berth.conductor.requests import ServerRequest
-from berth.conductor.runner import ConductorConfig, Runner, StepHook
+from berth.conductor.runner import TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
 from berth.scheduler.flavor import Flavor, SchedulerConfig
 from berth.scheduler.selector import Selector
@@ -165,6 +165,7 @@ class Conductor:
             if taken is None:
                 continue
             LOG.info("resuming %s %s of %s at step %r", taken.kind, taken.id, operation.owner, taken.step)
+            taken.selections[TAKEN_OVER] = int(taken.selections.get(TAKEN_OVER, 0)) + 1
             try:
                 resumed.append(_RESUMERS[taken.kind](self.runner, taken))
             except Exception as e:  # one operation's host being away must not stop the others

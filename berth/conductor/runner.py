@@ -15,6 +15,8 @@ from berth.conductor.service import ServiceCalls
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.selector import Selector
 
+# The selection counting the times conductors took the operation over from one that died.
+TAKEN_OVER: Final = "taken_over"
 # The selection listing the steps done, in order.
 STEPS_DONE: Final = "steps_done"
 # Called with an operation as soon as its first row is written: the API answers with its id then,

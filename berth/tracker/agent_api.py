@@ -51,6 +51,7 @@ from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker import guests
 from berth.tracker.errors import GuestError, claim_error
 from berth.tracker.facts import RUNNING, STOPPED
+from berth.tracker.registration import Registration
 from berth.tracker.tracker import ResourceTracker
 
 if TYPE_CHECKING:
@@ -340,8 +341,10 @@ class _AgentWorker:
         token: str | None,
         driver_name: str,
         audit_interval: float,
+        registration: Registration | None = None,
     ):
         self.build_tracker = build_tracker
+        self.registration = registration
         self.token = token
         self.driver_name = driver_name
         self.audit_interval = audit_interval
@@ -361,9 +364,13 @@ class _AgentWorker:
         )
         if self.audit_interval > 0:
             self.periodic = PeriodicTask(tracker.periodic, self.audit_interval).start()
+        if self.registration is not None:  # the host is reported: the conductors may send it work
+            self.registration.start()
         return AgentApp(tracker, token=self.token, driver_name=self.driver_name)
 
     def exit(self, server: object, worker: object) -> None:
+        if self.registration is not None:
+            self.registration.close()
         if self.periodic is not None:
             self.periodic.stop()
         if self.tracker is not None:
@@ -378,9 +385,13 @@ def serve_agent(
     driver_name: str,
     audit_interval: float,
     access_log: bool = False,
+    registration: Registration | None = None,
 ) -> int:
-    """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads."""
-    worker = _AgentWorker(build_tracker, token=token, driver_name=driver_name, audit_interval=audit_interval)
+    """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads;
+    with ``registration``, the worker registers with the conductors once its host is reported."""
+    worker = _AgentWorker(
+        build_tracker, token=token, driver_name=driver_name, audit_interval=audit_interval, registration=registration
+    )
     options: dict[str, Any] = {
         "bind": bind,
         "workers": 1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 
 import pytest
 import requests
@@ -96,7 +97,12 @@ def test_the_next_spawns_fail_on_request(agents):
     client = agents[1].client
     inst = instance(flavor(1, 512))
     claim = client.instance_claim(inst)
-    assert client.set_faults(fail_next_spawns=2) == {"fail_next_spawns": 2, "spawn_failure_rate": 0.0, "seed": None}
+    assert client.set_faults(fail_next_spawns=2) == {
+        "fail_next_spawns": 2,
+        "spawn_failure_rate": 0.0,
+        "seed": None,
+        "spawn_seconds": 0.0,
+    }
     for _ in range(2):
         error = _refused(agent_error_codes.GUEST_SPAWN_FAILED, client.spawn_guest, inst.uuid, claim.claim_id)
         assert error.status == 500 and "injected fault" in error.message
@@ -216,3 +222,19 @@ def test_the_linux_driver_refuses_the_guest_side(tmp_path):
     ):
         with pytest.raises(GuestNotSupported, match="the linux driver cannot .*: it only discovers guests"):
             call()
+
+
+def test_spawns_take_as_long_as_asked_and_a_wrong_delay_is_refused(agents):
+    client = agents[1].client
+    inst = instance(flavor(1, 512))
+    claim = client.instance_claim(inst)
+    client.set_faults(spawn_seconds=0.6)
+    began = time.monotonic()
+    client.spawn_guest(inst.uuid, claim.claim_id)
+    assert time.monotonic() - began >= 0.6
+    assert client.set_faults(spawn_seconds=0)["spawn_seconds"] == 0.0
+    with pytest.raises(InvalidRequest) as refused:
+        client.set_faults(spawn_seconds=600)
+    assert "spawn_seconds" in str(refused.value)
+    client.delete_instance(inst.uuid)
+    client.destroy_guest(inst.uuid)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,9 @@ class FakeDriver(Driver):
     # -- the hypervisor side --------------------------------------------------------------------
 
     def spawn(self, instance_uuid: str, claim: ClaimRecord | None = None) -> Guest:
-        """Start the guest (tests may plant one with no claim); fail as the faults say."""
+        """Start the guest (tests may plant one with no claim); fail, or take long, as the faults say."""
+        if self.faults.spawn_seconds:
+            time.sleep(self.faults.spawn_seconds)  # outside the lock: other guests go on meanwhile
         with self._lock:
             failure = self.faults.next_spawn_fails()
             if failure:

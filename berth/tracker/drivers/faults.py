@@ -4,6 +4,7 @@
       fail_next_spawns: 2          # the next two spawns fail, whatever else is set
       spawn_failure_rate: 0.1      # then each spawn fails with this probability ...
       seed: 7                      # ... drawn from a generator seeded with this (a run is repeatable)
+      spawn_seconds: 2.5           # and each spawn takes this long (a guest slow to start)
 
 The same keys are accepted by the agent's ``POST /faults``: the keys given replace the current
 values, a new ``seed`` restarts the generator. Faults are not persisted: a restarted agent starts
@@ -16,7 +17,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-KEYS = ("fail_next_spawns", "spawn_failure_rate", "seed")
+KEYS = ("fail_next_spawns", "spawn_failure_rate", "seed", "spawn_seconds")
+# The longest a spawn may be made to take.
+MAX_SPAWN_SECONDS = 60.0
 
 
 @dataclass
@@ -24,6 +27,7 @@ class SpawnFaults:
     fail_next_spawns: int = 0
     spawn_failure_rate: float = 0.0
     seed: int | None = None
+    spawn_seconds: float = 0.0
     _draw: random.Random = field(default_factory=random.Random, repr=False)
 
     def update(self, data: dict[str, Any]) -> None:
@@ -40,7 +44,10 @@ class SpawnFaults:
         seed = data.get("seed", self.seed)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"faults: seed must be a whole number, not {seed!r}")
-        self.fail_next_spawns, self.spawn_failure_rate = count, float(rate)
+        delay = data.get("spawn_seconds", self.spawn_seconds)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0.0 <= delay <= MAX_SPAWN_SECONDS:
+            raise ValueError(f"faults: spawn_seconds must be a number from 0 to {MAX_SPAWN_SECONDS:g}, not {delay!r}")
+        self.fail_next_spawns, self.spawn_failure_rate, self.spawn_seconds = count, float(rate), float(delay)
         if "seed" in data:
             self.seed = seed
             self._draw = random.Random(seed)
@@ -59,4 +66,5 @@ class SpawnFaults:
             "fail_next_spawns": self.fail_next_spawns,
             "spawn_failure_rate": self.spawn_failure_rate,
             "seed": self.seed,
+            "spawn_seconds": self.spawn_seconds,
         }

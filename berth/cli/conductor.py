@@ -1,0 +1,196 @@
+"""``berth conductor``: the conductors' API and the operations it starts, as a service.
+
+    berth conductor --placement http://127.0.0.1:8778 --database postgresql+psycopg://... --workers 2
+
+Every worker process is a conductor of its own (its own owner in the journal, its own heartbeat);
+several ``berth conductor`` processes, on one machine or several, share one database (PostgreSQL;
+a SQLite file for the conductors of one machine) and any of them takes any request.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from berth.cli.exposure import bind_host, is_loopback
+from berth.cli.serve import AUTH_STRATEGIES
+from berth.cli.settings import SettingsError, click_options, command_line_layer, read_settings_file, resolve, setting
+from berth.clients.placement import SERVICE_ROLES
+from berth.web.observability.request_log import LOG_FORMATS
+
+if TYPE_CHECKING:
+    from berth.conductor.control.plane import ControlPlane
+
+DEFAULT_DATABASE = "sqlite:///conductor.sqlite"
+METRICS_MODES = ("off", "open", "guarded")
+
+
+@dataclass(frozen=True)
+class ConductorSettings:
+    bind: str = setting(
+        "127.0.0.1:8774", help="address:port to listen on", env="BERTH_CONDUCTOR_BIND", metavar="HOST:PORT"
+    )
+    placement: str = setting(
+        "http://127.0.0.1:8778", help="the Placement service", env="BERTH_PLACEMENT_URL", metavar="URL"
+    )
+    placement_token: str = setting(
+        "admin", help="X-Auth-Token for Placement", env="BERTH_PLACEMENT_TOKEN", metavar="TOKEN"
+    )
+    placement_roles: tuple[str, ...] = setting(
+        SERVICE_ROLES,
+        help="roles to say in X-Roles to Placement, as a service user's (noauth2 only)",
+        env="BERTH_PLACEMENT_ROLES",
+        default_text=",".join(SERVICE_ROLES),
+        metavar="ROLE,...",
+    )
+    database: str = setting(
+        DEFAULT_DATABASE,
+        help="SQLAlchemy URL of the conductors' database (the journal, servers, flavors, groups, hosts)",
+        env="BERTH_CONDUCTOR_DATABASE_URL",
+        default_text="a SQLite file conductor.sqlite in the current folder",
+        metavar="URL",
+    )
+    workers: int = setting(2, help="worker processes, each a conductor", env="BERTH_CONDUCTOR_WORKERS", minimum=1)
+    threads: int = setting(8, help="request threads per worker", env="BERTH_CONDUCTOR_THREADS", minimum=1)
+    operation_threads: int = setting(
+        32, help="operations one worker runs at once", env="BERTH_CONDUCTOR_OPERATION_THREADS", minimum=1
+    )
+    host_down_after: float = setting(
+        60.0, help="seconds without a heartbeat after which a host is down", minimum=1, metavar="SECONDS"
+    )
+    heartbeat_interval: float = setting(
+        10.0, help="seconds between a conductor's heartbeats in the journal", minimum=0.1, metavar="SECONDS"
+    )
+    dead_after: float = setting(
+        60.0,
+        help="seconds of a conductor's silence after which another takes its operations over",
+        minimum=1,
+        metavar="SECONDS",
+    )
+    max_attempts: int = setting(3, help="hosts tried per build or move", minimum=1, metavar="N")
+    auth_strategy: str = setting(
+        "noauth2", help="how callers are identified", env="BERTH_AUTH_STRATEGY", choices=AUTH_STRATEGIES
+    )
+    tokens_file: str | None = setting(
+        None, help="YAML file of tokens, for --auth-strategy tokens", env="BERTH_TOKENS_FILE", metavar="FILE"
+    )
+    policy_file: str | None = setting(
+        None, help="oslo.policy rules overriding the defaults (berth:servers:create ...)", metavar="FILE"
+    )
+    enforce_new_defaults: bool = setting(True, help="the secure RBAC defaults; --no-... for the legacy ones")
+    metrics: str = setting(
+        "guarded", help="GET /metrics: off, open or guarded (rule berth:metrics)", choices=METRICS_MODES
+    )
+    access_log: bool = setting(False, help="log every request")
+    log_format: str = setting("text", help="the log's lines: key=value text or JSON", choices=LOG_FORMATS)
+    force_insecure: bool = setting(False, help="allow the noauth2 development mode on a non-loopback address")
+
+
+def load_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ConductorSettings:
+    config_path: str | None = params.get("config")
+    return resolve(
+        ConductorSettings,
+        command_line=command_line_layer(params, ConductorSettings),
+        file=read_settings_file(config_path, ConductorSettings) if config_path else None,
+        file_name=config_path or "",
+        environ=environ,
+    )
+
+
+def control_plane(settings: ConductorSettings) -> ControlPlane:
+    """One conductor: the control plane a worker serves."""
+    from berth.clients.placement import PlacementClient
+    from berth.conductor.control.plane import ControlPlane, ControlSettings
+    from berth.conductor.runner import ConductorConfig
+
+    placement = PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
+    placement.session.trust_env = False
+    return ControlPlane(
+        settings.database,
+        placement,
+        conductor_config=ConductorConfig(
+            max_attempts=settings.max_attempts,
+            heartbeat_interval=settings.heartbeat_interval,
+            dead_after=settings.dead_after,
+        ),
+        settings=ControlSettings(
+            host_down_after=settings.host_down_after, operation_threads=settings.operation_threads
+        ),
+    )
+
+
+@click.command("conductor", help="Run the conductors' servers API (docs/conductor.md).")
+@click.option("--config", default=None, metavar="FILE", help="YAML file of settings named like the long options")
+@click_options(ConductorSettings)
+@click.pass_context
+def conductor_command(ctx: click.Context, /, **params: Any) -> int:
+    try:
+        settings = load_settings(params, os.environ)
+    except SettingsError as error:
+        click.UsageError(str(error), ctx).show()
+        raise SystemExit(2) from None
+    status = run(settings)
+    if status:
+        raise click.exceptions.Exit(status)
+    return status
+
+
+def run(settings: ConductorSettings) -> int:
+    from berth.conductor.api.app import ApiSettings, create_app
+    from berth.web import server
+
+    host = bind_host(settings.bind)
+    if settings.auth_strategy == "noauth2" and not is_loopback(host) and not settings.force_insecure:
+        print(
+            f"berth conductor: refusing to serve the noauth2 development mode on {host}: anyone who can reach it "
+            "could act as admin. Bind to a loopback address, choose --auth-strategy tokens or keystone, or pass "
+            "--force-insecure.",
+            file=sys.stderr,
+        )
+        return 2
+    api = ApiSettings(
+        auth_strategy=settings.auth_strategy,
+        tokens_file=settings.tokens_file,
+        policy_file=settings.policy_file,
+        enforce_new_defaults=settings.enforce_new_defaults,
+        metrics=settings.metrics,
+    )
+
+    def prepare() -> None:
+        # The tables made once, before the workers start (each would otherwise race to make them).
+        from berth.conductor.journal import Journal
+        from berth.conductor.records import tables
+
+        journal = Journal(settings.database)
+        tables.metadata.create_all(journal.engine)
+        journal.close()
+
+    def load_app() -> Any:
+        plane = control_plane(settings)
+        plane.start()
+        return create_app(plane, api)
+
+    try:
+        return server.serve(
+            target="berth.conductor.api.app:create_app",
+            load_app=load_app,
+            prepare=prepare,
+            bind=settings.bind,
+            workers=settings.workers,
+            threads=settings.threads,
+            access_log=settings.access_log,
+            log_format=settings.log_format,
+            metrics=settings.metrics != "off",
+        )
+    except server.AddressInUse:
+        print(
+            f"berth conductor: cannot listen on {settings.bind}: Address already in use by another process; "
+            "stop it or choose another --bind.",
+            file=sys.stderr,
+        )
+        return 1

@@ -1,0 +1,146 @@
+"""The conductors' WSGI application: the routes of the API over the web layer's ``JsonApp``, with
+its authentication, policy, request ids, JSON errors and metrics; and the OpenAPI document built
+from the same routes and the schemas that check the bodies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any, Final
+
+from berth.conductor.api import actions, flavors, hosts, operations, schemas, server_groups, servers, service
+from berth.conductor.api.policy import RULES
+from berth.conductor.control.plane import ControlPlane
+from berth.web.app import JsonApp, WebRoute, WebRouteTable
+from berth.web.auth import authenticator
+from berth.web.policy import PolicyEnforcer
+
+OPENAPI_PATH: Final = "/berth/openapi.json"
+PUBLIC_PATHS: Final = frozenset({"/", "/healthz", "/readyz", OPENAPI_PATH})
+
+
+def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
+    own = None  # the handler checks the rule against the object's project
+    admin = "berth:hosts:manage"
+    flavors_admin = "berth:flavors:manage"
+    table = {
+        "/": {"GET": WebRoute(service.root, None)},
+        "/healthz": {"GET": WebRoute(service.healthz, None)},
+        "/readyz": {"GET": WebRoute(service.readyz, None)},
+        OPENAPI_PATH: {"GET": WebRoute(service.openapi, None)},
+        "/servers": {
+            "POST": WebRoute(servers.create, "berth:servers:create"),
+            "GET": WebRoute(servers.index, own),
+        },
+        "/servers/detail": {"GET": WebRoute(servers.index, own)},
+        "/servers/<server_id>": {
+            "GET": WebRoute(servers.show, own),
+            "DELETE": WebRoute(servers.delete, own),
+        },
+        "/servers/<server_id>/action": {"POST": WebRoute(actions.act, own)},
+        "/servers/<server_id>/operations": {"GET": WebRoute(servers.operations, own)},
+        "/flavors": {
+            "POST": WebRoute(flavors.create, flavors_admin),
+            "GET": WebRoute(flavors.index, "berth:flavors:index"),
+        },
+        "/flavors/detail": {"GET": WebRoute(flavors.index, "berth:flavors:index")},
+        "/flavors/<flavor_id>": {
+            "GET": WebRoute(flavors.show, "berth:flavors:index"),
+            "DELETE": WebRoute(flavors.delete, flavors_admin),
+        },
+        "/flavors/<flavor_id>/os-extra_specs": {
+            "GET": WebRoute(flavors.extra_specs, "berth:flavors:index"),
+            "POST": WebRoute(flavors.set_extra_specs, flavors_admin),
+        },
+        "/flavors/<flavor_id>/os-extra_specs/<key>": {"DELETE": WebRoute(flavors.unset_extra_spec, flavors_admin)},
+        "/os-server-groups": {
+            "POST": WebRoute(server_groups.create, "berth:server_groups:create"),
+            "GET": WebRoute(server_groups.index, "berth:server_groups:index"),
+        },
+        "/os-server-groups/<group_id>": {
+            "GET": WebRoute(server_groups.show, own),
+            "DELETE": WebRoute(server_groups.delete, own),
+        },
+        "/hosts": {"GET": WebRoute(hosts.index, admin)},
+        "/hosts/<name>": {
+            "PUT": WebRoute(hosts.register, "berth:hosts:register"),
+            "GET": WebRoute(hosts.show, admin),
+            "DELETE": WebRoute(hosts.retire, "berth:hosts:register"),
+        },
+        "/hosts/<name>/disable": {"POST": WebRoute(hosts.disable, admin)},
+        "/hosts/<name>/enable": {"POST": WebRoute(hosts.enable, admin)},
+        "/hosts/<name>/evacuate": {"POST": WebRoute(actions.evacuate_host, admin)},
+        "/operations": {"GET": WebRoute(operations.index, "berth:operations:index")},
+        "/operations/<operation_id>": {"GET": WebRoute(operations.show, own)},
+    }
+    if metrics != "off":
+        table["/metrics"] = {"GET": WebRoute(service.metrics, "berth:metrics" if metrics == "guarded" else None)}
+    return table
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    # noauth2, tokens or keystone, as for ``berth serve``.
+    auth_strategy: str = "noauth2"
+    tokens_file: str | None = None
+    policy_file: str | None = None
+    enforce_new_defaults: bool = True
+    # off, open or guarded (the rule berth:metrics).
+    metrics: str = "guarded"
+
+
+def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> JsonApp:
+    settings = settings or ApiSettings()
+    public = set(PUBLIC_PATHS) | ({"/metrics"} if settings.metrics == "open" else set())
+    return JsonApp(
+        _routes(settings.metrics),
+        authenticate=authenticator(settings.auth_strategy, settings.tokens_file),
+        policy=PolicyEnforcer(RULES, settings.policy_file, settings.enforce_new_defaults),
+        public_paths=public,
+        # The metrics are this API's own route (with the operations' figures), not JsonApp's.
+        metrics="off",
+        service="conductor",
+        context=plane,
+    )
+
+
+_BODIES: Final[dict[tuple[str, str], Any]] = {
+    ("POST", "/servers"): schemas.SERVER_CREATE,
+    ("POST", "/servers/<server_id>/action"): schemas.SERVER_ACTION,
+    ("POST", "/flavors"): schemas.FLAVOR_CREATE,
+    ("POST", "/flavors/<flavor_id>/os-extra_specs"): schemas.EXTRA_SPECS,
+    ("POST", "/os-server-groups"): schemas.SERVER_GROUP_CREATE,
+    ("PUT", "/hosts/<name>"): schemas.HOST_REGISTER,
+    ("POST", "/hosts/<name>/disable"): schemas.HOST_DISABLE,
+}
+# Answered at once with the operation they started.
+_ACCEPTED: Final = {("POST", "/servers"), ("DELETE", "/servers/<server_id>"), ("POST", "/servers/<server_id>/action")}
+
+
+def openapi_document(routes: WebRouteTable | None = None) -> dict[str, Any]:
+    """OpenAPI 3.1 of every route, its rule and its body's schema."""
+    paths: dict[str, Any] = {}
+    for rule, methods in (routes or _routes("guarded")).items():
+        path = rule.replace("<", "{").replace(">", "}")
+        entry = paths.setdefault(path, {})
+        for method, route in methods.items():
+            operation: dict[str, Any] = {
+                "summary": (route.handler.__doc__ or route.handler.__name__).strip().splitlines()[0],
+                "responses": {"202" if (method, rule) in _ACCEPTED else "200": {"description": "success"}},
+            }
+            if route.policy:
+                operation["x-policy"] = route.policy
+            body = _BODIES.get((method, rule))
+            if body is not None:
+                operation["requestBody"] = {"content": {"application/json": {"schema": body}}}
+            parameters = [p.strip("{}") for p in path.split("/") if p.startswith("{")]
+            if parameters:
+                operation["parameters"] = [
+                    {"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in parameters
+                ]
+            entry[method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Berth conductors' API", "version": version("berth")},
+        "paths": paths,
+    }

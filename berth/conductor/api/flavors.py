@@ -1,0 +1,44 @@
+"""``/flavors`` and their ``os-extra_specs``, as Nova's API shapes them."""
+
+from __future__ import annotations
+
+from berth.conductor.api import schemas, views
+from berth.conductor.api.servers import plane_of
+from berth.web.app import WebCall
+from berth.web.responses import Reply, empty_response
+
+
+def create(call: WebCall) -> Reply:
+    asked = schemas.check(call.json_body(), schemas.FLAVOR_CREATE)["flavor"]
+    fields = {
+        **asked,
+        "ephemeral": asked.get("OS-FLV-EXT-DATA:ephemeral", asked.get("ephemeral", 0)),
+    }
+    return views.reply({"flavor": views.flavor(plane_of(call).flavors.create(fields))})
+
+
+def index(call: WebCall) -> Reply:
+    return views.reply({"flavors": [views.flavor(r) for r in plane_of(call).flavors.all()]})
+
+
+def show(call: WebCall, flavor_id: str) -> Reply:
+    return views.reply({"flavor": views.flavor(plane_of(call).flavors.get(flavor_id))})
+
+
+def delete(call: WebCall, flavor_id: str) -> Reply:
+    plane_of(call).flavors.delete(flavor_id)
+    return empty_response(202)
+
+
+def extra_specs(call: WebCall, flavor_id: str) -> Reply:
+    return views.reply({"extra_specs": dict(plane_of(call).flavors.get(flavor_id)["extra_specs"])})
+
+
+def set_extra_specs(call: WebCall, flavor_id: str) -> Reply:
+    specs = schemas.check(call.json_body(), schemas.EXTRA_SPECS)["extra_specs"]
+    return views.reply({"extra_specs": dict(plane_of(call).flavors.set_extra_specs(flavor_id, specs)["extra_specs"])})
+
+
+def unset_extra_spec(call: WebCall, flavor_id: str, key: str) -> Reply:
+    plane_of(call).flavors.unset_extra_spec(flavor_id, key)
+    return empty_response(200)

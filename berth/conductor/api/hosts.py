@@ -1,0 +1,48 @@
+"""``/hosts``: an agent registers (and beats) with ``PUT /hosts/{name}``; the admin lists them, sees
+which are up, disables and enables them, retires them, and evacuates the servers of one that is down."""
+
+from __future__ import annotations
+
+from berth.conductor.api import schemas, views
+from berth.conductor.api.servers import plane_of
+from berth.web.app import WebCall
+from berth.web.responses import Reply, empty_response
+
+
+def _admin(call: WebCall) -> bool:
+    return call.caller is not None and "admin" in call.caller.roles
+
+
+def register(call: WebCall, name: str) -> Reply:
+    asked = schemas.check(call.json_body(), schemas.HOST_REGISTER)["host"]
+    assert call.caller is not None
+    host = plane_of(call).register_host(
+        name, asked["url"], asked.get("zone"), asked.get("agent_token"), call.caller.user_id, admin=_admin(call)
+    )
+    return views.reply({"host": views.host(host)})
+
+
+def index(call: WebCall) -> Reply:
+    plane = plane_of(call)
+    counts = plane.servers.count_by_host()
+    return views.reply({"hosts": [views.host(h, counts.get(h.name, 0)) for h in plane.hosts.all()]})
+
+
+def show(call: WebCall, name: str) -> Reply:
+    plane = plane_of(call)
+    return views.reply({"host": views.host(plane.hosts.get(name), plane.servers.count_by_host().get(name, 0))})
+
+
+def disable(call: WebCall, name: str) -> Reply:
+    asked = schemas.check(call.json_body() if call.request.content_length else None, schemas.HOST_DISABLE) or {}
+    return views.reply({"host": views.host(plane_of(call).set_host_disabled(name, True, asked.get("reason")))})
+
+
+def enable(call: WebCall, name: str) -> Reply:
+    return views.reply({"host": views.host(plane_of(call).set_host_disabled(name, False))})
+
+
+def retire(call: WebCall, name: str) -> Reply:
+    assert call.caller is not None
+    plane_of(call).hosts.retire(name, call.caller.user_id, admin=_admin(call))
+    return empty_response(204)

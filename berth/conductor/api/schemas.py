@@ -1,0 +1,164 @@
+"""The request bodies of the conductors' API as JSON schemas (Draft 4, as the service's), checked
+with jsonschema: a body that does not fit is refused with the first problem found, by its path."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from berth.domain.errors import BadRequest
+
+NAME: Final = {"type": "string", "minLength": 1, "maxLength": 255}
+UUID: Final = {"type": "string", "format": "uuid"}
+COUNT: Final = {"type": "integer", "minimum": 1, "maximum": 1000}
+SIZE: Final = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+STRINGS: Final = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}
+NOTHING: Final = {"type": ["null", "object"], "additionalProperties": False}
+
+
+def _object(properties: Mapping[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(required),
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+SERVER_CREATE: Final = _object(
+    {
+        "server": _object(
+            {
+                "name": NAME,
+                "flavorRef": NAME,
+                "imageRef": {"type": "string", "maxLength": 255},
+                "image_properties": STRINGS,
+                "availability_zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
+                "min_count": COUNT,
+                "max_count": COUNT,
+                "metadata": STRINGS,
+            },
+            ("name", "flavorRef"),
+        ),
+        "os:scheduler_hints": {"type": "object", "properties": {"group": UUID}},
+    },
+    ("server",),
+)
+
+# One key per action: its arguments' schema.
+ACTION_ARGUMENTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "resize": _object({"flavorRef": NAME}, ("flavorRef",)),
+    "migrate": NOTHING,
+    "confirmResize": NOTHING,
+    "revertResize": NOTHING,
+    # The destination is the scheduler's choice: a host named here is refused (below).
+    "os-migrateLive": {
+        "type": ["null", "object"],
+        "properties": {"host": {"type": "null"}, "block_migration": {}, "disk_over_commit": {}},
+        "additionalProperties": False,
+    },
+    "evacuate": {
+        "type": ["null", "object"],
+        "properties": {"host": {"type": "null"}, "onSharedStorage": {}},
+        "additionalProperties": False,
+    },
+    "shelve": NOTHING,
+    "shelveOffload": NOTHING,
+    "unshelve": {"type": ["null", "object"], "properties": {"availability_zone": {"type": "null"}}},
+    "rebuild": {"type": ["null", "object"], "properties": {"imageRef": {"type": "string"}}},
+    "softDelete": NOTHING,
+    "restore": NOTHING,
+    "forceDelete": NOTHING,
+}
+
+SERVER_ACTION: Final = {
+    "type": "object",
+    "properties": dict(ACTION_ARGUMENTS),
+    "additionalProperties": False,
+    "minProperties": 1,
+    "maxProperties": 1,
+}
+
+FLAVOR_CREATE: Final = _object(
+    {
+        "flavor": _object(
+            {
+                "name": NAME,
+                "id": {"type": ["string", "null"], "minLength": 1, "maxLength": 255, "pattern": "^[\\w.\\- ]+$"},
+                "vcpus": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                "ram": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                "disk": SIZE,
+                "OS-FLV-EXT-DATA:ephemeral": SIZE,
+                "ephemeral": SIZE,
+                "swap": SIZE,
+                "extra_specs": STRINGS,
+            },
+            ("name", "vcpus", "ram"),
+        )
+    },
+    ("flavor",),
+)
+
+EXTRA_SPECS: Final = _object({"extra_specs": {**STRINGS, "minProperties": 1}}, ("extra_specs",))
+
+SERVER_GROUP_CREATE: Final = _object(
+    {
+        "server_group": _object(
+            {
+                "name": NAME,
+                "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
+                "rules": _object({"max_server_per_host": {"type": "integer", "minimum": 1}}),
+            },
+            ("name", "policy"),
+        )
+    },
+    ("server_group",),
+)
+
+HOST_REGISTER: Final = _object(
+    {
+        "host": _object(
+            {
+                "url": {"type": "string", "pattern": "^https?://", "maxLength": 1024},
+                "zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
+                "agent_token": {"type": ["string", "null"], "maxLength": 255},
+            },
+            ("url",),
+        )
+    },
+    ("host",),
+)
+
+HOST_DISABLE: Final = {
+    "type": ["null", "object"],
+    "properties": {"reason": {"type": ["string", "null"], "maxLength": 255}},
+    "additionalProperties": False,
+}
+
+
+def _is_uuid(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+_FORMATS = jsonschema.FormatChecker()
+_FORMATS.checks("uuid")(_is_uuid)
+
+
+def check(body: object, schema: Mapping[str, Any]) -> Any:
+    """``body`` if it fits ``schema``; else BadRequest naming where and how it does not."""
+    error = best_match(jsonschema.Draft4Validator(schema, format_checker=_FORMATS).iter_errors(body))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the body"
+        raise BadRequest(f"Invalid input for field/attribute {where}. Value: {error.instance!r}. {error.message}")
+    return body

@@ -1,0 +1,54 @@
+"""``/os-server-groups``: a policy and its rules; the members are the servers that joined it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth.conductor.api import schemas, views
+from berth.conductor.api.servers import plane_of
+from berth.conductor.errors import SERVER_GROUP_NOT_FOUND
+from berth.domain.errors import Forbidden, NotFound
+from berth.web.app import WebCall
+from berth.web.responses import Reply, empty_response
+
+
+def _owned(call: WebCall, group_id: str, rule: str) -> dict[str, Any]:
+    row = plane_of(call).groups.get(group_id)
+    try:
+        call.authorize(rule, {"project_id": row["project_id"], "user_id": row["user_id"]})
+    except Forbidden:
+        if call.caller is not None and call.caller.project_id != row["project_id"]:
+            raise NotFound(f"No server group with id {group_id}.", code=SERVER_GROUP_NOT_FOUND) from None
+        raise
+    return row
+
+
+def create(call: WebCall) -> Reply:
+    asked = schemas.check(call.json_body(), schemas.SERVER_GROUP_CREATE)["server_group"]
+    assert call.caller is not None
+    plane = plane_of(call)
+    group_id = plane.groups.create(
+        asked["name"], asked["policy"], asked.get("rules") or {}, call.caller.project_id, call.caller.user_id
+    )
+    return views.reply({"server_group": views.server_group(plane.groups.get(group_id), [])})
+
+
+def index(call: WebCall) -> Reply:
+    assert call.caller is not None
+    plane = plane_of(call)
+    every = call.request.args.get("all_projects", "").lower() in ("1", "true", "yes")
+    if every:
+        call.authorize("berth:servers:index:all_projects")
+    rows = plane.groups.all(None if every else call.caller.project_id)
+    return views.reply({"server_groups": [views.server_group(r, plane.servers.in_group(r["id"])) for r in rows]})
+
+
+def show(call: WebCall, group_id: str) -> Reply:
+    row = _owned(call, group_id, "berth:server_groups:show")
+    return views.reply({"server_group": views.server_group(row, plane_of(call).servers.in_group(group_id))})
+
+
+def delete(call: WebCall, group_id: str) -> Reply:
+    _owned(call, group_id, "berth:server_groups:delete")
+    plane_of(call).groups.delete(group_id)
+    return empty_response(204)

@@ -1,0 +1,110 @@
+"""``/servers``: create (one or several), list, show, delete; and a server's operations."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from berth.conductor.api import schemas, views
+from berth.conductor.control.plane import ControlPlane, Who
+from berth.conductor.errors import SERVER_NOT_FOUND
+from berth.conductor.records import server_states
+from berth.conductor.records.servers import ServerFilter
+from berth.domain.errors import BadRequest, Forbidden, NotFound
+from berth.web.app import WebCall
+from berth.web.responses import Reply
+
+# The most servers one list answers.
+LIST_LIMIT = 1000
+
+
+def plane_of(call: WebCall) -> ControlPlane:
+    plane: ControlPlane = call.context
+    return plane
+
+
+def owned_row(call: WebCall, server_id: str, rule: str) -> dict[str, Any]:
+    """The server's row, if the caller may ``rule`` it; a server of another project is not found,
+    as Nova answers, rather than forbidden."""
+    row = plane_of(call).servers.get(server_id)
+    try:
+        call.authorize(rule, {"project_id": row["project_id"], "user_id": row["user_id"]})
+    except Forbidden:
+        if call.caller is not None and call.caller.project_id != row["project_id"]:
+            raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND) from None
+        raise
+    return row
+
+
+def create(call: WebCall) -> Reply:
+    body = schemas.check(call.json_body(), schemas.SERVER_CREATE)
+    asked = body["server"]
+    assert call.caller is not None
+    minimum = int(asked.get("min_count", 1))
+    count = int(asked.get("max_count", minimum))
+    if minimum > count:
+        raise BadRequest(f"min_count ({minimum}) may not be above max_count ({count}).")
+    group = (body.get("os:scheduler_hints") or {}).get("group")
+    plane = plane_of(call)
+    try:
+        builds = plane.create_servers(
+            Who(call.caller.project_id, call.caller.user_id),
+            name=asked["name"],
+            flavor_ref=asked["flavorRef"],
+            image_properties=asked.get("image_properties"),
+            zone=asked.get("availability_zone"),
+            group_id=group,
+            count=count,
+        )
+    except NotFound as e:  # a flavor or group named in the body: the body is wrong, not the path
+        raise BadRequest(e.detail, code=e.code) from None
+    made = [{"id": b.instance_uuid, "operation_id": b.id} for b in builds]
+    location = {"Location": f"/servers/{made[0]['id']}"}
+    if count == 1:
+        return views.reply({"server": made[0]}, 202, location)
+    return views.reply({"reservation_id": f"r-{uuid.uuid4().hex[:8]}", "servers": made}, 202, location)
+
+
+def index(call: WebCall) -> Reply:
+    call.authorize("berth:servers:index")
+    assert call.caller is not None
+    args = call.request.args
+    every_project = args.get("all_projects", args.get("all_tenants", "")).lower() in ("1", "true", "yes")
+    project = args.get("project_id") or args.get("tenant_id")
+    if every_project or (project and project != call.caller.project_id):
+        call.authorize("berth:servers:index:all_projects")
+    else:
+        project = call.caller.project_id
+    status = args.get("status")
+    if status is not None and status.upper() not in server_states.STATUSES:
+        raise BadRequest(f"Invalid status {status!r}; one of {', '.join(server_states.STATUSES)}.")
+    where = ServerFilter(
+        project_id=project,
+        host=args.get("host"),
+        status=status.upper() if status else None,
+        deleted=args.get("deleted", "").lower() in ("1", "true", "yes"),
+    )
+    plane = plane_of(call)
+    rows = plane.servers.all(where, limit=LIST_LIMIT)
+    running = {op.id: op for op in plane.journal.running()} if any(r["operation_id"] for r in rows) else {}
+    return views.reply({"servers": [views.server(r, running.get(r["operation_id"])) for r in rows]})
+
+
+def show(call: WebCall, server_id: str) -> Reply:
+    row = owned_row(call, server_id, "berth:servers:show")
+    plane = plane_of(call)
+    running = plane.journal.get(row["operation_id"]) if row["operation_id"] else None
+    allocations = plane.placement.get(f"/allocations/{server_id}")["allocations"]
+    return views.reply({"server": views.server(row, running, allocations)})
+
+
+def delete(call: WebCall, server_id: str) -> Reply:
+    owned_row(call, server_id, "berth:servers:delete")
+    started = plane_of(call).delete(server_id)
+    return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
+
+
+def operations(call: WebCall, server_id: str) -> Reply:
+    owned_row(call, server_id, "berth:servers:show")
+    found = plane_of(call).journal.find(instance_uuid=server_id)
+    return views.reply({"operations": [views.operation(op) for op in found]})

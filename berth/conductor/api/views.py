@@ -1,0 +1,122 @@
+"""What the API shows: servers (in the shape of Nova's server, its extended attributes included),
+operations, hosts, flavors and server groups, from their rows; and the JSON reply that carries them."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from berth.conductor.journal import Operation
+from berth.conductor.records import server_states
+from berth.conductor.records.hosts import Host
+from berth.conductor.records.tables import Record
+from berth.conductor.runner import STEPS_DONE
+from berth.web.responses import Reply
+
+
+def reply(body: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
+    return Reply(orjson.dumps(body), status, headers=headers)
+
+
+def moment(seconds: float | None) -> str | None:
+    """Seconds since the epoch as ISO 8601, UTC, as Nova writes its times."""
+    if seconds is None:
+        return None
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def flavor_of_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    flavor = request["flavor"]
+    return {
+        "original_name": flavor["name"],
+        "vcpus": flavor["vcpus"],
+        "ram": flavor["memory_mb"],
+        "disk": flavor.get("root_gb", 0),
+        "ephemeral": flavor.get("ephemeral_gb", 0),
+        "swap": flavor.get("swap_mb", 0),
+        "extra_specs": dict(flavor.get("extra_specs") or {}),
+    }
+
+
+def server(row: Record, running: Operation | None = None, allocations: object = None) -> dict[str, Any]:
+    request = row["request"]
+    kind = running.kind if running is not None else None
+    shown: dict[str, Any] = {
+        "id": row["id"],
+        "name": row["name"],
+        "status": server_states.shown_status(row["status"], kind),
+        "tenant_id": row["project_id"],
+        "user_id": row["user_id"],
+        "flavor": flavor_of_request(request),
+        "image": {"properties": dict(request.get("image") or {})},
+        "OS-EXT-SRV-ATTR:host": row["host"],
+        "OS-EXT-AZ:availability_zone": request.get("availability_zone"),
+        "OS-EXT-STS:vm_state": row["status"].lower(),
+        "OS-EXT-STS:task_state": server_states.task_state(kind),
+        "server_groups": [row["group_id"]] if row["group_id"] else [],
+        "operation": operation_summary(running) if running is not None else None,
+        "created": moment(row["created_at"]),
+        "updated": moment(row["updated_at"]),
+    }
+    if row["fault"]:
+        shown["fault"] = {"message": row["fault"]}
+    if row["deleted_at"] is not None:
+        shown["deleted"] = moment(row["deleted_at"])
+    if allocations is not None:
+        shown["allocations"] = allocations
+    return shown
+
+
+def operation_summary(operation: Operation) -> dict[str, Any]:
+    return {"id": operation.id, "kind": operation.kind, "state": operation.state, "step": operation.step or None}
+
+
+def operation(op: Operation) -> dict[str, Any]:
+    selections, request = op.selections, op.request
+    return {
+        **operation_summary(op),
+        "server_id": op.instance_uuid,
+        "steps_done": list(selections.get(STEPS_DONE) or []),
+        "source": request.get("source"),
+        "host": selections.get("dest") or selections.get("host") or request.get("host"),
+        "attempts": [{"host": a.get("host"), "reason": a.get("reason")} for a in op.attempts],
+        "error": op.error,
+        "owner": op.owner or None,
+        "created_at": moment(op.created_at),
+        "updated_at": moment(op.updated_at),
+    }
+
+
+def host(found: Host, servers: int | None = None) -> dict[str, Any]:
+    shown = found.to_dict()
+    if servers is not None:
+        shown["servers"] = servers
+    return shown
+
+
+def flavor(row: Record) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "vcpus": row["vcpus"],
+        "ram": row["ram"],
+        "disk": row["disk"],
+        "OS-FLV-EXT-DATA:ephemeral": row["ephemeral"],
+        "swap": row["swap"],
+        "extra_specs": dict(row["extra_specs"]),
+    }
+
+
+def server_group(row: Record, members: list[str]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "policy": row["policy"],
+        "rules": dict(row["rules"]),
+        "members": members,
+        "project_id": row["project_id"],
+        "user_id": row["user_id"],
+    }
