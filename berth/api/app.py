@@ -17,22 +17,23 @@ from werkzeug.exceptions import NotFound as RouteNotFound
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 
-from berth.api import auth, errors, microversion
+from berth.api import microversion
 from berth.api.call import Call
 from berth.api.dashboard import PUBLIC_PATHS as DASHBOARD_PUBLIC_PATHS
 from berth.api.microversion import ERROR_CODES, Version
 from berth.api.observability.database_metrics import observe_database
-from berth.api.observability.request_log import global_request_id
-from berth.api.observability.request_observer import RequestObserver
-from berth.api.policy import PolicyEnforcer
+from berth.api.observability.placement_observer import PlacementRequestObserver
+from berth.api.policy import placement_policy
 from berth.api.request import PlacementRequest
-from berth.api.responses import JSON, Reply
 from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.host_board import HostBoard
+from berth.web import auth, errors
+from berth.web.observability.request_log import global_request_id
+from berth.web.responses import JSON, Reply
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -50,7 +51,7 @@ class PlacementApp:
         self.db = db
         self.settings = settings = settings or Settings()
         self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
-        self.policy = PolicyEnforcer(settings.policy_file, settings.enforce_new_defaults)
+        self.policy = placement_policy(settings.policy_file, settings.enforce_new_defaults)
         self.provider_cache = ProviderCache(settings.provider_cache_size)
         self.host_board = HostBoard()
         # Bound once: binding per request (host, scheme, script name) cost more than matching,
@@ -59,7 +60,7 @@ class PlacementApp:
         self.public_paths = PUBLIC_PATHS | PROBE_PATHS
         if settings.metrics == "open":
             self.public_paths |= {METRICS_PATH}
-        self.observer = RequestObserver(self.route_table, metrics=settings.metrics != "off")
+        self.observer = PlacementRequestObserver(self.route_table, metrics=settings.metrics != "off")
         if settings.metrics != "off":
             observe_database(db)
         self.routes = Map(
