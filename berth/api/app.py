@@ -30,10 +30,9 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.host_board import HostBoard
 from berth.web import auth, errors
-from berth.web.observability.request_log import global_request_id
 from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
 from berth.web.responses import JSON, Reply
-from berth.web.routing import ROUTE_KEY, RouteMap, method_not_allowed
+from berth.web.routing import RouteMap, method_not_allowed
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -98,28 +97,16 @@ class PlacementApp:
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
             response.headers["vary"] = microversion.HEADER.lower()
-        self.observer.observe(
-            rule=environ.get(ROUTE_KEY) or self.routes.rule_of(request.path),
-            method=request.method,
-            status=response.status,
-            seconds=time.perf_counter() - started,
-            request_id=request_id,
-            global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
-            project=caller.project_id if caller is not None else None,
-            error_code=error_code,
-            error_reason=error_reason,
+        self.observer.observe_request(
+            request, self.routes, response.status, started, request_id, caller, error_code, error_reason
         )
         return response(environ, start_response)
 
     def _dispatch(
         self, request: PlacementRequest, version: Version, request_id: str, caller: auth.Caller | None
     ) -> Reply:
-        path, params = self.routes.match(request.path)
-        request.environ[ROUTE_KEY] = path
+        path, route, params = self.routes.route(request)
         methods = self.route_table[path]
-        route = methods.get(request.method)
-        if route is None:
-            raise method_not_allowed(methods)
         if version < route.min_version:
             if route.too_old_status == 405:
                 raise method_not_allowed(m for m, r in methods.items() if version >= r.min_version)

@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import orjson
 from werkzeug.http import HTTP_STATUS_CODES
 
 if TYPE_CHECKING:
@@ -68,3 +69,8 @@ def http_date(moment: datetime.datetime | None = None) -> str:
         f"{_WEEKDAYS[moment.weekday()]}, {moment.day:02d} {_MONTHS[moment.month - 1]} "
         f"{moment.year:04d} {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d} GMT"
     )
+
+
+def json_reply(body: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
+    """``body`` (anything orjson writes) as a JSON answer."""
+    return Reply(orjson.dumps(body), status, headers=headers)

@@ -7,13 +7,17 @@ lock and checks its arguments on every call, several microseconds per request fo
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client.metrics import Counter, Histogram
+from werkzeug.wrappers import Request
 
+from berth.web.auth import Caller
 from berth.web.observability.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
-from berth.web.observability.request_log import RequestLine, log_request
+from berth.web.observability.request_log import RequestLine, global_request_id, log_request
+from berth.web.routing import ROUTE_KEY, RouteMap
 
 # The route label of a path no route matches: raw paths would make a series per provider.
 UNMATCHED: Final = "unmatched"
@@ -68,6 +72,32 @@ class RequestObserver:
                 error_code=error_code,
                 service=self.service,
             )
+        )
+
+    def observe_request(
+        self,
+        request: Request,
+        routes: RouteMap[Any],
+        status: int,
+        started: float,
+        request_id: str,
+        caller: Caller | None,
+        error_code: str | None,
+        error_reason: str | None,
+    ) -> None:
+        """:meth:`observe` for a request answered at ``time.perf_counter()``, from ``started``: its
+        route is the one it was dispatched to, or for a request refused before, its path's."""
+        environ = request.environ
+        self.observe(
+            rule=environ.get(ROUTE_KEY) or routes.rule_of(request.path),
+            method=request.method,
+            status=status,
+            seconds=time.perf_counter() - started,
+            request_id=request_id,
+            global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
+            project=caller.project_id if caller is not None else None,
+            error_code=error_code,
+            error_reason=error_reason,
         )
 
     def _count(
