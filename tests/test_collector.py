@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from berth.api import collector
-from berth.api.collector import CollectorPausedDuringRequests
+from berth.web import collector
+from berth.web.collector import CollectorPausedDuringRequests
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, settings
 from schemathesis.core import NOT_SET
 from werkzeug.test import Client
 
-from berth.api.app import MAX_BODY_BYTES, PlacementApp
+from berth.api.app import PlacementApp
 from berth.api.openapi import build_document
 from berth.api.routes import ROUTES
+from berth.web.request_checks import MAX_BODY_BYTES
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"}
 

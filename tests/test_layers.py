@@ -43,11 +43,13 @@ _STORE = {
 
 _EVERY_LAYER = _STORE | {
     "domain",
+    "web",
     "api",
     "clients",
     "tracker",
     "scheduler",
     "conductor",
+    "conductor.api",
     "migration",
     "portability",
     "testbed",
@@ -72,7 +74,9 @@ LAYERS = _layers(
         {"store.candidates", "store.leases", "store.server_groups", "store.placement", "store", "domain"},
     ),
     ("store.observability", ("berth.store.observability",), {"store", "domain"}),
-    ("api", ("berth.api",), _STORE | {"domain"}),
+    # The HTTP plumbing both HTTP services share (the Placement service and the conductors' API).
+    ("web", ("berth.web",), {"domain"}),
+    ("api", ("berth.api",), _STORE | {"web", "domain"}),
     # Snapshots of the books (export and import), written straight to the tables.
     ("portability", ("berth.portability",), _STORE | {"domain"}),
     # HTTP clients of the service and of the agents: what the scheduler and the conductor may use
@@ -81,6 +85,8 @@ LAYERS = _layers(
     ("tracker", ("berth.tracker",), {"domain", "clients"}),
     ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
     ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients"}),
+    # The conductors' HTTP API, over the conductor and the shared plumbing, never the service's layer.
+    ("conductor.api", ("berth.conductor.api",), {"conductor", "web", "scheduler", "domain", "clients"}),
     # Moving an existing Placement onto Berth: reads it through the API, writes Berth's database.
     ("migration", ("berth.migration",), _STORE | {"clients", "domain"}),
     # Load tools (bench, stress, sim) drive a server from outside, and may reuse any part of it.
@@ -336,6 +342,30 @@ def test_the_table_names_only_its_own_layers():
             ],
         ),
         ("berth.cli.example", "from berth.testbed import server\nfrom berth.api import wsgi\n", []),
+        # The conductors' HTTP API shares the service's plumbing (berth.web), never the service itself;
+        # its package need not exist for its row to hold.
+        ("berth.conductor.api.example", "from berth.web.auth import Caller\nfrom berth.conductor import journal\n", []),
+        (
+            "berth.conductor.api.example",
+            "from berth.api.app import PlacementApp\n",
+            [
+                "berth/conductor/api/example.py:1: berth.conductor.api.example imports berth.api.app: "
+                "layer conductor.api may not import layer api"
+            ],
+        ),
+        (
+            "berth.conductor.example",
+            "from berth.web import auth\n",
+            [
+                "berth/conductor/example.py:1: berth.conductor.example imports berth.web.auth: "
+                "layer conductor may not import layer web"
+            ],
+        ),
+        (
+            "berth.web.example",
+            "from berth.api import policy\n",
+            ["berth/web/example.py:1: berth.web.example imports berth.api.policy: layer web may not import layer api"],
+        ),
         ("berth.store.pick.example", "from berth.store.candidates.finder import CandidateFinder\n", []),
         (
             "berth.store.candidates.example",

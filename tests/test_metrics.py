@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import exc
 
 from berth.api.app import PlacementApp, Settings
-from berth.api.observability.exposition import forget_dead_processes
 from berth.domain.capacity import capacity
+from berth.web.observability.exposition import forget_dead_processes
 
 
 def scrape(api, **kw):

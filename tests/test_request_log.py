@@ -10,7 +10,7 @@ import orjson
 import pytest
 from apihelpers import new_uuid
 
-from berth.api.observability.request_log import JsonFormatter, RequestLine, logging_config
+from berth.web.observability.request_log import JsonFormatter, RequestLine, logging_config
 
 GLOBAL_ID = "req-1b4e28ba-2fa1-41d2-883f-0016d3cca427"
 

@@ -1,6 +1,6 @@
-"""What ``berth.api.responses.Reply`` puts on the wire."""
+"""What ``berth.web.responses.Reply`` puts on the wire."""
 
-from berth.api.responses import Reply
+from berth.web.responses import Reply
 
 
 def _send(reply, method="GET"):
@@ -43,7 +43,7 @@ import email.utils  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from berth.api.responses import http_date  # noqa: E402
+from berth.web.responses import http_date  # noqa: E402
 
 
 @given(

@@ -2,7 +2,7 @@
 
 import ipaddress
 
-from berth.api.server import _address
+from berth.web.server import listen_address as _address
 
 
 def test_ip_addresses_pass_through():

@@ -13,36 +13,33 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from werkzeug.exceptions import NotFound as RouteNotFound
 from werkzeug.exceptions import RequestEntityTooLarge
-from werkzeug.routing import Map, Rule
 
-from berth.api import auth, errors, microversion
+from berth.api import microversion
 from berth.api.call import Call
 from berth.api.dashboard import PUBLIC_PATHS as DASHBOARD_PUBLIC_PATHS
 from berth.api.microversion import ERROR_CODES, Version
 from berth.api.observability.database_metrics import observe_database
-from berth.api.observability.request_log import global_request_id
-from berth.api.observability.request_observer import RequestObserver
-from berth.api.policy import PolicyEnforcer
+from berth.api.observability.placement_observer import PlacementRequestObserver
+from berth.api.policy import placement_policy
 from berth.api.request import PlacementRequest
-from berth.api.responses import JSON, Reply
 from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.host_board import HostBoard
+from berth.web import auth, errors
+from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
+from berth.web.responses import JSON, Reply
+from berth.web.routing import RouteMap, method_not_allowed
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 LOG = logging.getLogger(__name__)
-MAX_BODY_BYTES = 8 * 1024 * 1024
 # Paths any caller may read: version discovery, as in Placement, and the API's own description.
 PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"]) | DASHBOARD_PUBLIC_PATHS
-# Where the matched route's rule is kept in the WSGI environment, for the request's metrics and log.
-ROUTE_KEY = "berth.route"
 
 
 class PlacementApp:
@@ -50,23 +47,17 @@ class PlacementApp:
         self.db = db
         self.settings = settings = settings or Settings()
         self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
-        self.policy = PolicyEnforcer(settings.policy_file, settings.enforce_new_defaults)
+        self.policy = placement_policy(settings.policy_file, settings.enforce_new_defaults)
         self.provider_cache = ProviderCache(settings.provider_cache_size)
         self.host_board = HostBoard()
-        # Bound once: binding per request (host, scheme, script name) cost more than matching,
-        # and none of it matters to which handler serves a path.
         self.route_table = served_routes(settings.metrics)
         self.public_paths = PUBLIC_PATHS | PROBE_PATHS
         if settings.metrics == "open":
             self.public_paths |= {METRICS_PATH}
-        self.observer = RequestObserver(self.route_table, metrics=settings.metrics != "off")
+        self.observer = PlacementRequestObserver(self.route_table, metrics=settings.metrics != "off")
         if settings.metrics != "off":
             observe_database(db)
-        self.routes = Map(
-            [Rule(path, endpoint=path) for path in self.route_table],
-            strict_slashes=False,
-            merge_slashes=False,
-        ).bind("placement")
+        self.routes = RouteMap(self.route_table)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
@@ -82,9 +73,8 @@ class PlacementApp:
                 caller = self.authenticate(request.headers)
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
-            _refuse_nul_characters(request)
-            if request.content_length and not request.headers.get("Content-Type"):
-                raise BerthError("content-type header required when content-length > 0", status=400)
+            refuse_nul_characters(request)
+            require_content_type(request)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:
             error_code, error_reason = error.code, error.reason
@@ -107,51 +97,19 @@ class PlacementApp:
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
             response.headers["vary"] = microversion.HEADER.lower()
-        self.observer.observe(
-            rule=environ.get(ROUTE_KEY) or self._rule_of(request.path),
-            method=request.method,
-            status=response.status,
-            seconds=time.perf_counter() - started,
-            request_id=request_id,
-            global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
-            project=caller.project_id if caller is not None else None,
-            error_code=error_code,
-            error_reason=error_reason,
+        self.observer.observe_request(
+            request, self.routes, response.status, started, request_id, caller, error_code, error_reason
         )
         return response(environ, start_response)
-
-    def _rule_of(self, path: str) -> str | None:
-        """The rule of the route ``path`` belongs to, for a request refused before it was routed."""
-        try:
-            rule: str = self.routes.match(path, return_rule=False)[0]
-        except RouteNotFound:
-            return None
-        return rule
 
     def _dispatch(
         self, request: PlacementRequest, version: Version, request_id: str, caller: auth.Caller | None
     ) -> Reply:
-        try:
-            path, params = self.routes.match(request.path, return_rule=False)
-        except RouteNotFound:
-            raise BerthError("The resource could not be found.", status=404) from None
-        request.environ[ROUTE_KEY] = path
+        path, route, params = self.routes.route(request)
         methods = self.route_table[path]
-        route = methods.get(request.method)
-        if route is None:
-            raise BerthError(
-                "The method specified is not allowed for this resource.",
-                status=405,
-                headers={"Allow": ", ".join(methods)},
-            )
         if version < route.min_version:
             if route.too_old_status == 405:
-                allowed = [m for m, r in methods.items() if version >= r.min_version]
-                raise BerthError(
-                    "The method specified is not allowed for this resource.",
-                    status=405,
-                    headers={"Allow": ", ".join(allowed)},
-                )
+                raise method_not_allowed(m for m, r in methods.items() if version >= r.min_version)
             raise BerthError("The resource could not be found.", status=404)
         call = Call(
             request=request,
@@ -206,16 +164,6 @@ class PlacementApp:
                 errors.html_body(status, detail).encode(), status, content_type="text/html", headers=headers
             )
         return response
-
-
-def _refuse_nul_characters(request: PlacementRequest) -> None:
-    """No identifier or name may hold a NUL: PostgreSQL cannot store one, and no client needs it."""
-    if (
-        "\x00" in request.path
-        or "%00" in request.query_string.decode("latin-1")
-        or "\x00" in request.query_string.decode("latin-1")
-    ):
-        raise BerthError("NUL characters are not allowed in the request.", status=400)
 
 
 def _check_accept(request: PlacementRequest) -> None:

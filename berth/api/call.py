@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from berth.api.auth import Caller
 from berth.api.microversion import Version
-from berth.api.policy import PolicyEnforcer
 from berth.api.request import PlacementRequest, QueryArgs
 from berth.api.settings import Settings
 from berth.api.validation import JsonSchema, parse_json_body
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.host_board import HostBoard
+from berth.web.auth import Caller
+from berth.web.policy import PolicyEnforcer
 
 
 @dataclass

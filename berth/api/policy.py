@@ -9,20 +9,14 @@ The defaults are Placement's:
 
 Every rule is project-scoped, so a system-scoped token is refused whatever its roles, as oslo.policy
 does for Placement.  A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by
-name, e.g. ``"placement:resource_providers:list": "role:reader"``.
+name, e.g. ``"placement:resource_providers:list": "role:reader"``.  The engine is berth.web.policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
-from oslo_config import cfg
-from oslo_policy import policy as oslo_policy
-
-from berth.api.auth import Caller
-from berth.domain.errors import Forbidden
+from berth.web.policy import PolicyEnforcer, RuleDefinition
 
 
 @dataclass(frozen=True)
@@ -105,56 +99,24 @@ def default_rule(operation: Operation, enforce_new_defaults: bool) -> str:
     return f"{new} or rule:admin_api"
 
 
-class PolicyEnforcer:
-    def __init__(self, policy_file: str | None = None, enforce_new_defaults: bool = True):
-        conf = cfg.ConfigOpts()
-        conf([], project="berth", default_config_files=[], default_config_dirs=[])
-        self.enforcer = oslo_policy.Enforcer(conf, policy_file=policy_file, use_conf=False)
-        scope = ["project"]
-        self.enforcer.register_defaults(
-            [oslo_policy.RuleDefault(name, check, scope_types=scope) for name, check in BASE_RULES.items()]
-            + [
-                oslo_policy.RuleDefault(
-                    op.name,
-                    default_rule(op, enforce_new_defaults),
-                    scope_types=scope,
-                    description=f"{op.method} {op.path}",
-                )
-                for op in OPERATIONS
-            ]
-            + [oslo_policy.RuleDefault(name, check, scope_types=scope) for name, check in PAGE_RULES.items()]
-        )
-        self.enforcer.load_rules(force_reload=True)
-        # Rules are evaluated directly, not through Enforcer.enforce (which looks for changes to the
-        # policy file on every call), and each answer is remembered: it depends only on the rule,
-        # the caller's roles and ids, and the target.
-        rules = self.enforcer.rules
+def rule_definitions() -> list[RuleDefinition]:
+    """Placement's table of rules, in the order they are registered: the base rules, the operations,
+    then the pages."""
+    return (
+        [RuleDefinition(name, check) for name, check in BASE_RULES.items()]
+        + [
+            RuleDefinition(
+                op.name,
+                default_rule(op, enforce_new_defaults=True),
+                legacy_check=default_rule(op, enforce_new_defaults=False),
+                method=op.method,
+                path=op.path,
+            )
+            for op in OPERATIONS
+        ]
+        + [RuleDefinition(name, check) for name, check in PAGE_RULES.items()]
+    )
 
-        @lru_cache(maxsize=4096)
-        def decide(
-            rule: str,
-            roles: tuple[str, ...],
-            user_id: str,
-            project_id: str,
-            target_items: tuple[tuple[str, str], ...],
-        ) -> bool:
-            credentials = {"user_id": user_id, "project_id": project_id, "roles": list(roles), "system_scope": None}
-            return bool(rules[rule](dict(target_items), credentials, self.enforcer))
 
-        self._decide = decide
-
-    def authorize(self, caller: Caller | None, rule: str, target: Mapping[str, object] | None = None) -> None:
-        if caller is None:
-            raise Forbidden(rule)  # no public path has a rule: nothing to grant an unknown caller
-        target = target if target is not None else {"project_id": caller.project_id, "user_id": caller.user_id}
-        # Every rule is project-scoped; a system-scoped token is refused before any rule is read.
-        allowed = caller.system_scope is None and self._decide(
-            rule,
-            tuple(sorted(caller.roles)),
-            caller.user_id,
-            caller.project_id,
-            tuple(sorted((k, str(v)) for k, v in target.items())),
-        )
-        if not allowed:
-            # The reference names only the rule; clients print the detail as it is.
-            raise Forbidden(rule)
+def placement_policy(policy_file: str | None = None, enforce_new_defaults: bool = True) -> PolicyEnforcer:
+    return PolicyEnforcer(rule_definitions(), policy_file, enforce_new_defaults)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from berth.api.microversion import Version
-from berth.api.responses import Reply
+from berth.web.responses import Reply
 
 # A handler takes the call and the path's parameters by name.
 Handler: TypeAlias = Callable[..., Reply]

@@ -28,8 +28,9 @@ from berth.api.handlers import (
 )
 from berth.api.microversion import Version
 from berth.api.openapi import build_document
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.api.route import Handler, Route, RouteTable
+from berth.web.responses import Reply
 
 METRICS_PATH = "/metrics"
 METRICS_RULE = "berth:metrics"

@@ -13,10 +13,10 @@ import os
 from typing import TYPE_CHECKING
 
 from berth.api.app import PlacementApp
-from berth.api.collector import CollectorPausedDuringRequests
 from berth.api.settings import Settings
 from berth.store.database import Database
 from berth.store.leases.reaper import DEFAULT_INTERVAL_S, LeaseReaper
+from berth.web.collector import CollectorPausedDuringRequests
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication

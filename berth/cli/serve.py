@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from berth.api.observability.request_log import LOG_FORMATS
 from berth.api.settings import METRICS_MODES, Settings
 from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.harness import DEFAULT_WORKERS
@@ -24,6 +23,7 @@ from berth.cli.settings import (
 )
 from berth.store.database import DEFAULT_SQLITE_FILE
 from berth.store.leases.reaper import DEFAULT_INTERVAL_S
+from berth.web.observability.request_log import LOG_FORMATS
 
 AUTH_STRATEGIES = ("noauth2", "tokens", "keystone")
 
@@ -175,6 +175,7 @@ def serve_command(ctx: click.Context, /, **params: Any) -> int:
 
 def run(ctx: click.Context, params: Mapping[str, Any]) -> int:
     from berth.api import server
+    from berth.web.server import AddressInUse
 
     try:
         settings = load_serve_settings(params, os.environ)
@@ -202,7 +203,7 @@ def run(ctx: click.Context, params: Mapping[str, Any]) -> int:
             lease_check_interval=settings.lease_check_interval,
             log_format=settings.log_format,
         )
-    except server.AddressInUse:
+    except AddressInUse:
         # "Address already in use" is the kernel's own wording, which the test bed's retry looks for.
         print(
             f"berth serve: cannot listen on {settings.bind}: Address already in use by another process; "

@@ -46,6 +46,9 @@ REASON_UNIT_CONSTRAINTS: Final = "unit_constraints"
 # For what Berth offers beyond the Placement API (``/berth/...``). Never ``placement.*``: those are
 # Placement's alone.
 
+# Any error of Berth's own HTTP services (beside the Placement API, such as the conductors' API)
+# that has no more specific code: their answers never carry ``placement.*``.
+BERTH_UNDEFINED: Final = "berth.undefined_code"
 # Pick-and-claim found no host that fits the request and its server group, or every one that did
 # was taken by concurrent claims before this one could write.
 PICK_NO_VALID_HOST: Final = "berth.pick.no_valid_host"

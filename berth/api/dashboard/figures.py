@@ -10,11 +10,12 @@ from typing import Any
 
 from berth.api.call import Call
 from berth.api.dashboard.pages import PAGE_SIZE
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.api.validation import query_schema_check
 from berth.store.observability import dashboard_providers, dashboard_queries
 from berth.store.observability.dashboard_providers import InventoryUse, ProviderNode
 from berth.store.observability.dashboard_queries import ClassTotals, Ranked, Summary
+from berth.web.responses import Reply
 
 MAX_PAGE_SIZE = 100
 PROVIDERS_QUERY = {

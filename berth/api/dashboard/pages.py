@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from berth.api.call import Call
 from berth.api.dashboard import assets
-from berth.api.responses import Reply, json_response, link
+from berth.api.responses import json_response, link
 from berth.domain.errors import BerthError
+from berth.web.responses import Reply
 
 REFRESH_SECONDS = 5
 PAGE_SIZE = 20

@@ -9,10 +9,11 @@ from sqlalchemy import Connection
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.handlers.provider_lookup import provider_json_body
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid
 from berth.store.placement import aggregates, providers
+from berth.web.responses import Reply
 
 
 def _view(call: Call, generation: int, uuids: list[str]) -> dict[str, Any]:

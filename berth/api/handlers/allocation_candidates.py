@@ -16,10 +16,11 @@ from sqlalchemy import Connection
 from berth.api.call import Call
 from berth.api.candidate_answer import kept_shape, render
 from berth.api.candidate_query import parse_query
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.store.candidates.explain import Report, explain
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import AnswerNames, resolve
+from berth.web.responses import Reply
 
 
 def list_allocation_candidates(call: Call) -> Reply:

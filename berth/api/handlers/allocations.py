@@ -9,13 +9,14 @@ from sqlalchemy import Connection, RowMapping
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.responses import Reply, empty_response, json_response
+from berth.api.responses import json_response
 from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import allocations, consumers, providers
 from berth.store.placement.allocations import UNSET, ConsumerAllocations
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response
 
 # Consumers written before microversion 1.8 carry no owner; the reference records this one.
 INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"

@@ -7,9 +7,10 @@ the one this code needs, so that a new server is sent no traffic before ``berth 
 from __future__ import annotations
 
 from berth.api.call import Call
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.domain.errors import Unavailable
 from berth.store.observability.readiness import unready_reason
+from berth.web.responses import Reply
 
 
 def healthz(call: Call) -> Reply:

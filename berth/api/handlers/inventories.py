@@ -11,12 +11,13 @@ from sqlalchemy import Connection
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.handlers.provider_lookup import provider_json_body, repeated_not_found
-from berth.api.responses import Reply, empty_response, json_response, location
+from berth.api.responses import json_response, location
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
 from berth.domain.capacity import INVENTORY_DEFAULTS, INVENTORY_FIELDS, Inventory
 from berth.domain.errors import ConcurrentUpdate, NotFound
 from berth.store.placement import inventories, names, providers
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response
 
 
 def inventory_view(row: Mapping[str, Any]) -> dict[str, Any]:

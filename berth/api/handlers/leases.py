@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from berth.api.call import Call
-from berth.api.responses import Reply, empty_response, json_response
+from berth.api.responses import json_response
 from berth.api.schemas.leases import LEASE_PUT
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain import error_codes
@@ -17,6 +17,7 @@ from berth.store.leases import ledger
 from berth.store.leases.ledger import Held, Lease
 from berth.store.placement import allocations
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response
 
 
 def _consumer(value: str) -> str:

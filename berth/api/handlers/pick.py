@@ -16,7 +16,7 @@ from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.candidate_query import parse_query
 from berth.api.request import QueryArgs
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
 from berth.api.schemas.pick import PICK_BODY
 from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
@@ -26,6 +26,7 @@ from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.request import Alternate
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups.membership import GroupPolicy
+from berth.web.responses import Reply
 
 
 def pick(call: Call) -> Reply:

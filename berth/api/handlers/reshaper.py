@@ -9,13 +9,13 @@ from sqlalchemy import Connection
 from berth.api.call import Call
 from berth.api.handlers.allocations import request_from_body
 from berth.api.handlers.inventories import inventory_from_body
-from berth.api.responses import Reply, empty_response
 from berth.api.schemas.reshaper import reshaper_schema
 from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
 from berth.domain.capacity import Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement import allocations, inventories, names, providers
+from berth.web.responses import Reply, empty_response
 
 # Provider uuid -> (the generation the client saw, its new inventories by class name).
 NewInventories: TypeAlias = dict[str, tuple[int, dict[str, Inventory]]]

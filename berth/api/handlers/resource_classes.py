@@ -6,12 +6,13 @@ from typing import Any
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.responses import Reply, empty_response, json_response, link, location
+from berth.api.responses import json_response, link, location
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
 from berth.domain.errors import DuplicateName, NotFound
 from berth.store.placement import names
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response
 
 
 def _view(call: Call, name: str) -> dict[str, Any]:

@@ -15,13 +15,14 @@ from berth.api.call import Call
 from berth.api.handlers.provider_lookup import provider_json_body
 from berth.api.microversion import Version
 from berth.api.query import parse_member_of, parse_required, parse_resources
-from berth.api.responses import Reply, empty_response, json_response, link, location
+from berth.api.responses import json_response, link, location
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.candidate_query import AggregateQuery, TraitQuery
 from berth.domain.errors import BadRequest, DuplicateName, NotFound
 from berth.store.placement import names, providers
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response
 
 
 def provider_links(call: Call, uuid: str) -> list[dict[str, str]]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from berth.api import microversion
 from berth.api.call import Call
-from berth.api.responses import Reply, json_response
+from berth.api.responses import json_response
+from berth.web.responses import Reply
 
 
 def versions(call: Call) -> Reply:

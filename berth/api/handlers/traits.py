@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.handlers.provider_lookup import repeated_not_found
-from berth.api.responses import Reply, empty_response, http_date, json_response, location
+from berth.api.responses import json_response, location
 from berth.api.schemas.common import CUSTOM_NAME_PATTERN
 from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
 from berth.api.validation import query_schema_check
@@ -18,6 +18,7 @@ from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import names, provider_traits, providers
 from berth.store.placement.names import TraitFilters
 from berth.store.util import latest
+from berth.web.responses import Reply, empty_response, http_date
 
 _CUSTOM = re.compile(CUSTOM_NAME_PATTERN)
 

@@ -31,9 +31,12 @@ class RequestLine:
     latency_ms: float
     project: str | None
     error_code: str | None
+    # Which HTTP service answered, where one process's log may hold several's lines.
+    service: str | None = None
 
     def __str__(self) -> str:
-        parts = [f"request_id={self.request_id}"]
+        parts = [f"service={self.service}"] if self.service else []
+        parts.append(f"request_id={self.request_id}")
         if self.global_request_id:
             parts.append(f"global_request_id={self.global_request_id}")
         parts += [

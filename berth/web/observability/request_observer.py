@@ -7,20 +7,22 @@ lock and checks its arguments on every call, several microseconds per request fo
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client.metrics import Counter, Histogram
+from werkzeug.wrappers import Request
 
-from berth.api.observability.metrics import ALLOCATION_CONFLICTS, HTTP_REQUEST_DURATION, HTTP_REQUESTS
-from berth.api.observability.request_log import RequestLine, log_request
+from berth.web.auth import Caller
+from berth.web.observability.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
+from berth.web.observability.request_log import RequestLine, global_request_id, log_request
+from berth.web.routing import ROUTE_KEY, RouteMap
 
 # The route label of a path no route matches: raw paths would make a series per provider.
 UNMATCHED: Final = "unmatched"
 # Methods any route serves; any other (a client's own token) is counted as "other".
 _METHODS: Final = frozenset(["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"])
-# Routes whose writes take allocations, with the rule that two writers cannot both have the last units.
-ALLOCATION_WRITES: Final = frozenset(["/allocations", "/allocations/{consumer_uuid}", "/reshaper", "/berth/pick"])
 _PARAMETER: Final = re.compile(r"<(?:[a-z]+:)?([a-z_]+)>")
 
 
@@ -30,14 +32,15 @@ def route_template(rule: str) -> str:
 
 
 class RequestObserver:
-    """Counts, times and logs each request; ``metrics`` off leaves only the log line."""
+    """Counts, times and logs each request; ``metrics`` off leaves only the log line, which names
+    ``service`` when one is given (the Placement service's lines name none, as they always have)."""
 
-    def __init__(self, rules: Iterable[str], *, metrics: bool):
+    def __init__(self, rules: Iterable[str], *, metrics: bool, service: str | None = None):
         self.metrics = metrics
+        self.service = service
         self.templates = {rule: route_template(rule) for rule in rules}
         self._requests: dict[tuple[str, str, int], Counter] = {}
         self._durations: dict[tuple[str, str], Histogram] = {}
-        self._conflicts: dict[tuple[str, str], Counter] = {}
 
     def observe(
         self,
@@ -67,7 +70,34 @@ class RequestObserver:
                 latency_ms=round(seconds * 1000.0, 3),
                 project=project,
                 error_code=error_code,
+                service=self.service,
             )
+        )
+
+    def observe_request(
+        self,
+        request: Request,
+        routes: RouteMap[Any],
+        status: int,
+        started: float,
+        request_id: str,
+        caller: Caller | None,
+        error_code: str | None,
+        error_reason: str | None,
+    ) -> None:
+        """:meth:`observe` for a request answered at ``time.perf_counter()``, from ``started``: its
+        route is the one it was dispatched to, or for a request refused before, its path's."""
+        environ = request.environ
+        self.observe(
+            rule=environ.get(ROUTE_KEY) or routes.rule_of(request.path),
+            method=request.method,
+            status=status,
+            seconds=time.perf_counter() - started,
+            request_id=request_id,
+            global_request_id=global_request_id(environ.get("HTTP_X_OPENSTACK_REQUEST_ID")),
+            project=caller.project_id if caller is not None else None,
+            error_code=error_code,
+            error_reason=error_reason,
         )
 
     def _count(
@@ -82,9 +112,3 @@ class RequestObserver:
         if duration is None:
             duration = self._durations[key[:2]] = HTTP_REQUEST_DURATION.labels(route, method)
         duration.observe(seconds)
-        if status == 409 and route in ALLOCATION_WRITES and method != "GET":
-            labels = (error_code or "none", error_reason or "")
-            conflicts = self._conflicts.get(labels)
-            if conflicts is None:
-                conflicts = self._conflicts[labels] = ALLOCATION_CONFLICTS.labels(*labels)
-            conflicts.inc()

@@ -1,0 +1,1 @@
+"""What operators see of any of Berth's HTTP services: request metrics, the request log, the scrape."""

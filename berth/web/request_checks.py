@@ -1,0 +1,27 @@
+"""Checks every request of Berth's HTTP services passes before it is routed."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from werkzeug.wrappers import Request
+
+from berth.domain.errors import BerthError
+
+# The largest body a service reads; Werkzeug refuses a longer one as it reads it.
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+
+
+def refuse_nul_characters(request: Request) -> None:
+    """No identifier or name may hold a NUL: PostgreSQL cannot store one, and no client needs it."""
+    if (
+        "\x00" in request.path
+        or "%00" in request.query_string.decode("latin-1")
+        or "\x00" in request.query_string.decode("latin-1")
+    ):
+        raise BerthError("NUL characters are not allowed in the request.", status=400)
+
+
+def require_content_type(request: Request) -> None:
+    if request.content_length and not request.headers.get("Content-Type"):
+        raise BerthError("content-type header required when content-length > 0", status=400)
