@@ -119,7 +119,9 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
             dead_after=settings.dead_after,
         ),
         settings=ControlSettings(
-            host_down_after=settings.host_down_after, operation_threads=settings.operation_threads
+            host_down_after=settings.host_down_after,
+            operation_threads=settings.operation_threads,
+            housekeeping_interval=settings.heartbeat_interval,
         ),
     )
 

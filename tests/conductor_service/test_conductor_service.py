@@ -1,0 +1,160 @@
+"""``berth conductor`` as operators run it: two conductor processes on one database, agents that
+registered themselves, every request answered by either conductor, the servers' state agreeing
+with the books after every operation, a conductor killed in the middle of a resize."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from agenthelpers import assert_remote_books_agree
+from servicehelpers import LARGE, act, build, ended, ensure_flavors, wait_for
+
+from berth.clients.conductor import ConductorError
+
+
+@pytest.fixture(autouse=True)
+def flavors(cloud):
+    ensure_flavors(cloud.client())
+
+
+def books_agree(cloud) -> None:
+    assert_remote_books_agree(cloud.placement, *(a.client for a in cloud.agents.values()))
+
+
+def claims_on(cloud, server_id) -> set[str]:
+    return {name for name, agent in cloud.agents.items() if agent.client.claims_for_instance(server_id)}
+
+
+def test_the_agents_registered_themselves_with_their_zones(cloud):
+    hosts = {h["name"]: h for h in cloud.client(1).get("/hosts")["hosts"]}
+    assert {name: h["zone"] for name, h in hosts.items()} == {"alpha": "zone-a", "beta": "zone-a", "gamma": "zone-b"}
+    assert all(h["state"] == "up" and h["status"] == "enabled" for h in hosts.values())
+
+
+def test_a_server_built_on_one_conductor_is_resized_confirmed_and_reverted_through_the_other(cloud):
+    first, second = cloud.client(0), cloud.client(1)
+    server = build(first, "web")
+    assert server["status"] == "ACTIVE" and claims_on(cloud, server["id"]) == {server["OS-EXT-SRV-ATTR:host"]}
+    assert server["allocations"]
+
+    resized = act(second, server["id"], "resize", {"flavorRef": LARGE["name"]})
+    assert resized["state"] == "done", resized
+    shown = first.get(f"/servers/{server['id']}")["server"]
+    assert shown["status"] == "VERIFY_RESIZE" and shown["flavor"]["original_name"] == "large"
+    assert act(first, server["id"], "confirmResize")["state"] == "done"
+    shown = second.get(f"/servers/{server['id']}")["server"]
+    assert shown["status"] == "ACTIVE" and claims_on(cloud, server["id"]) == {shown["OS-EXT-SRV-ATTR:host"]}
+
+    assert act(second, server["id"], "resize", {"flavorRef": "small"})["state"] == "done"
+    before_revert = first.get(f"/servers/{server['id']}")["server"]
+    assert act(first, server["id"], "revertResize")["state"] == "done"
+    shown = first.get(f"/servers/{server['id']}")["server"]
+    assert shown["flavor"]["original_name"] == "large"
+    assert shown["OS-EXT-SRV-ATTR:host"] == before_revert["OS-EXT-SRV-ATTR:host"] or shown["status"] == "ACTIVE"
+    books_agree(cloud)
+
+    deleted = first.request("DELETE", f"/servers/{server['id']}")["operation"]
+    assert ended(first, deleted["id"])["state"] == "done"
+    with pytest.raises(ConductorError) as gone:
+        second.get(f"/servers/{server['id']}")
+    assert gone.value.status == 404 and gone.value.code == "berth.server.not_found"
+    assert cloud.placement.consumer(server["id"]).allocations == {}
+
+
+def test_a_live_migration_moves_the_server_and_its_claim(cloud):
+    client = cloud.client()
+    server = build(client, "mover")
+    source = server["OS-EXT-SRV-ATTR:host"]
+    migrated = act(client, server["id"], "os-migrateLive", {"host": None})
+    assert migrated["state"] == "done", migrated
+    shown = client.get(f"/servers/{server['id']}")["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] != source
+    assert claims_on(cloud, server["id"]) == {shown["OS-EXT-SRV-ATTR:host"]}
+    books_agree(cloud)
+    ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+
+
+def test_a_conductor_killed_in_the_middle_of_a_resize_has_it_finished_or_undone_by_the_other(cloud):
+    first, second = cloud.client(0), cloud.client(1)
+    server = build(first, "victim")
+    for agent in cloud.agents.values():
+        agent.client.set_faults(spawn_seconds=3.0)
+    try:
+        started = first.request("POST", f"/servers/{server['id']}/action", {"resize": {"flavorRef": "large"}})
+        operation_id = started["operation"]["id"]
+        wait_for(lambda: second.get(f"/operations/{operation_id}")["operation"]["step"], what="a step done")
+        cloud.conductors[0].kill()
+        operation = ended(second, operation_id, timeout=90)
+    finally:
+        for agent in cloud.agents.values():
+            agent.client.set_faults(spawn_seconds=0)
+        cloud.conductors[0].start(cloud.conductors[0].port)
+    assert operation["state"] in ("done", "rolled_back", "failed"), operation
+    assert operation["owner"] != started["operation"].get("owner")
+    shown = second.get(f"/servers/{server['id']}")["server"]
+    assert shown["operation"] is None
+    if operation["state"] == "done":
+        assert shown["status"] == "VERIFY_RESIZE"
+        assert act(second, server["id"], "confirmResize")["state"] == "done"
+    else:
+        assert shown["status"] == "ACTIVE" and shown["flavor"]["original_name"] == "small"
+    shown = second.get(f"/servers/{server['id']}")["server"]
+    assert claims_on(cloud, server["id"]) == {shown["OS-EXT-SRV-ATTR:host"]}
+    books_agree(cloud)
+    ended(second, second.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+
+
+def test_a_second_action_on_a_busy_server_is_refused_by_either_conductor(cloud):
+    first, second = cloud.client(0), cloud.client(1)
+    server = build(first, "busy")
+    for agent in cloud.agents.values():
+        agent.client.set_faults(spawn_seconds=2.0)
+    try:
+        started = first.request("POST", f"/servers/{server['id']}/action", {"migrate": None})["operation"]
+        for client in (first, second):
+            with pytest.raises(ConductorError) as refused:
+                client.request("POST", f"/servers/{server['id']}/action", {"shelve": None})
+            assert refused.value.status == 409 and refused.value.code == "berth.server.busy"
+        assert ended(first, started["id"])["state"] == "done"
+    finally:
+        for agent in cloud.agents.values():
+            agent.client.set_faults(spawn_seconds=0)
+    assert act(second, server["id"], "confirmResize")["state"] == "done"
+    ended(second, second.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+
+
+def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleaned_when_it_is_back(cloud):
+    client = cloud.client()
+    server = build(client, "evacuee", availability_zone="zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    with pytest.raises(ConductorError) as up:
+        client.request("POST", f"/hosts/{host}/evacuate")
+    assert up.value.status == 409 and up.value.code == "berth.host.up"
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        [operation] = client.request("POST", f"/hosts/{host}/evacuate")["operations"]
+        assert ended(client, operation["id"])["state"] == "done"
+        shown = client.get(f"/servers/{server['id']}")["server"]
+        assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] not in (host, None)
+    finally:
+        agent.start()
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
+    wait_for(lambda: claims_on(cloud, server["id"]) == {shown["OS-EXT-SRV-ATTR:host"]}, what="the old claim cleaned")
+    books_agree(cloud)
+    ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+
+
+def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
+    stranger = cloud.client(token="mallory:evil")
+    stranger.session.headers["X-Roles"] = "service"
+    with pytest.raises(ConductorError) as refused:
+        stranger.request("PUT", "/hosts/alpha", {"host": {"url": "http://127.0.0.1:1", "zone": "zone-a"}})
+    assert refused.value.status == 403 and refused.value.code == "berth.host.registered_by_another"
+    assert cloud.client().get("/hosts/alpha")["host"]["url"] == cloud.agents["alpha"].url
+    anonymous = cloud.client(token="nobody:none")
+    with pytest.raises(ConductorError) as forbidden:
+        anonymous.request("PUT", f"/hosts/h-{uuid.uuid4().hex[:6]}", {"host": {"url": "http://127.0.0.1:1"}})
+    assert forbidden.value.status == 403
