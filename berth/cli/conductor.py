@@ -143,7 +143,6 @@ def conductor_command(ctx: click.Context, /, **params: Any) -> int:
 
 
 def run(settings: ConductorSettings) -> int:
-    from berth.conductor.api.app import ApiSettings, create_app
     from berth.web import server
 
     host = bind_host(settings.bind)
@@ -155,13 +154,6 @@ def run(settings: ConductorSettings) -> int:
             file=sys.stderr,
         )
         return 2
-    api = ApiSettings(
-        auth_strategy=settings.auth_strategy,
-        tokens_file=settings.tokens_file,
-        policy_file=settings.policy_file,
-        enforce_new_defaults=settings.enforce_new_defaults,
-        metrics=settings.metrics,
-    )
 
     def prepare() -> None:
         # The tables made once, before the workers start (each would otherwise race to make them).
@@ -173,8 +165,18 @@ def run(settings: ConductorSettings) -> int:
         journal.close()
 
     def load_app() -> Any:
+        # Imported in the worker: prometheus_client must load after the metrics' folder is chosen.
+        from berth.conductor.api.app import ApiSettings, create_app
+
         plane = control_plane(settings)
         plane.start()
+        api = ApiSettings(
+            auth_strategy=settings.auth_strategy,
+            tokens_file=settings.tokens_file,
+            policy_file=settings.policy_file,
+            enforce_new_defaults=settings.enforce_new_defaults,
+            metrics=settings.metrics,
+        )
         return create_app(plane, api)
 
     try:

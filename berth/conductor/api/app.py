@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, Final
 
-from berth.conductor.api import actions, flavors, hosts, operations, schemas, server_groups, servers, service
+from berth.conductor.api import actions, flavors, hosts, operations, schemas, server_groups, servers, service, views
 from berth.conductor.api.policy import RULES
 from berth.conductor.control.plane import ControlPlane
-from berth.web.app import JsonApp, WebRoute, WebRouteTable
+from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.auth import authenticator
 from berth.web.policy import PolicyEnforcer
+from berth.web.responses import Reply
 
 OPENAPI_PATH: Final = "/berth/openapi.json"
 PUBLIC_PATHS: Final = frozenset({"/", "/healthz", "/readyz", OPENAPI_PATH})
@@ -27,7 +28,7 @@ def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
         "/": {"GET": WebRoute(service.root, None)},
         "/healthz": {"GET": WebRoute(service.healthz, None)},
         "/readyz": {"GET": WebRoute(service.readyz, None)},
-        OPENAPI_PATH: {"GET": WebRoute(service.openapi, None)},
+        OPENAPI_PATH: {"GET": WebRoute(openapi, None)},
         "/servers": {
             "POST": WebRoute(servers.create, "berth:servers:create"),
             "GET": WebRoute(servers.index, own),
@@ -115,6 +116,11 @@ _BODIES: Final[dict[tuple[str, str], Any]] = {
 }
 # Answered at once with the operation they started.
 _ACCEPTED: Final = {("POST", "/servers"), ("DELETE", "/servers/<server_id>"), ("POST", "/servers/<server_id>/action")}
+
+
+def openapi(call: WebCall) -> Reply:
+    """The API's own description."""
+    return views.reply(openapi_document())
 
 
 def openapi_document(routes: WebRouteTable | None = None) -> dict[str, Any]:

@@ -1,13 +1,11 @@
 """What the conductors' API says of itself: version discovery (``GET /``), the probes (``/healthz``:
 the process answers; ``/readyz``: its database and the service answer), the metrics (the request
-metrics, and the journal's operations by kind and state, their time, reschedules and take-overs)
-and the OpenAPI document."""
+metrics, and the journal's operations by kind and state, their time, reschedules and take-overs)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from importlib.metadata import version
-from typing import Any
 
 import sqlalchemy as sa
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -111,10 +109,3 @@ def metrics(call: WebCall) -> Reply:
         exposition = _EXPOSITIONS[id(plane)] = Exposition([OperationFigures(plane)])
     body, content_type = exposition.render(call.request.headers.get("Accept"))
     return Reply(body, 200, content_type=content_type, headers={"cache-control": "no-cache"})
-
-
-def openapi(call: WebCall) -> Reply:
-    from berth.conductor.api.app import openapi_document
-
-    document: dict[str, Any] = openapi_document()
-    return views.reply(document)
