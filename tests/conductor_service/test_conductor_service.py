@@ -12,6 +12,8 @@ from servicehelpers import LARGE, act, build, ended, ensure_flavors, wait_for
 
 from berth.clients.conductor import ConductorError
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def flavors(cloud):
