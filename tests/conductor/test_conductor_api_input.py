@@ -1,0 +1,228 @@
+"""Bad input to every endpoint of the conductors' API: a 4xx with Placement's error body and a
+code, and nothing written (every table of the conductors' database, the journal's included, as it
+was). Through the real WSGI application over a real database and service."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from conductorhelpers import PLAIN
+from werkzeug.test import Client
+
+from berth.conductor.api.app import create_app
+from berth.conductor.control.plane import ControlPlane, Who
+from berth.conductor.journal import metadata as journal_metadata
+from berth.conductor.records import tables
+from berth.scheduler.settings import SelectionSettings
+
+ADMIN = {"X-Auth-Token": "admin"}
+FLAVOR_DUPLICATE = "berth.flavor.duplicate"
+UNKNOWN = "7c0b6a3e-56f4-4d55-9b0e-0c9d5a0f9a11"
+
+
+@pytest.fixture
+def plane(placement, cloud, tmp_path):
+    made = ControlPlane(
+        f"sqlite:///{tmp_path / 'conductor.sqlite'}", placement, selection=SelectionSettings(enabled_filters=[])
+    )
+    for name, agent in sorted(cloud.items()):
+        made.register_host(name, agent.url, "zone-1", agent.token, "agent", admin=False)
+    made.flavors.create({"name": PLAIN.name, "vcpus": 1, "ram": 512, "disk": 1})
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def web(plane):
+    return Client(create_app(plane))
+
+
+@pytest.fixture
+def active(plane):
+    """An ACTIVE server."""
+    from test_control_plane import ended
+
+    [build] = plane.create_servers(Who("admin", "admin"), name="kept", flavor_ref=PLAIN.name)
+    assert ended(plane, build.id).state == "done"
+    yield build.instance_uuid
+    ended(plane, plane.delete(build.instance_uuid).id)
+
+
+def _rows(plane) -> dict[str, int]:
+    with plane.journal.engine.connect() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in [*tables.metadata.sorted_tables, *journal_metadata.sorted_tables]
+        }
+
+
+def _snapshot(plane) -> dict[str, object]:
+    with plane.journal.engine.connect() as conn:
+        return {
+            t.name: sorted(map(tuple, conn.execute(sa.select(t)).all()), key=repr)
+            for t in [*tables.metadata.sorted_tables, *journal_metadata.sorted_tables]
+        }
+
+
+def _bad(server):
+    return [
+        # (method, path, body or raw, headers, status, code)
+        ("POST", "/servers", b"{not json", ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/servers", [], ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/servers", {}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/servers", {"server": {"flavorRef": PLAIN.name}}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/servers", {"server": {"name": "", "flavorRef": PLAIN.name}}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/servers", {"server": {"name": "x", "flavorRef": "nope"}}, ADMIN, 400, "berth.flavor.not_found"),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name, "min_count": 3, "max_count": 2}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name, "max_count": 0}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name, "availability_zone": "atlantis"}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name}, "os:scheduler_hints": {"group": "not-a-uuid"}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name}, "os:scheduler_hints": {"group": UNKNOWN}},
+            ADMIN,
+            400,
+            "berth.server_group.not_found",
+        ),
+        ("POST", "/servers", {"server": {"name": "x", "flavorRef": PLAIN.name}}, {"X-Auth-Token": "u:p"}, 403, None),
+        ("POST", "/servers", {"server": {"name": "x", "flavorRef": PLAIN.name}}, {}, 401, None),
+        ("GET", "/servers?status=SLEEPY", None, ADMIN, 400, "berth.undefined_code"),
+        ("GET", f"/servers/{UNKNOWN}", None, ADMIN, 404, "berth.server.not_found"),
+        ("DELETE", f"/servers/{UNKNOWN}", None, ADMIN, 404, "berth.server.not_found"),
+        ("PATCH", f"/servers/{server}", {}, ADMIN, 405, "berth.undefined_code"),
+        ("GET", "/no/such/path", None, ADMIN, 404, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {"shelve": None, "migrate": None}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {"reboot": None}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {"resize": {}}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {"resize": {"flavorRef": "nope"}}, ADMIN, 400, "berth.flavor.not_found"),
+        (
+            "POST",
+            f"/servers/{server}/action",
+            {"os-migrateLive": {"host": "alpha"}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        ("POST", f"/servers/{server}/action", {"confirmResize": None}, ADMIN, 409, "berth.server.invalid_state"),
+        ("POST", f"/servers/{server}/action", {"restore": None}, ADMIN, 409, "berth.server.invalid_state"),
+        ("POST", f"/servers/{server}/action", {"evacuate": None}, ADMIN, 409, "berth.host.up"),
+        ("POST", f"/servers/{UNKNOWN}/action", {"shelve": None}, ADMIN, 404, "berth.server.not_found"),
+        ("POST", "/flavors", {"flavor": {"name": "f"}}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", "/flavors", {"flavor": {"name": "f", "vcpus": 0, "ram": 1}}, ADMIN, 400, "berth.undefined_code"),
+        (
+            "POST",
+            "/flavors",
+            {"flavor": {"name": PLAIN.name, "vcpus": 1, "ram": 1}},
+            ADMIN,
+            409,
+            "berth.flavor.duplicate",
+        ),
+        (
+            "POST",
+            "/flavors",
+            {"flavor": {"name": "g", "vcpus": 1, "ram": 1, "extra_specs": {"resources:VCPU": "many"}}},
+            ADMIN,
+            400,
+            "berth.flavor.invalid",
+        ),
+        ("POST", "/flavors", {"flavor": {"name": "h", "vcpus": 1, "ram": 1}}, {"X-Auth-Token": "u:p"}, 403, None),
+        ("GET", "/flavors/nope", None, ADMIN, 404, "berth.flavor.not_found"),
+        ("DELETE", "/flavors/nope", None, ADMIN, 404, "berth.flavor.not_found"),
+        (
+            "POST",
+            f"/flavors/{PLAIN.name}/os-extra_specs",
+            {"extra_specs": {"trait:CUSTOM_X": "sometimes"}},
+            ADMIN,
+            400,
+            "berth.flavor.invalid",
+        ),
+        ("DELETE", f"/flavors/{PLAIN.name}/os-extra_specs/nope", None, ADMIN, 404, "berth.flavor.not_found"),
+        ("POST", "/os-server-groups", {"server_group": {"name": "g", "policy": "scatter"}}, ADMIN, 400, None),
+        (
+            "POST",
+            "/os-server-groups",
+            {"server_group": {"name": "g", "policy": "affinity", "rules": {"max_server_per_host": 2}}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        ("GET", f"/os-server-groups/{UNKNOWN}", None, ADMIN, 404, "berth.server_group.not_found"),
+        ("DELETE", f"/os-server-groups/{UNKNOWN}", None, ADMIN, 404, "berth.server_group.not_found"),
+        ("PUT", "/hosts/new", {"host": {"url": "ftp://x"}}, ADMIN, 400, "berth.undefined_code"),
+        ("PUT", "/hosts/new", {"host": {}}, ADMIN, 400, "berth.undefined_code"),
+        ("PUT", "/hosts/new", {"host": {"url": "http://x"}}, {"X-Auth-Token": "u:p"}, 403, None),
+        ("POST", "/hosts/nope/disable", {"reason": "x"}, ADMIN, 404, "berth.host.not_found"),
+        ("POST", "/hosts/nope/evacuate", None, ADMIN, 404, "berth.host.not_found"),
+        ("POST", "/hosts/wide/evacuate", None, ADMIN, 409, "berth.host.up"),
+        ("DELETE", "/hosts/nope", None, ADMIN, 404, "berth.host.not_found"),
+        ("GET", "/operations?state=dozing", None, ADMIN, 400, "berth.undefined_code"),
+        ("GET", "/operations?limit=many", None, ADMIN, 400, "berth.undefined_code"),
+        ("GET", f"/operations/{UNKNOWN}", None, ADMIN, 404, "berth.operation.not_found"),
+        ("GET", "/hosts", None, {"X-Auth-Token": "u:p"}, 403, None),
+    ]
+
+
+def test_every_bad_request_is_refused_with_a_code_and_writes_nothing(plane, web, active):
+    before = _snapshot(plane)
+    for method, path, body, headers, status, code in _bad(active):
+        kwargs: dict[str, object] = {"headers": headers}
+        if isinstance(body, bytes):
+            kwargs.update(data=body, content_type="application/json")
+        elif body is not None:
+            kwargs["json"] = body
+        answer = web.open(path, method=method, **kwargs)
+        what = f"{method} {path} {body!r}"
+        assert answer.status_code == status, f"{what}: {answer.status_code} {answer.get_data(as_text=True)}"
+        error = answer.get_json()["errors"][0]
+        assert error["status"] == status and error["detail"] and error["request_id"], what
+        assert error["code"], what
+        if code is not None:
+            assert error["code"] == code, f"{what}: {error}"
+    assert _snapshot(plane) == before
+
+
+def test_the_openapi_document_names_every_route_and_its_body(web):
+    document = web.get("/berth/openapi.json").get_json()
+    assert document["openapi"].startswith("3.")
+    assert document["paths"]["/servers"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "x-policy" in document["paths"]["/hosts"]["get"]
+    assert {"/servers/{server_id}/action", "/operations/{operation_id}", "/hosts/{name}/evacuate"} <= set(
+        document["paths"]
+    )
+
+
+def test_the_metrics_count_operations_by_kind_and_state(web, active):
+    text = web.get("/metrics", headers=ADMIN).get_data(as_text=True)
+    assert 'berth_conductor_operations_total{kind="build",state="done"}' in text
+    assert "berth_conductor_takeovers_total" in text
+    assert web.get("/metrics", headers={"X-Auth-Token": "u:p"}).status_code == 403
