@@ -66,6 +66,15 @@ class Hosts:
     ) -> tuple[Host, bool]:
         """The host registered (or beating again) at ``url``; whether it is new or had changed its url
         or zone (what the caller has to act on: the zone's aggregate)."""
+        try:
+            changed = self._register(name, url, zone, agent_token, user_id, admin)
+        except sa.exc.IntegrityError:  # two conductors took its first registration at once: it is there now
+            changed = self._register(name, url, zone, agent_token, user_id, admin)
+        return self.get(name), changed
+
+    def _register(
+        self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, admin: bool
+    ) -> bool:
         with self.engine.begin() as conn:
             row = conn.execute(hosts.select().where(hosts.c.name == name).with_for_update()).mappings().first()
             if row is None:
@@ -82,19 +91,17 @@ class Hosts:
                         heartbeat=self._now,
                     )
                 )
-                changed = True
-            else:
-                if row["registered_by"] != user_id and not admin:
-                    raise RegisteredByAnother(
-                        f"Host {name} was registered by another user; only that user or an admin may speak for it."
-                    )
-                changed = row["url"] != url or row["zone"] != zone
-                conn.execute(
-                    hosts.update()
-                    .where(hosts.c.name == name)
-                    .values(url=url, agent_token=agent_token, zone=zone, heartbeat=self._now)
+                return True
+            if row["registered_by"] != user_id and not admin:
+                raise RegisteredByAnother(
+                    f"Host {name} was registered by another user; only that user or an admin may speak for it."
                 )
-        return self.get(name), changed
+            conn.execute(
+                hosts.update()
+                .where(hosts.c.name == name)
+                .values(url=url, agent_token=agent_token, zone=zone, heartbeat=self._now)
+            )
+            return bool(row["url"] != url or row["zone"] != zone)
 
     def get(self, name: str) -> Host:
         found = self._read(hosts.c.name == name)
