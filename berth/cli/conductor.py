@@ -55,24 +55,41 @@ class ConductorSettings:
         default_text="a SQLite file conductor.sqlite in the current folder",
         metavar="URL",
     )
-    workers: int = setting(2, help="worker processes, each a conductor", env="BERTH_CONDUCTOR_WORKERS", minimum=1)
+    workers: int = setting(
+        min(2, os.cpu_count() or 1),
+        help="worker processes, each a conductor",
+        env="BERTH_CONDUCTOR_WORKERS",
+        minimum=1,
+        default_text="2, or 1 on one core",
+    )
     threads: int = setting(8, help="request threads per worker", env="BERTH_CONDUCTOR_THREADS", minimum=1)
     operation_threads: int = setting(
         32, help="operations one worker runs at once", env="BERTH_CONDUCTOR_OPERATION_THREADS", minimum=1
     )
     host_down_after: float = setting(
-        60.0, help="seconds without a heartbeat after which a host is down", minimum=1, metavar="SECONDS"
+        60.0,
+        help="seconds without a heartbeat after which a host is down",
+        minimum=1,
+        metavar="SECONDS",
+        env="BERTH_CONDUCTOR_HOST_DOWN_AFTER",
     )
     heartbeat_interval: float = setting(
-        10.0, help="seconds between a conductor's heartbeats in the journal", minimum=0.1, metavar="SECONDS"
+        10.0,
+        help="seconds between a conductor's heartbeats in the journal",
+        minimum=0.1,
+        metavar="SECONDS",
+        env="BERTH_CONDUCTOR_HEARTBEAT_INTERVAL",
     )
     dead_after: float = setting(
         60.0,
         help="seconds of a conductor's silence after which another takes its operations over",
         minimum=1,
         metavar="SECONDS",
+        env="BERTH_CONDUCTOR_DEAD_AFTER",
     )
-    max_attempts: int = setting(3, help="hosts tried per build or move", minimum=1, metavar="N")
+    max_attempts: int = setting(
+        3, help="hosts tried per build or move", minimum=1, metavar="N", env="BERTH_CONDUCTOR_MAX_ATTEMPTS"
+    )
     auth_strategy: str = setting(
         "noauth2", help="how callers are identified", env="BERTH_AUTH_STRATEGY", choices=AUTH_STRATEGIES
     )
@@ -80,15 +97,27 @@ class ConductorSettings:
         None, help="YAML file of tokens, for --auth-strategy tokens", env="BERTH_TOKENS_FILE", metavar="FILE"
     )
     policy_file: str | None = setting(
-        None, help="oslo.policy rules overriding the defaults (berth:servers:create ...)", metavar="FILE"
+        None,
+        help="oslo.policy rules overriding the defaults (berth:servers:create ...)",
+        metavar="FILE",
+        env="BERTH_POLICY_FILE",
     )
-    enforce_new_defaults: bool = setting(True, help="the secure RBAC defaults; --no-... for the legacy ones")
+    enforce_new_defaults: bool = setting(
+        True, help="the secure RBAC defaults; --no-... for the legacy ones", env="BERTH_ENFORCE_NEW_DEFAULTS"
+    )
     metrics: str = setting(
-        "guarded", help="GET /metrics: off, open or guarded (rule berth:metrics)", choices=METRICS_MODES
+        "guarded",
+        help="GET /metrics: off, open or guarded (rule berth:metrics)",
+        choices=METRICS_MODES,
+        env="BERTH_METRICS",
     )
-    access_log: bool = setting(False, help="log every request")
-    log_format: str = setting("text", help="the log's lines: key=value text or JSON", choices=LOG_FORMATS)
-    force_insecure: bool = setting(False, help="allow the noauth2 development mode on a non-loopback address")
+    access_log: bool = setting(False, help="log every request", env="BERTH_ACCESS_LOG")
+    log_format: str = setting(
+        "text", help="the log's lines: key=value text or JSON", choices=LOG_FORMATS, env="BERTH_LOG_FORMAT"
+    )
+    force_insecure: bool = setting(
+        False, help="allow the noauth2 development mode on a non-loopback address", env="BERTH_FORCE_INSECURE"
+    )
 
 
 def load_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ConductorSettings:
