@@ -85,6 +85,8 @@ def test_a_server_is_built_resized_confirmed_and_deleted_with_its_row_following(
     assert row["request"]["flavor"]["name"] == BIGGER.name
     assert row["old_request"]["flavor"]["name"] == PLAIN.name
 
+    with pytest.raises(InvalidState):  # its claims on two hosts: confirmed or reverted first
+        plane.delete(server_id)
     confirm = plane.act(server_id, "confirmResize")
     assert ended(plane, confirm.id).state == DONE
     row = plane.servers.get(server_id)

@@ -5,7 +5,7 @@
       ▼                │ │              └──────unshelve (either)──────▶ ACTIVE
     ERROR              │ ├─soft_delete──▶ SOFT_DELETED ──restore──▶ ACTIVE
                        │ └─live_migrate, evacuate, rebuild──▶ ACTIVE (elsewhere, or anew)
-                       └─delete (from any state)──▶ DELETED
+                       └─delete (from any state but VERIFY_RESIZE)──▶ DELETED
 
 An operation that fails or is rolled back leaves the server as it was (the conductor undid what it
 did), with the reason kept as its fault; a build that fails leaves it in ERROR, to be deleted or
@@ -30,9 +30,11 @@ SOFT_DELETED: Final = "SOFT_DELETED"
 DELETED: Final = "DELETED"
 STATUSES: Final = (BUILDING, ACTIVE, ERROR, VERIFY_RESIZE, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED, DELETED)
 
-# The states each operation may start from (a build makes its server: it starts from none).
+# The states each operation may start from (a build makes its server: it starts from none). A
+# server awaiting a resize's confirmation holds claims on two hosts: it is confirmed or reverted
+# before it is deleted.
 ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
-    delete.KIND: (ACTIVE, ERROR, VERIFY_RESIZE, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED),
+    delete.KIND: (ACTIVE, ERROR, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED),
     lifecycle.SOFT_DELETE: (ACTIVE,),
     lifecycle.RESTORE: (SOFT_DELETED,),
     lifecycle.SHELVE: (ACTIVE,),
