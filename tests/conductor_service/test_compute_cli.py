@@ -10,7 +10,7 @@ import re
 import pytest
 from click.testing import CliRunner, Result
 from livehelpers import free_port
-from servicehelpers import LARGE, ended, ensure_flavors
+from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
 from berth.cli.main import cli
 
@@ -293,3 +293,23 @@ def test_no_conductor_to_answer_says_how_to_start_one(cloud):
     assert f"no conductor answered at {url}" in result.output and "berth conductor --placement" in result.output
     missing_scheme = CliRunner().invoke(cli, ["host", "list", "--conductor", "127.0.0.1:1"])
     assert missing_scheme.exit_code == 2 and "needs its scheme" in missing_scheme.output
+
+
+def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):
+    server = create(berth, "cli-evacuee", "--availability-zone", "zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "down", what="down")
+        assert " down " in berth("host", "list").stdout
+        evacuated = berth("host", "evacuate", host, "--wait")
+        assert re.search(rf"evacuat\w* {UUID} done on (alpha|beta)", evacuated.output), evacuated.output
+        shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+        assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] not in (host, None)
+        nothing = berth("host", "evacuate", host).stdout
+        assert f"no server of {host} to evacuate" in nothing
+    finally:
+        agent.start()
+    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
+    berth("server", "delete", server["id"], "--wait")
