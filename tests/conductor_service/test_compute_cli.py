@@ -286,13 +286,15 @@ def test_several_servers_built_at_once_are_followed_together(berth):
         berth("server", "delete", server["id"], "--wait")
 
 
-def test_no_conductor_to_answer_says_how_to_start_one(cloud):
+def test_no_conductor_to_answer_says_how_to_start_one():
     url = f"http://127.0.0.1:{free_port()}"
     result = CliRunner().invoke(cli, ["host", "list", "--conductor", url], env={"BERTH_CONDUCTOR_URL": None})
     assert result.exit_code == 1
     assert f"no conductor answered at {url}" in result.output and "berth conductor --placement" in result.output
     missing_scheme = CliRunner().invoke(cli, ["host", "list", "--conductor", "127.0.0.1:1"])
     assert missing_scheme.exit_code == 2 and "needs its scheme" in missing_scheme.output
+    too_few = CliRunner().invoke(cli, ["server", "create", "x", "--flavor", "f", "--count", "2", "--min-count", "3"])
+    assert too_few.exit_code == 2 and "3 is above --count (2)" in too_few.output
 
 
 def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):

@@ -105,6 +105,8 @@ def server_create(
     min_count: int | None,
     wait: bool,
 ) -> None:
+    if min_count is not None and min_count > count:
+        raise click.BadParameter(f"{min_count} is above --count ({count})", param_hint="--min-count")
     asked: dict[str, Any] = {"name": name, "flavorRef": flavor}
     if image_properties:
         asked["image_properties"] = key_values(image_properties, "--image-property")
