@@ -11,6 +11,7 @@ import click
 from berth.cli import agent, audit, bench, conductor, serve, sim, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
+from berth.cli.compute import COMPUTE_COMMANDS
 from berth.store.database import DatabaseUnusable
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
@@ -53,7 +54,7 @@ cli.add_command(bench.bench_command)
 cli.add_command(stress.stress_command)
 cli.add_command(sim.sim_command)
 cli.add_command(audit.audit_command)
-for client_command in [*CLIENT_COMMANDS, *BOOKS_COMMANDS]:
+for client_command in [*CLIENT_COMMANDS, *COMPUTE_COMMANDS, *BOOKS_COMMANDS]:
     cli.add_command(client_command)
 
 

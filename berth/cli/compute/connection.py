@@ -1,0 +1,144 @@
+"""Where the conductors' commands send their requests, with which token, and how a failed one reads.
+
+The conductors are ``--conductor`` (repeatable, or comma-separated; also ``$BERTH_CONDUCTOR_URL``):
+any of them answers any request, and the client moves on to the next when one does not answer. The
+token is ``--token`` (or ``$BERTH_TOKEN``), by default ``admin``, the noauth2 development mode's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from berth.cli.client.connection import FORMATS, ApiFailure
+from berth.clients.conductor import DEFAULT_URL, ConductorClient, ConductorError
+
+DEFAULT_TOKEN = "admin"
+
+# What to try next, by the error's code; then by its status when the code has no hint of its own.
+CODE_HINTS = {
+    "berth.server.not_found": "`berth server list` shows your servers (`--all-projects` every project's)",
+    "berth.server.busy": "another operation runs on it: follow it with `berth operation show {operation}`, "
+    "then ask again once it has ended",
+    "berth.server.invalid_state": "`berth server show` tells the server's status; the action needs another one "
+    "(a resize waits for `berth server confirm` or `revert`, a shelved server for `unshelve`)",
+    "berth.flavor.not_found": "`berth flavor list` shows the flavors",
+    "berth.flavor.duplicate": "a flavor of that name or id exists: `berth flavor show` it, or choose another name",
+    "berth.flavor.invalid": "check the flavor's sizes against `berth flavor create --help`",
+    "berth.server_group.not_found": "`berth server-group list` shows the server groups",
+    "berth.server_group.in_use": "delete the group's servers first (`berth server-group show` lists them)",
+    "berth.host.not_found": "`berth host list` shows the hosts",
+    "berth.host.up": "the host is up: only a down host's servers are evacuated; disable it with "
+    "`berth host disable` and move its servers with `berth server live-migrate`",
+    "berth.host.in_use": "servers are still on the host: move or delete them first",
+    "berth.host.registered_by_another": "another user registered this host: use their token, or an admin one",
+    "berth.operation.not_found": "`berth operation list` shows the operations",
+    "berth.operation.refused": "the conductor had nothing to do: `berth server show` tells the server's state",
+}
+STATUS_HINTS = {
+    400: "check the command's arguments against `--help`; the detail above names what was refused",
+    401: "the token was not accepted: pass --token (or set $BERTH_TOKEN)",
+    403: "the token lacks the role this needs: use an admin token (`--token admin` under noauth2)",
+    404: "check the name or id against the list command of the same noun",
+    409: "the object changed meanwhile: show it again and retry",
+}
+_OPERATION_ID = re.compile(r"operation ([0-9a-f-]{36})")
+
+
+@dataclass
+class Api:
+    """The connected client and the output format asked for."""
+
+    client: ConductorClient
+    output: str
+
+    @property
+    def for_scripts(self) -> bool:
+        return self.output != "table"
+
+    def get(self, path: str) -> Any:
+        return self.client.get(path)
+
+    def request(self, method: str, path: str, body: object = None) -> Any:
+        return self.client.request(method, path, body)
+
+
+def explain_failure(error: ConductorError, urls: Sequence[str]) -> ApiFailure:
+    if error.status == 0:
+        return ApiFailure(
+            f"no conductor answered at {', '.join(urls)}.\n"
+            "hint: is one running? Start one with `berth conductor --placement URL --database URL`, "
+            "or point --conductor (or $BERTH_CONDUCTOR_URL) at one"
+        )
+    request = str(error).split(": ", 1)[0]
+    code = f" {error.code}" if error.code else ""
+    hint = CODE_HINTS.get(error.code or "") or STATUS_HINTS.get(error.status, "")
+    if not hint and error.status >= 500:
+        hint = "see the conductor's log for the cause"
+    if "{operation}" in hint:
+        found = _OPERATION_ID.search(error.detail)
+        hint = hint.format(operation=found.group(1) if found else "ID")
+    message = f"{request} answered {error.status}{code}: {' '.join(error.detail.split())}"
+    return ApiFailure(message + (f"\nhint: {hint}" if hint else ""))
+
+
+def conductor_urls(given: Sequence[str]) -> list[str]:
+    """The URLs given (each may list several, comma-separated), checked for their scheme."""
+    urls = [url.strip() for value in given for url in value.split(",") if url.strip()] or [DEFAULT_URL]
+    for url in urls:
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise click.UsageError(
+                f"the conductor {url!r} (--conductor or $BERTH_CONDUCTOR_URL) needs its scheme: http://{url}"
+            )
+    return urls
+
+
+def conductor_command(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the connection options and an ``Api`` as its first argument, and word its failures."""
+
+    @functools.wraps(command)
+    def run(*args: Any, conductor: tuple[str, ...], token: str | None, output: str, **kwargs: Any) -> None:
+        urls = conductor_urls(conductor)
+        # An operator at a terminal: the token's roles alone (noauth2's admin: the admin role).
+        client = ConductorClient(urls, token or DEFAULT_TOKEN, timeout=60.0)
+        try:
+            command(Api(client, output), *args, **kwargs)
+        except ConductorError as error:
+            raise explain_failure(error, urls) from None
+
+    options = [
+        click.option(
+            "--conductor",
+            multiple=True,
+            envvar="BERTH_CONDUCTOR_URL",
+            metavar="URL",
+            help=f"a conductor's URL; repeatable, any one answers (default: {DEFAULT_URL}; "
+            "also $BERTH_CONDUCTOR_URL, comma-separated)",
+        ),
+        click.option(
+            "--token",
+            envvar="BERTH_TOKEN",
+            default=None,
+            metavar="TOKEN",
+            help=f"X-Auth-Token (default: {DEFAULT_TOKEN!r}, noauth2's admin; also $BERTH_TOKEN)",
+        ),
+        click.option(
+            "-f",
+            "--format",
+            "output",
+            type=click.Choice(FORMATS),
+            default="table",
+            show_default=True,
+            help="tables for people, or the API's data as JSON or YAML for scripts",
+        ),
+    ]
+    decorated: Callable[..., None] = run
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated

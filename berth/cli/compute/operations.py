@@ -1,0 +1,76 @@
+"""``berth operation list|show``: the conductors' journal of server operations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlencode
+
+import click
+from rich.console import RenderableType
+
+from berth.cli.client.connection import segment
+from berth.cli.client.output import emit, fields, table
+from berth.cli.compute.connection import Api, conductor_command
+from berth.cli.compute.servers import find_server
+from berth.conductor.journal import STATES
+
+
+def _attempts(operation: dict[str, Any]) -> str | None:
+    return "; ".join(f"{a['host'] or '(scheduler)'}: {a['reason']}" for a in operation["attempts"]) or None
+
+
+@click.group("operation", help="Operations on servers, as the conductors journal them step by step.")
+def operation_group() -> None:
+    pass
+
+
+@operation_group.command("list", help="List operations, newest first (every server's: admin).")
+@click.option("--server", default=None, help="only this server's (id, or name when unique)")
+@click.option("--state", type=click.Choice(STATES), default=None, help="only in this state")
+@click.option("--kind", default=None, help="only of this kind (build, resize, live_migrate, ...)")
+@click.option("--limit", type=click.IntRange(1, 1000), default=None, help="at most this many")
+@conductor_command
+def operation_list(api: Api, server: str | None, state: str | None, kind: str | None, limit: int | None) -> None:
+    query = [(k, v) for k, v in (("state", state), ("kind", kind), ("limit", limit)) if v]
+    if server:
+        query.insert(0, ("server_id", find_server(api, server)["id"]))
+    body = api.get("/operations" + ("?" + urlencode(query) if query else ""))
+    operations = body["operations"]
+
+    def render() -> Iterable[RenderableType]:
+        rows = [
+            (o["id"], o["kind"], o["state"], o["step"], o["server_id"], o["host"], o["updated_at"]) for o in operations
+        ]
+        yield table(f"{len(rows)} operations", ("id", "kind", "state", "step", "server", "host", "updated"), rows)
+
+    emit(api.output, body, render)
+
+
+@operation_group.command("show", help="Show an operation: its steps done, the hosts tried, its end.")
+@click.argument("operation")
+@conductor_command
+def operation_show(api: Api, operation: str) -> None:
+    body = api.get(f"/operations/{segment(operation)}")
+    found = body["operation"]
+
+    def render() -> Iterable[RenderableType]:
+        yield fields(
+            f"operation {found['id']}",
+            {
+                "kind": found["kind"],
+                "state": found["state"],
+                "step": found["step"],
+                "steps done": ", ".join(found["steps_done"]) or None,
+                "server": found["server_id"],
+                "source": found["source"],
+                "host": found["host"],
+                "hosts refused": _attempts(found),
+                "error": found["error"],
+                "owner": found["owner"],
+                "created": found["created_at"],
+                "updated": found["updated_at"],
+            },
+        )
+
+    emit(api.output, body, render)

@@ -1,0 +1,317 @@
+"""``berth server|flavor|host|server-group|operation`` in-process against the live conductors: the
+operator's commands as they print for people and for scripts, ``--wait`` following operations to
+their end, and the failures said with what to do."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner, Result
+from livehelpers import free_port
+from servicehelpers import LARGE, ended, ensure_flavors, wait_for
+
+from berth.cli.main import cli
+
+HOSTS = {"alpha", "beta", "gamma"}
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+@pytest.fixture(autouse=True)
+def flavors(cloud):
+    ensure_flavors(cloud.client())
+
+
+@pytest.fixture
+def berth(cloud):
+    """Run ``berth ARGS`` against both conductors; the result, its exit status checked."""
+    runner = CliRunner()
+    urls = ",".join(c.url for c in cloud.conductors)
+
+    def run(*args: str, expect: int = 0) -> Result:
+        result = runner.invoke(cli, list(args), env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
+        assert result.exit_code == expect, (result.output, result.exception)
+        return result
+
+    return run
+
+
+def as_json(result: Result) -> dict:
+    return json.loads(result.stdout)
+
+
+def create(berth, name: str, *args: str) -> dict:
+    """A server built through the CLI with --wait; its view."""
+    return as_json(berth("server", "create", name, "--flavor", "small", "--wait", "-f", "json", *args))["server"]
+
+
+def test_a_build_with_wait_prints_its_steps_and_ends_active(berth, cloud):
+    built = berth("server", "create", "cli-web", "--flavor", "small", "--image-property", "os_type=linux", "--wait")
+    lines = built.output.splitlines()
+    assert re.fullmatch(rf"build {UUID} started", lines[0]), lines
+    assert any(re.fullmatch(r"  step \w+ done", line) for line in lines), lines
+    assert re.fullmatch(rf"build {UUID} done on (alpha|beta|gamma)", lines[-1]), lines
+
+    shown = as_json(berth("server", "show", "cli-web", "-f", "json"))["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] in HOSTS
+    assert shown["image"]["properties"] == {"os_type": "linux"} and shown["allocations"]
+    table = berth("server", "show", shown["id"]).stdout
+    assert "server cli-web" in table and shown["OS-EXT-SRV-ATTR:host"] in table and "os_type=linux" in table
+    assert "VCPU=1" in table  # the allocations table
+
+    listed = berth("server", "list").stdout
+    row = next(line for line in listed.splitlines() if shown["id"] in line)
+    assert "cli-web" in row and "ACTIVE" in row and "small" in row
+    by_host = as_json(berth("server", "list", "--host", shown["OS-EXT-SRV-ATTR:host"], "-f", "json"))
+    assert shown["id"] in {s["id"] for s in by_host["servers"]}
+    yaml_listed = berth("server", "list", "--status", "active", "-f", "yaml").stdout
+    assert f"id: {shown['id']}" in yaml_listed
+
+    deleted = berth("server", "delete", "cli-web", "--wait")
+    assert re.search(rf"delete {UUID} done", deleted.output)
+    gone = berth("server", "show", shown["id"], expect=1)
+    assert "no server named or with id" in gone.output and "berth server list" in gone.output
+
+
+def test_without_wait_the_operation_and_how_to_follow_it_are_printed(berth, cloud):
+    started = berth("server", "create", "cli-quick", "--flavor", "small").stdout
+    found = re.search(rf"server ({UUID}) \(cli-quick\) is building: operation ({UUID})", started)
+    assert found, started
+    assert f"berth operation show {found.group(2)}" in started
+    assert ended(cloud.client(), found.group(2))["state"] == "done"
+    shown = as_json(berth("operation", "show", found.group(2), "-f", "json"))["operation"]
+    assert shown["kind"] == "build" and shown["server_id"] == found.group(1) and shown["steps_done"]
+    table = berth("operation", "show", found.group(2)).stdout
+    assert "steps done" in table and "build" in table
+    berth("server", "delete", found.group(1), "--wait")
+
+
+def test_a_resize_is_confirmed_and_another_reverted(berth, cloud):
+    server = create(berth, "cli-resized")
+    resized = berth("server", "resize", "cli-resized", "--flavor", LARGE["name"], "--wait")
+    assert re.search(rf"resize {UUID} done", resized.output), resized.output
+    shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert shown["status"] == "VERIFY_RESIZE" and shown["flavor"]["original_name"] == "large"
+    berth("server", "confirm", "cli-resized", "--wait")
+    shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert shown["status"] == "ACTIVE" and shown["flavor"]["original_name"] == "large"
+
+    ended_op = as_json(berth("server", "resize", server["id"], "--flavor", "small", "--wait", "-f", "json"))
+    assert ended_op["operation"]["state"] == "done" and ended_op["operation"]["kind"] == "resize"
+    berth("server", "revert", server["id"], "--wait")
+    shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert shown["status"] == "ACTIVE" and shown["flavor"]["original_name"] == "large"
+
+    kinds = [
+        o["kind"] for o in as_json(berth("operation", "list", "--server", "cli-resized", "-f", "json"))["operations"]
+    ]
+    assert sorted(kinds) == sorted(["build", "resize", "confirm_resize", "resize", "revert_resize"]), kinds
+    listed = berth("operation", "list", "--server", server["id"], "--kind", "resize", "--state", "done").stdout
+    assert listed.startswith("2 operations") and listed.count(" resize ") == 2
+    berth("server", "delete", server["id"], "--wait")
+
+
+def test_a_live_migration_moves_the_server(berth, cloud):
+    server = create(berth, "cli-mover")
+    moved = berth("server", "live-migrate", "cli-mover", "--wait")
+    assert re.search(rf"live_migrat\w* {UUID} done on (alpha|beta|gamma)", moved.output), moved.output
+    shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] not in (server["OS-EXT-SRV-ATTR:host"], None)
+    berth("server", "delete", server["id"], "--wait")
+
+
+def test_a_build_that_fits_nowhere_exits_1_with_its_error(berth, cloud):
+    berth("flavor", "create", "cli-huge", "--vcpus", "512", "--ram", "1048576")
+    try:
+        failed = berth("server", "create", "cli-nowhere", "--flavor", "cli-huge", "--wait", expect=1)
+        assert re.search(rf"build {UUID} (failed|rolled back)", failed.output), failed.output
+        assert "error:" in failed.output and "berth server show" in failed.output
+    finally:
+        for server in as_json(berth("server", "list", "-f", "json"))["servers"]:
+            if server["name"] == "cli-nowhere":
+                berth("server", "delete", server["id"], "--wait")
+        berth("flavor", "delete", "cli-huge")
+
+
+def test_flavors_are_created_listed_shown_given_properties_and_deleted(berth):
+    made = as_json(
+        berth(
+            "flavor",
+            "create",
+            "cli-tiny",
+            "--vcpus",
+            "1",
+            "--ram",
+            "256",
+            "--disk",
+            "1",
+            "--swap",
+            "64",
+            "--property",
+            "hw:cpu_policy=shared",
+            "-f",
+            "json",
+        )
+    )["flavor"]
+    assert made["vcpus"] == 1 and made["ram"] == 256 and made["swap"] == 64
+    assert made["extra_specs"] == {"hw:cpu_policy": "shared"}
+    row = next(line for line in berth("flavor", "list").stdout.splitlines() if "cli-tiny" in line)
+    assert "256" in row and "hw:cpu_policy=shared" in row
+    assert made["id"] in {f["id"] for f in as_json(berth("flavor", "list", "-f", "json"))["flavors"]}
+
+    berth("flavor", "set", "cli-tiny", "--property", "hw:mem_page_size=large", "--property", "quota:x=1")
+    shown = as_json(berth("flavor", "show", "cli-tiny", "-f", "json"))["flavor"]
+    assert shown["extra_specs"] == {"hw:cpu_policy": "shared", "hw:mem_page_size": "large", "quota:x": "1"}
+    unset = berth("flavor", "unset", "cli-tiny", "--property", "quota:x", "--property", "hw:cpu_policy").stdout
+    assert "hw:mem_page_size=large" in unset and "quota:x" not in unset
+
+    duplicate = berth("flavor", "create", "cli-tiny", "--vcpus", "1", "--ram", "256", expect=1)
+    assert "berth.flavor.duplicate" in duplicate.output and "hint:" in duplicate.output
+    assert "cli-tiny" in berth("flavor", "delete", "cli-tiny").stdout
+    missing = berth("flavor", "show", "cli-tiny", expect=1)
+    assert "404 berth.flavor.not_found" in missing.output and "`berth flavor list`" in missing.output
+    bad = berth("flavor", "set", "small", "--property", "novalue", expect=2)
+    assert "KEY=VALUE" in bad.output
+
+
+def test_server_groups_are_created_joined_listed_and_deleted(berth):
+    made = as_json(
+        berth(
+            "server-group",
+            "create",
+            "cli-spread",
+            "--policy",
+            "anti-affinity",
+            "--max-server-per-host",
+            "1",
+            "-f",
+            "json",
+        )
+    )["server_group"]
+    assert made["policy"] == "anti-affinity" and made["rules"] == {"max_server_per_host": 1}
+    row = next(line for line in berth("server-group", "list").stdout.splitlines() if "cli-spread" in line)
+    assert made["id"] in row and "anti-affinity" in row
+
+    member = create(berth, "cli-member", "--server-group", "cli-spread")
+    assert member["server_groups"] == [made["id"]]
+    assert member["id"] in berth("server-group", "show", "cli-spread").stdout
+    in_use = berth("server-group", "delete", "cli-spread", expect=1)
+    assert "409" in in_use.output and "hint:" in in_use.output
+    berth("server", "delete", member["id"], "--wait")
+
+    assert "deleted" in berth("server-group", "delete", made["id"]).stdout
+    gone = berth("server-group", "show", "cli-spread", expect=1)
+    assert "no server group named or with id" in gone.output and "berth server-group list" in gone.output
+
+
+def test_hosts_are_listed_disabled_and_enabled(berth):
+    listed = berth("host", "list").stdout
+    for name in HOSTS:
+        row = next(line for line in listed.splitlines() if line.strip("│ ").startswith(name))
+        assert "enabled" in row and " up " in row and " s ago" in row
+    hosts = {h["name"]: h for h in as_json(berth("host", "list", "-f", "json"))["hosts"]}
+    assert hosts["gamma"]["zone"] == "zone-b"
+
+    disabled = berth("host", "disable", "gamma", "--reason", "disk swap").stdout
+    assert "disabled" in disabled and "disk swap" in disabled
+    try:
+        shown = as_json(berth("host", "show", "gamma", "-f", "json"))["host"]
+        assert shown["status"] == "disabled" and shown["disabled_reason"] == "disk swap"
+    finally:
+        berth("host", "enable", "gamma")
+    assert as_json(berth("host", "show", "gamma", "-f", "json"))["host"]["status"] == "enabled"
+
+    up = berth("host", "evacuate", "gamma", expect=1)
+    assert "409 berth.host.up" in up.output and "only a down host's servers are evacuated" in up.output
+    missing = berth("host", "show", "nowhere", expect=1)
+    assert "404 berth.host.not_found" in missing.output and "`berth host list`" in missing.output
+
+
+def test_operations_are_listed_by_state_and_kind(berth):
+    server = create(berth, "cli-listed")
+    listed = as_json(berth("operation", "list", "--kind", "build", "--state", "done", "--limit", "500", "-f", "json"))
+    assert server["id"] in {o["server_id"] for o in listed["operations"]}
+    assert {o["kind"] for o in listed["operations"]} == {"build"}
+    table = berth("operation", "list", "--server", server["id"]).stdout
+    assert "1 operations" in table and "build" in table and "done" in table
+    missing = berth("operation", "show", "00000000-0000-0000-0000-000000000000", expect=1)
+    assert "404 berth.operation.not_found" in missing.output and "`berth operation list`" in missing.output
+    berth("server", "delete", server["id"], "--wait")
+
+
+def test_a_busy_server_is_refused_with_the_operation_to_follow(berth, cloud):
+    server = create(berth, "cli-busy")
+    for agent in cloud.agents.values():
+        agent.client.set_faults(spawn_seconds=2.0)
+    try:
+        started = berth("server", "migrate", "cli-busy").stdout
+        operation_id = re.search(rf"started: operation ({UUID})", started).group(1)
+        refused = berth("server", "shelve", "cli-busy", expect=1)
+        assert "409 berth.server.busy" in refused.output, refused.output
+        assert f"hint: another operation runs on it: follow it with `berth operation show {operation_id}`" in (
+            refused.output
+        )
+        assert ended(cloud.client(), operation_id)["state"] == "done"
+    finally:
+        for agent in cloud.agents.values():
+            agent.client.set_faults(spawn_seconds=0)
+    berth("server", "confirm", server["id"], "--wait")
+    berth("server", "delete", server["id"], "--wait")
+
+
+def test_unknown_and_ambiguous_names_and_flavors_say_what_to_do(berth):
+    unknown = berth("server", "show", "cli-nobody", expect=1)
+    assert "no server named or with id 'cli-nobody'" in unknown.output and "`berth server list`" in unknown.output
+    assert "Traceback" not in unknown.output
+
+    nowhere = berth("server", "create", "cli-x", "--flavor", "no-such-flavor", expect=1)
+    assert "400 berth.flavor.not_found" in nowhere.output and "`berth flavor list`" in nowhere.output
+    bad_resize = berth("server", "resize", "cli-nobody", "--flavor", "small", expect=1)
+    assert "no server named" in bad_resize.output
+
+    twins = [create(berth, "cli-twin"), create(berth, "cli-twin")]
+    ambiguous = berth("server", "delete", "cli-twin", expect=1)
+    assert "2 servers are named 'cli-twin'" in ambiguous.output and "by its id" in ambiguous.output
+    for twin in twins:
+        assert twin["id"] in ambiguous.output
+        berth("server", "delete", twin["id"], "--wait")
+
+
+def test_several_servers_built_at_once_are_followed_together(berth):
+    built = as_json(berth("server", "create", "cli-many", "--flavor", "small", "--count", "2", "--wait", "-f", "json"))
+    names = sorted(s["name"] for s in built["servers"])
+    assert names == ["cli-many-1", "cli-many-2"] and {s["status"] for s in built["servers"]} == {"ACTIVE"}
+    for server in built["servers"]:
+        berth("server", "delete", server["id"], "--wait")
+
+
+def test_no_conductor_to_answer_says_how_to_start_one():
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["host", "list", "--conductor", url], env={"BERTH_CONDUCTOR_URL": None})
+    assert result.exit_code == 1
+    assert f"no conductor answered at {url}" in result.output and "berth conductor --placement" in result.output
+    missing_scheme = CliRunner().invoke(cli, ["host", "list", "--conductor", "127.0.0.1:1"])
+    assert missing_scheme.exit_code == 2 and "needs its scheme" in missing_scheme.output
+    too_few = CliRunner().invoke(cli, ["server", "create", "x", "--flavor", "f", "--count", "2", "--min-count", "3"])
+    assert too_few.exit_code == 2 and "3 is above --count (2)" in too_few.output
+
+
+def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):
+    server = create(berth, "cli-evacuee", "--availability-zone", "zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "down", what="down")
+        assert " down " in berth("host", "list").stdout
+        evacuated = berth("host", "evacuate", host, "--wait")
+        assert re.search(rf"evacuat\w* {UUID} done on (alpha|beta)", evacuated.output), evacuated.output
+        shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+        assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] not in (host, None)
+        nothing = berth("host", "evacuate", host).stdout
+        assert f"no server of {host} to evacuate" in nothing
+    finally:
+        agent.start()
+    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
+    berth("server", "delete", server["id"], "--wait")
