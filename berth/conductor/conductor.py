@@ -11,8 +11,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
+import requests
+
 from berth.clients.agent import AgentClient
+from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
+from berth.conductor.errors import ConductorError
 from berth.conductor.journal import Journal, Operation
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
@@ -168,7 +172,11 @@ class Conductor:
             taken.selections[TAKEN_OVER] = int(taken.selections.get(TAKEN_OVER, 0)) + 1
             try:
                 resumed.append(_RESUMERS[taken.kind](self.runner, taken))
-            except Exception as e:  # one operation's host being away must not stop the others
+            except (ClientError, ConductorError, requests.RequestException) as e:
+                # A host or the service away: expected while they are down, said without a traceback.
+                LOG.warning("resuming %s %s failed (%s); it is left for the next resume", taken.kind, taken.id, e)
+                self.journal.abandon(taken, f"resume failed: {e}")
+            except Exception as e:  # one operation's failure must not stop the others
                 LOG.exception("resuming %s %s failed; it is left for the next resume", taken.kind, taken.id)
                 self.journal.abandon(taken, f"resume failed: {e}")
         return resumed
