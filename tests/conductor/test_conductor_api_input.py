@@ -226,3 +226,17 @@ def test_the_metrics_count_operations_by_kind_and_state(web, active):
     assert 'berth_conductor_operations_total{kind="build",state="done"}' in text
     assert "berth_conductor_takeovers_total" in text
     assert web.get("/metrics", headers={"X-Auth-Token": "u:p"}).status_code == 403
+
+
+def test_servers_are_listed_by_name_host_and_status(web, active, plane):
+    host = plane.servers.get(active)["host"]
+    for query, found in [
+        ("name=kept", [active]),
+        ("name=other", []),
+        (f"host={host}", [active]),
+        ("host=nowhere", []),
+        ("status=active", [active]),
+        ("status=SHELVED", []),
+    ]:
+        answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
+        assert [s["id"] for s in answer] == found, query

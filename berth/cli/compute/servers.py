@@ -61,7 +61,8 @@ def find_server(api: Api, reference: str) -> dict[str, Any]:
 
 
 def _named(api: Api, name: str, query: str) -> list[dict[str, Any]]:
-    return [s for s in api.get("/servers" + query)["servers"] if s["name"] == name]
+    joined = "&" if query else "?"
+    return [s for s in api.get(f"/servers{query}{joined}{urlencode({'name': name})}")["servers"] if s["name"] == name]
 
 
 def flavor_summary(flavor: dict[str, Any]) -> str:

@@ -82,6 +82,7 @@ def index(call: WebCall) -> Reply:
         project_id=project,
         host=args.get("host"),
         status=status.upper() if status else None,
+        name=args.get("name"),
         deleted=args.get("deleted", "").lower() in ("1", "true", "yes"),
     )
     plane = plane_of(call)

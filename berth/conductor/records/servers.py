@@ -24,6 +24,7 @@ class ServerFilter:
     project_id: str | None = None
     host: str | None = None
     status: str | None = None
+    name: str | None = None
     deleted: bool = False
 
 
@@ -127,6 +128,7 @@ class ServerRecords:
             (servers.c.project_id, where.project_id),
             (servers.c.host, where.host),
             (servers.c.status, where.status),
+            (servers.c.name, where.name),
         ):
             if value is not None:
                 query = query.where(column == value)
