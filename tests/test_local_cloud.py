@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,11 +14,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from livehelpers import free_port
 
 from berth.cli.cloud_processes import group_members
 from berth.clients.conductor import ConductorClient
 from berth.testbed.processes import process_tree
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def berth_cloud(*arguments: str, cwd: Path) -> subprocess.Popen[str]:
@@ -159,3 +163,19 @@ def test_a_port_already_taken_is_named_with_its_option_and_nothing_starts(tmp_pa
                 f"choose another {option}."
             ]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_readme_shows_the_command_these_tests_run_with_its_defaults():
+    # The README's line starts a cloud that runs until Ctrl-C: it is run here, not by the README's test.
+    readme = (ROOT / "README.md").read_text()
+    assert "\n    .venv/bin/berth cloud\n" in readme
+    assert "`./berth-cloud`" in readme
+
+
+def test_git_ignores_the_cloud_folder_made_in_a_checkout():
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "berth-cloud/logs/x"], timeout=30
+    )
+    assert done.returncode == 0
