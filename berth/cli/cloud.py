@@ -42,7 +42,11 @@ class Stopped(Exception):
     """SIGINT or SIGTERM arrived."""
 
 
-@click.command("cloud", help="Run a whole small cloud on this machine to try: the service, a conductor and fake hosts.")
+@click.command(
+    "cloud",
+    help="Run a whole small cloud on this machine to try: the service, a conductor and fake hosts that register "
+    "with it, on 127.0.0.1, until Ctrl-C.",
+)
 @click.option(
     "--folder",
     default="berth-cloud",
@@ -51,9 +55,15 @@ class Stopped(Exception):
     help="where the databases, the agents' state and the logs are kept",
 )
 @click.option("--hosts", default=3, show_default=True, type=click.IntRange(1, 50), help="fake hosts to start")
-@click.option("--placement-port", default=8778, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--conductor-port", default=8774, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--placement-port", default=8778, show_default=True, type=click.IntRange(1, 65535), help="the service's port"
+)
+@click.option(
+    "--conductor-port", default=8774, show_default=True, type=click.IntRange(1, 65535), help="the conductor's port"
+)
 def cloud_command(folder: str, hosts: int, placement_port: int, conductor_port: int) -> int:
+    if placement_port == conductor_port:
+        raise click.UsageError("--placement-port and --conductor-port must differ")
     for option, port in (("--placement-port", placement_port), ("--conductor-port", conductor_port)):
         if port_taken(port):
             click.echo(
@@ -62,9 +72,14 @@ def cloud_command(folder: str, hosts: int, placement_port: int, conductor_port: 
                 err=True,
             )
             raise click.exceptions.Exit(1)
-    if placement_port == conductor_port:
-        raise click.UsageError("--placement-port and --conductor-port must differ")
     cloud = LocalCloud(Path(folder).resolve(), hosts, placement_port, conductor_port)
+    try:
+        cloud.logs.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        click.echo(
+            f"berth cloud: cannot make the folder {cloud.logs}: {e.strerror}; choose another --folder.", err=True
+        )
+        raise click.exceptions.Exit(1) from None
     status = cloud.run()
     if status:
         raise click.exceptions.Exit(status)
@@ -96,7 +111,6 @@ class LocalCloud:
         self._stopping = False
 
     def run(self) -> int:
-        self.logs.mkdir(parents=True, exist_ok=True)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         status = 0
         try:
@@ -114,7 +128,7 @@ class LocalCloud:
                 signal.signal(sig, signal.SIG_IGN)
             started = [c for c in [*self.agents.values(), self.conductor, self.service] if c.process is not None]
             if started:
-                click.echo(f"Stopping {len(started)} processes ...", err=True)
+                click.echo(f"Stopping {len(started)} process{'es' if len(started) > 1 else ''} ...", err=True)
                 stop_all(started)
                 click.echo(f"Stopped {', '.join(c.name for c in started)}.", err=True)
             for sig, handler in previous.items():
