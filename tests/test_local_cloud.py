@@ -101,6 +101,8 @@ def test_the_cloud_builds_a_server_and_stops_everything_on_ctrl_c(tmp_path):
     )
     seen: list[str] = []
     lines = lines_of(process)
+    started: dict[int, str | None] = {}
+    groups: set[int] = set()
     try:
         wait_for_line(lines, "ready", 150, seen)
         wait_for_line(lines, "Ctrl-C", 10, seen)
@@ -109,10 +111,10 @@ def test_the_cloud_builds_a_server_and_stops_everything_on_ctrl_c(tmp_path):
         assert f"http://127.0.0.1:{placement_port}/dashboard" in output
         assert str(folder / "logs") in output
 
-        started = {pid: start_time(pid) for pid in process_tree(process.pid)[1:]}
+        started.update({pid: start_time(pid) for pid in process_tree(process.pid)[1:]})
         # The service's and the conductor's masters and workers, and each agent's.
         assert len(started) >= 4, started
-        groups = {os.getpgid(pid) for pid in started}
+        groups.update(os.getpgid(pid) for pid in started)
         assert process.pid not in groups  # each in a group of its own, not the command's
 
         client = ConductorClient(f"http://127.0.0.1:{conductor_port}", "admin")
@@ -136,13 +138,17 @@ def test_the_cloud_builds_a_server_and_stops_everything_on_ctrl_c(tmp_path):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        # What is left running is checked below; killed here, whether the test goes on or not.
+        leftover = [group for group in groups if group_members(group)]
+        for group in leftover:
+            os.killpg(group, signal.SIGKILL)
     time.sleep(0.5)  # the reader thread's last lines
     while not lines.empty():
         seen.append(lines.get())
     output = "".join(seen)
     assert "Stopped agent host-1, agent host-2, berth conductor, berth serve." in output, output
     assert [pid for pid, began in started.items() if start_time(pid) == began] == []
-    assert [group for group in groups if group_members(group)] == []
+    assert leftover == []
     for log in (folder / "logs").iterdir():
         assert "Traceback" not in log.read_text(), log
 
