@@ -34,6 +34,9 @@ FLAVORS = (
     {"name": "m1.medium", "vcpus": 2, "ram": 4096, "disk": 40},
 )
 START_TIMEOUT = 60.0
+# Request threads per conductor: plenty for one person trying it, and within what the HTTP server
+# takes without warning on a small machine (twice the cores and one).
+CONDUCTOR_THREADS = min(4, 2 * (os.cpu_count() or 1) + 1)
 # Loopback only, so the development mode's tokens (admin, user:project) are all the cloud asks for.
 LOOPBACK = "127.0.0.1"
 
@@ -103,7 +106,8 @@ class LocalCloud:
         self.conductor = Child(
             "berth conductor",
             ["conductor", "--bind", f"{LOOPBACK}:{conductor_port}", "--placement", self.placement_url]
-            + ["--database", f"sqlite:///{folder / 'conductor.sqlite'}", "--workers", "2"],
+            + ["--database", f"sqlite:///{folder / 'conductor.sqlite'}", "--workers", "2"]
+            + ["--threads", str(CONDUCTOR_THREADS)],
             self.logs / "conductor.log",
             port_option="--conductor-port",
         )
