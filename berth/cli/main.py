@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-from berth.cli import agent, audit, bench, conductor, serve, sim, stress
+from berth.cli import agent, audit, bench, cloud, conductor, serve, sim, stress
 from berth.cli.books import BOOKS_COMMANDS
 from berth.cli.client import CLIENT_COMMANDS
 from berth.cli.compute import COMPUTE_COMMANDS
@@ -50,6 +50,7 @@ def db_upgrade(database: str | None) -> int:
 cli.add_command(serve.serve_command)
 cli.add_command(agent.agent_command)
 cli.add_command(conductor.conductor_command)
+cli.add_command(cloud.cloud_command)
 cli.add_command(bench.bench_command)
 cli.add_command(stress.stress_command)
 cli.add_command(sim.sim_command)
