@@ -51,3 +51,15 @@ def test_a_wrong_setting_is_a_usage_error(bad):
     except SystemExit as exit:
         status = exit.code
     assert status == 2
+
+
+def test_a_plain_postgresql_url_reaches_psycopg(postgres_server):
+    from berth.conductor.journal import Journal
+
+    plain = postgres_server.create_database("conductor_plain_url").replace("postgresql+psycopg://", "postgresql://")
+    journal = Journal(plain)
+    try:
+        assert journal.engine.dialect.driver == "psycopg"
+        assert journal.running() == []
+    finally:
+        journal.close()

@@ -351,6 +351,9 @@ def _connection_lost(error: sa.exc.DBAPIError) -> bool:
 
 
 def _engine(url: str) -> Engine:
+    if url.startswith(("postgresql://", "postgres://")):
+        # The plain form an operator writes, as `berth serve` takes it: psycopg 3, the driver installed.
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
     if not url.startswith("sqlite"):
         return sa.create_engine(url)
     engine = sa.create_engine(
