@@ -15,7 +15,7 @@ for the class the compute agent reports such devices under (``CUSTOM_PCI_<VENDOR
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -155,6 +155,9 @@ class SchedulerConfig:
     max_placement_results: int | None = 1000
     # Require the traits that hw_architecture, hw_disk_bus, hw_vif_model ... of the image name.
     image_metadata_prefilter: bool = False
+    # The hosts whose agents stopped beating, as the conductors know them (a live collection): Nova's
+    # ComputeFilter leaves out a compute service that is down.
+    hosts_down: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name, alias in self.pci_aliases.items():

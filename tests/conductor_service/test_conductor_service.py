@@ -4,6 +4,7 @@ with the books after every operation, a conductor killed in the middle of a resi
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -11,6 +12,7 @@ from agenthelpers import assert_remote_books_agree
 from servicehelpers import LARGE, act, build, ended, ensure_flavors, wait_for
 
 from berth.clients.conductor import ConductorError
+from berth.conductor.control.host_books import DOWN_FRESH_SECONDS
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +143,14 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
         assert ended(client, operation["id"])["state"] == "done"
         shown = client.get(f"/servers/{server['id']}")["server"]
         assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] not in (host, None)
+        # While it is down (as every conductor sees it by now), no build is sent to it.
+        time.sleep(DOWN_FRESH_SECONDS)
+        for index in range(3):
+            placed = build(client, f"while-down-{index}", availability_zone="zone-a")
+            assert placed["OS-EXT-SRV-ATTR:host"] != host
+            [built] = client.get(f"/operations?server_id={placed['id']}&kind=build")["operations"]
+            assert built["attempts"] == []
+            ended(client, client.request("DELETE", f"/servers/{placed['id']}")["operation"]["id"])
     finally:
         agent.start()
     wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")

@@ -25,3 +25,20 @@ def test_nothing_to_do_when_the_query_forbids_the_trait_already():
     build = request(spec())
     assert ("root_required", "!COMPUTE_STATUS_DISABLED") in build.spec.candidates_query()
     assert not make_filter(ComputeFilter).applies(build)
+
+
+def test_a_host_whose_agent_is_down_is_refused_and_the_pick_is_not_used_meanwhile():
+    from berth.scheduler.picking import pick_suits
+    from berth.scheduler.settings import SelectionSettings
+
+    down = {"host-b"}
+    config = SchedulerConfig(pci_aliases=CONFIG.pci_aliases, hosts_down=down)
+    check = make_filter(ComputeFilter, config)
+    build = request(spec(config=config))
+    assert check.applies(build)
+    assert check.refusal(make_host("host-b", traits=["COMPUTE_NODE"]), build) == "down: its agent stopped beating"
+    assert check.host_passes(make_host("host-a", traits=["COMPUTE_NODE"]), build)
+    assert not pick_suits(build, [check], SelectionSettings())
+    down.clear()  # the collection is the conductors' live view: the host beats again
+    assert not check.applies(build)
+    assert pick_suits(build, [check], SelectionSettings())

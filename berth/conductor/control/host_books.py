@@ -21,6 +21,9 @@ from berth.scheduler.request_spec import DISABLED_TRAIT
 ZONE_NAMESPACE: Final = uuid.UUID("6f0c2f4e-5b7a-4c8e-9d61-3a0f6f9b2e41")
 # How long the list of zones is used before it is read again.
 FRESH_SECONDS: Final = 5.0
+# How long the hosts that are down are known before they are read again: a host down is left out of
+# the scheduling within this long of the conductors seeing it so.
+DOWN_FRESH_SECONDS: Final = 1.0
 
 
 def zone_aggregate(zone: str) -> str:
@@ -62,6 +65,34 @@ def set_disabled(placement: PlacementClient, host: str, disabled: bool) -> None:
         return generation if wanted == current else placement.set_traits(root, generation, wanted)
 
     retry_on_conflict(attempt, what=f"traits of {host}")
+
+
+class DownHosts(Collection[str]):
+    """The registered hosts that are down now, as ``SchedulerConfig.hosts_down`` (read again every
+    few seconds)."""
+
+    def __init__(self, hosts: Hosts):
+        self.hosts = hosts
+        self._lock = threading.Lock()
+        self._read_at = -DOWN_FRESH_SECONDS
+        self._down: frozenset[str] = frozenset()
+
+    def _current(self) -> frozenset[str]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._read_at >= DOWN_FRESH_SECONDS:
+                self._down = frozenset(h.name for h in self.hosts.all() if not h.up)
+                self._read_at = now
+            return self._down
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._current()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
 
 
 class ZoneAggregates(Mapping[str, frozenset[str]]):

@@ -78,7 +78,11 @@ class ControlPlane:
         self.journal.companions.append(self.servers)
         self.hosts = Hosts(engine, self.settings.host_down_after)
         self.zones = host_books.ZoneAggregates(self.hosts)
-        self.scheduler_config = replace(scheduler_config or SchedulerConfig(), availability_zones=self.zones)
+        self.scheduler_config = replace(
+            scheduler_config or SchedulerConfig(),
+            availability_zones=self.zones,
+            hosts_down=host_books.DownHosts(self.hosts),
+        )
         self.flavors = Flavors(engine, self.scheduler_config)
         self.groups = ServerGroups(engine, self.servers)
         self.conductor = Conductor(

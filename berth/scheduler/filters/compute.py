@@ -1,8 +1,11 @@
-"""ComputeFilter: hosts whose compute node is disabled take no new instances.
+"""ComputeFilter: hosts whose compute node is disabled, or whose agent is down, take no new instances.
 
 Nova reads the compute service's disabled flag; Berth reads the trait Nova sets for it,
 ``COMPUTE_STATUS_DISABLED`` on the root provider. The request spec usually forbids the trait in the
-candidates query already (``exclude_disabled_hosts``), and then the filter has nothing to do.
+candidates query already (``exclude_disabled_hosts``), and then the filter has nothing to do for it.
+Nova also leaves out a service that is down; Berth, the hosts the conductors see as down
+(``SchedulerConfig.hosts_down``). The service's pick knows nothing of them: while any host is down,
+the scheduler takes the Placement API's path, where this filter runs.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ class ComputeFilter(HostFilter):
     name = "ComputeFilter"
 
     def applies(self, request: BuildRequest) -> bool:
-        return DISABLED_TRAIT not in request.spec.root_forbidden
+        return DISABLED_TRAIT not in request.spec.root_forbidden or bool(self.config.hosts_down)
 
     def refusal(self, host: HostState, request: BuildRequest) -> str | None:
         if DISABLED_TRAIT in host.traits:
             return f"disabled ({DISABLED_TRAIT})"
+        if host.name in self.config.hosts_down:
+            return "down: its agent stopped beating"
         return None
