@@ -1,5 +1,5 @@
 """``GET /berth/dashboard/control`` (the control plane for the service's dashboard), the reads under
-it, the CORS that lets the service's page read it. Through the real
+it, the CORS that lets the service's page read it, and the operations' metrics. Through the real
 WSGI application over a real database, service and agents."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from conductorhelpers import PLAIN
+from prometheus_client.parser import text_string_to_metric_families
 from test_control_plane import ended
 from werkzeug.test import Client
 
@@ -181,3 +182,43 @@ def test_cors_answers_the_allowed_origin_only(plane):
     # Without the setting, no origin is allowed.
     plain = Client(create_app(plane))
     assert "Access-Control-Allow-Origin" not in _preflight(plain, DASHBOARD).headers
+
+
+def _samples(web):
+    text = web.get("/metrics", headers=ADMIN).get_data(as_text=True)
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def test_the_metrics_give_each_kind_and_outcome_its_count_and_durations(plane, web, hold):
+    _build(plane)
+    failed = _build(plane, HUGE["name"], name="too-big")
+    hold.holding = True
+    [held] = plane.create_servers(WHO, name="held", flavor_ref=PLAIN.name)
+    assert hold.reached.wait(30)
+    samples = _samples(web)
+
+    def value(name, **labels):
+        found = [s.value for s in samples if s.name == name and s.labels == labels]
+        assert len(found) == 1, (name, labels, found)
+        return found[0]
+
+    assert value("berth_conductor_operations_total", kind="build", state="done") == 1
+    assert value("berth_conductor_operations_total", kind="build", state=failed.state) == 1
+    # A running operation is in the gauge alone: the counter never counts what will end otherwise.
+    assert not [s for s in samples if s.name == "berth_conductor_operations_total" and s.labels["state"] == RUNNING]
+    assert value("berth_conductor_operations_running", kind="build") == 1
+    duration = "berth_conductor_operation_duration_seconds"
+    assert value(f"{duration}_count", kind="build", state="done") == 1
+    done_seconds = value(f"{duration}_sum", kind="build", state="done")
+    assert 0 < done_seconds < 60
+    buckets = [s for s in samples if s.name == f"{duration}_bucket" and s.labels["state"] == "done"]
+    counts = [s.value for s in buckets]
+    assert counts == sorted(counts) and counts[-1] == 1 and buckets[-1].labels["le"] == "+Inf"
+    # The build lies in the first bucket at or above its duration, and in none below.
+    first = next(s for s in buckets if float(s.labels["le"]) >= done_seconds)
+    assert first.value == 1
+    assert all(s.value == 0 for s in buckets if float(s.labels["le"]) < done_seconds)
+    assert value("berth_conductor_reschedules_total", kind="build") >= 0
+    assert value("berth_conductor_takeovers_total", kind="build") == 0
+    hold.release.set()
+    assert ended(plane, held.id).state == DONE

@@ -13,5 +13,6 @@ groups, hosts and operations, in the shapes of Nova's compute API where they fit
     hosts.py              registration and heartbeat, list, disable and enable, retire
     operations.py         the journal's operations
     dashboard.py          the control plane at a glance, for the service's dashboard page
+    operation_figures.py  the journal's operations in /metrics
     service.py            version discovery, health and readiness, the OpenAPI document
 """
