@@ -16,6 +16,7 @@ from berth.conductor.api.app import ApiSettings, create_app
 from berth.conductor.control.plane import ControlPlane, Who
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
 from berth.conductor.records.tables import hosts
+from berth.conductor.runner import TAKEN_OVER
 from berth.scheduler.settings import SelectionSettings
 
 ADMIN = {"X-Auth-Token": "admin"}
@@ -218,7 +219,24 @@ def test_the_metrics_give_each_kind_and_outcome_its_count_and_durations(plane, w
     first = next(s for s in buckets if float(s.labels["le"]) >= done_seconds)
     assert first.value == 1
     assert all(s.value == 0 for s in buckets if float(s.labels["le"]) < done_seconds)
-    assert value("berth_conductor_reschedules_total", kind="build") >= 0
     assert value("berth_conductor_takeovers_total", kind="build") == 0
     hold.release.set()
     assert ended(plane, held.id).state == DONE
+
+
+def test_the_metrics_count_each_kinds_reschedules_and_take_overs(plane, web):
+    # No host has room: every host tried is an attempt.
+    failed = _build(plane, HUGE["name"], name="too-big")
+    assert failed.attempts
+    quiet = _build(plane)
+    assert quiet.attempts == []
+    samples = _samples(web)
+    assert [s.value for s in samples if s.name == "berth_conductor_takeovers_total"] == [0]
+    # As a conductor taking it over from a dead one writes it (twice over).
+    quiet.selections[TAKEN_OVER] = 2
+    plane.journal.save(quiet)
+    samples = _samples(web)
+    reschedules = {s.labels["kind"]: s.value for s in samples if s.name == "berth_conductor_reschedules_total"}
+    takeovers = {s.labels["kind"]: s.value for s in samples if s.name == "berth_conductor_takeovers_total"}
+    assert reschedules == {"build": len(failed.attempts)}
+    assert takeovers == {"build": 2}

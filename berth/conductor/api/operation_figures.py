@@ -62,12 +62,19 @@ class OperationFigures(Collector):
             buckets = [(f"{bound:g}", float(k or 0)) for bound, k in zip(DURATION_BUCKETS, within, strict=True)]
             durations.add_metric([kind, state], [*buckets, ("+Inf", float(n))], float(total or 0.0))
         yield from (count, durations, running)
-        yield from self._retries()
+        yield from self._retries({kind for kind, *_ in rows})
 
-    def _retries(self) -> Iterable[Metric]:
+    def _retries(self, kinds: set[str]) -> Iterable[Metric]:
+        """The reschedules and take-overs of each kind (zero for every kind journaled)."""
         # The attempts and take-overs are inside the rows' JSON, counted here rather than in SQL
-        # (SQLite and PostgreSQL read JSON arrays differently).
-        query = sa.select(operations.c.kind, operations.c.attempts, operations.c.selections)
+        # (SQLite and PostgreSQL read JSON arrays differently). Only the rows whose JSON, as text,
+        # may hold one are read: most operations neither rescheduled nor were taken over, and a row
+        # left out (no attempt, no take-over) adds nothing to either count.
+        rescheduled_or_taken = sa.or_(
+            sa.cast(operations.c.attempts, sa.Text) != "[]",
+            sa.cast(operations.c.selections, sa.Text).contains(f'"{TAKEN_OVER}"'),
+        )
+        query = sa.select(operations.c.kind, operations.c.attempts, operations.c.selections).where(rescheduled_or_taken)
         reschedules: Counter[str] = Counter()
         takeovers: Counter[str] = Counter()
         with self.plane.journal.engine.connect() as conn:
@@ -84,7 +91,7 @@ class OperationFigures(Collector):
             "Operations a conductor took over from one that died, by the operation's kind.",
             labels=["kind"],
         )
-        for kind in sorted(reschedules):
+        for kind in sorted(kinds | set(reschedules)):
             rescheduled.add_metric([kind], reschedules[kind])
             taken.add_metric([kind], takeovers[kind])
         yield from (rescheduled, taken)
