@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port  # noqa: F401 - the tracker's tests take their ports here
@@ -13,9 +14,9 @@ from berth.testbed.server import Server
 class LiveServer:
     """A started ``berth serve``; ``stop`` returns what it logged."""
 
-    def __init__(self, database_url: str, workers: int = 3):
+    def __init__(self, database_url: str, workers: int = 3, extra: Sequence[str] = ()):
         self.logdir = tempfile.mkdtemp(prefix="berth-live-")
-        self.server = Server(database_url, workers, self.logdir)
+        self.server = Server(database_url, workers, self.logdir, extra)
         try:
             self.server.start()
         except BaseException:

@@ -63,3 +63,11 @@ def test_a_plain_postgresql_url_reaches_psycopg(postgres_server):
         assert journal.running() == []
     finally:
         journal.close()
+
+
+def test_the_cors_origins_come_from_the_options_or_the_environment():
+    assert load_settings({}, {}).cors_allowed_origin == ()
+    environ = {"BERTH_CORS_ALLOWED_ORIGIN": "https://a.example, https://b.example"}
+    assert load_settings({}, environ).cors_allowed_origin == ("https://a.example", "https://b.example")
+    chosen = load_settings({"cors_allowed_origin": ("https://c.example",)}, environ)
+    assert chosen.cors_allowed_origin == ("https://c.example",)

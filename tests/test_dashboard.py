@@ -134,6 +134,22 @@ def test_page_assets_and_config_need_no_token(api):
     assert config["development_token"] == "admin"
 
 
+def test_the_page_learns_the_conductors_url_only_when_one_is_set(api, db):
+    assert api.get("/dashboard/config.json", token="").json_body["conductor_url"] is None
+    settings = Settings(dashboard_conductor="http://conductor.example:8774/")
+    config = Api(PlacementApp(db, settings)).get("/dashboard/config.json", token="").json_body
+    assert config["conductor_url"] == "http://conductor.example:8774"
+
+
+def test_the_wsgi_entry_point_reads_the_conductors_url_from_the_environment(monkeypatch):
+    from berth.api.wsgi import settings_from_environment
+
+    monkeypatch.delenv("BERTH_DASHBOARD_CONDUCTOR", raising=False)
+    assert settings_from_environment().dashboard_conductor is None
+    monkeypatch.setenv("BERTH_DASHBOARD_CONDUCTOR", "http://conductor.example:8774")
+    assert settings_from_environment().dashboard_conductor == "http://conductor.example:8774"
+
+
 def test_page_is_written_under_the_mount_path(app):
     from werkzeug.test import Client
 

@@ -1,20 +1,30 @@
 """The dashboard in a real browser: headless Chromium against a real ``berth serve``.
 
 The page must show what the API reports, follow a change made through the API at its next refresh,
-and show the request and conflict figures of ``/metrics`` (or say they are unavailable).
+and show the request and conflict figures of ``/metrics`` (or say they are unavailable); given the
+conductors' URL, it shows their control plane, read across origins from a ``berth conductor``.
 """
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from apihelpers import new_uuid
-from livehelpers import LiveServer
+from livehelpers import LiveServer, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
-from berth.domain.capacity import capacity
+for _helpers in ("tracker", "conductor_service"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _helpers))
+
+from agenthelpers import Agent  # noqa: E402 - the tracker's helpers are on the path only from here
+from servicehelpers import ended, ensure_flavors, wait_for  # noqa: E402 - as above
+
+from berth.clients.conductor import ConductorClient  # noqa: E402 - after the path, as above
+from berth.domain.capacity import capacity  # noqa: E402 - after the path, as above
+from berth.testbed.conductor import ConductorProcess  # noqa: E402 - after the path, as above
 
 pytestmark = pytest.mark.slow
 
@@ -375,3 +385,139 @@ def test_the_figures_go_grey_with_their_time_when_the_service_goes(hot_cloud, br
     assert float(page.eval_on_selector("main", "m => getComputedStyle(m).opacity")) < 1
     assert page.text_content("#count-roots") == "45"
     page.screenshot(path=tmp_path / "dashboard-stale.png", full_page=True)
+
+
+def test_the_control_plane_is_hidden_without_conductors(served, browser):
+    server, client = served
+    assert client.call("GET", "/dashboard/config.json")["conductor_url"] is None
+    page = browser.new_page()
+    page.goto(f"{server.url}/dashboard")
+    page.wait_for_selector("body[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    assert page.is_hidden("#control")
+
+
+# Heartbeats in seconds, short so that a stopped agent's host is down within seconds.
+FAST = ["--heartbeat-interval", "0.5", "--dead-after", "3", "--host-down-after", "3"]
+AGENT_TOPOLOGY = {"cells": [{"cpus": 4, "memory_mb": 8192}], "disk_gb": 100}
+# More memory than either host has: its build finds no host and fails.
+HUGE = {"name": "huge", "vcpus": 1, "ram": 1024 * 1024, "disk": 1}
+
+
+@pytest.fixture(scope="module")
+def control_cloud(tmp_path_factory):
+    """A ``berth serve`` whose dashboard reads a ``berth conductor`` that allows its origin (the port
+    of the conductors chosen first, as each names the other), two agents registered with it, one
+    server built on the host of one, a build that failed, and that host then down (its agent stopped)."""
+    conductor_port = free_port()
+    server = LiveServer(
+        f"sqlite:///{tmp_path_factory.mktemp('control') / 'placement.sqlite'}",
+        workers=2,
+        extra=["--dashboard-conductor", f"http://127.0.0.1:{conductor_port}"],
+    )
+    folder = tmp_path_factory.mktemp("conductor")
+    conductor = ConductorProcess(
+        server.url,
+        f"sqlite:///{folder / 'conductor.sqlite'}",
+        str(folder),
+        extra=[*FAST, "--cors-allowed-origin", server.url],
+    ).start(port=conductor_port)
+    agents = {
+        name: Agent(
+            server.url,
+            tmp_path_factory.mktemp(name),
+            name,
+            topology=AGENT_TOPOLOGY,
+            extra=["--conductor", conductor.url, "--zone", zone, "--heartbeat-interval", "0.5"],
+        )
+        for name, zone in {"alpha": "zone-a", "beta": "zone-b"}.items()
+    }
+    client = ConductorClient(conductor.url, "admin")
+    try:
+        wait_for(lambda: len(client.get("/hosts")["hosts"]) == 2, what="both hosts registered")
+        ensure_flavors(client)
+        client.request("POST", "/flavors", {"flavor": HUGE})
+        made = client.request("POST", "/servers", {"server": {"name": "vm", "flavorRef": "small"}})["server"]
+        assert ended(client, made["operation_id"])["state"] == "done"
+        failing = client.request("POST", "/servers", {"server": {"name": "too-big", "flavorRef": "huge"}})["server"]
+        failed = ended(client, failing["operation_id"])
+        assert failed["state"] in ("failed", "rolled_back"), failed
+        host = client.get(f"/servers/{made['id']}")["server"]["OS-EXT-SRV-ATTR:host"]
+        agents[host].stop()
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        yield server, client, {"down": host, "failed": failed, "conductor": conductor}
+    finally:
+        for agent in agents.values():
+            agent.stop()
+        conductor.stop()
+        server.stop()
+
+
+def _host_rows(page):
+    return page.eval_on_selector_all(
+        "#control-hosts tbody tr",
+        "rows => rows.map(r => ({name: r.dataset.host, state: r.dataset.state, servers: Number(r.dataset.servers),"
+        " down: r.classList.contains('host-down')}))",
+    )
+
+
+def _open_control(browser, server, width, height=1000):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    page.goto(f"{server.url}/dashboard")
+    page.wait_for_selector("#control[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    return page
+
+
+def test_the_control_plane_shows_hosts_up_and_down_servers_per_host_and_failures(control_cloud, browser, tmp_path):
+    server, client, made = control_cloud
+    page = _open_control(browser, server, 1280)
+    assert page.is_visible("#control")
+    api_hosts = client.get("/hosts")["hosts"]
+    rows = _host_rows(page)
+    # Every host, with its state and the servers on it as the API counts them; the down one first, marked.
+    assert sorted((r["name"], r["state"], r["servers"]) for r in rows) == sorted(
+        (h["name"], h["state"], h["servers"]) for h in api_hosts
+    )
+    assert rows[0] == {"name": made["down"], "state": "down", "servers": 1, "down": True}
+    assert [r for r in rows[1:] if r["down"] or r["state"] != "up"] == []
+    assert page.text_content("#control-hosts-down") == "1 down"
+    assert "alarm" in page.get_attribute("#control-hosts-down", "class")
+    down_badge = page.eval_on_selector(
+        "#control-hosts tr.host-down .badge.down", "b => getComputedStyle(b).backgroundColor"
+    )
+    up_badge = page.eval_on_selector("#control-hosts .badge.up", "b => getComputedStyle(b).backgroundColor")
+    assert down_badge != up_badge
+    # The failed build, with its error.
+    failed = made["failed"]
+    row = page.locator(f'#control-failures tbody tr[data-id="{failed["id"]}"]')
+    assert row.count() == 1
+    assert row.locator("td.error").text_content() == failed["error"]
+    assert row.locator("td").first.text_content().startswith("build")
+    assert "2 servers" in page.text_content("#control-counts")
+    page.screenshot(path=tmp_path / "dashboard-control.png", full_page=True)
+    assert page.errors == []
+
+
+def test_the_control_plane_fits_a_phone(control_cloud, browser, tmp_path):
+    server, _, made = control_cloud
+    page = _open_control(browser, server, 390, 844)
+    assert page.get_attribute("#control-hosts tbody tr:first-child", "data-host") == made["down"]
+    assert _no_overflow(page), page.evaluate("document.documentElement.scrollWidth")
+    page.screenshot(path=tmp_path / "dashboard-control-390.png", full_page=True)
+    assert page.errors == []
+
+
+def test_conductors_gone_leave_the_service_figures_and_say_so(control_cloud, browser):
+    # Last of the module: it stops the conductors.
+    server, _, made = control_cloud
+    page = _open_control(browser, server, 1280)
+    made["conductor"].stop()
+    page.wait_for_selector("#control[data-state=error]", timeout=REFRESH_TIMEOUT_MS)
+    assert page.text_content("#control-counts").startswith("conductors unavailable")
+    assert page.get_attribute("body", "data-state") == "live"
+    assert page.get_attribute("body", "data-stale") == "false"
+    # What was read stays, dimmed.
+    assert page.locator("#control-hosts tbody tr").count() == 2

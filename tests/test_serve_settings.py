@@ -255,3 +255,11 @@ def test_the_readme_lists_the_settings_as_declared():
 def test_the_default_workers_are_no_more_than_the_cores():
     # Granian warns on every start when the workers outnumber the cores.
     assert 1 <= ServeSettings().workers <= min(4, os.cpu_count() or 1)
+
+
+def test_the_dashboard_conductor_comes_from_the_option_or_the_environment(started, monkeypatch):
+    assert started()["settings"].dashboard_conductor is None
+    monkeypatch.setenv("BERTH_DASHBOARD_CONDUCTOR", "http://conductor.example:8774")
+    assert started()["settings"].dashboard_conductor == "http://conductor.example:8774"
+    chosen = started("--dashboard-conductor", "http://other.example:8774")["settings"]
+    assert chosen.dashboard_conductor == "http://other.example:8774"

@@ -31,3 +31,5 @@ class Settings:
     cors_allow_headers: tuple[str, ...] = ()
     # One of METRICS_MODES.
     metrics: str = "guarded"
+    # The conductors' API whose control plane the dashboard page shows; None: the page shows none.
+    dashboard_conductor: str | None = None

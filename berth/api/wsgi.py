@@ -17,6 +17,7 @@ from berth.api.settings import Settings
 from berth.store.database import Database
 from berth.store.leases.reaper import DEFAULT_INTERVAL_S, LeaseReaper
 from berth.web.collector import CollectorPausedDuringRequests
+from berth.web.cors import with_cors
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -52,20 +53,8 @@ def settings_from_environment() -> Settings:
         cors_allowed_origins=_list("BERTH_CORS_ALLOWED_ORIGIN"),
         cors_allow_headers=_list("BERTH_CORS_ALLOW_HEADERS"),
         metrics=os.environ.get("BERTH_METRICS") or Settings.metrics,
+        dashboard_conductor=os.environ.get("BERTH_DASHBOARD_CONDUCTOR") or None,
     )
-
-
-# Headers a browser client of Placement needs to send and read, as Placement's CORS defaults.
-CORS_DEFAULT_HEADERS = [
-    "X-Auth-Token",
-    "X-Openstack-Request-Id",
-    "X-Identity-Status",
-    "X-Roles",
-    "X-Service-Catalog",
-    "X-User-Id",
-    "X-Tenant-Id",
-    "OpenStack-API-Version",
-]
 
 
 def _keystone_wrapped(app: WSGIApplication) -> WSGIApplication:
@@ -111,16 +100,7 @@ def create_app(
     if settings.auth_strategy == "keystone":
         app = _keystone_wrapped(app)
     if settings.cors_allowed_origins:
-        from oslo_middleware import cors
-
-        with_cors = cors.CORS(app, {})
-        with_cors.add_origin(
-            list(settings.cors_allowed_origins),
-            allow_headers=CORS_DEFAULT_HEADERS + list(settings.cors_allow_headers),
-            expose_headers=CORS_DEFAULT_HEADERS,
-            allow_methods=["GET", "PUT", "POST", "DELETE", "PATCH"],
-        )
-        app = with_cors
+        app = with_cors(app, settings.cors_allowed_origins, settings.cors_allow_headers)
     return CollectorPausedDuringRequests(app)
 
 

@@ -118,6 +118,13 @@ class ConductorSettings:
     force_insecure: bool = setting(
         False, help="allow the noauth2 development mode on a non-loopback address", env="BERTH_FORCE_INSECURE"
     )
+    cors_allowed_origin: tuple[str, ...] = setting(
+        (),
+        help="origin whose pages may call the API (the service's dashboard); repeatable, or comma-separated",
+        env="BERTH_CORS_ALLOWED_ORIGIN",
+        repeatable=True,
+        metavar="URL",
+    )
 
 
 def load_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ConductorSettings:
@@ -205,6 +212,7 @@ def run(settings: ConductorSettings) -> int:
             policy_file=settings.policy_file,
             enforce_new_defaults=settings.enforce_new_defaults,
             metrics=settings.metrics,
+            cors_allowed_origins=settings.cors_allowed_origin,
         )
         return create_app(plane, api)
 

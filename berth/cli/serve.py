@@ -120,6 +120,14 @@ class ServeSettings:
         env="BERTH_METRICS",
         choices=METRICS_MODES,
     )
+    dashboard_conductor: str | None = setting(
+        None,
+        help="the conductors' API whose control plane the dashboard shows (its operations, failures and "
+        "hosts), read by the page with its token; the conductors must allow this service's origin "
+        "(berth conductor --cors-allowed-origin)",
+        env="BERTH_DASHBOARD_CONDUCTOR",
+        metavar="URL",
+    )
     log_format: str = setting(
         "text",
         help="the log's lines, one per request included: key=value text or JSON objects",
@@ -142,6 +150,7 @@ class ServeSettings:
             cors_allowed_origins=self.cors_allowed_origin,
             cors_allow_headers=self.cors_allow_headers,
             metrics=self.metrics,
+            dashboard_conductor=self.dashboard_conductor,
         )
 
 

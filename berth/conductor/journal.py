@@ -286,6 +286,17 @@ class Journal:
             query = query.limit(limit)
         return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
 
+    def ended(self, states: tuple[str, ...], limit: int) -> list[Operation]:
+        """The last ``limit`` operations that ended in one of ``states``, the latest end first (an
+        operation's ``updated_at`` is its end once it is no longer running)."""
+        query = (
+            operations.select()
+            .where(operations.c.state.in_(states))
+            .order_by(operations.c.updated_at.desc(), operations.c.id)
+            .limit(limit)
+        )
+        return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
+
     def running(self) -> list[Operation]:
         query = operations.select().where(operations.c.state == RUNNING).order_by(operations.c.created_at)
         return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])

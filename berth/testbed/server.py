@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from berth.testbed import processes
 from berth.testbed.client import Client
@@ -25,9 +26,11 @@ class Server:
     database, appending to the same log.
     """
 
-    def __init__(self, database_url: str, workers: int, logdir: str):
+    def __init__(self, database_url: str, workers: int, logdir: str, extra: Sequence[str] = ()):
         self.database_url = database_url
         self.workers = workers
+        # Further options of berth serve (--dashboard-conductor URL, ...).
+        self.extra = list(extra)
         self.logpath = os.path.join(logdir, f"server-{time.time_ns()}.log")
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -48,7 +51,7 @@ class Server:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{self.port}"]
-        command += ["--database", self.database_url, "--workers", str(self.workers)]
+        command += ["--database", self.database_url, "--workers", str(self.workers), *self.extra]
         with open(self.logpath, "ab") as logfile:
             return subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True

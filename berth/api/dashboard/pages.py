@@ -44,6 +44,12 @@ def dashboard_config(call: Call) -> Reply:
             "development_token": NOAUTH_ADMIN_TOKEN if strategy == "noauth2" else None,
             "refresh_seconds": REFRESH_SECONDS,
             "page_size": PAGE_SIZE,
+            # Where the page reads the control plane (GET /berth/dashboard/control) with its token.
+            "conductor_url": _without_slash(call.settings.dashboard_conductor),
         },
         headers=_NO_CACHE,
     )
+
+
+def _without_slash(url: str | None) -> str | None:
+    return url.rstrip("/") if url else None

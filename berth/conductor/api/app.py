@@ -6,15 +6,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from berth.conductor.api import actions, flavors, hosts, operations, schemas, server_groups, servers, service, views
+from berth.conductor.api import (
+    actions,
+    dashboard,
+    flavors,
+    hosts,
+    operations,
+    schemas,
+    server_groups,
+    servers,
+    service,
+    views,
+)
 from berth.conductor.api.policy import RULES
 from berth.conductor.control.plane import ControlPlane
 from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.auth import authenticator
+from berth.web.cors import with_cors
 from berth.web.policy import PolicyEnforcer
 from berth.web.responses import Reply
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
 
 OPENAPI_PATH: Final = "/berth/openapi.json"
 PUBLIC_PATHS: Final = frozenset({"/", "/healthz", "/readyz", OPENAPI_PATH})
@@ -72,6 +87,7 @@ def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
         "/hosts/<name>/enable": {"POST": WebRoute(hosts.enable, admin)},
         "/hosts/<name>/evacuate": {"POST": WebRoute(actions.evacuate_host, admin)},
         "/operations": {"GET": WebRoute(operations.index, "berth:operations:index")},
+        "/berth/dashboard/control": {"GET": WebRoute(dashboard.control, admin)},
         "/operations/<operation_id>": {"GET": WebRoute(operations.show, own)},
     }
     if metrics != "off":
@@ -88,12 +104,14 @@ class ApiSettings:
     enforce_new_defaults: bool = True
     # off, open or guarded (the rule berth:metrics).
     metrics: str = "guarded"
+    # Origins whose pages may call the API (the service's dashboard); none: no CORS at all.
+    cors_allowed_origins: tuple[str, ...] = ()
 
 
-def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> JsonApp:
+def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> WSGIApplication:
     settings = settings or ApiSettings()
     public = set(PUBLIC_PATHS) | ({"/metrics"} if settings.metrics == "open" else set())
-    return JsonApp(
+    app: WSGIApplication = JsonApp(
         _routes(settings.metrics),
         authenticate=authenticator(settings.auth_strategy, settings.tokens_file),
         policy=PolicyEnforcer(RULES, settings.policy_file, settings.enforce_new_defaults),
@@ -103,6 +121,9 @@ def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> Json
         service="conductor",
         context=plane,
     )
+    if settings.cors_allowed_origins:
+        app = with_cors(app, settings.cors_allowed_origins)
+    return app
 
 
 _BODIES: Final[dict[tuple[str, str], Any]] = {

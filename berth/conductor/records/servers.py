@@ -146,6 +146,16 @@ class ServerRecords:
         with self.engine.connect() as conn:
             return {str(host): int(n) for host, n in conn.execute(query)}
 
+    def count_by_status(self) -> dict[str, int]:
+        """The servers not deleted, by their status (ACTIVE, ERROR, ...)."""
+        query = (
+            sa.select(servers.c.status, sa.func.count())
+            .where(servers.c.deleted_at.is_(None))
+            .group_by(servers.c.status)
+        )
+        with self.engine.connect() as conn:
+            return {str(status): int(n) for status, n in conn.execute(query)}
+
     def in_group(self, group_id: str) -> list[str]:
         query = (
             sa.select(servers.c.id)

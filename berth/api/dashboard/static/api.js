@@ -40,3 +40,14 @@ export async function getMetricsText(token) {
   if (!response.ok) throw new Error(`metrics: HTTP ${response.status}`);
   return response.text();
 }
+
+// The control plane as the conductors' API reports it (GET /berth/dashboard/control), read across
+// origins with the page's token: the conductors must allow the service's origin.
+export async function getControl(conductorUrl, token) {
+  const headers = { Accept: "application/json" };
+  if (token) headers["X-Auth-Token"] = token;
+  const response = await fetch(`${conductorUrl}/berth/dashboard/control`, { headers, cache: "no-store" });
+  if (response.status === 401 || response.status === 403) throw new Refused(response.status);
+  if (!response.ok) throw new Error(`conductors: HTTP ${response.status}`);
+  return response.json();
+}

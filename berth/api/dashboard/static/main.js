@@ -1,8 +1,10 @@
 // The dashboard: learn how to authenticate, then poll the cloud's totals, the page of providers shown,
 // the rankings and /metrics every few seconds. The totals and the page of providers are drawn as soon
-// as they come; the rankings (the service's slowest read) and the metrics follow and hold nothing back.
+// as they come; the rankings (the service's slowest read), the metrics and the conductors' control
+// plane (when the service names them) follow and hold nothing back.
 
-import { Refused, forgetToken, getJson, getMetricsText, storeToken, storedToken } from "./api.js";
+import { Refused, forgetToken, getControl, getJson, getMetricsText, storeToken, storedToken } from "./api.js";
+import { renderControl, renderControlUnavailable } from "./control.js";
 import { MetricsWindow, parsePrometheus, sampleOf } from "./metrics.js";
 import { renderMetrics, renderProviders, renderRankings, renderTotals } from "./render.js";
 
@@ -65,6 +67,17 @@ async function refreshRankings(run) {
   }
 }
 
+async function refreshControl(run) {
+  if (!config.conductor_url) return;
+  try {
+    const control = await getControl(config.conductor_url, token);
+    if (run === latest) renderControl(control);
+  } catch (error) {
+    // Another service: its refusal or absence leaves the service's own figures on screen.
+    if (run === latest) renderControlUnavailable(error instanceof Refused ? "not allowed" : error.message);
+  }
+}
+
 async function refresh() {
   clearTimeout(timer);
   const run = ++latest;
@@ -77,6 +90,7 @@ async function refresh() {
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
     // The figures above come first; the rankings and the metrics may be slower, or absent.
     refreshRankings(run);
+    refreshControl(run);
     refreshMetrics().catch(() => renderMetrics("unavailable", null));
   } catch (error) {
     if (error instanceof Refused) return refused(error);
@@ -106,6 +120,7 @@ function refused(error) {
 }
 
 function start() {
+  document.getElementById("control").hidden = !config.conductor_url;
   token = config.token_required ? storedToken() : storedToken() || config.development_token;
   if (!token && config.token_required) {
     show("token-needed", "a token is needed");
