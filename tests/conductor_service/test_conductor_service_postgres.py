@@ -5,7 +5,7 @@ the middle of a resize has it finished or undone by the other."""
 from __future__ import annotations
 
 import pytest
-from conftest import start_cloud, stop_cloud
+from cloudhelpers import start_cloud, stop_cloud
 from test_conductor_service import (  # noqa: F401 - collected again here, on this module's cloud
     flavors,
     test_a_conductor_killed_in_the_middle_of_a_resize_has_it_finished_or_undone_by_the_other,
