@@ -71,3 +71,11 @@ def test_the_cors_origins_come_from_the_options_or_the_environment():
     assert load_settings({}, environ).cors_allowed_origin == ("https://a.example", "https://b.example")
     chosen = load_settings({"cors_allowed_origin": ("https://c.example",)}, environ)
     assert chosen.cors_allowed_origin == ("https://c.example",)
+
+
+def test_the_conductors_guide_lists_the_settings_as_declared():
+    from pathlib import Path
+
+    guide = (Path(__file__).parent.parent / "docs" / "conductor.md").read_text()
+    table = settings.reference_table(ConductorSettings)
+    assert table in guide, "docs/conductor.md's table of `berth conductor` settings is out of date:\n" + table
