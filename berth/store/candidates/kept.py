@@ -14,8 +14,9 @@ that is as it was:
   and the sharing providers anchored to it, which must be the same copies: a sharing provider
   joining or leaving one of the tree's aggregates, or changing, does not move the tree's rows.
 
-Trees with a sharing provider of their own are not kept (their answers may repeat in other trees'
-in ways the search sorts out as it goes), nor trees with more than ``MOST_KEPT`` answers.
+Trees with more than ``MOST_KEPT`` answers are not kept.  The answers of a tree with a sharing
+provider of its own, or sharing providers anchored to it, may come from other trees too; the search
+takes them once, as it does for the trees it searches itself.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class KeptTree:
     members: list[ProviderData]
     # Of all its members: where sharing providers may be anchored to it.
     aggregates: frozenset[int]
+    # The sharing providers in those aggregates, its own included (``KeptAnswers.anchored_to``).
     anchored: tuple[ProviderData, ...]
     answer: KeptAnswer | None
 
@@ -149,9 +151,10 @@ class KeptAnswers:
         rows as ``split`` gave them), kept with its root's copy for later requests; False when such
         a tree's answer is not kept, and the search must decide it itself."""
         sharing = self.sharing
-        if sharing and any(p.id in sharing for p in members):
-            return False
-        if len(members) == 1 and not anchored:
+        # A sharing provider of its own: its answers made of sharing providers alone may come from
+        # other trees too, which the search sorts out as for any tree that may repeat one.
+        own_sharing = bool(sharing) and any(p.id in sharing for p in members)
+        if len(members) == 1 and not anchored and not own_sharing:
             candidate = lone_host_candidate(root, self.resources)
             if candidate is not None:
                 candidate.kept = KeptPieces((root.id,))
@@ -163,8 +166,11 @@ class KeptAnswers:
         tree = tuple(p.id for p in members)
         for candidate in found:
             candidate.kept = KeptPieces(tree)
-        answer = KeptAnswer(found, bool(anchored)) if found else None
+        answer = KeptAnswer(found, bool(anchored) or own_sharing) if found else None
         aggregates = frozenset().union(*(p.aggregates for p in members))
-        kept = KeptTree(rows, members, aggregates, tuple(anchored), answer)
+        # Every sharing provider in the tree's aggregates, its own included: while they are the same
+        # copies, so are those anchored to it (the others).
+        in_aggregates = self.anchored_to(aggregates) if aggregates and sharing else ()
+        kept = KeptTree(rows, members, aggregates, in_aggregates, answer)
         self.cache.keep_answer(root, self.key, kept)
         return answer
