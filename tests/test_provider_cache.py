@@ -21,6 +21,7 @@ from berth.api.handlers import allocation_candidates as candidates_handler
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.domain.candidates import TreeView, lone_host_candidate
 from berth.store.candidates import finder as finder_module
+from berth.store.candidates import kept as kept_module
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.provider_cache import MOST_MEMOS_PER_COPY, ProviderCache
 from berth.store.placement import names
@@ -495,7 +496,7 @@ def test_a_lone_hosts_kept_answer_is_read_without_a_search_until_its_copy_change
         return lone_host_candidate(provider, resources)
 
     monkeypatch.setattr(finder_module, "TreeView", CountedView)
-    monkeypatch.setattr(finder_module, "lone_host_candidate", counted, raising=False)
+    monkeypatch.setattr(kept_module, "lone_host_candidate", counted)
     path = "/allocation_candidates?resources=VCPU:2,MEMORY_MB:1024"
     first = api.get(path)
     assert set(first.json_body["provider_summaries"]) == {host, other}

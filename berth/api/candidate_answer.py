@@ -27,15 +27,17 @@ JsonObject: TypeAlias = dict[str, Any]
 Piece: TypeAlias = JsonObject | orjson.Fragment
 
 
-# A lone host's pieces kept with its kept answer (``Candidate.kept``): its id, its uuid, its
-# allocation request and its summary; False where they depend on names that may change.
-LonePieces: TypeAlias = tuple[int, str, orjson.Fragment, orjson.Fragment]
+# The pieces of a kept answer (``Candidate.kept``): its allocation request, the summaries of its own
+# tree's providers it shows (by id: uuid and summary), and the providers of other trees it names
+# (sharing providers), whose summaries are made as any other's; False where they depend on names
+# that may change.
+KeptAnswerPieces: TypeAlias = tuple[orjson.Fragment, dict[int, tuple[str, orjson.Fragment]], tuple[int, ...]]
 
 
 def kept_shape(version: Version) -> str | None:
-    """What the pieces of a lone host's answer depend on besides the provider's copy and the amounts:
-    the key under which ``CandidateFinder`` keeps such answers (``kept_shape``).  None before 1.27,
-    where a summary shows only the classes asked for."""
+    """What the pieces of a tree's kept answer depend on besides its providers' copies and the
+    amounts: the key under which ``CandidateFinder`` keeps such answers (``kept_shape``).  None before
+    1.27, where a summary shows only the classes asked for."""
     if version < mv.SUMMARY_ALL_CLASSES:
         return None
     flags = (
@@ -56,8 +58,8 @@ def render(
     cache: ProviderCache,
 ) -> JsonObject:
     answer = _Answer(version, providers, names, cache)
-    requests, in_answers, lone_summaries = answer.allocation_requests(candidates)
-    summaries = answer.provider_summaries(in_answers, requested_classes, lone_summaries)
+    requests, in_answers, kept_summaries = answer.allocation_requests(candidates)
+    summaries = answer.provider_summaries(in_answers, requested_classes, kept_summaries)
     return {"allocation_requests": requests, "provider_summaries": summaries}
 
 
@@ -91,23 +93,25 @@ class _Answer:
     def allocation_requests(
         self, candidates: Sequence[Candidate]
     ) -> tuple[list[Piece], set[int], dict[int, tuple[str, orjson.Fragment]]]:
-        """The allocation request of each candidate, the providers they name but lone hosts whose
-        pieces were kept, and the uuid and summary of each of those."""
+        """The allocation request of each candidate, the providers they name but those whose
+        summaries were kept with the answers, and the uuid and summary of each of those."""
         requests: list[Piece] = []
         in_answers: set[int] = set()
-        lone_summaries: dict[int, tuple[str, orjson.Fragment]] = {}
+        kept_summaries: dict[int, tuple[str, orjson.Fragment]] = {}
         providers, memo, request_shape = self.providers, self.cache.memo, self.request_shape
         for candidate in candidates:
             kept = candidate.kept
             if kept is not None:
-                # A lone host's answer kept with its copy: its pieces made once, then read as they are.
+                # An answer kept with its tree's root's copy: its pieces made once, then read as they are.
                 pieces = kept.value
                 if pieces is None:
-                    pieces = kept.value = self._lone_pieces(candidate)
+                    pieces = kept.value = self._kept_pieces(candidate, kept.tree)
                 if pieces:
-                    pid, uuid, request_json, summary_json = cast(LonePieces, pieces)
+                    request_json, summaries, others = cast(KeptAnswerPieces, pieces)
                     requests.append(request_json)
-                    lone_summaries[pid] = (uuid, summary_json)
+                    kept_summaries.update(summaries)
+                    if others:
+                        in_answers.update(others)
                     continue
             allocations = candidate.allocations
             mappings = candidate.mappings
@@ -125,30 +129,48 @@ class _Answer:
             for ids in mappings.values():
                 in_answers.update(ids)
             requests.append(self._allocation_request(candidate))
-        return requests, in_answers, lone_summaries
+        return requests, in_answers, kept_summaries
 
-    def _lone_pieces(self, candidate: Candidate) -> LonePieces | bool:
-        """The pieces of a lone host's kept answer, for as long as its copy is current; False if
-        its classes include a custom one, whose name may change (before 1.7) without its copy."""
-        [pid] = candidate.allocations
-        provider = self.providers[pid]
+    def _kept_pieces(self, candidate: Candidate, tree: tuple[int, ...]) -> KeptAnswerPieces | bool:
+        """The pieces of a kept answer of the tree of these providers, for as long as the answer is
+        kept; False if a class it shows is a custom one, whose name may change (before 1.7) without
+        any copy changing."""
+        providers = self.providers
         class_names = self.names.class_names
-        if not self.all_classes or any(class_names[rc].startswith("CUSTOM_") for rc in provider.inventories):
+        named = set(candidate.allocations)
+        for ids in candidate.mappings.values():
+            named.update(ids)
+        # From 1.29 the summaries of every provider of the tree if the answer names one (not if it
+        # is made of sharing providers of other trees alone), else of those it names.
+        own = [pid for pid in tree if pid in named]
+        if self.with_tree and own:
+            own = list(tree)
+        if not self.all_classes or any(
+            class_names[rc].startswith("CUSTOM_")
+            for rc in {rc for pid in own for rc in providers[pid].inventories}.union(
+                *(by_rc for by_rc in candidate.allocations.values())
+            )
+        ):
             return False
-        # The same pieces as the provider's other answers use, kept with its copy.
         memo = self.cache.memo
-        [(suffix, _)] = candidate.mappings.items()
-        return (
-            pid,
-            provider.uuid,
-            memo(
-                provider,
-                (self.request_shape, suffix, *candidate.allocations[pid].items()),
-                self._allocation_request_json,
-                candidate,
-            ),
-            memo(provider, self.summary_shape, self._summary_json, provider, set()),
-        )
+        allocations = candidate.allocations
+        if len(allocations) == 1 and len(candidate.mappings) == 1:
+            # The same piece as the provider's other answers use, kept with its copy.
+            [(pid, by_rc)] = allocations.items()
+            [suffix] = candidate.mappings
+            request_json = memo(
+                providers[pid], (self.request_shape, suffix, *by_rc.items()), self._allocation_request_json, candidate
+            )
+        else:
+            request_json = self._allocation_request_json(candidate)
+        summaries = {
+            pid: (
+                providers[pid].uuid,
+                memo(providers[pid], self.summary_shape, self._summary_json, providers[pid], set()),
+            )
+            for pid in own
+        }
+        return request_json, summaries, tuple(named.difference(tree))
 
     def _allocation_request_json(self, candidate: Candidate) -> orjson.Fragment:
         """A piece kept from one request to the next: its JSON, written once."""
@@ -189,10 +211,10 @@ class _Answer:
         self,
         in_answers: set[int],
         requested_classes: set[int],
-        lone_summaries: Mapping[int, tuple[str, orjson.Fragment]],
+        kept_summaries: Mapping[int, tuple[str, orjson.Fragment]],
     ) -> dict[str, Piece]:
         """A summary of each provider in the answers (from 1.29, of every provider of their trees),
-        in id order; those of lone hosts kept with their answers as they are."""
+        in id order; those kept with the answers as they are."""
         providers = self.providers
         if self.with_tree and in_answers:
             roots = {providers[pid].root_id for pid in in_answers}
@@ -201,8 +223,8 @@ class _Answer:
             summary_ids = in_answers
         summaries: dict[str, Piece] = {}
         memo, summary_shape = self.cache.memo, self.summary_shape
-        for pid in sorted(summary_ids.union(lone_summaries)):
-            kept = lone_summaries.get(pid)
+        for pid in sorted(summary_ids.union(kept_summaries)):
+            kept = kept_summaries.get(pid)
             if kept is not None:
                 summaries[kept[0]] = kept[1]
                 continue

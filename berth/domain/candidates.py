@@ -93,13 +93,15 @@ CandidateKey: TypeAlias = tuple[
 
 
 class KeptPieces:
-    """What a caller made of a candidate kept from one request to the next (the answer of a lone
-    host, kept with its provider's copy): made once, then read as it is."""
+    """What a caller made of a candidate kept from one request to the next (an answer of a tree
+    kept with its root's copy): made once, then read as it is.  ``tree``: the ids of the tree's own
+    providers, in id order (the answer may name sharing providers of other trees too)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "tree")
 
-    def __init__(self) -> None:
+    def __init__(self, tree: tuple[int, ...]) -> None:
         self.value: object = None
+        self.tree = tree
 
 
 @dataclass(slots=True)
@@ -108,8 +110,8 @@ class Candidate:
     allocations: dict[int, dict[int, int]]
     # suffix -> provider ids serving that group
     mappings: dict[str, list[int]]
-    # Set only on the answer of a tree of one provider kept with that provider's copy
-    # (``lone_host_candidate``), which requests share and must not change.
+    # Set only on an answer kept with its tree's root's copy (``lone_host_candidate``,
+    # ``KeptAnswer``), which requests share and must not change.
     kept: KeptPieces | None = field(default=None, compare=False, repr=False)
 
     def key(self) -> CandidateKey:
@@ -117,6 +119,17 @@ class Candidate:
             tuple(sorted((p, tuple(sorted(r.items()))) for p, r in self.allocations.items())),
             tuple(sorted((s, tuple(ps)) for s, ps in self.mappings.items())),
         )
+
+
+@dataclass(slots=True)
+class KeptAnswer:
+    """Every answer of one tree to a plain request (``plain_tree_answer``), decided by an earlier
+    request and kept while nothing it was decided from has changed: the search takes it as it is,
+    for the steps deciding it would have cost.  ``may_repeat``: sharing providers are anchored to
+    the tree, so an answer made of them alone may come from another tree too."""
+
+    candidates: list[Candidate]
+    may_repeat: bool
 
 
 class SearchBudget:
@@ -459,6 +472,14 @@ def lone_host_candidate(provider: ProviderData, resources: Sequence[tuple[int, i
     return Candidate({provider.id: dict(resources)}, {"": [provider.id]})
 
 
+def plain_tree_answer(tree: TreeView, resources: Sequence[tuple[int, int]], most: int) -> list[Candidate] | None:
+    """Every answer of this tree to a plain request (``CandidateRequest.plain_resources``), in the
+    search's order; None when there are more than ``most``."""
+    budget = SearchBudget(most)
+    found = _plain_candidates(tree.pool, resources, budget)
+    return found if budget.remaining >= 0 else None
+
+
 def _plain_candidates(
     pool: list[ProviderData], resources: Sequence[tuple[int, int]], budget: SearchBudget
 ) -> list[Candidate]:
@@ -534,7 +555,7 @@ def _in_one_subtree(tree: TreeView, provider_ids: list[int]) -> bool:
 
 
 def search(
-    trees: Iterable[TreeView | Candidate],
+    trees: Iterable[TreeView | Candidate | KeptAnswer],
     request: CandidateRequest,
     *,
     limit: int | None,
@@ -546,11 +567,13 @@ def search(
 
     A candidate among the trees stands for a tree whose only answer the caller already has: a lone
     host with no sharing provider anchored to it and not itself a sharing provider, under a plain
-    request (``lone_host_candidate``).  It costs the step its search would have."""
+    request (``lone_host_candidate``).  It costs the step its search would have.  A ``KeptAnswer``
+    stands for every answer of its tree, and costs a step for each, as deciding them did."""
     found: list[Candidate] = []
     plain = request.plain_resources
+    candidates: Iterable[Candidate]
     for tree in trees:
-        if isinstance(tree, Candidate):
+        if type(tree) is Candidate:
             budget.remaining -= 1
             if budget.remaining < 0:
                 break
@@ -558,17 +581,28 @@ def search(
             if limit is not None and len(found) >= limit:
                 return found
             continue
-        candidates = (
-            _plain_candidates(tree.pool, plain, budget) if plain is not None else search_tree(tree, request, budget)
-        )
-        # Only an answer made of sharing providers alone can come again from another tree, and only
-        # a tree with sharing providers in its pool can give one.
-        may_repeat = False
-        if sharing_ids:
-            members = tree.members
-            may_repeat = bool(tree.sharing) or (
-                members[0].id in sharing_ids if len(members) == 1 else any(p.id in sharing_ids for p in members)
+        if type(tree) is KeptAnswer:
+            kept = tree.candidates
+            # As ``_plain_candidates`` spends them: one step per answer, stopping where none is left.
+            remaining = budget.remaining - len(kept)
+            if remaining < 0:
+                kept = kept[: max(budget.remaining, 0)]
+                remaining = -1
+            budget.remaining = remaining
+            candidates, may_repeat = kept, tree.may_repeat
+        else:
+            assert isinstance(tree, TreeView)
+            candidates = (
+                _plain_candidates(tree.pool, plain, budget) if plain is not None else search_tree(tree, request, budget)
             )
+            # Only an answer made of sharing providers alone can come again from another tree, and
+            # only a tree with sharing providers in its pool can give one.
+            may_repeat = False
+            if sharing_ids:
+                members = tree.members
+                may_repeat = bool(tree.sharing) or (
+                    members[0].id in sharing_ids if len(members) == 1 else any(p.id in sharing_ids for p in members)
+                )
         for candidate in candidates:
             if may_repeat and not candidate.allocations.keys() - sharing_ids:
                 key = candidate.key()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection
 
@@ -21,14 +21,13 @@ from berth.domain.candidate_request import CandidateRequest
 from berth.domain.candidates import (
     Candidate,
     CandidateKey,
-    KeptPieces,
     ProviderData,
     SearchBudget,
     TreeView,
-    lone_host_candidate,
     search,
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
+from berth.store.candidates.kept import Kept, KeptAnswers
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
 from berth.store.candidates.roots import Anchored, anchored_between, every_anchored_root, narrowing
 from berth.store.placement import names
@@ -110,11 +109,11 @@ class CandidateFinder:
         max_candidates: int,
         randomize: bool = False,
         max_steps: int = 200_000,
-        kept_shape: Hashable | None = None,
+        kept_shape: str | None = None,
     ):
-        """``kept_shape``: under a plain request, keep the answer of each lone host with its copy in
-        ``cache`` (``Candidate.kept``), under this key of what the caller makes of such answers, and
-        read it from there while the copy stays current (docs/architecture.md)."""
+        """``kept_shape``: under a plain request, keep the answers of each tree with its root's copy
+        in ``cache`` (``Candidate.kept``), under this key of what the caller makes of such answers,
+        and read them from there while they hold (``berth.store.candidates.kept``)."""
         self.conn = conn
         self.request = request
         self.cache = cache
@@ -128,7 +127,11 @@ class CandidateFinder:
                 self.sharing_by_aggregate[aggregate].append(provider)
         self.providers: dict[int, ProviderData] = {}
         plain = request.plain_resources
-        self._lone_key = ("lone", kept_shape, *plain) if kept_shape is not None and plain is not None else None
+        self._kept = (
+            KeptAnswers(cache, f"kept {kept_shape} {plain}", plain, self.sharing, self.sharing_by_aggregate)
+            if kept_shape is not None and plain is not None
+            else None
+        )
 
     def find(self) -> tuple[list[Candidate], dict[int, ProviderData]]:
         """Candidates (in order) and every provider loaded for them."""
@@ -311,15 +314,17 @@ class CandidateFinder:
             return fetch(self.conn, _TREE_MEMBERS, ids=root_ids)
         return fetch(self.conn, _TREE_MEMBERS_PG, (root_ids,))
 
-    def _trees(self, root_ids: list[int]) -> Iterator[TreeView | Candidate]:
+    def _trees(self, root_ids: list[int]) -> Iterator[TreeView | Kept]:
         """The trees of these roots, in their order: loaded (and their providers added to
         ``self.providers``) at once, each tree's view made only when the search comes to it, so
-        that the trees of a batch beyond the limit cost their loading alone.  A lone host whose
-        answer is kept with its current copy comes as that answer, without a view."""
+        that the trees of a batch beyond the limit cost their loading alone.  Under a plain request
+        a tree whose answers are kept with its root's copy, and still hold, comes as those answers,
+        without loading, view or search (``berth.store.candidates.kept``)."""
         rows = self._member_rows(root_ids)
-        kept: dict[int, tuple[ProviderData, Candidate | None]] = {}
-        if self._lone_key is not None:
-            rows, kept = self._kept_answers(rows, self._lone_key)
+        kept: dict[int, tuple[list[ProviderData], Kept | None]] = {}
+        rows_by_root: dict[int, list[MemberRow]] = {}
+        if self._kept is not None:
+            rows, kept, rows_by_root = self._kept.split(rows)
         members = self.cache.providers(self.conn, rows) if rows else {}
         self.providers.update(members)
         by_root: dict[int, list[ProviderData]] = {}
@@ -329,48 +334,25 @@ class CandidateFinder:
                 by_root[provider.root_id] = [provider]
             else:
                 tree_members.append(provider)
-        return self._views(root_ids, members, by_root, kept)
-
-    def _kept_answers(
-        self, rows: Sequence[MemberRow], key: Hashable
-    ) -> tuple[list[MemberRow], dict[int, tuple[ProviderData, Candidate | None]]]:
-        """The rows of the trees to load and view, and by root the current copy and the kept answer
-        (None: no room) of each lone host that has one, is no sharing provider and has none
-        anchored to it (which a write elsewhere can change without moving its revision)."""
-        with_members = {row[2] for row in rows if row[0] != row[2]}
-        kept_of, sharing = self.cache.kept, self.sharing
-        kept: dict[int, tuple[ProviderData, Candidate | None]] = {}
-        rest: list[MemberRow] = []
-        for row in rows:
-            root_id = row[2]
-            if row[0] == root_id and root_id not in with_members:
-                found = kept_of(row, key)
-                if found is not None and (
-                    not sharing
-                    or (
-                        root_id not in sharing
-                        and not (found[0].aggregates and self._anchored_sharing(root_id, [found[0]]))
-                    )
-                ):
-                    kept[root_id] = found
-                    continue
-            rest.append(row)
-        return rest, kept
+        return self._views(root_ids, members, by_root, kept, rows_by_root)
 
     def _views(
         self,
         root_ids: list[int],
         members: dict[int, ProviderData],
         by_root: dict[int, list[ProviderData]],
-        kept: dict[int, tuple[ProviderData, Candidate | None]],
-    ) -> Iterator[TreeView | Candidate]:
-        sharing, lone_key, providers = self.sharing, self._lone_key, self.providers
+        kept: dict[int, tuple[list[ProviderData], Kept | None]],
+        rows_by_root: dict[int, list[MemberRow]],
+    ) -> Iterator[TreeView | Kept]:
+        sharing, keeping, providers = self.sharing, self._kept, self.providers
         for root_id in root_ids:
             found = kept.get(root_id)
             if found is not None:
-                if found[1] is not None:
-                    providers[root_id] = found[0]
-                    yield found[1]
+                tree_providers, answer = found
+                if answer is not None:
+                    for provider in tree_providers:
+                        providers[provider.id] = provider
+                    yield answer
                 continue
             tree_members = by_root.get(root_id)
             root = members.get(root_id)
@@ -383,21 +365,14 @@ class CandidateFinder:
             else:
                 # A host by itself, the commonest tree: anchored only through its own aggregates.
                 anchored = self._anchored_sharing(root_id, tree_members) if sharing and root.aggregates else []
-                if lone_key is not None and not anchored and root_id not in sharing:
-                    # Its answer, kept with its copy for the requests after this one.
-                    candidate = self.cache.answer(root, lone_key, self._lone_answer, root)
-                    if candidate is not None:
-                        yield candidate
+            if keeping is not None:
+                # Its answers, kept with its root's copy for the requests after this one.
+                decided = keeping.decide(root, tree_members, anchored, rows_by_root[root_id])
+                if decided is not False:
+                    if decided is not None:
+                        yield decided
                     continue
             yield TreeView(root, tree_members, anchored)
-
-    def _lone_answer(self, provider: ProviderData) -> Candidate | None:
-        plain = self.request.plain_resources
-        assert plain is not None  # a lone host's answer is kept for plain requests only
-        candidate = lone_host_candidate(provider, plain)
-        if candidate is not None:
-            candidate.kept = KeptPieces()
-        return candidate
 
     def _anchored_sharing(self, root_id: int, tree_members: list[ProviderData]) -> list[ProviderData]:
         """The sharing providers of another tree in an aggregate with a provider of this one."""

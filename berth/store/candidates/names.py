@@ -126,7 +126,7 @@ class AnswerNames:
         self.providers = providers
         # Eagerly: the names of custom classes are part of the key of every piece kept with a copy.
         self.class_names: Mapping[int, str] = names.resource_class_names_of(
-            conn, {rc for p in providers.values() for rc in p.inventories} | set(requested_classes)
+            conn, set(requested_classes).union(*[p.inventories for p in providers.values()])
         )
 
     @cached_property

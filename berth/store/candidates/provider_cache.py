@@ -115,7 +115,7 @@ class _Copy:
         # Of any type: each key's value is what the caller's compute for that key made.
         self.memos: dict[Hashable, Any] = {}
         # What the candidate search decided of the provider's tree, apart from the pieces callers
-        # make of its answers (``ProviderCache.answer``).
+        # make of its answers (``ProviderCache.keep_answer``).
         self.answers: dict[Hashable, Any] = {}
 
 
@@ -198,29 +198,38 @@ class ProviderCache:
             return compute(*args)
         return _remembered(copy.memos, key, compute, args)
 
-    def answer(self, provider: ProviderData, key: Hashable, compute: Callable[[*Args], T], *args: *Args) -> T:
-        """As ``memo``, for what the candidate search decides of a tree from this copy of its root
-        (``CandidateFinder``'s kept answers of lone hosts), kept apart from the callers' pieces."""
+    def keep_answer(self, provider: ProviderData, key: Hashable, value: Any) -> None:
+        """Keep ``value`` as what the search decided of this copy's tree for ``key``, in place of
+        what was kept before (which the caller found no longer holds); nothing is kept when the copy
+        is not the cache's current one."""
         copy = self._copies.get(provider.id)
         if copy is None or copy.provider is not provider:
-            return compute(*args)
-        return _remembered(copy.answers, key, compute, args)
+            return
+        answers = copy.answers
+        if key not in answers and len(answers) >= MOST_MEMOS_PER_COPY:
+            answers.clear()
+        answers[key] = value
 
-    def kept(self, member: MemberRow, key: Hashable) -> tuple[ProviderData, Any] | None:
-        """The current copy of this ``(id, parent id, root id, revision)`` row's provider and the
-        answer kept with it for ``key`` (by ``answer``); None when the copy is missing or not
-        current, or nothing is kept for the key.  One look-up instead of ``providers`` and then
-        ``answer``."""
-        copy = self._copies.get(member[0])
-        if copy is None or copy.revision != member[3]:
-            return None
-        provider = copy.provider
-        if provider.root_id != member[2] or provider.parent_id != member[1]:
-            return None
-        value = copy.answers.get(key, _MISSING)
-        if value is _MISSING:
-            return None
-        return provider, value
+    def kept_of_roots(self, members: Iterable[MemberRow], key: Hashable) -> dict[int, tuple[ProviderData, Any]]:
+        """By root id, the current copy of each root among these ``(id, parent id, root id,
+        revision)`` rows and what is kept with it for ``key`` (by ``keep_answer``), where the copy is
+        current and something is kept.  One pass over the rows instead of ``providers`` and then a
+        look-up per root."""
+        copies = self._copies
+        found: dict[int, tuple[ProviderData, Any]] = {}
+        for provider_id, parent_id, root_id, revision in members:
+            if provider_id != root_id or parent_id is not None:
+                continue
+            copy = copies.get(provider_id)
+            if copy is None or copy.revision != revision:
+                continue
+            provider = copy.provider
+            if provider.root_id != root_id or provider.parent_id is not None:
+                continue
+            value = copy.answers.get(key, _MISSING)
+            if value is not _MISSING:
+                found[root_id] = (provider, value)
+        return found
 
     def memo_count(self, provider_id: int) -> int:
         """How many pieces are kept with the copy of this provider (0 without a copy)."""
