@@ -25,7 +25,7 @@ from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, evacuation
 from berth.conductor.records import tables
 from berth.conductor.records.flavors import Flavors, to_flavor
-from berth.conductor.records.hosts import Host, Hosts
+from berth.conductor.records.hosts import Host, HostEntry, Hosts
 from berth.conductor.records.server_groups import ServerGroups
 from berth.conductor.records.servers import ServerFilter, ServerRecords
 from berth.conductor.records.tables import Record
@@ -96,6 +96,8 @@ class ControlPlane:
         self._housekeeper: threading.Thread | None = None
         # (host, zone) pairs whose aggregate this process has set in the service.
         self._joined: set[tuple[str, str | None]] = set()
+        # (host, zone) pairs whose aggregate waits for the host's compute node.
+        self._waiting: set[tuple[str, str | None]] = set()
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -222,9 +224,27 @@ class ControlPlane:
             try:
                 host_books.join_zone(self.placement, name, zone, [h.zone for h in self.hosts.all() if h.zone])
                 self._joined.add((name, zone))
+                self._waiting.discard((name, zone))
             except host_books.HostNotReported:
+                self._waiting.add((name, zone))
                 LOG.info("host %s registered before its compute node was reported; its zone waits", name)
         return host
+
+    def register_hosts(
+        self, entries: Mapping[str, HostEntry], user_id: str, *, admin: bool
+    ) -> tuple[set[str], list[Host]]:
+        """Many registrations at once (a host pool beating for its hosts): those that change nothing
+        are one heartbeat in one statement, whatever their number, where one ``register_host`` each
+        would read and write every row apart and look up its zone in the service; the others are
+        registered one by one. The names only beaten, and the hosts registered."""
+        maybe_same = {n: e for n, e in entries.items() if (n, e[1]) not in self._waiting}
+        beaten = self.hosts.beat_unchanged(maybe_same, user_id, admin=admin)
+        registered = [
+            self.register_host(name, url, zone, token, user_id, admin=admin)
+            for name, (url, zone, token) in entries.items()
+            if name not in beaten
+        ]
+        return beaten, registered
 
     def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
         self.hosts.get(name)
