@@ -156,7 +156,8 @@ def pci_aliases(text: str | None) -> list[PciAlias]:
         return []
     try:
         documents: list[dict[str, Any]] = json.loads(text)
-        return [PciAlias(**{k: tuple(v) if k == "traits" else v for k, v in d.items()}) for d in documents]
+        fields: list[dict[str, Any]] = [{**d, "traits": tuple(d.get("traits", ()))} for d in documents]
+        return [PciAlias(**f) for f in fields]
     except (ValueError, TypeError, AttributeError, ConfigError) as e:
         raise SettingsError(f"--pci-aliases {text!r}: {e}") from None
 
