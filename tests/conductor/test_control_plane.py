@@ -228,3 +228,22 @@ def test_many_registrations_refuse_a_host_another_user_registered(plane):
         plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "someone-else", admin=False)
     beaten, _ = plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "admin", admin=True)
     assert beaten == {name}
+
+
+def test_an_operation_that_fails_and_cannot_be_undone_is_left_for_a_resume_not_held_for_ever(plane):
+    """Its undo failing too (the source's agent away, say), an operation would stay running under its
+    live conductor, whose heartbeat keeps every other conductor from taking it over."""
+
+    def fails_and_is_not_undone(runner):
+        runner.start("clean_up_evacuated", str(uuid.uuid4()), {"evacuation": str(uuid.uuid4())})
+        raise RuntimeError("the undo could not reach the host")
+
+    started = plane.background.start(fails_and_is_not_undone)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        current = plane.journal.get(started.id)
+        if current.owner != plane.conductor.owner and "could not reach the host" in (current.error or ""):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"operation still held by its conductor: {current}")
