@@ -31,7 +31,7 @@ from berth.conductor.records.servers import ServerFilter, ServerRecords
 from berth.conductor.records.tables import Record
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, StepHook
-from berth.domain.errors import BadRequest, Conflict
+from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.flavor import Image, SchedulerConfig
 from berth.scheduler.settings import SelectionSettings
 
@@ -185,8 +185,11 @@ class ControlPlane:
         host = row["host"]
         if host is None:
             return
-        found = [h for h in self.hosts.all() if h.name == host]
-        if found and found[0].up:
+        try:
+            up = self.hosts.get(host).up
+        except NotFound:
+            up = False
+        if up:
             raise Conflict(
                 f"Host {host} of server {row['id']} is up; evacuate only the servers of a host that is down "
                 "(migrate or live-migrate the others).",
@@ -222,7 +225,7 @@ class ControlPlane:
             self.zones.forget()
         if (name, zone) not in self._joined:
             try:
-                host_books.join_zone(self.placement, name, zone, [h.zone for h in self.hosts.all() if h.zone])
+                host_books.join_zone(self.placement, name, zone, self.hosts.zones())
                 self._joined.add((name, zone))
                 self._waiting.discard((name, zone))
             except host_books.HostNotReported:
@@ -261,10 +264,12 @@ class ControlPlane:
             for op in self.journal.find(kind=evacuation.CLEANUP)
             if op.state in (DONE, RUNNING)
         }
-        up = {h.name for h in self.hosts.all() if h.up}
+        waiting = [done for done in self.journal.find(kind=evacuation.KIND, state=DONE) if done.id not in handled]
+        # The hosts read only when some evacuation waits (this runs at every round of housekeeping).
+        up = {h.name for h in self.hosts.all() if h.up} if waiting else set()
         cleaned = 0
-        for done in self.journal.find(kind=evacuation.KIND, state=DONE):
-            if done.id in handled or done.request.get("source") not in up:
+        for done in waiting:
+            if done.request.get("source") not in up:
                 continue
             try:
                 self.conductor.clean_up_evacuated(done.id)

@@ -126,6 +126,11 @@ class Hosts:
             raise NotFound(f"No host named {name} has registered.", code=HOST_NOT_FOUND)
         return found[0]
 
+    def zones(self) -> set[str]:
+        """Every zone some registered host is in."""
+        with self.engine.connect() as conn:
+            return {z for (z,) in conn.execute(sa.select(hosts.c.zone).distinct()) if z}
+
     def all(self) -> list[Host]:
         return self._read(sa.true())
 
