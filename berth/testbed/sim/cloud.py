@@ -245,9 +245,10 @@ class Cloud:
             self.urls[name] = agent.url
         log(f"registering the {len(pooled)} pooled hosts with the conductors")
         self._register_pooled(REGISTER_BATCH, REGISTERING_AT_ONCE)
-        self._wait_registered(set(self.urls))
+        # Beating from now on: the first registered may otherwise count as down before the last is.
         self._beats = threading.Thread(target=self._beat_pooled, name="sim-pool-beats", daemon=True)
         self._beats.start()
+        self._wait_registered(set(self.urls))
         self._read_roots(self.placement)
 
     def _conductor_arguments(self) -> list[str]:

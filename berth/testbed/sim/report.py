@@ -69,6 +69,8 @@ class SimReport:
     # workers), "conductors" (every berth conductor process, the scheduler in them).
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     conductors: int = 0
+    # Operations still running in the journal after the finish's wait.
+    left_running: int = 0
 
     @property
     def violations(self) -> int:
@@ -119,6 +121,7 @@ class SimReport:
             "histories": self.histories,
             "logs_with_tracebacks": self.log_problems,
             "processes_exited": self.exited,
+            "left_running": self.left_running,
             "worker_errors": len(self.errors),
             "worker_error_list": self.errors[:20],
         }

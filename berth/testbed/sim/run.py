@@ -109,6 +109,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             exited=exited,
             errors=list(workload.errors),
             cpu_seconds=cpu,
+            left_running=left,
             conductors=len(cloud.conductors),
         )
     finally:
@@ -117,7 +118,11 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         report_logs = cloud.stop()
         databases.close()
     report.log_problems = report_logs
-    shutil.rmtree(folder, ignore_errors=True)
+    if report.violations or report.exited or report.left_running:
+        # What explains the failure is in the processes' logs and the databases: kept.
+        log(f"the run's files are kept in {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     return report
 
 
