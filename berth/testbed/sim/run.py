@@ -118,8 +118,9 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         report_logs = cloud.stop()
         databases.close()
     report.log_problems = report_logs
-    if report.violations or report.exited or report.left_running or report_logs:
-        # What explains a failure or a traceback is in the processes' logs and the databases: kept.
+    if report.violations or report.exited or report.left_running:
+        # What explains the failure is in the processes' logs and the databases: kept. (A log with a
+        # traceback is not one: a conductor logs one for each resume that waits for a host.)
         log(f"the run's files are kept in {folder}")
     else:
         shutil.rmtree(folder, ignore_errors=True)
