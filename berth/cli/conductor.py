@@ -9,6 +9,7 @@ a SQLite file for the conductors of one machine) and any of them takes any reque
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from berth.web.observability.request_log import LOG_FORMATS
 
 if TYPE_CHECKING:
     from berth.conductor.control.plane import ControlPlane
+    from berth.scheduler.flavor import PciAlias
 
 DEFAULT_DATABASE = "sqlite:///conductor.sqlite"
 METRICS_MODES = ("off", "open", "guarded")
@@ -90,6 +92,27 @@ class ConductorSettings:
     max_attempts: int = setting(
         3, help="hosts tried per build or move", minimum=1, metavar="N", env="BERTH_CONDUCTOR_MAX_ATTEMPTS"
     )
+    pci_aliases: str | None = setting(
+        None,
+        help='the PCI aliases flavors may name, a JSON list of Nova\'s [pci] alias entries: [{"name": "gpu", '
+        '"vendor_id": "10de", "product_id": "1eb8"}]',
+        metavar="JSON",
+        env="BERTH_CONDUCTOR_PCI_ALIASES",
+    )
+    max_placement_results: int = setting(
+        1000,
+        help="the candidates asked of Placement per request",
+        minimum=1,
+        metavar="N",
+        env="BERTH_CONDUCTOR_MAX_PLACEMENT_RESULTS",
+    )
+    host_subset_size: int = setting(
+        1,
+        help="the host chosen is drawn at random among this many best",
+        minimum=1,
+        metavar="N",
+        env="BERTH_CONDUCTOR_HOST_SUBSET_SIZE",
+    )
     auth_strategy: str = setting(
         "noauth2", help="how callers are identified", env="BERTH_AUTH_STRATEGY", choices=AUTH_STRATEGIES
     )
@@ -143,12 +166,19 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
     from berth.clients.placement import PlacementClient
     from berth.conductor.control.plane import ControlPlane, ControlSettings
     from berth.conductor.runner import ConductorConfig
+    from berth.scheduler.flavor import SchedulerConfig
+    from berth.scheduler.settings import SelectionSettings
 
     placement = PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
     placement.session.trust_env = False
+    aliases = pci_aliases(settings.pci_aliases)
     return ControlPlane(
         settings.database,
         placement,
+        scheduler_config=SchedulerConfig(
+            pci_aliases={a.name: a for a in aliases}, max_placement_results=settings.max_placement_results
+        ),
+        selection=SelectionSettings(host_subset_size=settings.host_subset_size),
         conductor_config=ConductorConfig(
             max_attempts=settings.max_attempts,
             heartbeat_interval=settings.heartbeat_interval,
@@ -162,6 +192,21 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
     )
 
 
+def pci_aliases(text: str | None) -> list[PciAlias]:
+    """The ``--pci-aliases`` list read; SettingsError saying what is wrong with it."""
+    from berth.scheduler.errors import ConfigError
+    from berth.scheduler.flavor import PciAlias
+
+    if not text:
+        return []
+    try:
+        documents: list[dict[str, Any]] = json.loads(text)
+        fields: list[dict[str, Any]] = [{**d, "traits": tuple(d.get("traits", ()))} for d in documents]
+        return [PciAlias(**f) for f in fields]
+    except (ValueError, TypeError, AttributeError, ConfigError) as e:
+        raise SettingsError(f"--pci-aliases {text!r}: {e}") from None
+
+
 @click.command("conductor", help="Run the conductors' servers API (docs/conductor.md).")
 @click.option("--config", default=None, metavar="FILE", help="YAML file of settings named like the long options")
 @click_options(ConductorSettings)
@@ -169,6 +214,7 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
 def conductor_command(ctx: click.Context, /, **params: Any) -> int:
     try:
         settings = load_settings(params, os.environ)
+        pci_aliases(settings.pci_aliases)
     except SettingsError as error:
         click.UsageError(str(error), ctx).show()
         raise SystemExit(2) from None

@@ -11,7 +11,7 @@ import click
 @click.command("sim", help="Simulate a cloud: hosts, a seeded mix of server operations, faults; check the books.")
 @click.option("--hosts", type=click.IntRange(6), default=1000, show_default=True)
 @click.option("--ops", type=click.IntRange(1), default=20000, show_default=True, help="operations to run")
-@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True, help="conductors at once")
+@click.option("--concurrency", type=click.IntRange(1), default=16, show_default=True, help="operations at once")
 @click.option(
     "--faults", type=click.FloatRange(0.0, 1.0), default=0.05, show_default=True, help="fault chance per operation"
 )
@@ -23,6 +23,13 @@ import click
     help="sqlite (default), postgresql (a throwaway one), patroni (a Patroni cluster, failovers as faults), or a URL",
 )
 @click.option("--workers", type=click.IntRange(1), default=3, show_default=True, help="berth serve's workers")
+@click.option(
+    "--conductors",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="berth conductor processes (0: one per core)",
+)
 @click.option(
     "--real-agents", type=click.IntRange(0), default=4, show_default=True, help="hosts run as agent processes"
 )

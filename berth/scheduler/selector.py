@@ -65,7 +65,8 @@ class Selector:
         self.service = Service(placement)
         self.config = config
         self.settings = settings or SelectionSettings()
-        # Kept as given: a live mapping (the conductors' registered hosts) grows as hosts register.
+        # Kept as given, not copied: a conductor's agents are those registered at each look, hosts
+        # that register after it started included.
         self.agents: Mapping[str, AgentClient] = agents if agents is not None else {}
         self.rng = rng or random.Random()
         self.filters = enabled_filters(self.settings, config)

@@ -15,6 +15,7 @@ from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
 from berth.conductor.errors import InvalidState, ServerBusy
 from berth.conductor.journal import DONE, RUNNING
 from berth.conductor.records import server_states
+from berth.conductor.records.hosts import RegisteredByAnother
 from berth.conductor.runner import ConductorConfig
 from berth.domain.errors import BadRequest, NotFound
 from berth.scheduler.settings import SelectionSettings
@@ -203,3 +204,48 @@ def test_an_unknown_server_or_flavor_is_refused(plane):
         plane.act(str(uuid.uuid4()), "shelve")
     with pytest.raises(NotFound):
         plane.create_servers(WHO, name="x", flavor_ref="no-such-flavor")
+
+
+def test_many_registrations_that_change_nothing_are_heartbeats_and_the_others_registrations(plane, cloud):
+    registered = {h.name: h for h in plane.hosts.all()}
+    time.sleep(1.1)
+    same = {n: (h.url, h.zone, h.agent_token) for n, h in registered.items()}
+    beaten, made = plane.register_hosts(same, "agent-user", admin=False)
+    assert (beaten, made) == (set(registered), [])
+    assert all(h.silent_for < 1.0 for h in plane.hosts.all())
+
+    [moved, *_] = sorted(registered)
+    changed = {**same, moved: (same[moved][0], "zone-moved", same[moved][2])}
+    beaten, made = plane.register_hosts(changed, "agent-user", admin=False)
+    assert beaten == set(registered) - {moved}
+    assert [(h.name, h.zone) for h in made] == [(moved, "zone-moved")]
+    assert "zone-moved" in plane.zones
+    plane.register_hosts(same, "agent-user", admin=False)
+    assert plane.hosts.get(moved).zone == registered[moved].zone
+
+
+def test_many_registrations_refuse_a_host_another_user_registered(plane):
+    name, host = next(iter((h.name, h) for h in plane.hosts.all()))
+    with pytest.raises(RegisteredByAnother):
+        plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "someone-else", admin=False)
+    beaten, _ = plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "admin", admin=True)
+    assert beaten == {name}
+
+
+def test_an_operation_that_fails_and_cannot_be_undone_is_left_for_a_resume_not_held_for_ever(plane):
+    """Its undo failing too (the source's agent away, say), an operation would stay running under its
+    live conductor, whose heartbeat keeps every other conductor from taking it over."""
+
+    def fails_and_is_not_undone(runner):
+        runner.start("clean_up_evacuated", str(uuid.uuid4()), {"evacuation": str(uuid.uuid4())})
+        raise RuntimeError("the undo could not reach the host")
+
+    started = plane.background.start(fails_and_is_not_undone)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        current = plane.journal.get(started.id)
+        if current.owner != plane.conductor.owner and "could not reach the host" in (current.error or ""):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"operation still held by its conductor: {current}")

@@ -350,3 +350,13 @@ def test_host_names_are_read_once_and_then_known(placement, cloud):
         placement.session.hooks["response"].pop()
     # Every name came from memory: no listing of the compute nodes, no provider read.
     assert sent == []
+
+
+def test_an_agent_known_only_after_the_selector_was_made_is_asked_for_its_snapshot(placement, cloud, instances):
+    """A conductor's agents are the hosts registered at each look, those that register later too."""
+    agents: dict = {}
+    selector = Selector(placement, config=CONFIG, settings=SelectionSettings(), agents=agents)
+    agents.update({name: agent.client for name, agent in cloud.items()})
+    spec = _spec(Flavor("numa2", vcpus=4, memory_mb=2048, root_gb=1, extra_specs={"hw:numa_nodes": "2"}))
+    [selection] = selector.select_destinations(spec, 1, instance_uuids=instances(1))
+    assert selection.host == "numa"

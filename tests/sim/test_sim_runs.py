@@ -1,5 +1,5 @@
 """Whole simulations: a real ``berth serve``, pooled hosts and agent processes, a seeded mix of
-every server operation through conductors, faults on; the run must end with no violation."""
+every server operation through the conductors' API, faults on; the run must end with no violation."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_ci_sized_simulation_on_sqlite_ends_without_violations(capfd):
     # After the last operation it says what it is doing: resumes, audit, invariants, teardown.
     said = [line.split("] ", 1)[-1] for line in capfd.readouterr().err.splitlines() if line.startswith("[sim ")]
     after = said[next(i for i, line in enumerate(said) if "operations in" in line) - 1 :]
-    assert after[0].startswith("operations done; finishing those still running")
+    assert after[0].startswith("operations done; waiting for those still running")
     assert any(line.startswith("auditing the ") for line in after)
     assert any(line.startswith("reading the books") for line in after)
     assert after[-1].startswith("stopping the cloud")

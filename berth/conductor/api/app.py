@@ -77,7 +77,10 @@ def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
             "GET": WebRoute(server_groups.show, own),
             "DELETE": WebRoute(server_groups.delete, own),
         },
-        "/hosts": {"GET": WebRoute(hosts.index, admin)},
+        "/hosts": {
+            "GET": WebRoute(hosts.index, admin),
+            "PUT": WebRoute(hosts.register_many, "berth:hosts:register"),
+        },
         "/hosts/<name>": {
             "PUT": WebRoute(hosts.register, "berth:hosts:register"),
             "GET": WebRoute(hosts.show, admin),
@@ -133,6 +136,7 @@ _BODIES: Final[dict[tuple[str, str], Any]] = {
     ("POST", "/flavors/<flavor_id>/os-extra_specs"): schemas.EXTRA_SPECS,
     ("POST", "/os-server-groups"): schemas.SERVER_GROUP_CREATE,
     ("PUT", "/hosts/<name>"): schemas.HOST_REGISTER,
+    ("PUT", "/hosts"): schemas.HOSTS_REGISTER,
     ("POST", "/hosts/<name>/disable"): schemas.HOST_DISABLE,
 }
 # Answered at once with the operation they started.

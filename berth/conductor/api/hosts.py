@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from berth.conductor.api import schemas, views
 from berth.conductor.api.servers import plane_of
+from berth.domain.errors import BadRequest
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
 
@@ -20,6 +21,17 @@ def register(call: WebCall, name: str) -> Reply:
         name, asked["url"], asked.get("zone"), asked.get("agent_token"), call.caller.user_id, admin=_admin(call)
     )
     return views.reply({"host": views.host(host)})
+
+
+def register_many(call: WebCall) -> Reply:
+    """Several hosts registered (or beating) at once: ``{"hosts": [{"name", "url", "zone"?, "agent_token"?}]}``."""
+    asked = schemas.check(call.json_body(), schemas.HOSTS_REGISTER)["hosts"]
+    assert call.caller is not None
+    entries = {h["name"]: (h["url"], h.get("zone"), h.get("agent_token")) for h in asked}
+    if len(entries) != len(asked):
+        raise BadRequest("A host is named twice in the list.")
+    beaten, registered = plane_of(call).register_hosts(entries, call.caller.user_id, admin=_admin(call))
+    return views.reply({"beaten": len(beaten), "registered": [views.host(h) for h in registered]})
 
 
 def index(call: WebCall) -> Reply:

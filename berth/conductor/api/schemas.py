@@ -134,6 +134,22 @@ HOST_REGISTER: Final = _object(
     ("host",),
 )
 
+# The most hosts one ``PUT /hosts`` registers.
+HOSTS_AT_ONCE: Final = 5000
+HOSTS_REGISTER: Final = _object(
+    {
+        "hosts": {
+            "type": "array",
+            "maxItems": HOSTS_AT_ONCE,
+            "items": _object(
+                {"name": NAME, **HOST_REGISTER["properties"]["host"]["properties"]},
+                ("name", "url"),
+            ),
+        }
+    },
+    ("hosts",),
+)
+
 HOST_DISABLE: Final = {
     "type": ["null", "object"],
     "properties": {"reason": {"type": ["string", "null"], "maxLength": 255}},

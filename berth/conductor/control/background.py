@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
-from berth.conductor.journal import Operation
+from berth.conductor.journal import RUNNING, Operation
 from berth.conductor.runner import Runner
 
 LOG = logging.getLogger(__name__)
@@ -41,13 +41,28 @@ class Background:
                 if not started.done():
                     started.set_exception(error)
                 else:
-                    LOG.info("operation ended with an error (journaled): %s", error)
+                    self._left_running(started.result(), error)
                 return
             if not started.done():
                 started.set_result(operation)
 
         self.pool.submit(run)
         return started.result(timeout=START_TIMEOUT)
+
+    def _left_running(self, operation: Operation, error: BaseException) -> None:
+        """An operation that raised after its first row: journaled as ended, or (its undo failed too,
+        a host away) still running under this live conductor, whose heartbeat would keep everyone
+        else from it for ever. Such a one is abandoned: the next resume of any conductor finishes or
+        undoes it."""
+        journal = self.runner.journal
+        current = journal.get(operation.id)
+        if current is None or current.state != RUNNING or current.owner != self.runner.owner:
+            LOG.info("operation ended with an error (journaled): %s", error)
+            return
+        LOG.warning(
+            "operation %s %s failed and was not undone (%s); left for a resume", current.kind, current.id, error
+        )
+        journal.abandon(current, f"failed and not undone: {error}")
 
     def close(self, wait: bool = False) -> None:
         self.pool.shutdown(wait=wait, cancel_futures=True)

@@ -108,7 +108,7 @@ class ZoneAggregates(Mapping[str, frozenset[str]]):
         now = time.monotonic()
         with self._lock:
             if now - self._read_at >= FRESH_SECONDS:
-                zones = {h.zone for h in self.hosts.all() if h.zone}
+                zones = self.hosts.zones()
                 self._zones = {z: frozenset({zone_aggregate(z)}) for z in sorted(zones)}
                 self._read_at = now
             return self._zones

@@ -25,13 +25,13 @@ from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, evacuation
 from berth.conductor.records import tables
 from berth.conductor.records.flavors import Flavors, to_flavor
-from berth.conductor.records.hosts import Host, Hosts
+from berth.conductor.records.hosts import Host, HostEntry, Hosts
 from berth.conductor.records.server_groups import ServerGroups
 from berth.conductor.records.servers import ServerFilter, ServerRecords
 from berth.conductor.records.tables import Record
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, StepHook
-from berth.domain.errors import BadRequest, Conflict
+from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.flavor import Image, SchedulerConfig
 from berth.scheduler.settings import SelectionSettings
 
@@ -100,6 +100,8 @@ class ControlPlane:
         self._housekeeper: threading.Thread | None = None
         # (host, zone) pairs whose aggregate this process has set in the service.
         self._joined: set[tuple[str, str | None]] = set()
+        # (host, zone) pairs whose aggregate waits for the host's compute node.
+        self._waiting: set[tuple[str, str | None]] = set()
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -187,8 +189,11 @@ class ControlPlane:
         host = row["host"]
         if host is None:
             return
-        found = [h for h in self.hosts.all() if h.name == host]
-        if found and found[0].up:
+        try:
+            up = self.hosts.get(host).up
+        except NotFound:
+            up = False
+        if up:
             raise Conflict(
                 f"Host {host} of server {row['id']} is up; evacuate only the servers of a host that is down "
                 "(migrate or live-migrate the others).",
@@ -224,11 +229,29 @@ class ControlPlane:
             self.zones.forget()
         if (name, zone) not in self._joined:
             try:
-                host_books.join_zone(self.placement, name, zone, [h.zone for h in self.hosts.all() if h.zone])
+                host_books.join_zone(self.placement, name, zone, self.hosts.zones())
                 self._joined.add((name, zone))
+                self._waiting.discard((name, zone))
             except host_books.HostNotReported:
+                self._waiting.add((name, zone))
                 LOG.info("host %s registered before its compute node was reported; its zone waits", name)
         return host
+
+    def register_hosts(
+        self, entries: Mapping[str, HostEntry], user_id: str, *, admin: bool
+    ) -> tuple[set[str], list[Host]]:
+        """Many registrations at once (a host pool beating for its hosts): those that change nothing
+        are one heartbeat in one statement, whatever their number, where one ``register_host`` each
+        would read and write every row apart and look up its zone in the service; the others are
+        registered one by one. The names only beaten, and the hosts registered."""
+        maybe_same = {n: e for n, e in entries.items() if (n, e[1]) not in self._waiting}
+        beaten = self.hosts.beat_unchanged(maybe_same, user_id, admin=admin)
+        registered = [
+            self.register_host(name, url, zone, token, user_id, admin=admin)
+            for name, (url, zone, token) in entries.items()
+            if name not in beaten
+        ]
+        return beaten, registered
 
     def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
         self.hosts.get(name)
@@ -245,10 +268,12 @@ class ControlPlane:
             for op in self.journal.find(kind=evacuation.CLEANUP)
             if op.state in (DONE, RUNNING)
         }
-        up = {h.name for h in self.hosts.all() if h.up}
+        waiting = [done for done in self.journal.find(kind=evacuation.KIND, state=DONE) if done.id not in handled]
+        # The hosts read only when some evacuation waits (this runs at every round of housekeeping).
+        up = {h.name for h in self.hosts.all() if h.up} if waiting else set()
         cleaned = 0
-        for done in self.journal.find(kind=evacuation.KIND, state=DONE):
-            if done.id in handled or done.request.get("source") not in up:
+        for done in waiting:
+            if done.request.get("source") not in up:
                 continue
             try:
                 self.conductor.clean_up_evacuated(done.id)

@@ -21,6 +21,9 @@ from berth.conductor.journal import database_clock
 from berth.conductor.records.tables import hosts, record, servers
 from berth.domain.errors import BerthError, Conflict, NotFound
 
+# Where a host's agent answers, its zone and its token, as a registration gives them.
+HostEntry = tuple[str, str | None, str | None]
+
 
 class RegisteredByAnother(BerthError):
     status = 403
@@ -103,11 +106,37 @@ class Hosts:
             )
             return bool(row["url"] != url or row["zone"] != zone)
 
+    def beat_unchanged(self, entries: Mapping[str, HostEntry], user_id: str, *, admin: bool) -> set[str]:
+        """One heartbeat, in one statement, for each host of ``entries`` registered already at the same
+        url, zone and token by this user (any user, for an admin); the names beaten. The others
+        (new, moved, or another user's) are left to ``register``, which tells them apart."""
+        if not entries:
+            return set()
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                sa.select(hosts.c.name, hosts.c.url, hosts.c.zone, hosts.c.agent_token, hosts.c.registered_by).where(
+                    hosts.c.name.in_(list(entries))
+                )
+            ).all()
+            same = {
+                r.name
+                for r in rows
+                if (r.url, r.zone, r.agent_token) == entries[r.name] and (admin or r.registered_by == user_id)
+            }
+            if same:
+                conn.execute(hosts.update().where(hosts.c.name.in_(sorted(same))).values(heartbeat=self._now))
+        return same
+
     def get(self, name: str) -> Host:
         found = self._read(hosts.c.name == name)
         if not found:
             raise NotFound(f"No host named {name} has registered.", code=HOST_NOT_FOUND)
         return found[0]
+
+    def zones(self) -> set[str]:
+        """Every zone some registered host is in."""
+        with self.engine.connect() as conn:
+            return {z for (z,) in conn.execute(sa.select(hosts.c.zone).distinct()) if z}
 
     def all(self) -> list[Host]:
         return self._read(sa.true())

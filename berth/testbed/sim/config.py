@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -25,14 +25,27 @@ class SimConfig:
     pools: int = 1
     # Live instances the workload aims at, per host.
     instances_per_host: float = 2.5
+    # ``berth conductor`` processes (one worker each); 0: one per core.
+    conductors: int = 0
     # Conductors' timing: an owner silent this long is dead (kept well above any step's length).
     dead_after: float = 8.0
     heartbeat_interval: float = 1.0
+    # Hosts' registrations: the agent processes beat this often, the pooled hosts (one request for
+    # them all) that often, and a host silent for ``host_down_after`` is down.
+    agent_beat_interval: float = 1.0
+    pool_beat_interval: float = 2.0
+    host_down_after: float = 5.0
+    # How long a conductor killed by a fault stays down.
+    conductor_down: float = 2.0
+    # Weights of the faults' kinds over the defaults (``faults.KINDS``), by kind.
+    fault_weights: dict[str, int] = field(default_factory=dict)
     json: str | None = None
 
     def __post_init__(self) -> None:
         if self.hosts < self.real_agents + 2:
             raise ValueError(f"--hosts is at least {self.real_agents + 2}")
+        if self.conductors < 0:
+            raise ValueError("--conductors is at least 1 (or 0: one per core)")
         if self.ops < 1 or self.concurrency < 1:
             raise ValueError("--ops and --concurrency are at least 1")
         if not 0.0 <= self.faults <= 1.0:

@@ -1,15 +1,13 @@
-"""The faults a simulation injects beside its operations, and the conductor's step hook that carries
-the two that must strike inside an operation (a conductor killed between two steps, an agent killed
-mid-migration).
+"""The faults a simulation injects beside its operations.
 
 | fault | what is done |
 |---|---|
 | ``spawn_failure`` | the next spawn of a random host fails (the fake driver's ``/faults``) |
 | ``conflict_storm`` | competing schedulers write and remove allocations on busy hosts at once (409s) |
-| ``conductor_crash`` | a worker's next operation stops between two steps (its conductor "dies");
-  another conductor resumes it |
-| ``agent_kill_migration`` | the next move's source agent (a process) is killed (kill -9) before the
-  destination claims, and restarted |
+| ``conductor_crash`` | a ``berth conductor`` process is killed (kill -9) with whatever it runs, and
+  started again a little later; the others take its operations over |
+| ``agent_kill_migration`` | the next move is of an instance on an agent process, whose agent is
+  killed (kill -9) as soon as the move is journaled, and restarted |
 | ``host_down`` | a real agent is killed, its instances evacuated, the agent restarted, the
   evacuations cleaned up |
 | ``api_worker_kill`` | a worker of ``berth serve`` is killed (kill -9); on PostgreSQL, the server
@@ -23,13 +21,12 @@ from __future__ import annotations
 import random
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
-from berth.conductor.journal import Operation
 from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.postgres import PostgresServer
 from berth.testbed.sim.cloud import Cloud, session
@@ -52,14 +49,6 @@ FAILOVER_WEIGHT: Final = 20
 FAILOVER_TIMEOUT: Final = 60.0
 
 
-class ConductorCrash(BaseException):
-    """Raised by the hook before a step: the conductor "dies" there (nothing of it catches this)."""
-
-    def __init__(self, operation: Operation, step: str):
-        super().__init__(f"conductor killed before {operation.kind} {operation.id} step {step}")
-        self.operation = operation
-
-
 class Faults:
     def __init__(
         self,
@@ -68,6 +57,8 @@ class Faults:
         tally: Tally,
         postgres: PostgresServer | None,
         cluster: PatroniCluster | None = None,
+        before_kill: Callable[[], None] = lambda: None,
+        weights: Mapping[str, int] | None = None,
     ):
         self.rate = rate
         self.cloud = cloud
@@ -75,6 +66,9 @@ class Faults:
         self.postgres = postgres
         self.cluster = cluster
         self.failing_over = threading.Lock()
+        # Called before a conductor is killed (the CPU meter's last reading of it).
+        self.before_kill = before_kill
+        self.weights = {**KINDS, **(weights or {})}
         # What a worker thread has armed for its next operation.
         self.armed = threading.local()
         self.lock = threading.Lock()
@@ -83,7 +77,7 @@ class Faults:
         """The fault to inject beside this operation, if any."""
         if rng.random() >= self.rate:
             return None
-        weights = dict(KINDS)
+        weights = dict(self.weights)
         if self.cluster is not None:
             # The database's failover takes the API worker's place, and comes more often: it is what
             # a run on a Patroni cluster is for.
@@ -94,10 +88,7 @@ class Faults:
             kinds = [k for k in kinds if k not in ("agent_kill_migration", "host_down")]
         return rng.choices(kinds, [weights[k] for k in kinds])[0]
 
-    # -- armed in the worker's thread, struck by the hook --------------------------------------
-
-    def arm_crash(self, rng: random.Random) -> None:
-        self.armed.crash_in = rng.randint(1, 4)
+    # -- armed in the worker's thread for its next operation ----------------------------------
 
     def arm_migration_kill(self) -> None:
         self.armed.kill_source = True
@@ -106,23 +97,17 @@ class Faults:
         return bool(getattr(self.armed, "kill_source", False))
 
     def disarm(self) -> None:
-        self.armed.crash_in = 0
         self.armed.kill_source = False
 
-    def hook(self, operation: Operation, step: str) -> None:
-        crash_in = getattr(self.armed, "crash_in", 0)
-        if crash_in:
-            self.armed.crash_in = crash_in - 1
-            if crash_in == 1:
-                self.tally.fault("conductor_crash")
-                raise ConductorCrash(operation, step)
-        if self.migration_kill_armed() and operation.kind in MOVES and step == "claim_dest":
-            self.armed.kill_source = False
-            source = str(operation.request.get("source"))
-            agent = self.cloud.real.get(source)
-            if agent is not None:
-                agent.restart()
-                self.tally.fault("agent_kill_migration")
+    def strike_migration(self, kind: str, source: str | None) -> None:
+        """The move just journaled: its source agent killed and started again, if armed for it."""
+        if not self.migration_kill_armed() or kind not in MOVES:
+            return
+        self.armed.kill_source = False
+        agent = self.cloud.real.get(source or "")
+        if agent is not None:
+            agent.restart()
+            self.tally.fault("agent_kill_migration")
 
     # -- struck at once ------------------------------------------------------------------------
 
@@ -167,6 +152,10 @@ class Faults:
         for t in threads:
             t.join()
         self.tally.fault("conflict_storm")
+
+    def conductor_crash(self, rng: random.Random) -> None:
+        if self.cloud.crash_conductor(rng.choice, self.before_kill) is not None:
+            self.tally.fault("conductor_crash")
 
     def api_worker_kill(self, rng: random.Random) -> None:
         if self.postgres is not None:

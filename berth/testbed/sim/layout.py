@@ -1,5 +1,5 @@
 """The simulated cloud's make-up, drawn from the seed: hosts of mixed sizes (NUMA cells, GPUs, SR-IOV
-NICs, pinned CPUs, some on a shared disk pool), availability zones and their aggregates, the flavors
+NICs, pinned CPUs, some on a shared disk pool), their availability zones, the flavors
 the workload asks for and the PCI aliases they name."""
 
 from __future__ import annotations
@@ -103,15 +103,13 @@ class HostSpec:
 class Layout:
     seed: int
     hosts: tuple[HostSpec, ...]
-    # Zone -> its aggregate's uuid; pool index -> (sharing provider uuid, aggregate uuid).
-    zone_aggregates: dict[str, str]
+    # Pool index -> (sharing provider uuid, aggregate uuid).
     pools: dict[int, tuple[str, str]]
 
     @property
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
             pci_aliases={GPU_ALIAS.name: GPU_ALIAS},
-            availability_zones={zone: frozenset({agg}) for zone, agg in self.zone_aggregates.items()},
             # Filters that read the agents' snapshots read one per candidate: keep the candidates few.
             max_placement_results=40,
         )
@@ -127,7 +125,6 @@ def named_uuid(seed: int, name: str) -> str:
 def make_layout(hosts: int, real_agents: int, seed: int) -> Layout:
     """``hosts`` hosts, the first ``real_agents`` of which run as agent processes."""
     rng = random.Random(seed)
-    zone_aggregates = {zone: named_uuid(seed, f"zone/{zone}") for zone in ZONES}
     pools = {i: (named_uuid(seed, f"pool/{i}"), named_uuid(seed, f"pool-aggregate/{i}")) for i in range(POOLS)}
     kinds = list(HOST_KINDS)
     weights = [HOST_KINDS[k][0] for k in kinds]
@@ -145,7 +142,7 @@ def make_layout(hosts: int, real_agents: int, seed: int) -> Layout:
                 config=host_config(kind, None if pool is None else pools[pool]),
             )
         )
-    return Layout(seed, tuple(specs), zone_aggregates, pools)
+    return Layout(seed, tuple(specs), pools)
 
 
 def host_config(kind: str, pool: tuple[str, str] | None) -> dict[str, Any]:

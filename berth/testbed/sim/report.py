@@ -65,6 +65,12 @@ class SimReport:
     exited: list[str] = field(default_factory=list)
     # What the workload's threads raised that is no operation's outcome (a bug of the run itself).
     errors: list[str] = field(default_factory=list)
+    # CPU seconds of the control plane over the operations, by part: "service" (berth serve and its
+    # workers), "conductors" (every berth conductor process, the scheduler in them).
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    conductors: int = 0
+    # Operations still running in the journal after the finish's wait.
+    left_running: int = 0
 
     @property
     def violations(self) -> int:
@@ -73,6 +79,11 @@ class SimReport:
     @property
     def ops_per_s(self) -> float:
         return self.tally.operations / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def cpu_ms_per_op(self) -> float:
+        """Milliseconds of the control plane's CPU per operation."""
+        return 1000 * sum(self.cpu_seconds.values()) / self.tally.operations if self.tally.operations else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         t = self.tally
@@ -83,6 +94,11 @@ class SimReport:
             "seconds": round(self.elapsed, 1),
             "operations": t.operations,
             "ops_per_s": round(self.ops_per_s, 1),
+            "conductors": self.conductors,
+            "control_plane_cpu": {
+                "seconds": {k: round(v, 1) for k, v in sorted(self.cpu_seconds.items())},
+                "ms_per_op": round(self.cpu_ms_per_op, 2),
+            },
             "by_kind": {
                 k: {
                     "done": t.done[k],
@@ -105,6 +121,7 @@ class SimReport:
             "histories": self.histories,
             "logs_with_tracebacks": self.log_problems,
             "processes_exited": self.exited,
+            "left_running": self.left_running,
             "worker_errors": len(self.errors),
             "worker_error_list": self.errors[:20],
         }
@@ -117,6 +134,11 @@ class SimReport:
         for kind, row in d["by_kind"].items():
             ops.add_row(kind, str(row["done"]), str(row["refused"]), f"{row['ops_per_s']:.2f}", f"{row['mean_ms']:.0f}")
         console.print(ops)
+        cpu = d["control_plane_cpu"]
+        parts = ", ".join(f"{k} {v} s" for k, v in cpu["seconds"].items())
+        console.print(
+            f"control plane CPU: {cpu['ms_per_op']} ms per operation ({parts}; {d['conductors']} conductor processes)"
+        )
         console.print(
             f"conflicts (409s answered by the service): {d['conflicts']}   database retries: {d['retries']}   "
             f"reschedules: {d['reschedules']}   audit findings: {d['audit_findings']}   "

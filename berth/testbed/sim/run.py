@@ -1,5 +1,6 @@
-"""A whole simulation: the cloud started, the workload and its faults run with a progress bar, what
-killed conductors left resumed, every agent audited, the books read and the invariants checked."""
+"""A whole simulation: the cloud started, the workload and its faults run with a progress bar (the
+control plane's CPU measured over it), what killed conductors left finished, every agent audited,
+the books read and the invariants checked."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from berth.testbed.report import Log, write_json
 from berth.testbed.sim.books import read_books
 from berth.testbed.sim.cloud import Cloud
 from berth.testbed.sim.config import SimConfig
+from berth.testbed.sim.cpu import CpuMeter
 from berth.testbed.sim.faults import Faults
 from berth.testbed.sim.instances import DELETED, OFFLOADED, RESIZED, Instances
 from berth.testbed.sim.invariants import Expected, LiveInstance, check
@@ -44,18 +46,31 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
     databases = Databases(config.database, folder, log)
     began = time.monotonic()
     layout = make_layout(config.hosts, config.real_agents, config.seed)
-    cloud = Cloud(layout, databases.new("sim"), config.workers, folder, config.pools)
+    service = databases.new("sim")
+    # On PostgreSQL or a Patroni cluster the conductors' database is one of the same server, through
+    # the same restarts and failovers as the service's; else a SQLite file beside the service's.
+    ours = databases.postgres is not None or databases.cluster is not None
+    journal = databases.new("conductors") if ours else f"sqlite:///{folder}/conductors.sqlite"
+    cloud = Cloud(layout, service, config, folder, journal)
+    meter = CpuMeter({"service": cloud.server_pids, "conductors": cloud.conductor_pids})
     try:
         cloud.start(log)
         setup = time.monotonic() - began
         log(f"{config.hosts} hosts up in {setup:.1f} s ({dict(layout.kinds())})")
         tally = Tally()
-        faults = Faults(config.faults, cloud, tally, databases.postgres, databases.cluster)
-        # On a Patroni cluster the conductors' journal is a database of the cluster too, through the
-        # same failovers as the service's.
-        journal = databases.new("journal") if databases.cluster is not None else f"sqlite:///{folder}/journal.sqlite"
+        faults = Faults(
+            config.faults,
+            cloud,
+            tally,
+            databases.postgres,
+            databases.cluster,
+            before_kill=meter.sample,
+            weights=config.fault_weights,
+        )
         workload = Workload(config, layout, cloud, journal, faults, tally)
         before = _metrics(cloud.server.url)
+        meter.start()
+        cpu_before = meter.totals()
         started = time.monotonic()
         with Progress(
             TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -63,7 +78,10 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             task = progress.add_task("operations", total=config.ops)
             workload.run(lambda: progress.advance(task))
         elapsed = time.monotonic() - started
-        log("operations done; finishing those still running and resuming those faults interrupted")
+        cpu_after = meter.totals()
+        meter.close()
+        cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+        log("operations done; waiting for those still running (those of killed conductors taken over)")
         left = workload.finish()
         log(f"{tally.operations} operations in {elapsed:.1f} s; {left} left running after the resumes")
         exited = cloud.exited()
@@ -90,13 +108,22 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             histories=histories,
             exited=exited,
             errors=list(workload.errors),
+            cpu_seconds=cpu,
+            left_running=left,
+            conductors=len(cloud.conductors),
         )
     finally:
-        log("stopping the cloud: conductors, agents, host pools and the server")
+        meter.close()
+        log("stopping the cloud: agents, host pools, conductors and the server")
         report_logs = cloud.stop()
         databases.close()
     report.log_problems = report_logs
-    shutil.rmtree(folder, ignore_errors=True)
+    if report.violations or report.exited or report.left_running:
+        # What explains the failure is in the processes' logs and the databases: kept. (A log with a
+        # traceback is not one: a conductor logs one for each resume that waits for a host.)
+        log(f"the run's files are kept in {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     return report
 
 

@@ -1,6 +1,6 @@
-"""The seeded random mix of server operations, run through conductors by ``concurrency`` worker
-threads (one conductor each, as separate conductor processes would be), with the faults drawn beside
-them; and the recovery of what killed conductors left behind."""
+"""The seeded random mix of server operations, sent by ``concurrency`` worker threads to the
+conductors' API (``berth conductor`` processes), each operation waited for in the conductors'
+journal, with the faults drawn beside them."""
 
 from __future__ import annotations
 
@@ -12,15 +12,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from berth.clients.placement import PlacementClient
-from berth.conductor.conductor import Conductor
+import sqlalchemy as sa
+
+from berth.clients.conductor import ConductorError
 from berth.conductor.journal import DONE, FAILED, RUNNING, Journal, Operation
+from berth.conductor.operations import evacuation
+from berth.conductor.records.tables import servers
 from berth.conductor.requests import ServerRequest
-from berth.conductor.runner import ConductorConfig
-from berth.scheduler.settings import SelectionSettings
-from berth.testbed.sim.cloud import Cloud, session
+from berth.testbed.sim.api import Lost
+from berth.testbed.sim.cloud import Cloud
 from berth.testbed.sim.config import SimConfig
-from berth.testbed.sim.faults import ConductorCrash, Faults
+from berth.testbed.sim.faults import Faults
 from berth.testbed.sim.groups import Groups
 from berth.testbed.sim.instances import (
     ACTIVE,
@@ -30,8 +32,9 @@ from berth.testbed.sim.instances import (
     Instances,
     outcome,
 )
-from berth.testbed.sim.layout import FLAVORS, Layout
+from berth.testbed.sim.layout import FLAVORS, ZONES, Layout
 from berth.testbed.sim.report import Tally
+from berth.testbed.sim.watch import Ends
 
 LOG = logging.getLogger(__name__)
 
@@ -50,11 +53,26 @@ WEIGHTS: Final[dict[str, int]] = {
     "unshelve": 5,
     "rebuild": 4,
 }
+# The API's action for each operation (``POST /servers/{id}/action``); delete is ``DELETE /servers/{id}``.
+ACTIONS: Final[dict[str, str]] = {
+    "soft_delete": "softDelete",
+    "restore": "restore",
+    "shelve": "shelve",
+    "shelve_offload": "shelveOffload",
+    "rebuild": "rebuild",
+    "migrate": "migrate",
+    "live_migrate": "os-migrateLive",
+    "unshelve": "unshelve",
+    "confirm_resize": "confirmResize",
+    "revert_resize": "revertResize",
+}
 # Draws of an operation before a worker's turn counts as skipped (every candidate instance busy).
 CHOOSE_TRIES: Final = 100
 GROUP_SHARE: Final = 0.1
 GROUP_SIZE: Final = 4
 ZONE_SHARE: Final = 0.2
+# How long a worker waits for its operation's end; one still running then is settled at the finish.
+OPERATION_TIMEOUT: Final = 120.0
 
 
 class Workload:
@@ -62,40 +80,22 @@ class Workload:
         self.config = config
         self.layout = layout
         self.cloud = cloud
+        self.api = cloud.api
         self.faults = faults
         self.tally = tally
         self.instances = Instances()
         self.groups = Groups()
         self.journal = Journal(journal_url)
+        self.ends = Ends(self.journal)
         self.count = 0
         self.count_lock = threading.Lock()
-        # Operations a killed conductor left, by id: what to apply once one is resumed.
-        self.pending: dict[str, tuple[str, Instance | None, dict[str, Any]]] = {}
-        # Those of them that are counted when they end (a killed conductor's operation): when each began.
-        self.crashed: dict[str, float] = {}
+        # Operations still running when their worker stopped waiting, by id: what to apply once each
+        # ends, and when it began.
+        self.pending: dict[str, tuple[str, Instance | None, dict[str, Any], float]] = {}
         self.pending_lock = threading.Lock()
-        self.recoverer: Conductor | None = None
-        self.recover_lock = threading.Lock()
-        self.timers: list[threading.Timer] = []
+        self.group_lock = threading.Lock()
         self.host_down_lock = threading.Lock()
         self.errors: list[str] = []
-
-    # -- conductors --------------------------------------------------------------------------------
-
-    def conductor(self, hook: bool = True) -> Conductor:
-        conductor = Conductor(
-            PlacementClient(self.cloud.server.url, attempts=8, session=session()),
-            self.journal,
-            agents=self.cloud.agents(),
-            scheduler_config=self.layout.scheduler_config,
-            settings=SelectionSettings(host_subset_size=4),
-            config=ConductorConfig(
-                max_attempts=3, dead_after=self.config.dead_after, heartbeat_interval=self.config.heartbeat_interval
-            ),
-            hook=self.faults.hook if hook else None,
-        )
-        conductor.start()
-        return conductor
 
     # -- the run -----------------------------------------------------------------------------------
 
@@ -118,23 +118,20 @@ class Workload:
 
     def _worker(self, index: int, progress: Callable[[], None]) -> None:
         rng = random.Random(self.config.seed * 7919 + index)
-        conductor = self.conductor()
-        try:
-            while self._next() is not None:
-                try:
-                    conductor = self._one(conductor, rng)
-                except Exception as e:  # noqa: BLE001 - the run goes on; the error is reported
-                    self.errors.append(f"{type(e).__name__}: {e}")
-                progress()
-        finally:
-            conductor.close()
+        while self._next() is not None:
+            try:
+                self._one(rng)
+            except Exception as e:  # noqa: BLE001 - the run goes on; the error is reported
+                LOG.exception("worker error")
+                self.errors.append(f"{type(e).__name__}: {e}")
+            progress()
 
-    def _one(self, conductor: Conductor, rng: random.Random) -> Conductor:
+    def _one(self, rng: random.Random) -> None:
         fault = self.faults.draw(rng)
         if fault == "host_down":
-            self._host_down(conductor, rng)
+            self._host_down(rng)
         elif fault == "spawn_failure":
-            self.faults.spawn_failure(rng, conductor.runner.agents)
+            self.faults.spawn_failure(rng, self.cloud.agents_of_thread())
         elif fault == "conflict_storm":
             self.faults.conflict_storm(rng, self._hot_roots(rng))
         elif fault == "api_worker_kill":
@@ -142,7 +139,7 @@ class Workload:
         elif fault == "failover" and self.faults.cluster is not None:
             self.faults.failover(self.faults.cluster)
         elif fault == "conductor_crash":
-            self.faults.arm_crash(rng)
+            self.faults.conductor_crash(rng)
         elif fault == "agent_kill_migration":
             self.faults.arm_migration_kill()
         try:
@@ -155,8 +152,8 @@ class Workload:
                 kind, instance = self._choose(rng)
             if kind == "":
                 self.tally.skipped()
-                return conductor
-            return self._execute(conductor, kind, instance, rng)
+                return
+            self._execute(kind, instance, rng)
         finally:
             self.faults.disarm()
 
@@ -192,167 +189,151 @@ class Workload:
                 return kind, instance
         return "", None
 
-    def _execute(self, conductor: Conductor, kind: str, instance: Instance | None, rng: random.Random) -> Conductor:
+    def _execute(self, kind: str, instance: Instance | None, rng: random.Random) -> None:
         extra: dict[str, Any] = {}
-        if instance is None:
-            server = self._new_server(rng)
-            extra["server"] = server
-            self.instances.take(server.instance_uuid)
-        else:
-            server = instance.server
-            if kind == "unshelve":
-                extra["server"] = server
-        instance_uuid = server.instance_uuid
+        if instance is not None and kind == "unshelve":
+            extra["server"] = instance.server
         since = time.time()
         began = time.monotonic()
-        operation: Operation | None
+        operation_id: str | None = None
         try:
-            operation = self._call(conductor, kind, instance, self.groups.attach(server), rng)
-        except ConductorCrash as crash:
-            self._crashed(conductor, crash.operation, kind, instance, extra, began)
-            return self.conductor()
-        except Exception:  # noqa: BLE001 - a refusal or a failure: the journal says which
-            operation = self._started_since(instance_uuid, since, kind)
-        seconds = time.monotonic() - began
+            operation_id = self._send(kind, instance, rng, extra)
+        except Lost:
+            # Its conductor was killed under it: the operation may have started (and is then taken over).
+            operation_id = self._started_since(instance, kind, since, extra)
+        except ConductorError:
+            operation_id = None  # refused, or no conductor answered: nothing started
+        if instance is None and operation_id is None:
+            return self.tally.operation(kind, False, time.monotonic() - began, 0)
+        if instance is not None and kind in ("migrate", "live_migrate", "resize") and operation_id is not None:
+            self.faults.strike_migration(kind, instance.host)
+        operation = self.ends.wait(operation_id, OPERATION_TIMEOUT) if operation_id else None
+        if operation_id is not None and operation is None:
+            with self.pending_lock:
+                self.pending[operation_id] = (kind, instance, extra, began)
+            return None
+        self._ended(kind, instance, operation, extra, began)
+        return None
+
+    def _ended(
+        self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any], began: float
+    ) -> None:
+        if operation is not None and kind == "build":
+            extra["server"] = ServerRequest.from_dict(operation.request)
         ok = operation is not None and operation.state == DONE
-        self.tally.operation(kind, ok, seconds, len(operation.attempts) if operation else 0)
+        self.tally.operation(kind, ok, time.monotonic() - began, len(operation.attempts) if operation else 0)
         if operation is not None and operation.state == FAILED and operation.step and kind in FINISHING:
             self.tally.half_finished[kind] += 1
         self._apply(kind, instance, operation, extra)
-        return conductor
 
-    def _started_since(self, instance_uuid: str, since: float, kind: str) -> Operation | None:
-        """The operation a call that raised had started for the instance, if it started one: the
-        newest of its kind journaled since ``since`` (the wall clock the journal writes). An instance
-        is worked on by one call at a time, but not only by calls: the clean-up of an evacuation that
-        ended runs after the instance is free again, so an operation of another kind may be newer."""
-        ops = [op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since and op.kind == kind]
-        return ops[-1] if ops else None
+    def _send(self, kind: str, instance: Instance | None, rng: random.Random, extra: dict[str, Any]) -> str:
+        """The request that starts the operation; the operation's id."""
+        if instance is None:
+            return self._build(rng, extra)
+        u = instance.server.instance_uuid
+        if kind == "delete":
+            answer = self.api.request("DELETE", f"/servers/{u}")
+        elif kind == "resize":
+            flavors = [c.flavor for c in FLAVORS if c.resizable and c.flavor.name != instance.server.flavor.name]
+            answer = self.api.request(
+                "POST", f"/servers/{u}/action", {"resize": {"flavorRef": rng.choice(flavors).name}}
+            )
+        else:
+            answer = self.api.request("POST", f"/servers/{u}/action", {ACTIONS[kind]: None})
+        return str(answer["operation"]["id"])
+
+    def _build(self, rng: random.Random, extra: dict[str, Any]) -> str:
+        choice = rng.choices(FLAVORS, [c.weight for c in FLAVORS])[0]
+        name = extra["name"] = f"sim-{uuid.UUID(int=rng.getrandbits(128))}"
+        server: dict[str, Any] = {"name": name, "flavorRef": choice.flavor.name}
+        if rng.random() < ZONE_SHARE:
+            server["availability_zone"] = rng.choice(ZONES)
+        body: dict[str, Any] = {"server": server}
+        if rng.random() < GROUP_SHARE:
+            group = extra["group"] = self._group(rng)
+            body["os:scheduler_hints"] = {"group": group}
+        made = self.api.request("POST", "/servers", body)["server"]
+        self._made(str(made["id"]), extra)
+        return str(made["operation_id"])
+
+    def _made(self, server_id: str, extra: dict[str, Any]) -> None:
+        """A build's server is known: taken, and a member of its group."""
+        extra["instance_uuid"] = server_id
+        self.instances.take(server_id)
+        if extra.get("group"):
+            self.groups.join(str(extra["group"]), server_id)
+
+    def _group(self, rng: random.Random) -> str:
+        """An anti-affinity group to join: mostly one not yet full, else a new one."""
+        with self.groups.lock:
+            open_groups = sorted(g for g, members in self.groups.members.items() if len(members) < GROUP_SIZE)
+        if open_groups and rng.random() < 0.75:
+            return rng.choice(open_groups)
+        with self.group_lock:
+            made = self.api.make_group(f"sim-group-{len(self.groups.members)}")
+            with self.groups.lock:
+                self.groups.members.setdefault(made, [])
+            return made
+
+    def _started_since(self, instance: Instance | None, kind: str, since: float, extra: dict[str, Any]) -> str | None:
+        """The operation a request whose conductor was killed under it started, if it started one:
+        for a build, its server found by its name; the newest of its kind journaled for the instance
+        since ``since`` (the wall clock the journal writes)."""
+        if instance is None:
+            with self.journal.engine.connect() as conn:
+                found = conn.execute(sa.select(servers.c.id).where(servers.c.name == extra["name"])).scalar()
+            if found is None:
+                return None
+            self._made(str(found), extra)
+            instance_uuid = str(found)
+        else:
+            instance_uuid = instance.server.instance_uuid
+        ops = [
+            op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since - 1.0 and op.kind == kind
+        ]
+        return ops[-1].id if ops else None
 
     def _apply(self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any]) -> None:
-        """The instance after the operation; one left running stays busy until it is resumed."""
-        if operation is not None and operation.state == RUNNING:
-            with self.pending_lock:
-                self.pending[operation.id] = (kind, instance, extra)
-            return
+        """The instance after the operation."""
         after = instance if operation is None else outcome(instance, kind, operation, extra)
-        uuid_ = _uuid_of(instance, extra)
         if after is not None:
             self.instances.put(after)
-        self.instances.free(uuid_)
-
-    def _call(
-        self, conductor: Conductor, kind: str, instance: Instance | None, server: ServerRequest, rng: random.Random
-    ) -> Operation:
-        u = server.instance_uuid
-        if kind == "build":
-            return conductor.build(server)
-        assert instance is not None
-        simple: dict[str, Callable[[str], Operation]] = {
-            "delete": conductor.delete,
-            "soft_delete": conductor.soft_delete,
-            "restore": conductor.restore,
-            "shelve": conductor.shelve,
-            "shelve_offload": conductor.shelve_offload,
-            "rebuild": conductor.rebuild,
-        }
-        if kind in simple:
-            return simple[kind](u)
-        if kind == "resize":
-            flavors = [c.flavor for c in FLAVORS if c.resizable and c.flavor.name != server.flavor.name]
-            return conductor.resize(server, rng.choice(flavors))
-        if kind == "migrate":
-            return conductor.migrate(server)
-        if kind == "live_migrate":
-            return conductor.live_migrate(server)
-        if kind == "unshelve":
-            return conductor.unshelve(server)
-        assert instance.move is not None
-        if kind == "confirm_resize":
-            return conductor.confirm_resize(instance.move.id)
-        return conductor.revert_resize(instance.move.id)
-
-    def _new_server(self, rng: random.Random) -> ServerRequest:
-        choice = rng.choices(FLAVORS, [c.weight for c in FLAVORS])[0]
-        zone = rng.choice(sorted(self.layout.zone_aggregates)) if rng.random() < ZONE_SHARE else None
-        server = ServerRequest(
-            str(uuid.UUID(int=rng.getrandbits(128))), choice.flavor, "sim", "sim", availability_zone=zone
-        )
-        if rng.random() < GROUP_SHARE:
-            with self.groups.lock:
-                open_groups = [g for g, members in self.groups.members.items() if len(members) < GROUP_SIZE]
-            group = (
-                rng.choice(open_groups)
-                if open_groups and rng.random() < 0.75
-                else str(uuid.UUID(int=rng.getrandbits(128)))
-            )
-            self.groups.join(group, server.instance_uuid)
-        return server
+        uuid_ = _uuid_of(instance, extra)
+        if uuid_ is not None:
+            self.instances.free(uuid_)
 
     def _hot_roots(self, rng: random.Random) -> list[str]:
         hosts = sorted({i.host for i in self.instances.idle((ACTIVE,)) if i.host})
         picked = rng.sample(hosts, min(8, len(hosts)))
         return [self.cloud.roots[h] for h in picked if h in self.cloud.roots]
 
-    # -- a conductor killed between two steps ------------------------------------------------------
+    # -- after the workers -----------------------------------------------------------------------
 
-    def _crashed(
-        self,
-        conductor: Conductor,
-        operation: Operation,
-        kind: str,
-        instance: Instance | None,
-        extra: dict[str, Any],
-        began: float,
-    ) -> None:
-        """The worker's conductor is dead (its heartbeat stops); another resumes the operation once
-        the owner counts as dead."""
-        conductor.close()
+    def settle(self) -> int:
+        """Apply what each operation left running at its worker's timeout ended as; how many still run."""
         with self.pending_lock:
-            self.pending[operation.id] = (kind, instance, extra)
-            self.crashed[operation.id] = began
-        timer = threading.Timer(self.config.dead_after + 1.0, self.recover)
-        timer.daemon = True
-        self.timers.append(timer)
-        timer.start()
-
-    def recover(self) -> int:
-        """Resume what dead conductors left; apply what each resumed operation ended as. The number
-        of operations still pending."""
-        with self.recover_lock:
-            if self.recoverer is None:
-                self.recoverer = self.conductor(hook=False)
-            try:
-                self.recoverer.resume()
-            except Exception as e:  # noqa: BLE001 - tried again at the end
-                LOG.warning("resume failed (tried again later): %s", e)
+            ids = list(self.pending)
+        for op_id in ids:
+            operation = self.journal.get(op_id)
+            if operation is None or operation.state == RUNNING:
+                continue
             with self.pending_lock:
-                ids = list(self.pending)
-            for op_id in ids:
-                operation = self.journal.get(op_id)
-                if operation is None or operation.state == RUNNING:
-                    continue
-                with self.pending_lock:
-                    kind, instance, extra = self.pending.pop(op_id)
-                    began = self.crashed.pop(op_id, None)
-                if began is not None:
-                    ok = operation.state == DONE
-                    self.tally.operation(kind, ok, time.monotonic() - began, len(operation.attempts))
-                self._apply(kind, instance, operation, extra)
-            return len(self.pending)
+                kind, instance, extra, began = self.pending.pop(op_id)
+            self._ended(kind, instance, operation, extra, began)
+        return len(self.pending)
 
     def finish(self, timeout: float = 120.0) -> int:
-        """After the workers: resume until nothing is left running (or ``timeout``); what is left."""
-        for timer in self.timers:
-            timer.join()
+        """After the workers: every conductor back, every operation ended and applied (or ``timeout``),
+        moves half finished finished, evacuations cleaned up; what is left running."""
+        self.cloud.conductors_back()
         deadline = time.monotonic() + timeout
-        left = self.recover()
+        left = self.settle()
         while (left or self.journal.running()) and time.monotonic() < deadline:
             time.sleep(1.0)
-            left = self.recover()
+            left = self.settle()
         self._finish_half_finished()
-        if self.recoverer is not None:
-            self.recoverer.close()
+        self._wait_clean_ups(deadline)
+        self.ends.close()
         return left + len(self.journal.running())
 
     def _finish_half_finished(self, tries: int = 3) -> None:
@@ -363,68 +344,88 @@ class Workload:
             half = self.instances.half_finished()
             if not half:
                 return
-            if self.recoverer is None:
-                self.recoverer = self.conductor(hook=False)
             for instance in half:
                 assert instance.move is not None and instance.move.finishing is not None
                 if self.instances.take(instance.server.instance_uuid):
-                    self._execute(self.recoverer, instance.move.finishing, instance, rng)
+                    self._execute(instance.move.finishing, instance, rng)
+
+    def _wait_clean_ups(self, deadline: float) -> None:
+        """Each evacuation done has its old host cleaned up by the conductors (once the host is back)."""
+        while time.monotonic() < deadline:
+            cleaned = {
+                str(op.request.get("evacuation"))
+                for op in self.journal.find(kind=evacuation.CLEANUP)
+                if op.state != RUNNING
+            }
+            waiting = [op.id for op in self.journal.find(kind=evacuation.KIND, state=DONE) if op.id not in cleaned]
+            if not waiting:
+                return
+            time.sleep(0.5)
+        LOG.warning("evacuations not cleaned up in time")
 
     # -- a host down: its instances evacuated, then the host back ------------------------------------
 
-    def _left_running(self, instance_uuid: str) -> bool:
-        """Whether the instance waits for the resume of an operation left running."""
-        with self.pending_lock:
-            return any(_uuid_of(instance, extra) == instance_uuid for _, instance, extra in self.pending.values())
-
-    def _host_down(self, conductor: Conductor, rng: random.Random) -> None:
+    def _host_down(self, rng: random.Random) -> None:
         if not self.host_down_lock.acquire(blocking=False):
             return
         try:
             host = rng.choice(sorted(self.cloud.real))
             self.instances.down.add(host)
             deadline = time.monotonic() + 60
-            # Operations under way on the host end first; those a killed conductor left wait for their resume.
+            # Operations under way on the host end first.
             while time.monotonic() < deadline and any(
-                i.server.instance_uuid in self.instances.busy and not self._left_running(i.server.instance_uuid)
-                for i in self.instances.involving(host)
+                i.server.instance_uuid in self.instances.busy for i in self.instances.involving(host)
             ):
                 time.sleep(0.2)
             agent = self.cloud.real[host]
             agent.kill()
             self.tally.fault("host_down")
-            evacuations = []
-            for instance in self.instances.on_host(host):
-                if instance.state != ACTIVE or not self.instances.take(instance.server.instance_uuid):
-                    continue
-                since, began = time.time(), time.monotonic()
-                try:
-                    operation: Operation | None = conductor.evacuate(self.groups.attach(instance.server), host)
-                except Exception:  # noqa: BLE001 - no host for it: it stays on its host
-                    operation = self._started_since(instance.server.instance_uuid, since, "evacuate")
-                ok = operation is not None and operation.state == DONE
-                self.tally.operation(
-                    "evacuate", ok, time.monotonic() - began, len(operation.attempts) if operation else 0
-                )
-                if ok and operation is not None:
-                    evacuations.append(operation.id)
-                self._apply("evacuate", instance, operation, {})
-            agent.restart()
-            for evacuation in evacuations:
-                began = time.monotonic()
-                try:
-                    conductor.clean_up_evacuated(evacuation)
-                    self.tally.operation("clean_up_evacuated", True, time.monotonic() - began, 0)
-                except Exception:  # noqa: BLE001 - counted; the invariants will tell what it left
-                    self.tally.operation("clean_up_evacuated", False, time.monotonic() - began, 0)
+            taken = {
+                i.server.instance_uuid: i
+                for i in self.instances.on_host(host)
+                if i.state == ACTIVE and self.instances.take(i.server.instance_uuid)
+            }
+            try:
+                self._evacuate(host, taken)
+            finally:
+                for left in taken:  # not evacuated (an error of the run): they stay where they are
+                    self.instances.free(left)
+                agent.restart()
         finally:
             self.instances.down.discard(host)
             self.host_down_lock.release()
 
+    def _evacuate(self, host: str, taken: dict[str, Instance]) -> None:
+        """Once the conductors see the host down, ``POST /hosts/{name}/evacuate``; each evacuation
+        waited for and applied (and its instance out of ``taken``)."""
+        began = time.monotonic()
+        deadline = began + self.config.host_down_after + 30.0
+        while self.api.request("GET", f"/hosts/{host}")["host"]["state"] != "down":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the conductors did not see host {host} go down")
+            time.sleep(0.25)
+        try:
+            started = self.api.request("POST", f"/hosts/{host}/evacuate")["operations"]
+        except (ConductorError, Lost) as e:
+            LOG.info("evacuation of %s refused: %s", host, e)
+            started = []
+        by_server = {str(op["server_id"]): str(op["id"]) for op in started}
+        for server_id in set(by_server) - set(taken):
+            self.errors.append(f"the conductors evacuated server {server_id}, which the run did not take")
+        for server_id, instance in list(taken.items()):
+            del taken[server_id]
+            op_id = by_server.get(server_id)
+            operation = self.ends.wait(op_id, OPERATION_TIMEOUT) if op_id else None
+            if op_id is not None and operation is None:
+                with self.pending_lock:
+                    self.pending[op_id] = ("evacuate", instance, {}, began)
+                continue
+            self._ended("evacuate", instance, operation, {}, began)
 
-def _uuid_of(instance: Instance | None, extra: dict[str, Any]) -> str:
-    """The instance an operation works on (a build's is in ``extra``)."""
-    return instance.server.instance_uuid if instance else str(extra["server"].instance_uuid)
+
+def _uuid_of(instance: Instance | None, extra: dict[str, Any]) -> str | None:
+    """The instance an operation works on (a build's is in ``extra`` once known)."""
+    return instance.server.instance_uuid if instance else extra.get("instance_uuid")
 
 
 def _may(instance: Instance, kind: str) -> bool:
