@@ -16,6 +16,7 @@ import requests
 from berth.testbed.errors import TestbedError
 from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
+from berth.testbed.processes import stop_group
 
 START_TIMEOUT = 60.0
 
@@ -72,17 +73,7 @@ class ConductorProcess:
         self._signal(signal.SIGTERM, grace)
 
     def _signal(self, sig: int, grace: float) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(self.process, sig, grace)
 
     def log_text(self) -> str:
         try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 
 
 def children_of(pid: int) -> list[int]:
@@ -66,3 +69,18 @@ def tree_memory(master: int) -> dict[str, float | int]:
         "rss_master_mb": round(rss_kb.get(master, 0) / 1024, 1),
         "rss_max_worker_mb": round(max(workers, default=0) / 1024, 1),
     }
+
+
+def stop_group(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
+    """``sig`` to the process's whole group (it was started in a session of its own), then SIGKILL to
+    the group if it has not exited within ``grace`` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -24,6 +24,16 @@ from berth.clients.placement import PlacementClient
 DEFAULT_URL = "http://127.0.0.1:8778"
 DEFAULT_TOKEN = "admin"
 FORMATS = ("table", "json", "yaml")
+# The output format, as every client command (of the service's or of the conductors') takes it.
+FORMAT_OPTION = click.option(
+    "-f",
+    "--format",
+    "output",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="tables for people, or the API's data as JSON or YAML for scripts",
+)
 
 # What to try next, by the status Placement answered with.
 HINTS = {
@@ -193,15 +203,7 @@ def placement_command(command: Callable[..., None]) -> Callable[..., None]:
             help=f"X-Auth-Token (default: {DEFAULT_TOKEN!r}, noauth2's admin, or a Keystone token when "
             "$OS_AUTH_URL is set; also $BERTH_TOKEN)",
         ),
-        click.option(
-            "-f",
-            "--format",
-            "output",
-            type=click.Choice(FORMATS),
-            default="table",
-            show_default=True,
-            help="tables for people, or the API's data as JSON or YAML for scripts",
-        ),
+        FORMAT_OPTION,
     ]
     decorated: Callable[..., None] = run
     for option in reversed(options):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from berth.cli.client.connection import FORMATS, ApiFailure
+from berth.cli.client.connection import FORMAT_OPTION, ApiFailure
 from berth.clients.conductor import DEFAULT_URL, ConductorClient, ConductorError
 
 DEFAULT_TOKEN = "admin"
@@ -128,15 +128,7 @@ def conductor_command(command: Callable[..., None]) -> Callable[..., None]:
             metavar="TOKEN",
             help=f"X-Auth-Token (default: {DEFAULT_TOKEN!r}, noauth2's admin; also $BERTH_TOKEN)",
         ),
-        click.option(
-            "-f",
-            "--format",
-            "output",
-            type=click.Choice(FORMATS),
-            default="table",
-            show_default=True,
-            help="tables for people, or the API's data as JSON or YAML for scripts",
-        ),
+        FORMAT_OPTION,
     ]
     decorated: Callable[..., None] = run
     for option in reversed(options):

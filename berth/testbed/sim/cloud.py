@@ -28,6 +28,7 @@ from berth.testbed.conductor import ConductorProcess
 from berth.testbed.errors import TestbedError
 from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
+from berth.testbed.processes import stop_group
 from berth.testbed.server import Server
 from berth.testbed.sim.api import ConductorsApi
 from berth.testbed.sim.config import SimConfig
@@ -92,19 +93,6 @@ def _age_seconds(pid: int) -> float:
     return uptime - started / os.sysconf("SC_CLK_TCK")
 
 
-def _stop(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
-    if process is None or process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, sig)
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 class AgentProcess:
     """One host as a ``berth agent`` process of its own, on a fixed port so that it can be killed
     and started again behind the same URL."""
@@ -144,7 +132,7 @@ class AgentProcess:
     def kill(self) -> None:
         """kill -9 of the agent's whole process group."""
         with self.lock:
-            _stop(self.process, signal.SIGKILL)
+            stop_group(self.process, signal.SIGKILL)
 
     def restart(self) -> None:
         with self.lock:
@@ -153,7 +141,7 @@ class AgentProcess:
             self.wait()
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_group(self.process)
 
 
 class HostPoolProcess:
@@ -191,7 +179,7 @@ class HostPoolProcess:
         return f"{self.url}{PREFIX}{name}"
 
     def stop(self) -> None:
-        _stop(self.process)
+        stop_group(self.process)
 
 
 class Cloud:
