@@ -243,7 +243,7 @@ def run(settings: ConductorSettings) -> int:
         from berth.conductor.records import tables
 
         journal = Journal(settings.database)
-        tables.metadata.create_all(journal.engine)
+        journal.create_tables(tables.metadata)
         journal.close()
 
     def load_app() -> Any:

@@ -153,7 +153,7 @@ class Journal:
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
-        metadata.create_all(self.engine)
+        self.create_tables(metadata)
         self.companions: list[Companion] = []
 
     @contextlib.contextmanager
@@ -195,6 +195,11 @@ class Journal:
                 if not _connection_lost(error) or time.monotonic() > deadline:
                     raise
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+
+    def create_tables(self, tables: sa.MetaData) -> None:
+        """``tables`` made where missing; run again after a lost connection, as reads are, so that a
+        conductor starting during a failover waits for the new primary rather than exiting."""
+        self._write(lambda conn: tables.create_all(conn))
 
     def close(self) -> None:
         self.engine.dispose()

@@ -7,15 +7,21 @@ finds the same one without agreeing on it first."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping
 from typing import Final
 
+import sqlalchemy as sa
+
 from berth.clients.placement import PlacementClient, retry_on_conflict
 from berth.conductor.records.hosts import Hosts
 from berth.scheduler.request_spec import DISABLED_TRAIT
+
+LOG = logging.getLogger(__name__)
 
 # The namespace of the zones' aggregates (uuid5 of the zone's name).
 ZONE_NAMESPACE: Final = uuid.UUID("6f0c2f4e-5b7a-4c8e-9d61-3a0f6f9b2e41")
@@ -67,6 +73,16 @@ def set_disabled(placement: PlacementClient, host: str, disabled: bool) -> None:
     retry_on_conflict(attempt, what=f"traits of {host}")
 
 
+@contextlib.contextmanager
+def _keeping_what_was_known(what: str) -> Iterator[None]:
+    """A read that fails (the database failing over) leaves what was known before, read again at the
+    next look: the scheduler goes on meanwhile rather than the operation failing."""
+    try:
+        yield
+    except sa.exc.DBAPIError as error:
+        LOG.warning("%s could not be read again (%s); what was known stays", what, error.orig)
+
+
 class DownHosts(Collection[str]):
     """The registered hosts that are down now, as ``SchedulerConfig.hosts_down`` (read again every
     few seconds)."""
@@ -81,8 +97,9 @@ class DownHosts(Collection[str]):
         now = time.monotonic()
         with self._lock:
             if now - self._read_at >= DOWN_FRESH_SECONDS:
-                self._down = frozenset(h.name for h in self.hosts.all() if not h.up)
-                self._read_at = now
+                with _keeping_what_was_known("the hosts that are down"):
+                    self._down = frozenset(h.name for h in self.hosts.all() if not h.up)
+                    self._read_at = now
             return self._down
 
     def __contains__(self, name: object) -> bool:
@@ -108,9 +125,10 @@ class ZoneAggregates(Mapping[str, frozenset[str]]):
         now = time.monotonic()
         with self._lock:
             if now - self._read_at >= FRESH_SECONDS:
-                zones = self.hosts.zones()
-                self._zones = {z: frozenset({zone_aggregate(z)}) for z in sorted(zones)}
-                self._read_at = now
+                with _keeping_what_was_known("the zones"):
+                    zones = self.hosts.zones()
+                    self._zones = {z: frozenset({zone_aggregate(z)}) for z in sorted(zones)}
+                    self._read_at = now
             return self._zones
 
     def forget(self) -> None:

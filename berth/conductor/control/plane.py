@@ -73,7 +73,7 @@ class ControlPlane:
         self.placement = placement
         self.journal = Journal(database_url)
         engine = self.journal.engine
-        tables.metadata.create_all(engine)
+        self.journal.create_tables(tables.metadata)
         self.servers = ServerRecords(engine)
         self.journal.companions.append(self.servers)
         self.hosts = Hosts(engine, self.settings.host_down_after)
