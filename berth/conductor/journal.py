@@ -201,6 +201,11 @@ class Journal:
         conductor starting during a failover waits for the new primary rather than exiting."""
         self._write(lambda conn: tables.create_all(conn))
 
+    def read(self, query: Callable[[Connection], T]) -> T:
+        """Any read of the journal's database (its companions' tables too), run again after a lost
+        connection as the journal's own reads are."""
+        return self._read(query)
+
     def close(self) -> None:
         self.engine.dispose()
 

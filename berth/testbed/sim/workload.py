@@ -280,8 +280,9 @@ class Workload:
         for a build, its server found by its name; the newest of its kind journaled for the instance
         since ``since`` (the wall clock the journal writes)."""
         if instance is None:
-            with self.journal.engine.connect() as conn:
-                found = conn.execute(sa.select(servers.c.id).where(servers.c.name == extra["name"])).scalar()
+            # Read through the journal's retries: the conductor may have died in a failover.
+            query = sa.select(servers.c.id).where(servers.c.name == extra["name"])
+            found = self.journal.read(lambda conn: conn.execute(query).scalar())
             if found is None:
                 return None
             self._made(str(found), extra)
