@@ -396,12 +396,21 @@ class Workload:
             self.instances.down.discard(host)
             self.host_down_lock.release()
 
+    def _seen_down(self, host: str) -> bool:
+        """Whether the conductors show the host down; a conductor that fails the read (killed, or its
+        database failing over) is asked again at the next look."""
+        try:
+            return bool(self.api.request("GET", f"/hosts/{host}")["host"]["state"] == "down")
+        except (ConductorError, Lost) as e:
+            LOG.info("host %s's state not read (%s); asking again", host, e)
+            return False
+
     def _evacuate(self, host: str, taken: dict[str, Instance]) -> None:
         """Once the conductors see the host down, ``POST /hosts/{name}/evacuate``; each evacuation
         waited for and applied (and its instance out of ``taken``)."""
         began = time.monotonic()
         deadline = began + self.config.host_down_after + 30.0
-        while self.api.request("GET", f"/hosts/{host}")["host"]["state"] != "down":
+        while not self._seen_down(host):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the conductors did not see host {host} go down")
             time.sleep(0.25)
