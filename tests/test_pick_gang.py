@@ -536,3 +536,21 @@ def test_racing_gangs_of_one_anti_affinity_group_never_share_a_host(live):
             assert len(client.get(f"/resource_providers/{host}/allocations").json()["allocations"]) == 1
     finally:
         client.close()
+
+
+def test_a_shared_pool_counted_for_every_host_is_planned_again_around(api):
+    # Each host sees the whole pool, so the first plan counts on four members where the pool holds
+    # two: the write finds it, rolls back to its savepoint and plans again.
+    aggregate = new_uuid()
+    hosts = _hosts(api, 2, aggregates=[aggregate])
+    pool = api.create_provider(
+        "pool", inventory={"DISK_GB": 20}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    consumers = [new_uuid() for _ in range(3)]
+    r = _post(api, _gang(consumers=consumers, resources="VCPU:1,DISK_GB:10"), 409)
+    assert "2 of its 3 members could be placed" in error_detail(r)
+    answer = _post(api, _gang(consumers=consumers, resources="VCPU:1,DISK_GB:10", min_count=2)).json_body
+    assert answer["placed"] == 2 and answer["not_placed"] == consumers[2:]
+    assert api.get(f"/resource_providers/{pool}/usages").json_body["usages"] == {"DISK_GB": 20}
+    assert sum(usage["VCPU"] for usage in _usages(api, hosts).values()) == 2
+    assert api.get(f"/allocations/{consumers[2]}").json_body["allocations"] == {}

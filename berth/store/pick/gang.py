@@ -181,8 +181,9 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
             len(allowed),
         )
     raise Conflict(
-        f"No valid host for the gang of {asked}: the trees planned were taken by concurrent claims "
-        f"{MOST_PLANS} times over.",
+        f"No valid host for the gang of {asked}: {MOST_PLANS} plans in a row counted on trees that took fewer "
+        "members when written (taken by concurrent claims meanwhile, or sharing providers with less room than "
+        "their hosts).",
         code=error_codes.PICK_GANG_NO_VALID_HOST,
     )
 
