@@ -5,7 +5,8 @@ GET /allocation_candidates (read as at the highest microversion), how to weigh t
 consumer, and optionally a server group, a lease and how many alternates to name; the store does the rest in one write
 transaction (``berth.store.pick.transaction``), after weighing on the process's board of every tree
 (``berth.store.pick.host_board``, ``berth.store.pick.on_board``) in a read, when the request is one the
-board weighs.
+board weighs. A body naming ``consumers`` instead is a gang, placed all (or at least ``min_count``)
+or none in one write transaction (``berth.store.pick.gang``).
 """
 
 from __future__ import annotations
