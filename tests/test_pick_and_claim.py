@@ -303,7 +303,9 @@ def test_the_openapi_document_lists_the_route(api):
     document = api.get("/berth/openapi.json").json_body
     operation = document["paths"]["/berth/pick"]["post"]
     schema_ = operation["requestBody"]["content"]["application/json"]["schema"]
-    assert set(schema_["required"]) == {"query", "consumer"}
+    assert set(schema_["required"]) == {"query"}
+    # One consumer, or a gang of them: exactly one of the two.
+    assert schema_["oneOf"] == [{"required": ["consumer"]}, {"required": ["consumers"]}]
     assert "409" in operation["responses"]
 
 

@@ -57,3 +57,16 @@ SERVER_GROUP_POLICY_CONFLICT: Final = "berth.server_group.policy_conflict"
 # A claim lease was confirmed or extended after it had expired: the service released the consumer's
 # allocations (and dropped the lease) instead, in the same transaction.
 LEASE_EXPIRED: Final = "berth.lease.expired"
+# A gang pick (``consumers``) could not place the least number of members it asked for
+# (``min_count``, all by default); nothing of it was written. The detail says how many could have
+# been placed and what stopped the rest: room, the server group's policy or the topology.
+PICK_GANG_NO_VALID_HOST: Final = "berth.pick.gang_no_valid_host"
+# A gang pick's body is malformed in a way of its own: ``consumer`` and ``consumers`` both or
+# neither, ``consumers`` empty, too many or naming a consumer twice, ``min_count`` out of range, a
+# ``topology`` of an unknown shape, or ``alternates`` asked for.
+PICK_GANG_BAD_REQUEST: Final = "berth.pick.gang_bad_request"
+# A gang pick's topology names an aggregate no provider is in.
+PICK_GANG_UNKNOWN_AGGREGATE: Final = "berth.pick.gang_unknown_aggregate"
+# A gang pick's topology contradicts its server group's policy (affinity spread over more than one
+# aggregate).
+PICK_GANG_TOPOLOGY_CONFLICT: Final = "berth.pick.gang_topology_conflict"

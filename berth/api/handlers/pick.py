@@ -5,7 +5,8 @@ GET /allocation_candidates (read as at the highest microversion), how to weigh t
 consumer, and optionally a server group, a lease and how many alternates to name; the store does the rest in one write
 transaction (``berth.store.pick.transaction``), after weighing on the process's board of every tree
 (``berth.store.pick.host_board``, ``berth.store.pick.on_board``) in a read, when the request is one the
-board weighs.
+board weighs. A body naming ``consumers`` instead is a gang, placed all (or at least ``min_count``)
+or none in one write transaction (``berth.store.pick.gang``).
 """
 
 from __future__ import annotations
@@ -18,19 +19,34 @@ from berth.api.candidate_query import parse_query
 from berth.api.request import QueryArgs
 from berth.api.responses import json_response
 from berth.api.schemas.pick import PICK_BODY
-from berth.api.validation import normalize_uuid
+from berth.api.validation import normalize_uuid, validate
 from berth.domain import error_codes
+from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
-from berth.domain.weighing import WeighPolicy, multipliers_for
+from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
+from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids, pick_gang
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.request import Alternate
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups.membership import GroupPolicy
 from berth.web.responses import Reply
 
+# The keys only a gang's body has: a malformed one is refused with the gang's own code.
+_GANG_KEYS = frozenset({"consumers", "min_count", "topology"})
+
 
 def pick(call: Call) -> Reply:
-    request = _pick_request(call.json_body(PICK_BODY))
+    body = call.json_body()
+    gang = isinstance(body, dict) and (bool(_GANG_KEYS & body.keys()) or "consumer" not in body)
+    try:
+        validate(body, PICK_BODY)
+    except BadRequest as error:
+        if gang:
+            raise BadRequest(error.detail, code=error_codes.PICK_GANG_BAD_REQUEST) from None
+        raise
+    if gang:
+        return _pick_gang(call, _gang_request(body))
+    request = _pick_request(body)
     board = call.host_board
     if board.due() and not board.background:
         # Read before the write transaction, which on SQLite holds every writer back while it lasts.
@@ -41,34 +57,105 @@ def pick(call: Call) -> Reply:
     return json_response(call, _answer(chosen))
 
 
+def _pick_gang(call: Call, request: GangRequest) -> Reply:
+    cache = call.provider_cache
+    placed = call.db.write(lambda conn: pick_gang(conn, request, cache))
+    return json_response(call, _gang_answer(placed, request.min_count))
+
+
 def _pick_request(body: dict[str, Any]) -> PickRequest:
     """The request of a (schema-valid) body."""
+    return PickRequest(
+        query=_query(body),
+        multipliers=_multipliers(body),
+        consumer=_consumer(body["consumer"]),
+        server_group=_server_group(body),
+        lease_seconds=body.get("lease_seconds"),
+        alternates=body.get("alternates", 0),
+    )
+
+
+def _gang_request(body: dict[str, Any]) -> GangRequest:
+    """The gang request of a (schema-valid) body with ``consumers``; 400 for what the schema cannot
+    tell."""
+    consumers = tuple(_consumer(consumer) for consumer in body["consumers"])
+    twice = sorted({c.uuid for c in consumers if sum(1 for other in consumers if other.uuid == c.uuid) > 1})
+    if twice:
+        raise _bad_gang(f"A gang names each consumer once, not {', '.join(twice)} twice or more.")
+    min_count = body.get("min_count", len(consumers))
+    if min_count > len(consumers):
+        raise _bad_gang(f"min_count {min_count} is more than the gang's {len(consumers)} consumers.")
+    if body.get("alternates", 0):
+        raise _bad_gang("A gang names no alternates: each member is placed or not, in one write.")
+    group = _server_group(body)
+    topology = _topology(body.get("topology"))
+    if (
+        isinstance(topology, SpreadOverUuids)
+        and len(topology.aggregates) > 1
+        and group is not None
+        and group.policy == "affinity"
+    ):
+        raise BadRequest(
+            f"Affinity server group {group.uuid} puts every member on one host: it cannot spread over "
+            f"{len(topology.aggregates)} aggregates.",
+            code=error_codes.PICK_GANG_TOPOLOGY_CONFLICT,
+        )
+    return GangRequest(
+        query=_query(body),
+        multipliers=_multipliers(body),
+        consumers=consumers,
+        min_count=min_count,
+        topology=topology,
+        server_group=group,
+        lease_seconds=body.get("lease_seconds"),
+    )
+
+
+def _bad_gang(detail: str) -> BadRequest:
+    return BadRequest(detail, code=error_codes.PICK_GANG_BAD_REQUEST)
+
+
+def _topology(topology: dict[str, Any] | None) -> WithinUuids | SpreadOverUuids | None:
+    if topology is None:
+        return None
+    if "within" in topology:
+        return WithinUuids(_aggregates(topology["within"]))
+    return SpreadOverUuids(_aggregates(topology["spread_over"]), topology.get("max_skew", 1))
+
+
+def _aggregates(uuids: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(normalize_uuid(uuid) for uuid in uuids))
+
+
+def _query(body: dict[str, Any]) -> CandidateQuery:
     query: dict[str, str | list[str]] = body["query"]
     if "limit" in query:
         raise BadRequest(
             "The query of a pick takes no limit: every tree that fits is weighed.", code=error_codes.QUERY_BAD_VALUE
         )
     args = QueryArgs([(key, value) for key, values in query.items() for value in _as_list(values)])
+    return parse_query(args, mv.MAX)
+
+
+def _multipliers(body: dict[str, Any]) -> Multipliers:
     weighing = body.get("weigh", {})
-    consumer = body["consumer"]
-    group = body.get("server_group")
-    return PickRequest(
-        query=parse_query(args, mv.MAX),
-        multipliers=multipliers_for(cast(WeighPolicy, weighing.get("policy", "spread")), weighing.get("multipliers")),
-        consumer=Consumer(
-            uuid=normalize_uuid(consumer["uuid"]),
-            project_id=consumer["project_id"],
-            user_id=consumer["user_id"],
-            consumer_type=consumer["consumer_type"],
-        ),
-        server_group=(
-            ServerGroup(normalize_uuid(group["uuid"]), cast(GroupPolicy, group["policy"]))
-            if group is not None
-            else None
-        ),
-        lease_seconds=body.get("lease_seconds"),
-        alternates=body.get("alternates", 0),
+    return multipliers_for(cast(WeighPolicy, weighing.get("policy", "spread")), weighing.get("multipliers"))
+
+
+def _consumer(consumer: dict[str, Any]) -> Consumer:
+    return Consumer(
+        uuid=normalize_uuid(consumer["uuid"]),
+        project_id=consumer["project_id"],
+        user_id=consumer["user_id"],
+        consumer_type=consumer["consumer_type"],
     )
+
+
+def _server_group(body: dict[str, Any]) -> ServerGroup | None:
+    group = body.get("server_group")
+    if group is None:
+        return None
+    return ServerGroup(normalize_uuid(group["uuid"]), cast(GroupPolicy, group["policy"]))
 
 
 def _as_list(value: str | list[str]) -> list[str]:
@@ -84,6 +171,27 @@ def _answer(chosen: Pick) -> dict[str, Any]:
         "trees_weighed": chosen.trees_weighed,
         "alternates": [_alternate(alternate) for alternate in chosen.alternates],
     }
+
+
+def _gang_answer(placed: GangPick, min_count: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "members": [
+            {
+                "consumer_uuid": member.consumer_uuid,
+                "allocation_request": _allocation_request(member.allocations, member.mappings),
+                "root_provider_uuid": member.root_provider_uuid,
+                "weight": member.weight,
+            }
+            for member in placed.members
+        ],
+        "placed": len(placed.members),
+        "asked": placed.asked,
+        "trees_fitted": placed.trees_fitted,
+        "trees_weighed": placed.trees_weighed,
+    }
+    if min_count < placed.asked:
+        answer["not_placed"] = list(placed.not_placed)
+    return answer
 
 
 def _alternate(alternate: Alternate) -> dict[str, Any]:

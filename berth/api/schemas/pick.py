@@ -9,6 +9,7 @@ from berth.api.validation import JsonSchema
 from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
 from berth.store.leases.ledger import MAX_LEASE_SECONDS
 from berth.store.pick.alternates import MAX_ALTERNATES
+from berth.store.pick.gang_plan import MAX_GANG
 from berth.store.server_groups.membership import GROUP_POLICIES
 
 _EXTERNAL_ID: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -16,6 +17,36 @@ _QUERY_VALUE: Final[dict[str, Any]] = {
     "oneOf": [
         {"type": "string"},
         {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    ]
+}
+_CONSUMER: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "uuid": UUID,
+        "project_id": _EXTERNAL_ID,
+        "user_id": _EXTERNAL_ID,
+        "consumer_type": {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 255},
+    },
+    "required": ["uuid", "project_id", "user_id", "consumer_type"],
+    "additionalProperties": False,
+}
+_AGGREGATES: Final[dict[str, Any]] = {"type": "array", "minItems": 1, "maxItems": MAX_GANG, "items": UUID}
+# Where a gang's members go (berth.store.pick.gang_plan): all under one aggregate of a set, or
+# spread over a set's aggregates with counts at most ``max_skew`` apart.
+_TOPOLOGY: Final[dict[str, Any]] = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"within": _AGGREGATES},
+            "required": ["within"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"spread_over": _AGGREGATES, "max_skew": {"type": "integer", "minimum": 0}},
+            "required": ["spread_over"],
+            "additionalProperties": False,
+        },
     ]
 }
 
@@ -37,17 +68,12 @@ PICK_BODY: Final[JsonSchema] = {
             },
             "additionalProperties": False,
         },
-        "consumer": {
-            "type": "object",
-            "properties": {
-                "uuid": UUID,
-                "project_id": _EXTERNAL_ID,
-                "user_id": _EXTERNAL_ID,
-                "consumer_type": {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 255},
-            },
-            "required": ["uuid", "project_id", "user_id", "consumer_type"],
-            "additionalProperties": False,
-        },
+        # One consumer, or a gang of them asking the same (``consumers``, all placed or none).
+        "consumer": _CONSUMER,
+        "consumers": {"type": "array", "minItems": 1, "maxItems": MAX_GANG, "items": _CONSUMER},
+        # The fewest members of a gang placed rather than none (all of them by default).
+        "min_count": {"type": "integer", "minimum": 1, "maximum": MAX_GANG},
+        "topology": _TOPOLOGY,
         "server_group": {
             "type": "object",
             "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}},
@@ -59,6 +85,8 @@ PICK_BODY: Final[JsonSchema] = {
         # How many trees besides the one claimed to name, unclaimed (berth.store.pick.alternates).
         "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
     },
-    "required": ["query", "consumer"],
+    "required": ["query"],
+    "oneOf": [{"required": ["consumer"]}, {"required": ["consumers"]}],
+    "dependencies": {"min_count": ["consumers"], "topology": ["consumers"]},
     "additionalProperties": False,
 }

@@ -70,11 +70,11 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
-    by_root = _by_root(candidates, providers, sharing)
+    by_root = candidates_by_root(candidates, providers, sharing)
     members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
-    allowed = _allowed_by_group(by_root, group, members)
+    allowed = allowed_by_group(by_root, group, members)
     if not allowed:
-        raise _no_valid_host(_group_refusal(by_root, group) or _nothing_fits(conn, resolved))
+        raise _no_valid_host(_group_refusal(by_root, group) or nothing_fits(conn, resolved))
     roots = list(allowed)
     facts = host_facts_of(
         conn, roots, providers, finder.sharing_by_aggregate, members, bool(request.multipliers.instances)
@@ -126,7 +126,7 @@ def _root_of(candidate: Candidate, providers: Mapping[int, ProviderData], sharin
     return providers[own].root_id
 
 
-def _by_root(
+def candidates_by_root(
     candidates: Sequence[Candidate], providers: Mapping[int, ProviderData], sharing: Collection[int]
 ) -> dict[int, list[Candidate]]:
     """The candidates of each tree, in the search's order."""
@@ -136,7 +136,7 @@ def _by_root(
     return dict(by_root)
 
 
-def _allowed_by_group(
+def allowed_by_group(
     by_root: dict[int, list[Candidate]], group: ServerGroup | None, members: Counter[int]
 ) -> dict[int, list[Candidate]]:
     """The trees the group's hard policy leaves; soft policies only weigh."""
@@ -166,7 +166,7 @@ def _group_refusal(by_root: Mapping[int, list[Candidate]], group: ServerGroup | 
     )
 
 
-def _nothing_fits(conn: Connection, resolved: ResolvedQuery) -> str:
+def nothing_fits(conn: Connection, resolved: ResolvedQuery) -> str:
     """The first condition of the request that no provider meets, from the explain counts."""
     report = explain(
         conn,
