@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -16,6 +17,11 @@ from dbhelpers import BACKENDS, make_database, reset  # noqa: E402
 from berth.api.app import PlacementApp  # noqa: E402
 from berth.store.database import Database  # noqa: E402
 from berth.store.migrate import upgrade  # noqa: E402
+
+# Property tests check what a function answers, never how fast: Hypothesis's default deadline per
+# example (200 ms) would fail them on a busy machine.
+settings.register_profile("berth", deadline=None)
+settings.load_profile("berth")
 
 # The quick local loop is `pytest -m "not slow"`. Slow are: the PostgreSQL half of every test that runs
 # on both databases; tests using a fixture that starts processes (named here); and modules that start

@@ -170,7 +170,6 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
     from berth.scheduler.settings import SelectionSettings
 
     placement = PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
-    placement.session.trust_env = False
     aliases = pci_aliases(settings.pci_aliases)
     return ControlPlane(
         settings.database,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import requests
+import urllib3
 
 from berth.clients import agent_error_codes
 from berth.clients.errors import (
@@ -22,6 +22,7 @@ from berth.clients.errors import (
     InvalidRequest,
     TrackerUnavailable,
 )
+from berth.clients.http import JsonHttp
 from berth.domain.host.claims import Claim, NopClaim
 from berth.domain.host.records import ClaimRecord, SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
@@ -42,12 +43,11 @@ _ERRORS: dict[str, type[ClaimError]] = {
 
 
 class AgentClient:
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0):
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout: float = 60.0, pools: urllib3.PoolManager | None = None
+    ):
         self.url = url.rstrip("/")
-        self.session = requests.Session()
-        self.timeout = timeout
-        if token:
-            self.session.headers["X-Auth-Token"] = token
+        self.http = JsonHttp(self.url, {"X-Auth-Token": token} if token else {}, timeout=timeout, pools=pools)
         self._host: str | None = None
 
     @property
@@ -57,9 +57,9 @@ class AgentClient:
         return self._host
 
     def _call(self, method: str, path: str, body: JSON | None = None, params: dict[str, str] | None = None) -> Any:
-        response = self.session.request(method, self.url + path, json=body, params=params, timeout=self.timeout)
+        response = self.http.request(method, path, body, params=params)
         data = response.json() if response.content else None
-        if response.status_code >= 400:
+        if response.status >= 400:
             error = (data or {}).get("error", {})
             code, message, reasons = error.get("code"), error.get("message", response.text), error.get("reasons", [])
             if code == agent_error_codes.CLAIM_DOES_NOT_FIT:
@@ -67,7 +67,7 @@ class AgentClient:
             cls = _ERRORS.get(code or "")
             if cls is not None:
                 raise cls(message, reasons=reasons)
-            raise AgentError(response.status_code, code, message, reasons)
+            raise AgentError(response.status, code, message, reasons)
         return data
 
     def _result(self, method: str, path: str, body: JSON | None = None) -> Any:

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-import requests
-
 from berth.clients.errors import ClientError
+from berth.clients.http import Answer, JsonHttp, ReadTimedOut, TransportError
 
 DEFAULT_URL = "http://127.0.0.1:8774"
 
@@ -36,12 +35,10 @@ class ConductorClient:
         self.urls = [u.rstrip("/") for u in ([urls] if isinstance(urls, str) else urls)]
         if not self.urls:
             raise ValueError("at least one conductor URL")
-        self.timeout = timeout
-        self.session = requests.Session()
-        self.session.trust_env = False
-        self.session.headers.update({"X-Auth-Token": token, "Accept": "application/json"})
+        self.headers = {"X-Auth-Token": token, "Accept": "application/json"}
         if roles:
-            self.session.headers["X-Roles"] = ",".join(roles)
+            self.headers["X-Roles"] = ",".join(roles)
+        self._http = {url: JsonHttp(url, self.headers, timeout=timeout) for url in self.urls}
 
     @property
     def url(self) -> str:
@@ -52,15 +49,16 @@ class ConductorClient:
         unreachable: list[str] = []
         for index, url in enumerate(list(self.urls)):
             try:
-                response = self.session.request(
-                    method, url + path, json=body if body is not None else None, timeout=self.timeout
-                )
-            except requests.ConnectionError as e:
+                response = self._http[url].request(method, path, body)
+            except ReadTimedOut as e:
+                # Sent, perhaps acted on: asking another conductor could do it twice.
+                raise ConductorError(0, None, f"no answer in time: {e}", method, path) from None
+            except TransportError as e:
                 unreachable.append(f"{url}: {e}")
                 continue
             if index:  # this one answers: ask it first from now on
                 self.urls.insert(0, self.urls.pop(index))
-            if response.status_code >= 400:
+            if response.status >= 400:
                 raise _error(response, method, path)
             if not response.content:
                 return None
@@ -71,10 +69,10 @@ class ConductorClient:
         return self.request("GET", path)
 
 
-def _error(response: requests.Response, method: str, path: str) -> ConductorError:
+def _error(response: Answer, method: str, path: str) -> ConductorError:
     try:
         first = response.json()["errors"][0]
         code, detail = first.get("code"), str(first.get("detail") or first.get("title"))
     except (ValueError, KeyError, IndexError, TypeError):
         code, detail = None, response.text.strip()[:500]
-    return ConductorError(response.status_code, code, detail, method, path)
+    return ConductorError(response.status, code, detail, method, path)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
-import requests
+import urllib3
 
 from berth.clients.errors import (
     CapacityExceeded,
@@ -32,6 +32,7 @@ from berth.clients.errors import (
     PlacementError,
     PlacementUnavailable,
 )
+from berth.clients.http import Answer, JsonHttp, TransportError
 from berth.domain import error_codes
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
@@ -85,22 +86,24 @@ class PlacementClient:
         *,
         timeout: float = 30.0,
         attempts: int = 4,
-        session: requests.Session | None = None,
         roles: Collection[str] = SERVICE_ROLES,
+        pools: urllib3.PoolManager | None = None,
     ):
         self.url = url.rstrip("/")
-        self.timeout = timeout
         self.attempts = attempts
-        self.session = session or requests.Session()
-        self.headers = {
-            "X-Auth-Token": token,
-            "OpenStack-API-Version": f"placement {MICROVERSION}",
-            "Accept": "application/json",
-        }
+        headers = {"OpenStack-API-Version": f"placement {MICROVERSION}", "Accept": "application/json"}
+        if token:
+            headers["X-Auth-Token"] = token
         if roles:
-            self.headers["X-Roles"] = ",".join(roles)
+            headers["X-Roles"] = ",".join(roles)
+        self.http = JsonHttp(self.url, headers, timeout=timeout, pools=pools)
         self._known_classes: set[str] = set()
         self._known_traits: set[str] = set()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers every request carries (a caller may change the microversion)."""
+        return self.http.headers
 
     # -- transport ------------------------------------------------------------------------------
 
@@ -109,27 +112,25 @@ class PlacementClient:
         delay = 0.2
         for attempt in range(1, self.attempts + 1):
             try:
-                response = self.session.request(
-                    method, self.url + path, json=body, headers=self.headers, timeout=self.timeout
-                )
-            except requests.RequestException as e:
+                response = self.http.request(method, path, body)
+            except TransportError as e:
                 if attempt == self.attempts:
                     raise PlacementUnavailable(0, None, str(e), method, path) from None
                 LOG.warning("%s %s failed (%s); retrying", method, path, e)
                 time.sleep(delay)
                 delay *= 2
                 continue
-            if response.status_code == 503 and attempt < self.attempts:
+            if response.status == 503 and attempt < self.attempts:
                 time.sleep(delay)
                 delay *= 2
                 continue
-            if response.status_code in ok:
+            if response.status in ok:
                 return response.json() if response.content else None
             raise self._error(response, method, path)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     @staticmethod
-    def _error(response: requests.Response, method: str, path: str) -> PlacementError:
+    def _error(response: Answer, method: str, path: str) -> PlacementError:
         code: str | None = None
         detail = response.text
         try:
@@ -137,7 +138,7 @@ class PlacementClient:
             code, detail = error.get("code"), error.get("detail", detail)
         except (ValueError, KeyError, IndexError, TypeError):
             pass
-        status = response.status_code
+        status = response.status
         cls: type[PlacementError]
         if status == 409 and code == error_codes.CONCURRENT_UPDATE:
             cls = GenerationConflict

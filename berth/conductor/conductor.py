@@ -11,10 +11,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
-import requests
-
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
+from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import Journal, Operation
@@ -172,7 +171,7 @@ class Conductor:
             taken.selections[TAKEN_OVER] = int(taken.selections.get(TAKEN_OVER, 0)) + 1
             try:
                 resumed.append(_RESUMERS[taken.kind](self.runner, taken))
-            except (ClientError, ConductorError, requests.RequestException) as e:
+            except (ClientError, ConductorError, TransportError) as e:
                 # A host or the service away: expected while they are down, said without a traceback.
                 LOG.warning("resuming %s %s failed (%s); it is left for the next resume", taken.kind, taken.id, e)
                 self.journal.abandon(taken, f"resume failed: {e}")

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-import requests
-
 from berth.migration.books import Books, Consumer, Progress, Provider
 from berth.migration.reading import NEWEST, parse_version, read_placement
 
@@ -20,11 +18,9 @@ _ABSENT = "(absent)"
 
 @dataclass(frozen=True)
 class Auth:
-    """How to authenticate to one endpoint: ``token`` in ``X-Auth-Token`` (None: none sent), and a
-    session that may carry its own authentication."""
+    """How to authenticate to one endpoint: ``token`` in ``X-Auth-Token`` (None: none sent)."""
 
     token: str | None = "admin"
-    session: requests.Session | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +51,7 @@ def compare(
     second_auth = second_auth or auth
 
     def read(url: str, how: Auth, version: str) -> Books:
-        return read_placement(url, token=how.token, session=how.session, microversion=version, progress=progress)
+        return read_placement(url, token=how.token, microversion=version, progress=progress)
 
     first = read(first_url, auth, microversion)
     second = read(second_url, second_auth, first.microversion)

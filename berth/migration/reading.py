@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-import requests
-
 from berth.clients.errors import PlacementError
 from berth.clients.placement import PlacementClient
 from berth.migration.books import Books, Consumer, Inventory, Progress, Provider, no_progress
@@ -33,20 +31,17 @@ def read_placement(
     url: str,
     *,
     token: str | None = "admin",
-    session: requests.Session | None = None,
     microversion: str = NEWEST,
     progress: Progress | None = None,
     timeout: float = 60.0,
 ) -> Books:
     """The books of the Placement at ``url``, read at ``microversion`` or the newest it speaks below.
 
-    ``token`` goes in ``X-Auth-Token`` (None: send none, ``session`` authenticates); the reads need
+    ``token`` goes in ``X-Auth-Token`` (None or empty: none is sent); the reads need
     the admin role. Raises ``TooOld`` below 1.28 and ``SourceChanged`` when the books do not add up.
     """
     report = progress or no_progress
-    client = PlacementClient(url, token or "", session=session, timeout=timeout, roles=())
-    if token is None:
-        del client.headers["X-Auth-Token"]
+    client = PlacementClient(url, token or "", timeout=timeout, roles=())
     version = negotiate(client, microversion)
     client.headers["OpenStack-API-Version"] = f"placement {version}"
     books = Books(source=url, microversion=version)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-import requests
-
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
+from berth.clients.http import TransportError
 from berth.domain.host.errors import InvalidSnapshot
 from berth.domain.host.snapshot import HostSnapshot
 
@@ -43,7 +42,7 @@ class AgentSnapshots:
             return "no agent is known for this host"
         try:
             snapshot = agent.host_snapshot()
-        except (ClientError, InvalidSnapshot, requests.RequestException, ValueError) as e:
+        except (ClientError, InvalidSnapshot, TransportError, ValueError) as e:
             return f"its agent did not give a snapshot: {e}"
         if snapshot.tree.root.uuid != root_uuid:
             return f"its agent describes another provider tree (root {snapshot.tree.root.uuid})"

@@ -6,12 +6,11 @@ has claimed, the host's agent not yet) keeps its allocations through the host's 
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit
 
 import pytest
-import requests
 from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, server
 
+from berth.clients.http import JsonHttp
 from berth.clients.placement import PlacementClient
 from berth.conductor.journal import DONE
 from berth.conductor.service import ServiceCalls
@@ -19,23 +18,23 @@ from berth.conductor.service import ServiceCalls
 pytestmark = pytest.mark.slow
 
 
-class RecordingSession(requests.Session):
-    """A real HTTP session that keeps the method and path (with query) of every request it sends."""
+class RecordingHttp(JsonHttp):
+    """Real HTTP calls, keeping the method and path (with query) of every request sent."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.sent: list[tuple[str, str]] = []
 
-    def request(self, method, url, *args, **kwargs):
-        parts = urlsplit(url)
-        self.sent.append((method, parts.path + (f"?{parts.query}" if parts.query else "")))
-        return super().request(method, url, *args, **kwargs)
+    def request(self, method, path, body=None, *, params=None):
+        self.sent.append((method, path))
+        return super().request(method, path, body, params=params)
 
 
 @pytest.fixture
 def recorded(placement_service):
-    session = RecordingSession()
-    return ServiceCalls(PlacementClient(placement_service.url, session=session)), session
+    placement = PlacementClient(placement_service.url)
+    session = placement.http = RecordingHttp(placement.url, placement.headers)
+    return ServiceCalls(placement), session
 
 
 def _write(placement, consumer, allocations):

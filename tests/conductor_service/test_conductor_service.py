@@ -171,7 +171,7 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
 
 def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
     stranger = cloud.client(token="mallory:evil")
-    stranger.session.headers["X-Roles"] = "service"
+    stranger.headers["X-Roles"] = "service"
     with pytest.raises(ConductorError) as refused:
         stranger.request("PUT", "/hosts/alpha", {"host": {"url": "http://127.0.0.1:1", "zone": "zone-a"}})
     assert refused.value.status == 403 and refused.value.code == "berth.host.registered_by_another"

@@ -8,11 +8,11 @@ import contextlib
 import uuid
 
 import pytest
-import requests
 from agenthelpers import started_agents
 from trackerhelpers import TOPOLOGY
 
 from berth.clients.errors import ClientError
+from berth.clients.http import Answer, JsonHttp
 from berth.clients.placement import PlacementClient
 from berth.domain.host.request import InstanceSpec
 from berth.scheduler.explain import NoValidHost
@@ -302,26 +302,23 @@ def test_zones_and_aggregate_metadata_are_read_from_placements_aggregates(placem
     assert "small-a: its aggregates' 'ssd' (true) does not match 'false'" in str(raised.value)
 
 
-class _PlainPlacement(requests.Session):
-    """A session that answers every ``/berth/`` path 404, as OpenStack's Placement does."""
+class _PlainPlacement(JsonHttp):
+    """Calls that are answered 404 for every ``/berth/`` path, as OpenStack's Placement answers."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.berth_paths: list[str] = []
 
-    def request(self, method, url, *args, **kwargs):
-        if "/berth/" in url:
-            self.berth_paths.append(f"{method} {url}")
-            response = requests.Response()
-            response.status_code = 404
-            response._content = b'{"errors": [{"status": 404, "title": "Not Found", "detail": "no such route"}]}'
-            return response
-        return super().request(method, url, *args, **kwargs)
+    def request(self, method, path, body=None, *, params=None):
+        if "/berth/" in path:
+            self.berth_paths.append(f"{method} {self.base_url}{path}")
+            return Answer(404, b'{"errors": [{"status": 404, "title": "Not Found", "detail": "no such route"}]}')
+        return super().request(method, path, body, params=params)
 
 
 def test_the_scheduler_works_on_the_placement_api_alone(placement_service, cloud, instances):
-    session = _PlainPlacement()
-    placement = PlacementClient(placement_service.url, session=session)
+    placement = PlacementClient(placement_service.url)
+    session = placement.http = _PlainPlacement(placement.url, placement.headers)
     selector = _selector(placement, cloud)
     spec = _spec(PLAIN)
     selections = selector.select_destinations(spec, 2, instance_uuids=instances(2))
@@ -343,11 +340,17 @@ def test_host_names_are_read_once_and_then_known(placement, cloud):
     first = service.host_names(roots)
     assert set(first.values()) >= {"numa", "small-a", "small-b"}
     sent = []
-    placement.session.hooks["response"].append(lambda response, *a, **k: sent.append(response.url))
+
+    class Recording(JsonHttp):
+        def request(self, method, path, body=None, *, params=None):
+            sent.append(path)
+            return super().request(method, path, body, params=params)
+
+    placement.http, kept = Recording(placement.url, placement.headers), placement.http
     try:
         assert service.host_names(roots & set(first)) == {root: first[root] for root in roots & set(first)}
     finally:
-        placement.session.hooks["response"].pop()
+        placement.http = kept
     # Every name came from memory: no listing of the compute nodes, no provider read.
     assert sent == []
 

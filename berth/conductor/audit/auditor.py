@@ -20,10 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import requests
-
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
+from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.conductor.audit.books import AgentView, CloudBooks, read_cloud
 from berth.conductor.audit.findings import OVER_CAPACITY, CloudFinding, check
@@ -103,5 +102,5 @@ def _ask(call: Any) -> Any:
     """The agent's answer, or why there was none (the re-reading then finds what is left)."""
     try:
         return call()
-    except (requests.RequestException, ClientError) as e:
+    except (TransportError, ClientError) as e:
         return f"failed: {e}"

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-import requests
-
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError, PlacementError
+from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.domain.host.records import MOVING, OUTGOING
 from berth.scheduler.service import COMPUTE_NODE_TRAIT
@@ -187,7 +186,7 @@ def read_agent(client: AgentClient) -> AgentView:
         ]
         guests = {str(g["uuid"]) for g in client.guests()}
         report = client.audit(heal=False)
-    except (requests.RequestException, ClientError, ValueError) as e:
+    except (TransportError, ClientError, ValueError) as e:
         return AgentView(client, client.url, error=f"the agent at {client.url} did not answer: {e}")
     providers = set(capacity["providers"]) | {str(capacity["root_provider_uuid"])}
     return AgentView(client, host, providers, claims, guests, list(report["findings"]))

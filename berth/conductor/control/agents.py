@@ -50,7 +50,4 @@ class RegisteredAgents(Mapping[str, AgentClient]):
 
 
 def _client(url: str, token: str | None) -> AgentClient:
-    client = AgentClient(url, token=token, timeout=AGENT_TIMEOUT)
-    # Proxy settings of the environment would be looked up again on every call.
-    client.session.trust_env = False
-    return client
+    return AgentClient(url, token=token, timeout=AGENT_TIMEOUT)

@@ -19,9 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import requests
-
 from berth.clients.errors import ClaimError, ClientError
+from berth.clients.http import TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
 from berth.conductor.requests import ServerRequest, destination_from_dict, destinations_of
@@ -153,13 +152,13 @@ def _try_host(runner: Runner, operation: Operation, request: ServerRequest, host
         claim = agent.unshelve_claim(instance) if operation.kind == UNSHELVE else agent.instance_claim(instance)
     except ClaimError as e:
         return f"the agent refused the claim: {e}"
-    except requests.RequestException as e:
+    except TransportError as e:
         return f"the agent did not answer: {e}"
     runner.done(operation, "claim", host=host, claim_id=claim.claim_id)
     runner.reach(operation, "spawn")
     try:
         agent.spawn_guest(request.instance_uuid, claim.claim_id)
-    except (ClientError, requests.RequestException) as e:
+    except (ClientError, TransportError) as e:
         agent.destroy_guest(request.instance_uuid)
         agent.abort(claim.claim_id)
         runner.done(operation, "claim", host=None, claim_id=None)

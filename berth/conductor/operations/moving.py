@@ -22,10 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import requests
-
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClaimError
+from berth.clients.http import TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import Operation
 from berth.conductor.requests import ServerRequest, destinations_of
@@ -107,7 +106,7 @@ def claim_destination(
         runner.reach(operation, "claim_dest")
         try:
             claim = claim_on(runner.agent(host))
-        except (UnknownHost, ClaimError, requests.RequestException) as e:
+        except (UnknownHost, ClaimError, TransportError) as e:
             operation.attempts.append({"host": host, "reason": f"the destination refused the move: {e}"})
             runner.journal.save(operation)
             continue

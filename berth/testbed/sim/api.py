@@ -1,4 +1,4 @@
-"""The simulation's client of the conductors' API: a session per worker thread, each thread starting
+"""The simulation's client of the conductors' API: connections of its own for each worker thread, each thread starting
 at another conductor so that the requests spread over them, and a request that may have reached a
 conductor killed under it told apart from one that reached none.
 
@@ -13,10 +13,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
-import requests
-import urllib3
-
 from berth.clients.conductor import ConductorError
+from berth.clients.http import JsonHttp, NotConnected, ReadTimedOut, TransportError
 from berth.testbed.sim.layout import FLAVORS
 
 TOKEN: Final = "admin"
@@ -35,39 +33,43 @@ class ConductorsApi:
         self._turn = 0
         self._lock = threading.Lock()
 
-    def _session(self) -> tuple[requests.Session, list[str]]:
-        made: tuple[requests.Session, list[str]] | None = getattr(self._local, "made", None)
+    def _conductors(self) -> list[JsonHttp]:
+        """The calling thread's clients of the conductors, each thread starting with another one."""
+        made: list[JsonHttp] | None = getattr(self._local, "made", None)
         if made is None:
-            session = requests.Session()
-            session.trust_env = False
-            session.headers.update({"X-Auth-Token": TOKEN, "Accept": "application/json"})
             with self._lock:
                 first = self._turn % len(self.urls)
                 self._turn += 1
-            made = self._local.made = (session, self.urls[first:] + self.urls[:first])
+            headers = {"X-Auth-Token": TOKEN, "Accept": "application/json"}
+            made = self._local.made = [
+                JsonHttp(url, headers, timeout=TIMEOUT) for url in self.urls[first:] + self.urls[:first]
+            ]
         return made
 
     def request(self, method: str, path: str, body: object = None) -> Any:
-        session, urls = self._session()
         refused: list[str] = []
-        for url in urls:
+        for conductor in self._conductors():
+            url = conductor.base_url
             try:
-                response = session.request(method, url + path, json=body, timeout=TIMEOUT)
-            except requests.ConnectionError as e:
+                response = conductor.request(method, path, body)
+            except NotConnected:
+                refused.append(url)
+                continue
+            except ReadTimedOut as e:
+                raise Lost(f"{method} {path} to {url}: {e}") from None
+            except TransportError as e:
                 # A read may simply be asked again of another.
-                if _never_sent(e) or method == "GET":
+                if method == "GET":
                     refused.append(url)
                     continue
                 raise Lost(f"{method} {path} to {url}: {e}") from None
-            except requests.Timeout as e:
-                raise Lost(f"{method} {path} to {url}: {e}") from None
-            if response.status_code >= 400:
+            if response.status >= 400:
                 try:
                     first = response.json()["errors"][0]
                     code, detail = first.get("code"), str(first.get("detail"))
                 except (ValueError, KeyError, IndexError, TypeError):
                     code, detail = None, response.text[:300]
-                raise ConductorError(response.status_code, code, detail, method, path)
+                raise ConductorError(response.status, code, detail, method, path)
             return response.json() if response.content else None
         raise ConductorError(0, None, f"no conductor accepted the connection: {', '.join(refused)}", method, path)
 
@@ -86,11 +88,3 @@ class ConductorsApi:
 
     def register_hosts(self, hosts: list[dict[str, Any]]) -> None:
         self.request("PUT", "/hosts", {"hosts": hosts})
-
-
-def _never_sent(error: requests.ConnectionError) -> bool:
-    """Whether the connection was refused or never made (nothing of the request reached a conductor)."""
-    reason = error.args[0] if error.args else None
-    if isinstance(reason, urllib3.exceptions.MaxRetryError):
-        reason = reason.reason
-    return isinstance(reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError)

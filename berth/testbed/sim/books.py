@@ -11,7 +11,6 @@ from typing import Any
 from berth.clients.agent import AgentClient
 from berth.clients.placement import PlacementClient
 from berth.domain.capacity import capacity
-from berth.testbed.sim.cloud import session
 from berth.testbed.sim.invariants import Books, Provider, ProviderAmounts
 
 READERS = 8
@@ -22,11 +21,11 @@ def read_books(
 ) -> Books:
     """``agents``: every host's agent client, for the calling thread; ``pools``: host -> the uuid of
     the sharing disk provider it uses, if any."""
-    listing = PlacementClient(placement_url, session=session()).get("/resource_providers")["resource_providers"]
+    listing = PlacementClient(placement_url).get("/resource_providers")["resource_providers"]
     clients: dict[int, PlacementClient] = {}
 
     def read_provider(entry: dict[str, Any]) -> tuple[Provider, str, dict[str, dict[str, int]]]:
-        client = clients.setdefault(threading.get_ident(), PlacementClient(placement_url, session=session()))
+        client = clients.setdefault(threading.get_ident(), PlacementClient(placement_url))
         uuid = str(entry["uuid"])
         inventories = client.get(f"/resource_providers/{uuid}/inventories")["inventories"]
         # Not named ``capacity``: that would hide the domain's function from the comprehension.

@@ -23,6 +23,7 @@ import requests
 import yaml
 
 from berth.clients.agent import AgentClient
+from berth.clients.http import connection_pools
 from berth.clients.placement import PlacementClient
 from berth.testbed.conductor import ConductorProcess
 from berth.testbed.errors import TestbedError
@@ -59,14 +60,6 @@ class SimServer(Server):
             return subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True
             )
-
-
-def session() -> requests.Session:
-    """An HTTP session for the run's clients. It ignores proxy settings of the environment: requests
-    would otherwise look them up again on every call, a twentieth of the conductors' CPU."""
-    made = requests.Session()
-    made.trust_env = False
-    return made
 
 
 def _wait_answering(url: str, process: subprocess.Popen[bytes], timeout: float, what: str, logpath: str) -> None:
@@ -208,7 +201,7 @@ class Cloud:
 
     def start(self, log: Any) -> None:
         self.server.start()
-        self.placement = PlacementClient(self.server.url, session=session())
+        self.placement = PlacementClient(self.server.url)
         self._make_pools(self.placement)
         self._start_conductors(log)
         urls = [c.url for c in self.conductors]
@@ -312,13 +305,9 @@ class Cloud:
 
     def agents(self) -> dict[str, AgentClient]:
         """A client of every host's agent, by host name, for one thread (a conductor): the clients
-        share one session, so that the pooled hosts, all behind one address, share its connections."""
-        shared = session()
-        clients = {}
-        for name, url in self.urls.items():
-            client = clients[name] = AgentClient(url, timeout=60.0)
-            client.session = shared
-        return clients
+        share their connection pools, so that the pooled hosts, all behind one address, share connections."""
+        shared = connection_pools()
+        return {name: AgentClient(url, timeout=60.0, pools=shared) for name, url in self.urls.items()}
 
     def agents_of_thread(self) -> dict[str, AgentClient]:
         """``agents()`` made once for the calling thread."""

@@ -29,7 +29,7 @@ from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
 from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.postgres import PostgresServer
-from berth.testbed.sim.cloud import Cloud, session
+from berth.testbed.sim.cloud import Cloud
 from berth.testbed.sim.report import Tally
 
 KINDS: Final[dict[str, int]] = {
@@ -130,7 +130,7 @@ class Faults:
 
         def compete(seed: int) -> None:
             local = random.Random(seed)
-            client = PlacementClient(url, attempts=1, session=session())
+            client = PlacementClient(url, attempts=1)
             for _ in range(STORM_WRITES):
                 consumer = str(uuid.uuid4())
                 root = local.choice(hot_roots)

@@ -74,9 +74,7 @@ def start_trackers(spec: dict[str, Any]) -> tuple[list[ResourceTracker], HostPoo
     def start(item: tuple[str, dict[str, Any]]) -> ResourceTracker:
         name, document = item
         config = tracker_config(document, spec["state_dir"])
-        # Proxy settings are not looked up on every call to the service (see ``cloud.session``).
         placement = PlacementClient(spec["placement"])
-        placement.session.trust_env = False
         tracker = ResourceTracker(name, make_driver("fake", config), placement, config)
         tracker.start()
         return tracker
