@@ -57,3 +57,10 @@ SERVER_GROUP_POLICY_CONFLICT: Final = "berth.server_group.policy_conflict"
 # A claim lease was confirmed or extended after it had expired: the service released the consumer's
 # allocations (and dropped the lease) instead, in the same transaction.
 LEASE_EXPIRED: Final = "berth.lease.expired"
+# A claim would take a project (or one of its users) beyond a quota limit: the detail names the
+# resource, the limit, the usage and the amount asked (berth.store.quotas.enforcement).
+QUOTA_EXCEEDED: Final = "berth.quota.exceeded"
+# A quota limit named a resource that is neither a resource class nor ``consumers``.
+QUOTA_UNKNOWN_RESOURCE: Final = "berth.quota.unknown_resource"
+# A quota limit that is not a whole number of zero or more.
+QUOTA_BAD_LIMIT: Final = "berth.quota.bad_limit"
