@@ -22,20 +22,23 @@ class Usage:
     consumers: int = 0
 
 
-def _scope(*, of_user: bool, among: bool, by_class: bool) -> str:
-    """FROM and WHERE of the allocations of a project's (or a user's) consumers; the parameters
-    are the project, the user, then the consumers ``among`` (``IN {ids}``, filled last)."""
-    sql = "FROM allocations a JOIN consumers c ON c.uuid = a.consumer_id JOIN projects p ON p.id = c.project_id"
-    if by_class:
-        sql += " JOIN resource_classes rc ON rc.id = a.resource_class_id"
-    if of_user:
-        sql += " JOIN users u ON u.id = c.user_id"
-    sql += " WHERE p.external_id = ?"
-    if of_user:
-        sql += " AND u.external_id = ?"
-    if among:
-        sql += " AND a.consumer_id IN {ids}"
-    return sql
+# The project's (or user's) consumers, through the index on (project_id, user_id); the parameters
+# are the project, the user, then the consumers ``among`` (``IN {ids}``, filled last).
+_PROJECT = "c.project_id = (SELECT id FROM projects WHERE external_id = ?)"
+_USER = " AND c.user_id = (SELECT id FROM users WHERE external_id = ?)"
+_AMONG = " AND c.uuid IN {ids}"
+# Summed per class id, each consumer's allocations read through their index, the names joined last.
+_BY_CLASS = """
+SELECT rc.name, held.used FROM (
+    SELECT a.resource_class_id, SUM(a.used) AS used
+    FROM consumers c JOIN allocations a ON a.consumer_id = c.uuid
+    WHERE {where}
+    GROUP BY a.resource_class_id
+) held JOIN resource_classes rc ON rc.id = held.resource_class_id"""
+# A consumer's row goes with its last allocation; EXISTS counts only those holding some whatever wrote it.
+_CONSUMERS = """
+SELECT COUNT(*) FROM consumers c
+WHERE {where} AND EXISTS (SELECT 1 FROM allocations a WHERE a.consumer_id = c.uuid)"""
 
 
 def usage_of(
@@ -53,13 +56,11 @@ def usage_of(
         return Usage()
     params = (project_id,) if user_id is None else (project_id, user_id)
     ids = sorted(among) if among is not None else None
-    shape = {"of_user": user_id is not None, "among": ids is not None}
+    where = _PROJECT + ("" if user_id is None else _USER) + ("" if ids is None else _AMONG)
     held: dict[str, int] = {}
     if classes:
-        sql = f"SELECT rc.name, SUM(a.used) {_scope(by_class=True, **shape)} GROUP BY rc.name"
-        held = {name: int(used) for name, used in fetch(conn, sql, params, ids=ids)}
+        held = {name: int(used) for name, used in fetch(conn, _BY_CLASS.format(where=where), params, ids=ids)}
     count = 0
     if consumers:
-        sql = f"SELECT COUNT(DISTINCT a.consumer_id) {_scope(by_class=False, **shape)}"
-        count = int(fetch(conn, sql, params, ids=ids)[0][0])
+        count = int(fetch(conn, _CONSUMERS.format(where=where), params, ids=ids)[0][0])
     return Usage(held, count)
