@@ -83,7 +83,7 @@ PLACING_KEYS = {
     "over_commit_samples",
     "anti_affinity_samples",
 }
-PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all"}
+PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all", "with_quota"}
 BUILD_KEYS = {
     "providers",
     "seconds",
@@ -265,8 +265,13 @@ def _check_pick_and_claim(result, stdout):
     weighed = picked["weigh_all"]
     assert weighed["picks"] == 3 and weighed["trees_fitted"] == [60] and weighed["failed"] == 0
     assert 0 < picked["weigh_all_median_ms"] <= picked["weigh_all_p95_ms"]
+    # The pick's servers again under a quota on their project that never refuses: every pick checked.
+    quota = picked["with_quota"]
+    assert quota["placements"] > 0 and quota["placements_per_s"] > 0 and quota["errors"] == 0
+    assert quota["conflict_codes"] == {} and quota["violations"] == 0 and quota["usage_mismatches"] == 0
+    assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / picked["placements_per_s"]), 1)
     placing = [line.split() for line in stdout.splitlines() if line.startswith("   60  ")]
-    assert [row[1] for row in placing[-2:]] == ["pick", "client-side"]
+    assert [row[1] for row in placing[-3:]] == ["pick", "pick+quota", "client-side"]
 
 
 def test_stolen_share_of_cpu_time():

@@ -401,3 +401,49 @@ def test_without_keystoneauth1_the_os_variables_fall_back_to_the_development_tok
     client = connection.connect(None, None, {"OS_AUTH_URL": "http://keystone.example/v3"})
     assert (client.url, client.headers["X-Auth-Token"]) == ("http://127.0.0.1:8778", "admin")
     assert "pip install 'berth[keystone]'" in capsys.readouterr().err
+
+
+# ---- quotas --------------------------------------------------------------------------------------
+
+
+def test_quota_set_show_list_and_delete(berth, cloud):
+    project = f"cli-quota-{new_uuid()[:8]}"
+    shown = as_json(berth("quota", "set", PROJECT, "--limit", "VCPU=64", "--limit", "consumers=10", "-f", "json"))
+    assert shown["limits"] == {"VCPU": 64, "consumers": 10}
+    assert shown == cloud.get(f"/berth/quotas/{PROJECT}")
+    table = {row[0]: row[2:] for row in rows(berth("quota", "show", PROJECT).stdout)}
+    used = shown["usage"]["VCPU"]
+    assert table["VCPU"] == [str(used), "64", f"{100 * used / 64:.0f}%"]
+    assert table["MEMORY_MB"][1] == "none"
+    berth("quota", "set", project, "--limit", "MEMORY_MB=1024", "--user", "bob")
+    user = yaml.safe_load(berth("quota", "show", project, "--user", "bob", "-f", "yaml").stdout)
+    assert user == {
+        "project_id": project,
+        "user_id": "bob",
+        "limits": {"MEMORY_MB": 1024},
+        "usage": {"MEMORY_MB": 0, "consumers": 0},
+    }
+    listed = {(row[0], row[1]) for row in rows(berth("quota", "list").stdout)}
+    assert {(PROJECT, "VCPU"), (PROJECT, "consumers")} <= listed
+    assert as_json(berth("quota", "list", "-f", "json")) == cloud.get("/berth/quotas")
+    assert "removed the limits of user bob of project" in berth("quota", "delete", project, "--user", "bob").stdout
+    assert "removed the limits of project" in berth("quota", "delete", PROJECT).stdout
+    assert PROJECT not in [quota["project_id"] for quota in cloud.get("/berth/quotas")["quotas"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "says", "status"),
+    [
+        (("set", PROJECT, "--limit", "VCPU"), "give CLASS=N with N a whole number", 2),
+        (("set", PROJECT, "--limit", "VCPU=-1"), "give CLASS=N with N a whole number", 2),
+        (("set", PROJECT), "Missing option '--limit'", 2),
+        (("set", PROJECT, "--limit", "CUSTOM_NOPE=1"), "berth.quota.unknown_resource", 1),
+        (("delete", "cli-no-quota"), "project cli-no-quota has no limits to delete", 1),
+    ],
+    ids=["no amount", "negative", "no limit", "unknown class", "nothing to delete"],
+)
+def test_quota_mistakes_say_what_to_do(berth, args, says, status):
+    result = berth("quota", *args, expect=status)
+    assert says in result.stderr
+    if status == 1:
+        assert "hint: " in result.stderr

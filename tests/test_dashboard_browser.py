@@ -184,6 +184,29 @@ def test_the_dashboard_shows_what_the_api_reports(served, browser, tmp_path):
     assert errors == []
 
 
+def test_the_quotas_panel_shows_each_limit_against_its_usage(served, browser):
+    server, client = served
+    host = _provider(client, "quota-host", {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 65536}})
+    _allocate(client, new_uuid(), {host: {"VCPU": 6, "MEMORY_MB": 2048}}, project="tenant-q")
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}/dashboard")
+    page.wait_for_selector("#quotas[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
+    assert page.is_visible("#quotas-none")
+    client.call("PUT", "/berth/quotas/tenant-q", {"limits": {"VCPU": 8, "consumers": 4}})
+    page.wait_for_selector('#quota-limits tr[data-project="tenant-q"]', timeout=REFRESH_TIMEOUT_MS)
+    shown = page.eval_on_selector_all(
+        '#quota-limits tr[data-project="tenant-q"]',
+        "rows => rows.map(r => [r.dataset.resource, Number(r.dataset.used), Number(r.dataset.limit)])",
+    )
+    assert shown == [["VCPU", 6, 8], ["consumers", 1, 4]]
+    assert page.text_content('#quota-limits tr[data-resource="VCPU"] td.num') == "6 / 8"
+    assert page.is_hidden("#quotas-none")
+    client.call("DELETE", "/berth/quotas/tenant-q", expect=(204,))
+    assert errors == []
+
+
 def test_a_refused_caller_sees_nothing(served, browser):
     server, _ = served
     page = browser.new_page()

@@ -38,6 +38,7 @@ _STORE = {
     "store.leases",
     "store.server_groups",
     "store.pick",
+    "store.quotas",
     "store.observability",
 }
 
@@ -71,8 +72,17 @@ LAYERS = _layers(
     (
         "store.pick",
         ("berth.store.pick",),
-        {"store.candidates", "store.leases", "store.server_groups", "store.placement", "store", "domain"},
+        {
+            "store.candidates",
+            "store.leases",
+            "store.server_groups",
+            "store.quotas",
+            "store.placement",
+            "store",
+            "domain",
+        },
     ),
+    ("store.quotas", ("berth.store.quotas",), {"store.placement", "store", "domain"}),
     ("store.observability", ("berth.store.observability",), {"store", "domain"}),
     # The HTTP plumbing both HTTP services share (the Placement service and the conductors' API).
     ("web", ("berth.web",), {"domain"}),

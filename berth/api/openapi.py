@@ -17,6 +17,7 @@ from berth.api.schemas.allocations import allocations_post_schema, allocations_p
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
 from berth.api.schemas.leases import LEASE_PUT
 from berth.api.schemas.pick import PICK_BODY
+from berth.api.schemas.quotas import QUOTA_PUT
 from berth.api.schemas.reshaper import reshaper_schema
 from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
@@ -64,6 +65,8 @@ _BODIES: Final[dict[tuple[str, str], JsonSchema]] = {
     ("POST", "/reshaper"): reshaper_schema(MAX),
     ("PUT", "/berth/leases/<consumer_uuid>"): LEASE_PUT,
     ("POST", "/berth/pick"): PICK_BODY,
+    ("PUT", "/berth/quotas/<project_id>"): QUOTA_PUT,
+    ("PUT", "/berth/quotas/<project_id>/users/<user_id>"): QUOTA_PUT,
 }
 
 _CANDIDATE_QUERY: Final[dict[str, Any]] = {

@@ -70,6 +70,11 @@ OPERATIONS = [
     Operation("berth:leases:delete", "DELETE", "/berth/leases/{consumer_uuid}", False),
     # Pick and claim, Berth's own as well.
     Operation("berth:pick", "POST", "/berth/pick", False),
+    # Quotas, Berth's own: an administrator's alone by default, under either set of defaults.
+    Operation("berth:quotas:list", "GET", "/berth/quotas", True),
+    Operation("berth:quotas:show", "GET", "/berth/quotas/{project_id}", True),
+    Operation("berth:quotas:update", "PUT", "/berth/quotas/{project_id}", False),
+    Operation("berth:quotas:delete", "DELETE", "/berth/quotas/{project_id}", False),
     # The metrics (berth serve --metrics guarded, the default).
     Operation("berth:metrics", "GET", "/metrics", True),
 ]
@@ -89,9 +94,13 @@ _SPECIAL_DEFAULTS = {
     "placement:reshaper:reshape": "rule:service_api",
     "placement:usages": "rule:admin_or_project_reader_or_service_api",
 }
+# Operations only an administrator may do by default, under either set of defaults.
+ADMIN_ONLY = frozenset(op.name for op in OPERATIONS if op.name.startswith("berth:quotas:"))
 
 
 def default_rule(operation: Operation, enforce_new_defaults: bool) -> str:
+    if operation.name in ADMIN_ONLY:
+        return "rule:admin_api"
     new = _SPECIAL_DEFAULTS.get(operation.name, "rule:admin_or_service_api")
     if enforce_new_defaults:
         return new

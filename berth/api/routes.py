@@ -17,6 +17,7 @@ from berth.api.handlers import (
     leases,
     metrics,
     pick,
+    quotas,
     reshaper,
     resource_classes,
     root,
@@ -153,6 +154,19 @@ def _build() -> RouteTable:
         },
         "/berth/pick": {
             "POST": _r(pick.pick, "berth:pick"),
+        },
+        "/berth/quotas": {
+            "GET": _r(quotas.list_quotas, "berth:quotas:list"),
+        },
+        "/berth/quotas/<project_id>": {
+            "GET": _r(quotas.show_project_quota, "berth:quotas:show"),
+            "PUT": _r(quotas.set_project_quota, "berth:quotas:update"),
+            "DELETE": _r(quotas.delete_project_quota, "berth:quotas:delete"),
+        },
+        "/berth/quotas/<project_id>/users/<user_id>": {
+            "GET": _r(quotas.show_user_quota, "berth:quotas:show"),
+            "PUT": _r(quotas.set_user_quota, "berth:quotas:update"),
+            "DELETE": _r(quotas.delete_user_quota, "berth:quotas:delete"),
         },
         "/reshaper": {
             "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=mv.RESHAPER),

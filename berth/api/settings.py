@@ -33,3 +33,6 @@ class Settings:
     metrics: str = "guarded"
     # The conductors' API whose control plane the dashboard page shows; None: the page shows none.
     dashboard_conductor: str | None = None
+    # Check the projects' quotas on PUT and POST /allocations too, not only on the pick: off by
+    # default, so that the Placement API means what it means in Placement (berth.store.quotas).
+    enforce_quotas_on_allocations: bool = False

@@ -54,6 +54,7 @@ def settings_from_environment() -> Settings:
         cors_allow_headers=_list("BERTH_CORS_ALLOW_HEADERS"),
         metrics=os.environ.get("BERTH_METRICS") or Settings.metrics,
         dashboard_conductor=os.environ.get("BERTH_DASHBOARD_CONDUCTOR") or None,
+        enforce_quotas_on_allocations=_flag("BERTH_ENFORCE_QUOTAS_ON_ALLOCATIONS"),
     )
 
 

@@ -128,6 +128,12 @@ class ServeSettings:
         env="BERTH_DASHBOARD_CONDUCTOR",
         metavar="URL",
     )
+    enforce_quotas_on_allocations: bool = setting(
+        Settings.enforce_quotas_on_allocations,
+        help="check the projects' quotas (berth quota) on PUT and POST /allocations too, not only on "
+        "POST /berth/pick; off, those writes are Placement's, which has no quotas",
+        env="BERTH_ENFORCE_QUOTAS_ON_ALLOCATIONS",
+    )
     log_format: str = setting(
         "text",
         help="the log's lines, one per request included: key=value text or JSON objects",
@@ -151,6 +157,7 @@ class ServeSettings:
             cors_allow_headers=self.cors_allow_headers,
             metrics=self.metrics,
             dashboard_conductor=self.dashboard_conductor,
+            enforce_quotas_on_allocations=self.enforce_quotas_on_allocations,
         )
 
 

@@ -70,3 +70,10 @@ PICK_GANG_UNKNOWN_AGGREGATE: Final = "berth.pick.gang_unknown_aggregate"
 # A gang pick's topology contradicts its server group's policy (affinity spread over more than one
 # aggregate).
 PICK_GANG_TOPOLOGY_CONFLICT: Final = "berth.pick.gang_topology_conflict"
+# A claim would take a project (or one of its users) beyond a quota limit: the detail names the
+# resource, the limit, the usage and the amount asked (berth.store.quotas.enforcement).
+QUOTA_EXCEEDED: Final = "berth.quota.exceeded"
+# A quota limit named a resource that is neither a resource class nor ``consumers``.
+QUOTA_UNKNOWN_RESOURCE: Final = "berth.quota.unknown_resource"
+# A quota limit that is not a whole number of zero or more.
+QUOTA_BAD_LIMIT: Final = "berth.quota.bad_limit"

@@ -225,3 +225,27 @@ allocation_leases = sa.Table(
     *_timestamps(),
     sa.Index("ix_allocation_leases_expires_at", "expires_at"),
 )
+
+# Berth's own: per-project quotas (berth.store.quotas). A project has a row in ``quota_projects``
+# exactly while it has limits, project-wide or for one of its users: that row is what every claim
+# checked against the project's limits locks, so that claims of one project are counted one after
+# another. Projects and users are named by their external ids, as clients name them, not by the rows
+# of ``projects`` and ``users``, which exist only once a consumer of theirs has allocations.
+quota_projects = sa.Table(
+    "quota_projects",
+    metadata,
+    sa.Column("project_id", sa.String(255), primary_key=True),
+    *_timestamps(),
+)
+
+# One limit each: of the project as a whole (``user_id`` is '') or of one user within it, on a
+# resource class (by name) or on the number of consumers holding allocations ('consumers').
+quota_limits = sa.Table(
+    "quota_limits",
+    metadata,
+    sa.Column("project_id", sa.String(255), sa.ForeignKey("quota_projects.project_id"), primary_key=True),
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("resource", sa.String(255), primary_key=True),
+    sa.Column("hard_limit", sa.BigInteger, nullable=False),
+    *_timestamps(),
+)

@@ -15,6 +15,7 @@ from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import allocations, consumers, providers
 from berth.store.placement.allocations import UNSET, ConsumerAllocations
+from berth.store.quotas.enforcement import check_allocation_write
 from berth.store.util import latest
 from berth.web.responses import Reply, empty_response
 
@@ -74,15 +75,23 @@ def put_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
     consumer_uuid = _consumer_path_uuid(consumer_uuid)
     body = call.json_body(allocations_put_schema(call.version))
     request = request_from_body(call, consumer_uuid, body)
-    call.db.write(lambda conn: allocations.replace_allocations(conn, [request]))
+    call.db.write(lambda conn: _write(call, conn, [request]))
     return empty_response()
 
 
 def post_allocations(call: Call) -> Reply:
     body = call.json_body(allocations_post_schema(call.version))
     requests = [request_from_body(call, normalize_uuid(consumer), data) for consumer, data in body.items()]
-    call.db.write(lambda conn: allocations.replace_allocations(conn, requests))
+    call.db.write(lambda conn: _write(call, conn, requests))
     return empty_response()
+
+
+def _write(call: Call, conn: Connection, requests: list[ConsumerAllocations]) -> None:
+    """Replace the consumers' allocations, within the quotas of their projects when the operator
+    enforces them on these writes too (``enforce_quotas_on_allocations``; off, as Placement has none)."""
+    if call.settings.enforce_quotas_on_allocations:
+        check_allocation_write(conn, requests)
+    allocations.replace_allocations(conn, requests)
 
 
 def delete_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:

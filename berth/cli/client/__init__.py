@@ -9,6 +9,7 @@ from berth.cli.client.candidates import candidates_command
 from berth.cli.client.inventory import inventory_group
 from berth.cli.client.leases import lease_group
 from berth.cli.client.providers import provider_group
+from berth.cli.client.quotas import quota_group
 from berth.cli.client.traits import trait_group
 from berth.cli.client.usage import usage_group
 
@@ -20,4 +21,5 @@ CLIENT_COMMANDS: list[click.Command] = [
     allocation_group,
     candidates_command,
     lease_group,
+    quota_group,
 ]

@@ -4,7 +4,8 @@ transaction.
 The steps, all inside the caller's write transaction (``Database.write``):
 
 1. lock the server group, if one is named (``berth.store.server_groups.membership``): picks for one group run
-   one after another, so that each sees the placements of those before it;
+   one after another, so that each sees the placements of those before it; then check the project's
+   quota, once for every tree (``berth.store.quotas.enforcement``, which locks the project's quota);
 2. resolve and search the candidates exactly as ``GET /allocation_candidates`` does
    (``resolve``, ``CandidateFinder``), without its limit;
 3. drop the trees the group's policy forbids: under anti-affinity those holding a member, under
@@ -42,6 +43,7 @@ from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.on_board import BoardPlan, claim_on_board
 from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
+from berth.store.quotas.enforcement import asked_by_query, check_quota
 from berth.store.server_groups import membership
 
 __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
@@ -59,6 +61,7 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     group = request.server_group
     if group is not None:
         membership.lock_group(conn, group.uuid, group.policy)
+    check_quota(conn, request.consumer.project_id, request.consumer.user_id, asked_by_query(request.query), 1)
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         set_lease(conn, request.consumer.uuid, request.lease_seconds)

@@ -9,7 +9,9 @@ After the other phases and their verification, on the same cloud:
 3. the same two, placing the members of anti-affinity groups of ``group_size``, handed out in
    order so that the threads place members of one group at the same time;
 4. the checks (:mod:`.placement_checks`): no over-commit on any provider either way placed on,
-   usages equal to everything accepted, and anti-affinity as the service's allocations show it.
+   usages equal to everything accepted, and anti-affinity as the service's allocations show it;
+5. the servers' run of the pick again, with a quota on the benchmark's project whose limits are
+   too high ever to refuse (``QUOTA_LIMITS``): what checking quotas costs a pick.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import uuid as uuidlib
 from typing import Any
 
 from berth.testbed.bench import log
+from berth.testbed.bench.cloud import BENCH_PROJECT
 from berth.testbed.bench.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
 from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally
 from berth.testbed.client import Client
@@ -31,6 +34,10 @@ WEIGH_ALL_WARMUPS = 3
 WEIGH_ALL_PICKS = 50  # at most; fewer when --queries asks for fewer
 
 Placer = Picker | ClientSideClaimer
+
+# Limits on every class a server asks and on its consumers, far above what any cloud of the bench holds:
+# every pick is checked against them and none is refused.
+QUOTA_LIMITS = {"VCPU": 2**40, "MEMORY_MB": 2**50, "DISK_GB": 2**50, "consumers": 2**40}
 
 
 class Members:
@@ -214,6 +221,21 @@ class PickPhase:
             f"{spread['violations']} {broken}"
         )
 
+    def with_quota(self) -> dict[str, Any]:
+        """The servers' run of the pick again, under ``QUOTA_LIMITS`` on the benchmark's project."""
+        path = f"/berth/quotas/{BENCH_PROJECT}"
+        self.client.call("PUT", path, {"limits": QUOTA_LIMITS})
+        try:
+            result, tally = self._run(Picker(self.client, self.hosts, name="pick_with_quota"), None)
+        finally:
+            self.client.call("DELETE", path, expect=(204,))
+        providers = {rp for p in tally.placed for rp in p.allocations}
+        books = check_over_commit(self.client, providers, self.held, self.threads, self.stop)
+        keys = ("placements", "placements_per_s", "p50_ms", "p99_ms", "conflicts", "conflict_codes")
+        figures = {key: result[key] for key in (*keys, "no_valid_host", "errors", "error_samples")}
+        figures.update(limits=QUOTA_LIMITS, violations=books["violations"], usage_mismatches=books["usage_mismatches"])
+        return figures
+
     def run(self, released: list[str], weigh_all_picks: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The figures of pick and claim and of the client-side loop."""
         self.release(released)
@@ -224,10 +246,16 @@ class PickPhase:
         self.release(self.consumers)
         picked = self.approach(Picker(self.client, self.hosts), Picker(self.client, self.hosts))
         self.release(self.consumers)
+        quota = self.with_quota()
+        # What the quota check costs: the servers' rate with the quota against the rate without.
+        quota["cost_percent"] = round(100 * (1 - quota["placements_per_s"] / picked["placements_per_s"]), 1)
+        log(f"  pick with a quota: {quota['cost_percent']} % fewer placements/s than without")
+        self.release(self.consumers)
         client_side = self.approach(
             ClientSideClaimer(self.client, self.hosts), ClientSideClaimer(self.client, self.hosts)
         )
         picked["weigh_all_median_ms"] = weighed["median_ms"]
         picked["weigh_all_p95_ms"] = weighed["p95_ms"]
         picked["weigh_all"] = weighed
+        picked["with_quota"] = quota
         return picked, client_side

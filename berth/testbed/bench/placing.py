@@ -109,10 +109,14 @@ class Picker:
 
     name = "pick_and_claim"
 
-    def __init__(self, client: Client, hosts: Collection[str], resources: str = FLAVOR_RESOURCES):
+    def __init__(
+        self, client: Client, hosts: Collection[str], resources: str = FLAVOR_RESOURCES, name: str | None = None
+    ):
         self.client = client
         self.hosts = hosts
         self.resources = resources
+        if name is not None:
+            self.name = name
 
     def place(self, tally: PlacementTally, group: str | None = None) -> bool:
         """One pick; whether it placed the consumer (False also when nothing fits any more)."""

@@ -75,6 +75,9 @@ def placement_failures(r: dict[str, Any]) -> list[str]:
             bad.append(f"hosts={r['hosts']}: {name}: over-commits or usage mismatches")
     if picked["anti_affinity_violations"] or picked["weigh_all"]["failed"]:
         bad.append(f"hosts={r['hosts']}: pick and claim: anti-affinity violations or failed picks")
+    quota = picked["with_quota"]
+    if quota["errors"] or quota["violations"] or quota["usage_mismatches"] or quota["conflict_codes"]:
+        bad.append(f"hosts={r['hosts']}: pick with a quota: errors, refusals or broken books")
     return bad
 
 

@@ -6,7 +6,7 @@
 import { Refused, forgetToken, getControl, getJson, getMetricsText, storeToken, storedToken } from "./api.js";
 import { renderControl, renderControlUnavailable } from "./control.js";
 import { MetricsWindow, parsePrometheus, sampleOf } from "./metrics.js";
-import { renderMetrics, renderProviders, renderRankings, renderTotals } from "./render.js";
+import { renderMetrics, renderProviders, renderQuotas, renderRankings, renderTotals } from "./render.js";
 
 const view = { page: 1, search: "", sort: "name", above: "" };
 const metrics = new MetricsWindow();
@@ -67,6 +67,19 @@ async function refreshRankings(run) {
   }
 }
 
+async function refreshQuotas(run) {
+  const section = document.getElementById("quotas");
+  try {
+    const quotas = await getJson("berth/quotas", token);
+    section.hidden = false;
+    if (run === latest) renderQuotas(quotas);
+  } catch (error) {
+    // The quotas have rules of their own (berth:quotas:list): a viewer they refuse sees the rest.
+    if (error instanceof Refused) section.hidden = true;
+    else section.dataset.state = "error";
+  }
+}
+
 async function refreshControl(run) {
   if (!config.conductor_url) return;
   try {
@@ -90,6 +103,7 @@ async function refresh() {
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes) + 1);
     // The figures above come first; the rankings and the metrics may be slower, or absent.
     refreshRankings(run);
+    refreshQuotas(run);
     refreshControl(run);
     refreshMetrics().catch(() => renderMetrics("unavailable", null));
   } catch (error) {

@@ -85,6 +85,21 @@ export function renderRankings(rankings) {
       el("td", {}, bar(p.used, p.capacity)))));
 }
 
+// Each project's limits (GET /berth/quotas), one row per limit, its usage against it.
+export function renderQuotas(quotas) {
+  const section = document.getElementById("quotas");
+  section.dataset.state = "live";
+  const rows = quotas.quotas.flatMap((q) => Object.entries(q.limits).map(([resource, limit]) => {
+    const used = q.usage[resource] ?? 0;
+    return el("tr", { "data-project": q.project_id, "data-resource": resource, "data-used": used, "data-limit": limit },
+      el("td", {}, q.project_id), el("td", {}, resource),
+      el("td", { class: "num" }, `${number.format(used)} / ${number.format(limit)}`),
+      el("td", {}, bar(used, limit)));
+  }));
+  fillBody(document.getElementById("quota-limits"), rows);
+  document.getElementById("quotas-none").hidden = rows.length > 0;
+}
+
 function providerItem(node) {
   const inventories = el("div", { class: "inventories" });
   for (const inv of node.inventories) {
