@@ -196,6 +196,24 @@ def test_a_users_limit_holds_the_user_back_and_the_projects_the_whole_project(ap
     assert "Quota exceeded for VCPU of project p1: limit 6, usage 6, asked 1." in error_detail(r)
 
 
+def test_a_gang_is_counted_whole_and_refused_whole(api):
+    api.create_provider("host", inventory=HOST)
+    _set(api, "p1", {"VCPU": 5})
+
+    def gang(count, project="p1"):
+        members = [_pick_body({"VCPU": 2}, project=project)["consumer"] for _ in range(count)]
+        return {"query": {"resources": "VCPU:2"}, "consumers": members}, [m["uuid"] for m in members]
+
+    body, members = gang(3)
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 409 and error_code(r) == error_codes.QUOTA_EXCEEDED
+    assert "Quota exceeded for VCPU of project p1: limit 5, usage 0, asked 6." in error_detail(r)
+    assert all(api.get(f"/allocations/{m}").json_body["allocations"] == {} for m in members)
+    body, members = gang(2)
+    assert api.post("/berth/pick", body).status_code == 200
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 4, "consumers": 2}
+
+
 def test_a_granular_pick_is_counted_whole(api):
     api.create_provider("host", inventory=HOST)
     _set(api, "p1", {"VCPU": 3})

@@ -53,6 +53,7 @@ from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.request import Consumer, ServerGroup, soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
 from berth.store.placement.aggregates import aggregate_ids
+from berth.store.quotas.enforcement import asked_by_query, check_quota
 from berth.store.server_groups import membership
 
 # Plans made again after a tree refused a member the plan counted on, before the gang gives up.
@@ -226,6 +227,7 @@ def _write(
     """The plan written: leases, allocations and memberships of the members placed, in order."""
     group = request.server_group
     placed = list(zip(request.consumers, plan.trees, plan.weights, strict=False))
+    _check_quotas(conn, request, [consumer for consumer, _, _ in placed])
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         for consumer, _, _ in placed:
@@ -246,6 +248,17 @@ def _write(
             membership.add_member(conn, group.uuid, consumer.uuid, root)
         written.append(GangMember(consumer.uuid, claimed.allocations, claimed.mappings, providers[root].uuid, weight))
     return written
+
+
+def _check_quotas(conn: Connection, request: GangRequest, placed: Sequence[Consumer]) -> None:
+    """The members placed counted against their projects' (and users') quotas, as one claim each
+    project and user makes: a gang that would pass a limit is refused whole (409
+    ``berth.quota.exceeded``). Projects are locked in one order, so that two gangs of the same
+    projects never wait for each other's locks."""
+    owners = Counter((consumer.project_id, consumer.user_id) for consumer in placed)
+    each = asked_by_query(request.query)
+    for (project, user), count in sorted(owners.items()):
+        check_quota(conn, project, user, {name: amount * count for name, amount in each.items()}, count)
 
 
 def _hard_policy(group: ServerGroup | None) -> HardPolicy:
