@@ -27,8 +27,9 @@ from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.schemas.resource_providers import provider_body_schema
 from berth.api.schemas.traits import PROVIDER_TRAITS_PUT
 from berth.api.schemas.usages import usages_query_schema
-from berth.api.validation import _FORMAT_CHECKER, _fast_validator, compile_validators, validate
+from berth.api.validation import compile_validators, validate
 from berth.domain.errors import BadRequest
+from berth.web.json_schemas import FORMAT_CHECKER, fast_validator
 
 RP = "7b9a2c7e-4f4e-4a59-9d5e-0d6a3f0c1a11"
 RP2 = "0f1e2d3c-4b5a-4968-8776-655443322110"
@@ -179,14 +180,14 @@ def _replace(value, path, new):
 
 
 def _agree(schema, body):
-    fast = _fast_validator(schema)
+    fast = fast_validator(schema)
     assert fast is not None, "every Berth schema compiles"
     try:
         fast(body)
         fast_ok = True
     except Exception:  # noqa: BLE001 - fastjsonschema's refusal
         fast_ok = False
-    slow_ok = jsonschema.Draft4Validator(schema, format_checker=_FORMAT_CHECKER).is_valid(body)
+    slow_ok = jsonschema.Draft4Validator(schema, format_checker=FORMAT_CHECKER).is_valid(body)
     assert not fast_ok or slow_ok, f"fast validator accepted what jsonschema refuses: {body!r}"
     return slow_ok
 
@@ -242,8 +243,8 @@ def test_cached_schemas_are_not_shared_mutably():
 def test_every_schema_compiles_and_equal_schemas_share_one_validator():
     every = list(every_schema())
     compile_validators(every)
-    assert all(_fast_validator(schema) is not None for schema in every)
+    assert all(fast_validator(schema) is not None for schema in every)
     at_20 = provider_body_schema(Version(1, 20), create=True)
     at_21 = provider_body_schema(Version(1, 21), create=True)
-    assert at_20 is not at_21 and _fast_validator(at_20) is _fast_validator(at_21)
-    assert _fast_validator(at_20) is not _fast_validator(provider_body_schema(Version(1, 13), create=True))
+    assert at_20 is not at_21 and fast_validator(at_20) is fast_validator(at_21)
+    assert fast_validator(at_20) is not fast_validator(provider_body_schema(Version(1, 13), create=True))

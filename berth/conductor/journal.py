@@ -251,8 +251,8 @@ class Journal:
             operation.updated_at = operation.heartbeat = now
 
     def get(self, operation_id: str) -> Operation | None:
-        query = operations.select().where(operations.c.id == operation_id)
-        row = self._read(lambda conn: conn.execute(query).mappings().first())
+        query = self._statements.by_id
+        row = self._read(lambda conn: conn.execute(query, {"operation_id": operation_id}).mappings().first())
         return None if row is None else Operation.from_row(row)
 
     def for_instance(self, instance_uuid: str) -> list[Operation]:
@@ -383,6 +383,7 @@ class _Statements:
             )
             .returning(operations.c.heartbeat)
         )
+        self.by_id = operations.select().where(operations.c.id == sa.bindparam("operation_id"))
         self.beat = (
             operations.update()
             .where(operations.c.owner == sa.bindparam("beating"), operations.c.state == RUNNING)

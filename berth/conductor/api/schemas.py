@@ -1,16 +1,14 @@
-"""The request bodies of the conductors' API as JSON schemas (Draft 4, as the service's), checked
-with jsonschema: a body that does not fit is refused with the first problem found, by its path."""
+"""The request bodies of the conductors' API as JSON schemas (Draft 4, as the service's), checked as
+the service checks its own (``berth.web.json_schemas``): a body that does not fit is refused with the
+first problem found, by its path."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
-import jsonschema
-from jsonschema.exceptions import best_match
-
 from berth.domain.errors import BadRequest
+from berth.web.json_schemas import first_error
 
 NAME: Final = {"type": "string", "minLength": 1, "maxLength": 255}
 UUID: Final = {"type": "string", "format": "uuid"}
@@ -157,23 +155,9 @@ HOST_DISABLE: Final = {
 }
 
 
-def _is_uuid(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
-_FORMATS = jsonschema.FormatChecker()
-_FORMATS.checks("uuid")(_is_uuid)
-
-
 def check(body: object, schema: Mapping[str, Any]) -> Any:
     """``body`` if it fits ``schema``; else BadRequest naming where and how it does not."""
-    error = best_match(jsonschema.Draft4Validator(schema, format_checker=_FORMATS).iter_errors(body))
+    error = first_error(body, schema)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the body"
         raise BadRequest(f"Invalid input for field/attribute {where}. Value: {error.instance!r}. {error.message}")

@@ -63,6 +63,9 @@ class Hosts:
         self.engine = engine
         self.down_after = down_after
         self._now = database_clock(engine.dialect.name)
+        # Every step of an operation looks its hosts' agents up: built once (see the journal's
+        # ``_Statements``).
+        self._by_name = self._query(hosts.c.name == sa.bindparam("host_name"))
 
     def register(
         self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
@@ -128,7 +131,7 @@ class Hosts:
         return same
 
     def get(self, name: str) -> Host:
-        found = self._read(hosts.c.name == name)
+        found = self._rows(self._by_name, {"host_name": name})
         if not found:
             raise NotFound(f"No host named {name} has registered.", code=HOST_NOT_FOUND)
         return found[0]
@@ -142,10 +145,15 @@ class Hosts:
         return self._read(sa.true())
 
     def _read(self, where: sa.ColumnElement[bool]) -> list[Host]:
+        return self._rows(self._query(where))
+
+    def _query(self, where: sa.ColumnElement[bool]) -> sa.Select[Any]:
         silent = (self._now - hosts.c.heartbeat).label("silent_for")
-        query = sa.select(hosts, silent).where(where).order_by(hosts.c.name)
+        return sa.select(hosts, silent).where(where).order_by(hosts.c.name)
+
+    def _rows(self, query: sa.Select[Any], parameters: Mapping[str, Any] | None = None) -> list[Host]:
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+            rows = conn.execute(query, parameters).mappings().all()
         return [_host(record(r), self.down_after) for r in rows]
 
     def set_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:

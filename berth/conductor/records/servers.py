@@ -32,6 +32,14 @@ class ServerRecords:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._now = database_clock(engine.dialect.name)
+        # The statements of every operation's start and end and of every read of one server, built
+        # once (see the journal's ``_Statements``).
+        self._clock = sa.select(self._now)
+        self._held_by = servers.select().where(
+            servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder")
+        )
+        self._by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
+        self._live_by_id = self._by_id.where(servers.c.deleted_at.is_(None))
 
     # -- the journal's companion --------------------------------------------------------------------
 
@@ -92,15 +100,13 @@ class ServerRecords:
 
     def ending(self, conn: Connection, operation: Operation) -> None:
         row = (
-            conn.execute(
-                servers.select().where(servers.c.id == operation.instance_uuid, servers.c.operation_id == operation.id)
-            )
+            conn.execute(self._held_by, {"server_id": operation.instance_uuid, "holder": operation.id})
             .mappings()
             .first()
         )
         if row is None:  # a slotless operation, or this end written already
             return
-        now = conn.execute(sa.select(self._now)).scalar_one()
+        now = conn.execute(self._clock).scalar_one()
         changes = server_states.outcome(record(row), operation, now)
         conn.execute(
             servers.update()
@@ -111,11 +117,9 @@ class ServerRecords:
     # -- reads ----------------------------------------------------------------------------------------
 
     def get(self, server_id: str, *, deleted: bool = False) -> Record:
-        query = servers.select().where(servers.c.id == server_id)
-        if not deleted:
-            query = query.where(servers.c.deleted_at.is_(None))
+        query = self._by_id if deleted else self._live_by_id
         with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(query, {"server_id": server_id}).mappings().first()
         if row is None:
             raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND)
         return record(row)
