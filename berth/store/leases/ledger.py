@@ -63,10 +63,13 @@ def _lease(row: sa.Row[tuple[str, datetime.datetime, datetime.datetime, datetime
 _COLUMNS: Final = (leases.c.consumer_uuid, leases.c.expires_at, leases.c.created_at, leases.c.updated_at)
 
 
+_POSTGRESQL_NOW: Final = sa.func.timezone("UTC", sa.func.statement_timestamp(), type_=sa.DateTime)
+
+
 def clock(conn: Connection) -> sa.ColumnElement[datetime.datetime]:
     """The database's time now (naive UTC) as a SQL expression; on SQLite this process's."""
     if conn.dialect.name == "postgresql":
-        return sa.func.timezone("UTC", sa.func.statement_timestamp(), type_=sa.DateTime)
+        return _POSTGRESQL_NOW
     return sa.literal(utcnow(), sa.DateTime)
 
 
@@ -83,27 +86,52 @@ def set_lease(conn: Connection, consumer_uuid: str, seconds: float) -> datetime.
     if not (isinstance(seconds, int | float) and math.isfinite(seconds) and 0 <= seconds <= MAX_LEASE_SECONDS):
         raise BadRequest(f"A lease lasts from 0 to {MAX_LEASE_SECONDS:g} seconds, not {seconds!r}.")
     if conn.dialect.name == "postgresql":
-        insert: postgresql.Insert | sqlite.Insert = postgresql.insert(leases)
-        now = clock(conn)
-        expires_at: sa.ColumnElement[datetime.datetime] = now + sa.literal(
-            datetime.timedelta(seconds=seconds), sa.Interval
-        )
+        statement, parameters = _SET_ON_POSTGRESQL, {"consumer_uuid": consumer_uuid, "seconds": seconds}
     else:
-        insert = sqlite.insert(leases)
         moment = utcnow()
-        now, expires_at = (
-            sa.literal(moment, sa.DateTime),
-            sa.literal(moment + datetime.timedelta(seconds=seconds), sa.DateTime),
+        statement = _SET_ON_SQLITE
+        parameters = {
+            "consumer_uuid": consumer_uuid,
+            "now": moment,
+            "expires_at": moment + datetime.timedelta(seconds=seconds),
+        }
+    written: datetime.datetime = conn.execute(statement, parameters).scalar_one()
+    return written
+
+
+def _upsert(
+    insert: postgresql.Insert | sqlite.Insert,
+    now: sa.ColumnElement[datetime.datetime],
+    expires_at: sa.ColumnElement[datetime.datetime],
+) -> sa.Executable:
+    """The lease written whether or not there was one (its creation time kept), as one statement."""
+    return (
+        insert.values(
+            consumer_uuid=sa.bindparam("consumer_uuid"), expires_at=expires_at, created_at=now, updated_at=now
         )
-    written: datetime.datetime = conn.execute(
-        insert.values(consumer_uuid=consumer_uuid, expires_at=expires_at, created_at=now, updated_at=now)
         .on_conflict_do_update(
             index_elements=[leases.c.consumer_uuid],
             set_={"expires_at": insert.excluded.expires_at, "updated_at": insert.excluded.updated_at},
         )
         .returning(leases.c.expires_at)
-    ).scalar_one()
-    return written
+    )
+
+
+# Built once: every build takes a lease and confirms it (see the journal's statements for why).
+_SET_ON_POSTGRESQL: Final = _upsert(
+    postgresql.insert(leases),
+    _POSTGRESQL_NOW,
+    _POSTGRESQL_NOW + sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.bindparam("seconds", type_=sa.Float)),
+)
+_SET_ON_SQLITE: Final = _upsert(
+    sqlite.insert(leases),
+    sa.bindparam("now", type_=sa.DateTime),
+    sa.bindparam("expires_at", type_=sa.DateTime),
+)
+_EXPIRY_LOCKED: Final = (
+    sa.select(leases.c.expires_at).where(leases.c.consumer_uuid == sa.bindparam("consumer_uuid")).with_for_update()
+)
+_DROP: Final = sa.delete(leases).where(leases.c.consumer_uuid == sa.bindparam("consumer_uuid"))
 
 
 def get_lease(conn: Connection, consumer_uuid: str) -> Lease | None:
@@ -118,7 +146,7 @@ def list_leases(conn: Connection) -> list[Lease]:
 
 
 def _drop(conn: Connection, consumer_uuid: str) -> bool:
-    return conn.execute(sa.delete(leases).where(leases.c.consumer_uuid == consumer_uuid)).rowcount == 1
+    return conn.execute(_DROP, {"consumer_uuid": consumer_uuid}).rowcount == 1
 
 
 class Held(enum.Enum):
@@ -139,9 +167,7 @@ def _expired_release(conn: Connection, consumer_uuid: str, now: datetime.datetim
 
     On PostgreSQL the row lock orders this against a reaper: one that holds the lease makes this
     wait and then find it gone (NONE); one that comes later skips it."""
-    expires_at = conn.execute(
-        sa.select(leases.c.expires_at).where(leases.c.consumer_uuid == consumer_uuid).with_for_update()
-    ).scalar_one_or_none()
+    expires_at = conn.execute(_EXPIRY_LOCKED, {"consumer_uuid": consumer_uuid}).scalar_one_or_none()
     if expires_at is None:
         return Held.NONE
     if expires_at > (now or database_now(conn)):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, RowMapping
@@ -57,28 +57,30 @@ class ConsumerAllocations:
     consumer_type: str | None = None
 
 
-def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> Sequence[RowMapping]:
-    return (
-        conn.execute(
-            sa.select(
-                rp.c.uuid.label("provider_uuid"),
-                rp.c.generation.label("provider_generation"),
-                resource_classes.c.name.label("resource_class"),
-                allocations.c.used,
-                allocations.c.created_at,
-                allocations.c.updated_at,
-            )
-            .select_from(
-                allocations.join(rp, rp.c.id == allocations.c.resource_provider_id).join(
-                    resource_classes, resource_classes.c.id == allocations.c.resource_class_id
-                )
-            )
-            .where(allocations.c.consumer_id == consumer_uuid)
-            .order_by(rp.c.id, resource_classes.c.id)
-        )
-        .mappings()
-        .all()
+# Read for every GET /allocations/{consumer} and by every tracker's write of a consumer: built
+# once, so that SQLAlchemy finds its compiled form by a key it keeps rather than building the
+# statement and working out that key on each call.
+_SHOWN_OF_CONSUMER: Final = (
+    sa.select(
+        rp.c.uuid.label("provider_uuid"),
+        rp.c.generation.label("provider_generation"),
+        resource_classes.c.name.label("resource_class"),
+        allocations.c.used,
+        allocations.c.created_at,
+        allocations.c.updated_at,
     )
+    .select_from(
+        allocations.join(rp, rp.c.id == allocations.c.resource_provider_id).join(
+            resource_classes, resource_classes.c.id == allocations.c.resource_class_id
+        )
+    )
+    .where(allocations.c.consumer_id == sa.bindparam("consumer_uuid"))
+    .order_by(rp.c.id, resource_classes.c.id)
+)
+
+
+def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> Sequence[RowMapping]:
+    return conn.execute(_SHOWN_OF_CONSUMER, {"consumer_uuid": consumer_uuid}).mappings().all()
 
 
 def allocations_on_provider(conn: Connection, provider_id: int) -> Sequence[RowMapping]:
