@@ -55,6 +55,7 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import drop_leases
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
+from berth.store.pick.priorities import DEFAULT_PRIORITY
 from berth.store.pick.request import Pick, PickRequest, Preempted, soft_policy
 from berth.store.placement.allocations import delete_consumer_allocations
 from berth.store.rawsql import db_time, execute, fetch, py_time
@@ -75,14 +76,22 @@ _STEPS_PER_CHECK: Final = 10_000
 _EVERY_CANDIDATE: Final = 2**62
 
 _LOWER = """
-SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used, p.root_provider_id,
+SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used,
        COALESCE(cp.priority, 0), c.created_at, pr.external_id
 FROM allocations a
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects pr ON pr.id = c.project_id
-JOIN resource_providers p ON p.id = a.resource_provider_id
 LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = a.consumer_id
 WHERE COALESCE(cp.priority, 0) < ?"""
+# For a pick of priority 0 or below, only consumers with a row of their own can be lower: read from
+# those rows (through their priority's index) instead of from every allocation.
+_LOWER_THAN_DEFAULT = """
+SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used, cp.priority, c.created_at, pr.external_id
+FROM consumer_priorities cp
+JOIN allocations a ON a.consumer_id = cp.consumer_uuid
+JOIN consumers c ON c.uuid = a.consumer_id
+JOIN projects pr ON pr.id = c.project_id
+WHERE cp.priority < ?"""
 _LOCK_CONSUMERS = "SELECT uuid FROM consumers WHERE uuid IN {ids} ORDER BY uuid FOR UPDATE"
 _HELD_BY = (
     "SELECT consumer_id, resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id IN {ids}"
@@ -198,7 +207,8 @@ def preempt_and_claim(
 
 def _holders(conn: Connection, priority: int) -> dict[str, Holder]:
     holders: dict[str, Holder] = {}
-    for consumer, provider_id, rc, used, _root, held_priority, created_at, project in fetch(conn, _LOWER, (priority,)):
+    sql = _LOWER_THAN_DEFAULT if priority <= DEFAULT_PRIORITY else _LOWER
+    for consumer, provider_id, rc, used, held_priority, created_at, project in fetch(conn, sql, (priority,)):
         holder = holders.get(consumer)
         if holder is None:
             holder = holders[consumer] = Holder(consumer, int(held_priority), created_at, project)
