@@ -292,6 +292,29 @@ def test_a_victim_is_removed_whole_everywhere_and_its_projects_usage_drops(api):
     assert api.get("/usages?project_id=low", version="1.9").json_body["usages"] == {"VCPU": 3}
 
 
+def test_room_on_a_shared_pool_counts_for_every_tree_anchored_to_it_and_the_weighing_decides_a_tie(api):
+    aggregate = new_uuid()
+    a = api.create_provider("host-a", inventory={"VCPU": 4}, aggregates=[aggregate])
+    b = api.create_provider("host-b", inventory={"VCPU": 4}, aggregates=[aggregate])
+    pool = api.create_provider(
+        "pool", inventory={"DISK_GB": 100}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    on_disk, on_cpus = new_uuid(), new_uuid()
+    api.allocate(on_disk, {a: {"VCPU": 1}, pool: {"DISK_GB": 100}}, project="low")
+    api.allocate(on_cpus, {a: {"VCPU": 3}}, project="low")
+    # b has the CPUs but the pool no disk: removing on_disk makes room on a and on b alike (the same
+    # victim, the same cost), and the weighing prefers b, whose CPUs are free (spread).
+    answer = _pick(api, "VCPU:1,DISK_GB:50", priority=1, preempt=True)
+    assert _victims(answer) == [on_disk]
+    assert answer["root_provider_uuid"] == b
+    assert answer["allocation_request"]["allocations"] == {
+        b: {"resources": {"VCPU": 1}},
+        pool: {"resources": {"DISK_GB": 50}},
+    }
+    assert _held(api, on_cpus)
+    assert api.get(f"/resource_providers/{pool}/usages").json_body["usages"] == {"DISK_GB": 50}
+
+
 def test_a_refused_preemption_writes_nothing(api, db):
     host = _hosts(api, 1)[0]
     low = _place(api, host, 4, -1)
