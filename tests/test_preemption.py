@@ -177,6 +177,9 @@ def test_the_priority_is_kept_with_the_consumer_and_goes_with_it_by_every_path(a
     assert api.delete(f"/allocations/{deleted}").status_code == 204
     generation = api.get(f"/allocations/{emptied}").json_body["consumer_generation"]
     api.allocate(emptied, {}, project="low", generation=generation)
+    # A consumer whose allocations are replaced (moved, resized) keeps its priority.
+    generation = api.get(f"/allocations/{highest}").json_body["consumer_generation"]
+    api.allocate(highest, {host: {"VCPU": 2}}, project="low", generation=generation)
     with db.engine.begin() as conn:
         assert leased in reap_expired(
             conn, datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(seconds=1)
