@@ -27,6 +27,8 @@ def make_database(backend: str, tmp_path_factory: pytest.TempPathFactory, reques
 
 
 _MUTABLE_TABLES = [
+    schema.consumer_priorities,
+    schema.preemptions,
     schema.quota_limits,
     schema.quota_projects,
     schema.allocations,

@@ -70,6 +70,9 @@ OPERATIONS = [
     Operation("berth:leases:delete", "DELETE", "/berth/leases/{consumer_uuid}", False),
     # Pick and claim, Berth's own as well.
     Operation("berth:pick", "POST", "/berth/pick", False),
+    # The consumers preempting picks removed, under the pick's defaults.
+    Operation("berth:preemptions:list", "GET", "/berth/preemptions", True),
+    Operation("berth:preemptions:show", "GET", "/berth/preemptions/{consumer_uuid}", True),
     # Quotas, Berth's own: an administrator's alone by default, under either set of defaults.
     Operation("berth:quotas:list", "GET", "/berth/quotas", True),
     Operation("berth:quotas:show", "GET", "/berth/quotas/{project_id}", True),

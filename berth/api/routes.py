@@ -17,6 +17,7 @@ from berth.api.handlers import (
     leases,
     metrics,
     pick,
+    preemptions,
     quotas,
     reshaper,
     resource_classes,
@@ -154,6 +155,12 @@ def _build() -> RouteTable:
         },
         "/berth/pick": {
             "POST": _r(pick.pick, "berth:pick"),
+        },
+        "/berth/preemptions": {
+            "GET": _r(preemptions.list_preemptions, "berth:preemptions:list"),
+        },
+        "/berth/preemptions/<consumer_uuid>": {
+            "GET": _r(preemptions.show_preemption, "berth:preemptions:show"),
         },
         "/berth/quotas": {
             "GET": _r(quotas.list_quotas, "berth:quotas:list"),

@@ -70,6 +70,10 @@ PICK_GANG_UNKNOWN_AGGREGATE: Final = "berth.pick.gang_unknown_aggregate"
 # A gang pick's topology contradicts its server group's policy (affinity spread over more than one
 # aggregate).
 PICK_GANG_TOPOLOGY_CONFLICT: Final = "berth.pick.gang_topology_conflict"
+# A pick's priority is outside MIN_PRIORITY..MAX_PRIORITY (berth.store.pick.priorities).
+PICK_PRIORITY_OUT_OF_RANGE: Final = "berth.pick.priority_out_of_range"
+# A gang pick asked to preempt, which gangs do not do yet.
+PICK_GANG_PREEMPT_UNSUPPORTED: Final = "berth.pick.gang_preempt_unsupported"
 # A claim would take a project (or one of its users) beyond a quota limit: the detail names the
 # resource, the limit, the usage and the amount asked (berth.store.quotas.enforcement).
 QUOTA_EXCEEDED: Final = "berth.quota.exceeded"

@@ -249,3 +249,34 @@ quota_limits = sa.Table(
     sa.Column("hard_limit", sa.BigInteger, nullable=False),
     *_timestamps(),
 )
+
+# Berth's own: the priority a pick gave its consumer (berth.store.pick.preemption). A consumer
+# without a row has priority 0, so a pick of priority 0 writes none. Keyed by the consumer's uuid, as
+# allocations name it; the row goes with the consumer's own row, which every path that empties a
+# consumer's allocations deletes (berth.store.placement.allocations).
+consumer_priorities = sa.Table(
+    "consumer_priorities",
+    metadata,
+    sa.Column("consumer_uuid", sa.String(36), primary_key=True),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Index("ix_consumer_priorities_priority", "priority"),
+)
+
+# Berth's own: each consumer a preempting pick removed, whole, to make room for its own
+# (berth.store.pick.preemption), so that the conductor can end its server and the agents drop its
+# claims. A record, not a reference: the victim's rows are gone when this one is written.
+preemptions = sa.Table(
+    "preemptions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("consumer_uuid", sa.String(36), nullable=False),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("root_provider_uuid", sa.String(36), nullable=False),
+    sa.Column("preempted_by", sa.String(36), nullable=False),
+    sa.Column("preempted_at", sa.DateTime, nullable=False),
+    sa.Index("ix_preemptions_consumer_uuid", "consumer_uuid"),
+    sa.Index("ix_preemptions_preempted_by", "preempted_by"),
+    sa.Index("ix_preemptions_preempted_at", "preempted_at"),
+)

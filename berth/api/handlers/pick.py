@@ -26,6 +26,7 @@ from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
 from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids, pick_gang
 from berth.store.pick.on_board import plan_on_board
+from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from berth.store.pick.request import Alternate
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups.membership import GroupPolicy
@@ -44,6 +45,7 @@ def pick(call: Call) -> Reply:
         if gang:
             raise BadRequest(error.detail, code=error_codes.PICK_GANG_BAD_REQUEST) from None
         raise
+    _check_priority(body)
     if gang:
         return _pick_gang(call, _gang_request(body))
     request = _pick_request(body)
@@ -54,7 +56,7 @@ def pick(call: Call) -> Reply:
     cache = call.provider_cache
     plan = call.db.read(lambda conn: plan_on_board(conn, request, cache, board))
     chosen = call.db.write(lambda conn: pick_and_claim(conn, request, cache, plan))
-    return json_response(call, _answer(chosen))
+    return json_response(call, _answer(chosen, request.preempt))
 
 
 def _pick_gang(call: Call, request: GangRequest) -> Reply:
@@ -72,7 +74,18 @@ def _pick_request(body: dict[str, Any]) -> PickRequest:
         server_group=_server_group(body),
         lease_seconds=body.get("lease_seconds"),
         alternates=body.get("alternates", 0),
+        priority=body.get("priority", DEFAULT_PRIORITY),
+        preempt=body.get("preempt", False),
     )
+
+
+def _check_priority(body: dict[str, Any]) -> None:
+    priority = body.get("priority", DEFAULT_PRIORITY)
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise BadRequest(
+            f"A pick's priority is from {MIN_PRIORITY} to {MAX_PRIORITY}, not {priority}.",
+            code=error_codes.PICK_PRIORITY_OUT_OF_RANGE,
+        )
 
 
 def _gang_request(body: dict[str, Any]) -> GangRequest:
@@ -87,6 +100,11 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
         raise _bad_gang(f"min_count {min_count} is more than the gang's {len(consumers)} consumers.")
     if body.get("alternates", 0):
         raise _bad_gang("A gang names no alternates: each member is placed or not, in one write.")
+    if body.get("preempt", False):
+        raise BadRequest(
+            "A gang does not preempt yet: pick its members one by one to preempt for each.",
+            code=error_codes.PICK_GANG_PREEMPT_UNSUPPORTED,
+        )
     group = _server_group(body)
     topology = _topology(body.get("topology"))
     if (
@@ -108,6 +126,7 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
         topology=topology,
         server_group=group,
         lease_seconds=body.get("lease_seconds"),
+        priority=body.get("priority", DEFAULT_PRIORITY),
     )
 
 
@@ -162,8 +181,8 @@ def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
 
 
-def _answer(chosen: Pick) -> dict[str, Any]:
-    return {
+def _answer(chosen: Pick, preempt: bool) -> dict[str, Any]:
+    answer: dict[str, Any] = {
         "allocation_request": _allocation_request(chosen.allocations, chosen.mappings),
         "root_provider_uuid": chosen.root_provider_uuid,
         "weight": chosen.weight,
@@ -171,6 +190,17 @@ def _answer(chosen: Pick) -> dict[str, Any]:
         "trees_weighed": chosen.trees_weighed,
         "alternates": [_alternate(alternate) for alternate in chosen.alternates],
     }
+    if preempt:
+        # Only for a pick that may preempt: empty when it found room without.
+        answer["preempted"] = [
+            {
+                "consumer_uuid": victim.consumer_uuid,
+                "priority": victim.priority,
+                "root_provider_uuid": victim.root_provider_uuid,
+            }
+            for victim in chosen.preempted
+        ]
+    return answer
 
 
 def _gang_answer(placed: GangPick, min_count: int) -> dict[str, Any]:

@@ -84,6 +84,12 @@ PICK_BODY: Final[JsonSchema] = {
         "lease_seconds": {"type": "number", "minimum": 0, "maximum": MAX_LEASE_SECONDS},
         # How many trees besides the one claimed to name, unclaimed (berth.store.pick.alternates).
         "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
+        # Kept with the consumer (berth.store.pick.priorities); its range is checked by the handler,
+        # with a code of its own.
+        "priority": {"type": "integer"},
+        # When nothing fits, remove consumers of lower priority to make room
+        # (berth.store.pick.preemption).
+        "preempt": {"type": "boolean"},
     },
     "required": ["query"],
     "oneOf": [{"required": ["consumer"]}, {"required": ["consumers"]}],

@@ -169,6 +169,16 @@ class CandidateFinder:
             sharing_ids=frozenset(self.sharing),
         )
 
+    def tree_views(self, root_ids: list[int]) -> list[TreeView]:
+        """The trees of these roots as the database holds them now, each with the sharing providers
+        anchored to it, for a caller searching them over usage of its own making
+        (``berth.store.pick.preemption``); their providers are in ``self.providers``."""
+        for provider in self.sharing.values():
+            self.providers.setdefault(provider.id, provider)
+        if not root_ids:
+            return []
+        return [tree for tree in self._trees(root_ids) if isinstance(tree, TreeView)]
+
     # --- which trees, in what order ------------------------------------------------------------
 
     def _driving_class(self) -> tuple[int, int] | None:

@@ -195,6 +195,12 @@ def extend_lease(conn: Connection, consumer_uuid: str, seconds: float, now: date
     return held
 
 
+def drop_leases(conn: Connection, consumer_uuids: list[str]) -> None:
+    """Drop the leases of consumers whose allocations the caller is about to delete itself (a
+    preemption's victims), before it locks them: the lock order above."""
+    conn.execute(sa.delete(leases).where(leases.c.consumer_uuid.in_(sorted(consumer_uuids))))
+
+
 def release_lease(conn: Connection, consumer_uuid: str) -> bool:
     """Release the allocations of a leased consumer and drop its lease; False when it had no lease.
 

@@ -50,6 +50,7 @@ from berth.store.pick.gang_plan import (
     plan_gang,
 )
 from berth.store.pick.host_facts import host_facts_of
+from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import Consumer, ServerGroup, soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
 from berth.store.placement.aggregates import aggregate_ids
@@ -88,6 +89,8 @@ class GangRequest:
     topology: WithinUuids | SpreadOverUuids | None = None
     server_group: ServerGroup | None = None
     lease_seconds: float | None = None
+    # Kept with each member placed (``berth.store.pick.priorities``).
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -246,6 +249,7 @@ def _write(
         took[index] += 1
         if group is not None:
             membership.add_member(conn, group.uuid, consumer.uuid, root)
+        set_priority(conn, consumer.uuid, request.priority)
         written.append(GangMember(consumer.uuid, claimed.allocations, claimed.mappings, providers[root].uuid, weight))
     return written
 

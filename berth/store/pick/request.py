@@ -32,6 +32,10 @@ class PickRequest:
     lease_seconds: float | None = None
     # How many other trees to name besides the one claimed (``berth.store.pick.alternates``).
     alternates: int = 0
+    # Kept with the consumer (``berth.store.pick.priorities``); a preempting pick may remove
+    # consumers of strictly lower priority when nothing fits (``berth.store.pick.preemption``).
+    priority: int = 0
+    preempt: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,16 @@ class Alternate:
     # request group suffix -> provider uuids
     mappings: dict[str, list[str]]
     weight: float
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """A consumer a preempting pick removed, whole, to make room on the tree it claimed."""
+
+    consumer_uuid: str
+    project_id: str
+    priority: int
+    root_provider_uuid: str
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,8 @@ class Pick:
     trees_weighed: int
     # Up to ``PickRequest.alternates`` other trees, best first; nothing written for them.
     alternates: tuple[Alternate, ...] = ()
+    # The consumers removed to make room, when the pick preempted.
+    preempted: tuple[Preempted, ...] = ()
 
 
 def soft_policy(group: ServerGroup | None) -> SoftGroupPolicy | None:

@@ -24,7 +24,7 @@ The steps, all inside the caller's write transaction (``Database.write``):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final
 
 from sqlalchemy import Connection
@@ -42,6 +42,8 @@ from berth.store.pick.alternates import alternates_after
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.on_board import BoardPlan, claim_on_board
+from berth.store.pick.preemption import preempt_and_claim
+from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
 from berth.store.quotas.enforcement import asked_by_query, check_quota
 from berth.store.server_groups import membership
@@ -57,7 +59,15 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
     With a ``plan`` (``berth.store.pick.on_board.plan_on_board``, made in a read just before), its trees
-    are tried first; when none of them can be claimed, every tree is searched."""
+    are tried first; when none of them can be claimed, every tree is searched. When none fits and the
+    request may preempt, consumers of lower priority are removed to make room
+    (``berth.store.pick.preemption``). The consumer's priority is kept with it."""
+    chosen = _pick_and_claim(conn, request, cache, plan)
+    set_priority(conn, request.consumer.uuid, request.priority)
+    return chosen
+
+
+def _pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None) -> Pick:
     group = request.server_group
     if group is not None:
         membership.lock_group(conn, group.uuid, group.policy)
@@ -77,7 +87,14 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     if not allowed:
-        raise _no_valid_host(_group_refusal(by_root, group) or nothing_fits(conn, resolved))
+        return _preempt_or_refuse(
+            conn,
+            request,
+            resolved,
+            cache,
+            len(by_root),
+            lambda: _group_refusal(by_root, group) or nothing_fits(conn, resolved),
+        )
     roots = list(allowed)
     facts = host_facts_of(
         conn, roots, providers, finder.sharing_by_aggregate, members, bool(request.multipliers.instances)
@@ -112,7 +129,36 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
             len(allowed),
             alternates,
         )
-    raise _no_valid_host(f"the {len(allowed)} trees that fit were all taken by concurrent claims meanwhile.")
+    return _preempt_or_refuse(
+        conn,
+        request,
+        resolved,
+        cache,
+        len(by_root),
+        lambda: f"the {len(allowed)} trees that fit were all taken by concurrent claims meanwhile.",
+        weighed=len(allowed),
+    )
+
+
+def _preempt_or_refuse(
+    conn: Connection,
+    request: PickRequest,
+    resolved: ResolvedQuery,
+    cache: ProviderCache,
+    fitted: int,
+    why: Callable[[], str],
+    weighed: int = 0,
+) -> Pick:
+    """Where nothing fits: the preemption, when the request may preempt; else (or when that finds no
+    tree either) the refusal, saying why."""
+    if request.preempt:
+        chosen = preempt_and_claim(conn, request, resolved, cache, fitted, weighed)
+        if chosen is not None:
+            return chosen
+        raise _no_valid_host(
+            f"{why()} Nor can any tree be made room on by preempting consumers of priority below {request.priority}."
+        )
+    raise _no_valid_host(why())
 
 
 def _no_valid_host(why: str) -> Conflict:

@@ -152,6 +152,9 @@ _INSERT_CONSUMER = """
 INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
 VALUES (?, ?, ?, 1, ?, ?, ?)"""
 _DELETE_CONSUMER = "DELETE FROM consumers WHERE id = ? AND generation = ?"
+# A pick's priority (berth.store.pick.preemption) goes with the consumer's row: no path that deletes
+# the consumer leaves it behind for a later consumer of the same uuid.
+_FORGET_PRIORITY = "DELETE FROM consumer_priorities WHERE consumer_uuid = ?"
 _UPDATE_CONSUMER = """
 UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = COALESCE(?, project_id),
                      user_id = COALESCE(?, user_id), consumer_type_id = COALESCE(?, consumer_type_id)
@@ -456,6 +459,7 @@ def _update_consumer(
 ) -> None:
     if delete:
         changed = execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"]))
+        execute(conn, _FORGET_PRIORITY, (request.consumer_uuid,))
     else:
         project: int | None = None  # NULL: keep the current one
         user: int | None = None
@@ -476,6 +480,8 @@ def _update_consumer(
 def delete_consumer_allocations(conn: Connection, consumer_uuid: str) -> bool:
     """Remove every allocation of the consumer and the consumer itself; False when it had none."""
     existing = consumer_store.get_consumer(conn, consumer_uuid)
-    if existing is not None and execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:
-        raise ConcurrentUpdate(f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
+    if existing is not None:
+        if execute(conn, _DELETE_CONSUMER, (existing["id"], existing["generation"])) != 1:
+            raise ConcurrentUpdate(f"consumer generation conflict - the consumer {consumer_uuid} changed meanwhile")
+        execute(conn, _FORGET_PRIORITY, (consumer_uuid,))
     return bool(_remove_allocations(conn, consumer_uuid))
