@@ -36,6 +36,8 @@ class NoValidHost(SchedulerNoValidHost, ConductorError):
 SERVER_NOT_FOUND: Final = "berth.server.not_found"
 SERVER_BUSY: Final = "berth.server.busy"
 SERVER_INVALID_STATE: Final = "berth.server.invalid_state"
+# A multi-create whose gang the scheduler could not place (at least min_count of it): nothing made.
+SERVER_NO_VALID_HOST: Final = "berth.server.no_valid_host"
 FLAVOR_NOT_FOUND: Final = "berth.flavor.not_found"
 FLAVOR_DUPLICATE: Final = "berth.flavor.duplicate"
 FLAVOR_INVALID: Final = "berth.flavor.invalid"

@@ -9,6 +9,8 @@ placed itself; the scheduler checks each pick against where all the members are 
 allocations), and takes the Placement path for the request when a pick breaks the group's policy.
 A pick also names alternates when asked (other trees that pass, each with an allocation request
 that fits, unclaimed), from the weighing it did already: no candidates query is needed for them.
+Several instances are one gang pick (``gang_body``): all of them, or at least ``min_count``, or
+none, in one write; a gang names no alternates.
 """
 
 from __future__ import annotations
@@ -69,9 +71,11 @@ def pick_body(
     weighers: Sequence[HostWeigher],
     settings: SelectionSettings,
     alternates: int = 0,
+    lease_seconds: int | None = None,
 ) -> dict[str, Any]:
     """The body of ``POST /berth/pick`` for one instance, asking for up to ``alternates`` other
-    trees besides the one claimed (at most ``MOST_ALTERNATES``: the service names no more)."""
+    trees besides the one claimed (at most ``MOST_ALTERNATES``: the service names no more), and
+    for a claim lease of ``lease_seconds`` when given."""
     spec = request.spec
     query: dict[str, list[str]] = {}
     for key, value in spec.candidates_query():
@@ -93,6 +97,28 @@ def pick_body(
         body["server_group"] = {"uuid": group.uuid, "policy": group.policy}
     if alternates > 0:
         body["alternates"] = min(alternates, MOST_ALTERNATES)
+    if lease_seconds is not None:
+        body["lease_seconds"] = lease_seconds
+    return body
+
+
+def gang_body(
+    request: BuildRequest,
+    instance_uuids: Sequence[str],
+    filters: Sequence[HostFilter],
+    weighers: Sequence[HostWeigher],
+    settings: SelectionSettings,
+    *,
+    min_count: int | None = None,
+    lease_seconds: int | None = None,
+) -> dict[str, Any]:
+    """The body of one ``POST /berth/pick`` placing every instance of ``instance_uuids`` (a gang),
+    at least ``min_count`` of them (all when None), each with a lease when ``lease_seconds`` is given."""
+    body = pick_body(request, instance_uuids[0], filters, weighers, settings, lease_seconds=lease_seconds)
+    one = body.pop("consumer")
+    body["consumers"] = [{**one, "uuid": instance} for instance in instance_uuids]
+    if min_count is not None and min_count < len(instance_uuids):
+        body["min_count"] = min_count
     return body
 
 

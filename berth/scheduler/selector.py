@@ -15,11 +15,18 @@ On Placement's own API (any Placement, Berth's or OpenStack's):
 4. per instance, up to ``alternates`` other hosts that pass the filters, each with an allocation
    request that fits, unclaimed: a conductor claims one of those itself when the build fails.
 
-If one instance finds no host, the instances already claimed for are released and ``NoValidHost``
-says what removed the hosts. When the service offers its pick-and-claim and nothing of the
-request needs the scheduler's side (``picking.pick_suits``), step 3 is one ``POST /berth/pick``
-per instance instead, and the alternates come from the last pick's answer (the service names the
-next trees of its own weighing; no candidates query is made).
+If one instance finds no host, the instances claimed before it are kept when they are at least
+``min_count`` (the others are left out of the answer, nothing claimed for them); otherwise they
+are released and ``NoValidHost`` says what removed the hosts. When the service offers its
+pick-and-claim and nothing of the request needs the scheduler's side (``picking.pick_suits``),
+step 3 is one ``POST /berth/pick`` instead: for one instance, a pick whose answer names the
+alternates (the service names the next trees of its own weighing; no candidates query is made);
+for several, one gang pick placing all of them, at least ``min_count`` or none, in one write
+(docs/pick-and-claim.md, "Gangs"), whose members have no alternates (a gang names none).
+
+``lease_seconds``: each instance's claim under a lease of its own (docs/leases.md), taken before
+its allocations are written (by the pick itself on the pick's path), so that a caller that dies
+before confirming leaks nothing; an instance released is released with its lease.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from berth.scheduler.filters import enabled_filters
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.host_state import HostState
 from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
-from berth.scheduler.picking import alternates_of, breaks_group, pick_body, pick_suits
+from berth.scheduler.picking import alternates_of, breaks_group, gang_body, pick_body, pick_suits
 from berth.scheduler.ranked_hosts import RankedHosts
 from berth.scheduler.request_spec import RequestSpec
 from berth.scheduler.selection import Destination, Selection
@@ -82,25 +89,42 @@ class Selector:
         *,
         server_group: ServerGroup | None = None,
         instance_uuids: Sequence[str],
+        min_count: int | None = None,
+        lease_seconds: int | None = None,
     ) -> list[Selection]:
-        """A claimed host and up to ``alternates`` unclaimed ones for each instance, in order."""
-        _check_arguments(num_instances, alternates, instance_uuids)
+        """A claimed host and up to ``alternates`` unclaimed ones for each instance placed, in order:
+        every instance, or (``min_count`` below ``num_instances``) at least ``min_count`` of them,
+        those left out having nothing claimed; fewer raise ``NoValidHost`` with nothing claimed."""
+        _check_arguments(num_instances, alternates, instance_uuids, min_count)
         request = BuildRequest(spec, server_group)
         if self._pick_applies(request):
-            picked = self._pick(request, instance_uuids, alternates)
-            if picked is not None:
-                self.last_path = "pick"
-                claimed, others = picked
-                return [
-                    Selection(instance, destination, tuple(others))
-                    for instance, destination in zip(instance_uuids, claimed, strict=True)
-                ]
+            if num_instances > 1:
+                placed = self._gang(request, instance_uuids, min_count, lease_seconds)
+                if placed is not None:
+                    self.last_path = "pick"
+                    return placed
+            else:
+                picked = self._pick(request, instance_uuids, alternates, lease_seconds)
+                if picked is not None:
+                    self.last_path = "pick"
+                    claimed, others = picked
+                    return [
+                        Selection(instance, destination, tuple(others))
+                        for instance, destination in zip(instance_uuids, claimed, strict=True)
+                    ]
         self.last_path = "placement"
-        return self._claim(request, instance_uuids, alternates)
+        return self._claim(request, instance_uuids, alternates, min_count or len(instance_uuids), lease_seconds)
 
     # -- the Placement API's path -----------------------------------------------------------------
 
-    def _claim(self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int) -> list[Selection]:
+    def _claim(
+        self,
+        request: BuildRequest,
+        instance_uuids: Sequence[str],
+        alternates: int,
+        min_count: int,
+        lease_seconds: int | None,
+    ) -> list[Selection]:
         query = request.spec.candidates_query()
         candidates = self.service.candidates(query)
         if not candidates.requests:
@@ -110,10 +134,21 @@ class Selector:
         try:
             for index, instance in enumerate(instance_uuids):
                 position = f"{index + 1} of {len(instance_uuids)}"
-                claimed.append(self._claim_one(request, hosts, instance, position))
-            return self._with_alternates(request, claimed, instance_uuids, alternates, hosts)
+                if lease_seconds is not None:
+                    self.service.lease(instance, lease_seconds)
+                try:
+                    claimed.append(self._claim_one(request, hosts, instance, position))
+                except NoValidHost:
+                    if len(claimed) < min_count:
+                        raise
+                    self._release([instance], lease_seconds is not None)
+                    break
+            placed = instance_uuids[: len(claimed)]
+            return self._with_alternates(request, claimed, placed, alternates, hosts)
         except BaseException:
-            self._release(instance_uuids[: len(claimed)])
+            # The instance being claimed for holds a lease already when one was taken.
+            leased = lease_seconds is not None
+            self._release(instance_uuids[: len(claimed) + leased], leased)
             raise
 
     def _hosts(self, request: BuildRequest, candidates: Candidates, snapshots: SnapshotSource) -> list[HostState]:
@@ -168,8 +203,11 @@ class Selector:
         fitted = host.fit(request.spec.host_request)
         return fitted if isinstance(fitted, Plan) else None
 
-    def _release(self, instance_uuids: Sequence[str]) -> None:
+    def _release(self, instance_uuids: Sequence[str], leased: bool = False) -> None:
+        """The instances' allocations gone, and their leases when the call took some."""
         for instance in instance_uuids:
+            if leased:
+                self.service.release_lease(instance)
             self.service.release(instance)
 
     # -- alternates ---------------------------------------------------------------------------------
@@ -208,7 +246,7 @@ class Selector:
         )
 
     def _pick(
-        self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int
+        self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int, lease_seconds: int | None
     ) -> tuple[list[Destination], list[Destination]] | None:
         """A pick per instance, and up to ``alternates`` other hosts named by the last one; None
         when the Placement path must do it after all: the service turns out not to have the route,
@@ -223,7 +261,13 @@ class Selector:
             for index, instance in enumerate(instance_uuids):
                 last = index == len(instance_uuids) - 1
                 body = pick_body(
-                    request, instance, self.filters, self.weighers, self.settings, alternates=wanted if last else 0
+                    request,
+                    instance,
+                    self.filters,
+                    self.weighers,
+                    self.settings,
+                    alternates=wanted if last else 0,
+                    lease_seconds=lease_seconds,
                 )
                 answer = self.service.pick(body)
                 if isinstance(answer, PlacementError):
@@ -231,7 +275,7 @@ class Selector:
                 root = str(answer["root_provider_uuid"])
                 picked.append((root, AllocationRequest.from_dict(answer["allocation_request"])))
                 if breaks_group(request, members_on, root):
-                    self._release(instance_uuids[: len(picked)])
+                    self._release(instance_uuids[: len(picked)], lease_seconds is not None)
                     return None
                 members_on.setdefault(root, set()).add(instance)
                 if last:
@@ -242,17 +286,80 @@ class Selector:
             kept = kept[:alternates]
             names = self.service.host_names(chosen | {root for root, _ in kept})
         except PlacementError as e:
-            self._release(instance_uuids[: len(picked)])
+            self._release(instance_uuids[: len(picked)], lease_seconds is not None)
             if e.status == 404 and not picked:
                 return None
             raise
         except BaseException:
-            self._release(instance_uuids[: len(picked)])
+            self._release(instance_uuids[: len(picked)], lease_seconds is not None)
             raise
         return (
             [Destination(names[root], root, chosen_request) for root, chosen_request in picked],
             [Destination(names[root], root, alternate) for root, alternate in kept],
         )
+
+    def _gang(
+        self, request: BuildRequest, instance_uuids: Sequence[str], min_count: int | None, lease_seconds: int | None
+    ) -> list[Selection] | None:
+        """One gang pick placing the instances (at least ``min_count`` of them); the members map to
+        the instances in order, those the service left out have nothing claimed. None when the
+        Placement path must do it after all: the service turns out not to have the route, or a
+        member breaks the server group's policy as the members' allocations show it."""
+        group = request.group
+        body = gang_body(
+            request,
+            instance_uuids,
+            self.filters,
+            self.weighers,
+            self.settings,
+            min_count=min_count,
+            lease_seconds=lease_seconds,
+        )
+        try:
+            answer = self.service.pick(body)
+        except PlacementError as e:
+            if e.status == 404:
+                return None
+            raise
+        if isinstance(answer, PlacementError):
+            raise self._gang_refused(request, instance_uuids, min_count, answer)
+        by_consumer = {str(m["consumer_uuid"]): m for m in answer["members"]}
+        placed = [instance for instance in instance_uuids if instance in by_consumer]
+        try:
+            members_on = member_hosts(group.members - set(instance_uuids), self.service, {}) if group else {}
+            roots: list[tuple[str, str]] = []
+            for instance in placed:
+                root = str(by_consumer[instance]["root_provider_uuid"])
+                if breaks_group(request, members_on, root):
+                    self._release(placed, lease_seconds is not None)
+                    return None
+                members_on.setdefault(root, set()).add(instance)
+                roots.append((instance, root))
+            names = self.service.host_names({root for _, root in roots})
+        except BaseException:
+            self._release(placed, lease_seconds is not None)
+            raise
+        return [
+            Selection(
+                instance,
+                Destination(
+                    names[root], root, AllocationRequest.from_dict(by_consumer[instance]["allocation_request"])
+                ),
+            )
+            for instance, root in roots
+        ]
+
+    def _gang_refused(
+        self, request: BuildRequest, instance_uuids: Sequence[str], min_count: int | None, refusal: PlacementError
+    ) -> NoValidHost:
+        asked = len(instance_uuids)
+        least = f"at least {min_count} of {asked}" if min_count is not None and min_count < asked else f"all {asked}"
+        why = detail_of(refusal).removeprefix("No valid host: ")
+        message = f"No valid host for {least} instances: the service's gang pick placed none: {why}"
+        report = self.service.explain(request.spec.candidates_query())
+        if report is not None and not report.get("candidates"):
+            message += f"; the service's count: {describe_explain(report)}"
+        return NoValidHost(message, candidates=int((report or {}).get("candidates") or 0), explain=report)
 
     def _pick_refused(
         self, request: BuildRequest, instance: str, position: str, refusal: PlacementError
@@ -274,7 +381,7 @@ def _preferred(host: HostState, plan: Plan | None) -> list[AllocationRequest]:
     return sorted(open_requests, key=lambda r: not r.same_allocations(claim))
 
 
-def _check_arguments(num_instances: int, alternates: int, instance_uuids: Sequence[str]) -> None:
+def _check_arguments(num_instances: int, alternates: int, instance_uuids: Sequence[str], min_count: int | None) -> None:
     if num_instances < 1:
         raise SpecError("num_instances", f"{num_instances} is less than 1")
     if len(instance_uuids) != num_instances:
@@ -283,3 +390,5 @@ def _check_arguments(num_instances: int, alternates: int, instance_uuids: Sequen
         raise SpecError("instance_uuids", "an instance is named twice")
     if alternates < 0:
         raise SpecError("alternates", f"{alternates} is less than 0")
+    if min_count is not None and not 1 <= min_count <= num_instances:
+        raise SpecError("min_count", f"{min_count} is not between 1 and {num_instances}")

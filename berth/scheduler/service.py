@@ -22,6 +22,7 @@ CANDIDATES_PATH: Final = "/allocation_candidates"
 EXPLAIN_PATH: Final = "/berth/allocation_candidates/explain"
 OPENAPI_PATH: Final = "/berth/openapi.json"
 PICK_PATH: Final = "/berth/pick"
+LEASES_PATH: Final = "/berth/leases"
 # Nova's consumer type for an instance (microversion 1.38 asks for one on every write).
 INSTANCE_CONSUMER_TYPE: Final = "INSTANCE"
 COMPUTE_NODE_TRAIT: Final = "COMPUTE_NODE"
@@ -114,16 +115,31 @@ class Service:
             if e.status != 404:
                 raise
 
+    def lease(self, consumer: str, seconds: int) -> None:
+        """A claim lease on the consumer (docs/leases.md), taken before its allocations are written:
+        the service releases them if nobody confirms the lease in time."""
+        self.placement.request("PUT", f"{LEASES_PATH}/{quote(consumer)}", {"expires_in": seconds})
+
+    def release_lease(self, consumer: str) -> None:
+        """The consumer's lease and, while leased, its allocations gone (no lease is fine)."""
+        try:
+            self.placement.request("DELETE", f"{LEASES_PATH}/{quote(consumer)}")
+        except PlacementError as e:
+            if e.status != 404:
+                raise
+
     def pick(self, body: dict[str, Any]) -> dict[str, Any] | PlacementError:
-        """Berth's pick-and-claim; its "no valid host" refusal is returned, not raised."""
+        """Berth's pick-and-claim, for one consumer or a gang (``consumers``); its "no valid host"
+        refusal is returned, not raised."""
         try:
             return cast(dict[str, Any], self.placement.request("POST", PICK_PATH, body))
         except GenerationConflict as e:
-            if "consumer generation" in (e.detail or ""):
-                raise ConsumerTaken(str(body["consumer"]["uuid"]), e.detail) from None
+            if "consumer generation" in (e.detail or "") or "consumers" in body:
+                named = body["consumer"]["uuid"] if "consumer" in body else "of the gang"
+                raise ConsumerTaken(str(named), e.detail) from None
             raise
         except PlacementError as e:
-            if e.code != error_codes.PICK_NO_VALID_HOST:
+            if e.code not in (error_codes.PICK_NO_VALID_HOST, error_codes.PICK_GANG_NO_VALID_HOST):
                 raise
             return e
 

@@ -315,3 +315,52 @@ def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):
         agent.start()
     wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
     berth("server", "delete", server["id"], "--wait")
+
+
+def test_a_multi_create_is_placed_whole_or_refused_with_nothing_made(berth, cloud):
+    """Anti-affinity over three hosts: four servers at the least are refused with nothing made; two at
+    the least are three, one on each host."""
+    berth("server-group", "create", "cli-gang", "--policy", "anti-affinity")
+    made = []
+    leases_before = _leases(cloud)
+    try:
+        refused = berth(
+            "server", "create", "cli-gang", "--flavor", "small", "--count", "4", "--min-count", "4",
+            "--server-group", "cli-gang", expect=1,
+        )  # fmt: skip
+        assert "409 berth.server.no_valid_host" in refused.output, refused.output
+        assert "fewer than 4 can be placed" in refused.output and "--min-count" in refused.output
+        listed = as_json(berth("server", "list", "--all-projects", "-f", "json"))["servers"]
+        assert not [s for s in listed if s["name"].startswith("cli-gang")]
+        assert _leases(cloud) == leases_before
+        built = as_json(
+            berth(
+                "server",
+                "create",
+                "cli-gang",
+                "--flavor",
+                "small",
+                "--count",
+                "4",
+                "--min-count",
+                "2",
+                "--server-group",
+                "cli-gang",
+                "--wait",
+                "-f",
+                "json",
+            )
+        )["servers"]
+        made = [s["id"] for s in built]
+        assert len(built) == 3 and {s["status"] for s in built} == {"ACTIVE"}
+        assert sorted(s["OS-EXT-SRV-ATTR:host"] for s in built) == sorted(HOSTS)
+        # Every build's lease was confirmed.
+        assert _leases(cloud) <= leases_before
+    finally:
+        for server_id in made:
+            berth("server", "delete", server_id, "--wait")
+        berth("server-group", "delete", "cli-gang")
+
+
+def _leases(cloud) -> set[str]:
+    return {lease["consumer_uuid"] for lease in cloud.placement.get("/berth/leases")["leases"]}

@@ -363,3 +363,76 @@ def test_an_agent_known_only_after_the_selector_was_made_is_asked_for_its_snapsh
     spec = _spec(Flavor("numa2", vcpus=4, memory_mb=2048, root_gb=1, extra_specs={"hw:numa_nodes": "2"}))
     [selection] = selector.select_destinations(spec, 1, instance_uuids=instances(1))
     assert selection.host == "numa"
+
+
+class _Recording(JsonHttp):
+    """Real HTTP calls, keeping the method and path of every request sent."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sent: list[tuple[str, str]] = []
+
+    def request(self, method, path, body=None, *, params=None):
+        self.sent.append((method, path))
+        return super().request(method, path, body, params=params)
+
+
+@pytest.fixture
+def recorded(placement_service):
+    placement = PlacementClient(placement_service.url)
+    session = placement.http = _Recording(placement.url, placement.headers)
+    return placement, session
+
+
+def _leases(placement, instances):
+    held = {lease["consumer_uuid"] for lease in placement.get("/berth/leases")["leases"]}
+    return held & set(instances)
+
+
+def test_several_instances_on_the_pick_path_are_one_gang_pick_with_leases(cloud, instances, recorded):
+    placement, session = recorded
+    selector = _selector(placement, cloud)
+    uuids = instances(3)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    selections = selector.select_destinations(
+        _spec(PLAIN), 3, instance_uuids=uuids, server_group=group, lease_seconds=300
+    )
+    assert selector.last_path == "pick"
+    assert [s.instance_uuid for s in selections] == uuids
+    assert sorted(s.host for s in selections) == ["numa", "small-a", "small-b"]
+    # A gang names no alternates.
+    assert all(s.alternates == () for s in selections)
+    assert [call for call in session.sent if call[0] == "POST"] == [("POST", "/berth/pick")]
+    for selection in selections:
+        held = placement.consumer(selection.instance_uuid).allocations
+        assert held == selection.destination.allocation_request.allocations
+    assert _leases(placement, uuids) == set(uuids)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_min_count_keeps_the_instances_that_fit_and_leaves_the_others_out(placement, cloud, instances, use_pick):
+    selector = _selector(placement, cloud, use_pick_extension=use_pick)
+    uuids = instances(4)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    selections = selector.select_destinations(
+        _spec(PLAIN), 4, instance_uuids=uuids, server_group=group, min_count=3, lease_seconds=300
+    )
+    assert selector.last_path == ("pick" if use_pick else "placement")
+    assert [s.instance_uuid for s in selections] == uuids[:3]
+    assert sorted(s.host for s in selections) == ["numa", "small-a", "small-b"]
+    assert placement.consumer(uuids[3]).allocations == {}
+    assert _leases(placement, uuids) == set(uuids[:3])
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_below_min_count_nothing_is_left_claimed_or_leased(placement, cloud, instances, use_pick):
+    selector = _selector(placement, cloud, use_pick_extension=use_pick)
+    uuids = instances(4)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    with pytest.raises(NoValidHost) as raised:
+        selector.select_destinations(
+            _spec(PLAIN), 4, instance_uuids=uuids, server_group=group, min_count=4, lease_seconds=300
+        )
+    assert "anti-affinity" in str(raised.value)
+    assert all(placement.consumer(instance).allocations == {} for instance in uuids)
+    assert _leases(placement, uuids) == set()

@@ -55,6 +55,7 @@ def create(call: WebCall) -> Reply:
             zone=asked.get("availability_zone"),
             group_id=group,
             count=count,
+            min_count=minimum if count > 1 else None,
         )
     except NotFound as e:  # a flavor or group named in the body: the body is wrong, not the path
         raise BadRequest(e.detail, code=e.code) from None

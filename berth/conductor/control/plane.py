@@ -20,7 +20,7 @@ from berth.conductor.conductor import Conductor
 from berth.conductor.control import actions, host_books
 from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
-from berth.conductor.errors import HOST_UP, ConductorError, Refused, ServerBusy
+from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ConductorError, Refused, ServerBusy
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, evacuation
 from berth.conductor.records import tables
@@ -32,7 +32,11 @@ from berth.conductor.records.tables import Record
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, StepHook
 from berth.domain.errors import BadRequest, Conflict, NotFound
+from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 from berth.scheduler.flavor import Image, SchedulerConfig
+from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.selection import Selection
+from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 
 LOG = logging.getLogger(__name__)
@@ -138,28 +142,75 @@ class ControlPlane:
         zone: str | None = None,
         group_id: str | None = None,
         count: int = 1,
+        min_count: int | None = None,
     ) -> list[Operation]:
-        """``count`` servers, each one build started; the builds as journaled (their ids are the
-        servers')."""
+        """``count`` servers (at least ``min_count``), each one build started; the builds as
+        journaled (their ids are the servers'). One server is one build that selects its host in its
+        own ``schedule`` step. Several are a gang the scheduler places first, before any build is
+        journaled, under leases: at least ``min_count`` of them (all by default) or none. Refused,
+        nothing is left (no server, no operation, no allocation) and ``Conflict`` says how many could
+        be placed and why; placed, one build per server placed, each carrying its destination."""
         flavor = to_flavor(self.flavors.get(flavor_ref))
         if zone is not None and zone not in self.scheduler_config.availability_zones:
             raise BadRequest(f"No host has registered in the availability zone {zone!r}.")
-        if group_id is not None:
-            self.groups.get(group_id)
-        started = []
-        for index in range(count):
-            server = ServerRequest(
-                str(uuid.uuid4()),
+        group = self.groups.scheduling(group_id) if group_id else None
+        if min_count is not None and not 1 <= min_count <= count:
+            raise BadRequest(f"min_count ({min_count}) must be between 1 and the count ({count}).")
+
+        def server(instance: str, index: int, members: frozenset[str] = frozenset()) -> ServerRequest:
+            return ServerRequest(
+                instance,
                 flavor,
                 who.project_id,
                 who.user_id,
                 Image(dict(image_properties or {})),
                 zone,
-                self.groups.scheduling(group_id) if group_id else None,
+                None if group is None else replace(group, members=group.members | members),
                 name if count == 1 else f"{name}-{index + 1}",
             )
-            started.append(self._start(lambda runner, s=server: build.build(runner, s)))  # type: ignore[misc]
+
+        if count == 1:
+            only = server(str(uuid.uuid4()), 0)
+            return [self._start(lambda runner: build.build(runner, only))]
+        instances = [str(uuid.uuid4()) for _ in range(count)]
+        selections = self._place_gang(server(instances[0], 0).spec(self.scheduler_config), group, instances, min_count)
+        placed = frozenset(s.instance_uuid for s in selections)
+        started = []
+        for position, selection in enumerate(selections):
+            one = server(selection.instance_uuid, instances.index(selection.instance_uuid), placed)
+            try:
+                started.append(
+                    self._start(lambda runner, s=one, d=selection.destination: build.build(runner, s, destination=d))  # type: ignore[misc]
+                )
+            except BaseException:
+                # The builds not journaled leave nothing: their leased allocations are given back.
+                for rest in selections[position:]:
+                    self.conductor.runner.calls.release_lease(rest.instance_uuid)
+                    self.conductor.runner.calls.release(rest.instance_uuid)
+                raise
         return started
+
+    def _place_gang(
+        self, spec: RequestSpec, group: ServerGroup | None, instances: list[str], min_count: int | None
+    ) -> list[Selection]:
+        """The gang's hosts, claimed under leases the builds then confirm; ``Conflict`` when fewer than
+        ``min_count`` (all, by default) can be placed, with nothing claimed."""
+        try:
+            return self.conductor.runner.selector.select_destinations(
+                spec,
+                len(instances),
+                0,
+                server_group=group,
+                instance_uuids=instances,
+                min_count=min_count,
+                lease_seconds=self.conductor.runner.config.lease_seconds,
+            )
+        except SchedulerNoValidHost as e:
+            least = len(instances) if min_count is None else min_count
+            raise Conflict(
+                f"None of the {len(instances)} servers was created: fewer than {least} can be placed. {e}",
+                code=SERVER_NO_VALID_HOST,
+            ) from None
 
     def server_request(self, row: Record) -> ServerRequest:
         """The server as the scheduler and its host take it, with its group's members as they are now."""

@@ -12,6 +12,13 @@ lease expires. The agent's claim and guest, once made, wait for resume(), which 
 whose guest had not started or whose lease expired, and confirms the others. Every host tried
 and why it refused is in the journal's ``attempts``; when none is left the build ends ``failed``
 with ``NoValidHost`` naming them all.
+
+A build of a multi-create comes with its destination (``destination`` in its journaled request):
+the scheduler placed the whole gang, each member claimed under a lease, before any build was
+journaled. Its ``schedule`` step records that destination instead of selecting (and writes its
+allocation request again if the lease expired meanwhile); it has no alternates, so when its host
+refuses, the ``reschedule`` step gives the allocations back and selects again, while attempts are
+left. A resumed one is finished or undone as any build (its allocations are its lease's).
 """
 
 from __future__ import annotations
@@ -23,11 +30,12 @@ from berth.clients.errors import ClaimError, ClientError
 from berth.clients.http import TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
-from berth.conductor.requests import ServerRequest, destination_from_dict, destinations_of
+from berth.conductor.requests import ServerRequest, destination_from_dict, destination_to_dict, destinations_of
 from berth.conductor.runner import Runner
 from berth.conductor.service import LeaseExpired
 from berth.domain.host.records import SHELVED
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
+from berth.scheduler.selection import Destination
 
 LOG = logging.getLogger(__name__)
 
@@ -38,8 +46,19 @@ UNSHELVE = "unshelve"
 FINISHING_STEPS = ("spawn", "confirm")
 
 
-def build(runner: Runner, request: ServerRequest, kind: str = KIND) -> Operation:
-    operation = runner.start(kind, request.instance_uuid, request.to_dict())
+# The journaled request's key holding the destination a build of a gang was placed on.
+DESTINATION = "destination"
+
+
+def build(
+    runner: Runner, request: ServerRequest, kind: str = KIND, *, destination: Destination | None = None
+) -> Operation:
+    """``destination``: the host the scheduler claimed the instance on already (under a lease), as a
+    multi-create's gang placed it; None: the build selects its host itself."""
+    asked = request.to_dict()
+    if destination is not None:
+        asked[DESTINATION] = destination_to_dict(destination)
+    operation = runner.start(kind, request.instance_uuid, asked)
     try:
         _build(runner, operation, request)
     except Exception as e:
@@ -87,19 +106,46 @@ def _build(runner: Runner, operation: Operation, request: ServerRequest) -> None
 
 
 def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> None:
+    given = operation.request.get(DESTINATION)
+    if given is not None:
+        _placed(runner, operation, request, given)
+        return
+    runner.done(operation, "schedule", destinations=_select(runner, operation, request, 0), index=0)
+
+
+def _select(runner: Runner, operation: Operation, request: ServerRequest, tried: int) -> list[dict[str, Any]]:
+    """The scheduler's claimed destination, then its alternates (as many as attempts are left)."""
     spec = request.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
             spec,
             1,
-            alternates=runner.config.max_attempts - 1,
+            alternates=runner.config.max_attempts - 1 - tried,
             server_group=request.server_group,
             instance_uuids=[request.instance_uuid],
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})
         raise NoValidHost(request.instance_uuid, operation.attempts, e.candidates) from e
-    runner.done(operation, "schedule", destinations=destinations_of(selections[0]), index=0)
+    return destinations_of(selections[0])
+
+
+def _placed(runner: Runner, operation: Operation, request: ServerRequest, given: dict[str, Any]) -> None:
+    """The gang's destination recorded as the build's; its allocation request written again when
+    the lease expired and the service released it, or another host selected if it no longer fits."""
+    if not runner.calls.allocations(request.instance_uuid):
+        destination = destination_from_dict(given)
+        refused = runner.calls.write(
+            request.instance_uuid,
+            destination.allocation_request,
+            project_id=request.project_id,
+            user_id=request.user_id,
+        )
+        if refused is not None:
+            operation.attempts.append({"host": destination.host, "reason": f"the service refused the claim: {refused}"})
+            runner.done(operation, "schedule", destinations=_select(runner, operation, request, 1), index=0)
+            return
+    runner.done(operation, "schedule", destinations=[given], index=0)
 
 
 def _land(runner: Runner, operation: Operation, request: ServerRequest) -> None:
@@ -136,7 +182,31 @@ def _next_alternate(
         operation.attempts.append({"host": destination.host, "reason": f"the service refused the claim: {refused}"})
         runner.journal.save(operation)
         index += 1
+    if operation.request.get(DESTINATION) is not None and len(operation.attempts) < runner.config.max_attempts:
+        return _select_again(runner, operation, request, destinations)
     raise NoValidHost(request.instance_uuid, operation.attempts)
+
+
+def _select_again(
+    runner: Runner, operation: Operation, request: ServerRequest, destinations: list[dict[str, Any]]
+) -> int:
+    """A gang's build whose host refused (it has no alternates): its allocations given back, its
+    lease kept, and the scheduler asked again; the index of the destination to try next."""
+    runner.reach(operation, "reschedule")
+    runner.calls.release(request.instance_uuid)
+    runner.calls.take_lease(request.instance_uuid, runner.config.lease_seconds)
+    refused_before = {attempt.get("host") for attempt in operation.attempts}
+    index = len(destinations)
+    destinations.extend(_select(runner, operation, request, len(operation.attempts)))
+    runner.done(operation, "reschedule", destinations=destinations, index=index)
+    chosen = destinations[index]["host"]
+    if chosen not in refused_before:
+        return index
+    # The scheduler knows nothing of the agents' refusals: a host that refused is chosen again. It
+    # counts as one more attempt, and the new selection's alternates come next.
+    operation.attempts.append({"host": chosen, "reason": "chosen again by the scheduler after it refused"})
+    runner.journal.save(operation)
+    return _next_alternate(runner, operation, request, destinations, index + 1)
 
 
 def _try_host(runner: Runner, operation: Operation, request: ServerRequest, host: str) -> str | None:

@@ -76,7 +76,9 @@ class ServerRecords:
         )
 
     def _insert(self, conn: Connection, operation: Operation) -> None:
-        request = operation.request
+        # The server as asked; a multi-create's build also names where the gang placed it, which is
+        # the build's business and not the server's (the server's host is kept on its own).
+        request = {key: value for key, value in operation.request.items() if key != "destination"}
         group = request.get("server_group") or {}
         conn.execute(
             servers.insert().values(

@@ -1,0 +1,123 @@
+"""A multi-create through ``ControlPlane``: the scheduler places the whole gang (at least
+``min_count`` of it) before any build is journaled, each build then carrying its destination; a
+gang refused leaves no server, no operation, no allocation and no lease behind. Against a real
+service and real agents, as tests/conductor/test_control_plane.py runs them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from conductorhelpers import PLAIN, assert_books_agree, claims_of, lease_of
+from test_control_plane import WHO, ended
+
+from berth.conductor.control import plane as plane_module
+from berth.conductor.control.plane import ControlPlane, ControlSettings
+from berth.conductor.errors import SERVER_NO_VALID_HOST
+from berth.conductor.journal import DONE
+from berth.conductor.records import server_states
+from berth.conductor.records.servers import ServerFilter
+from berth.conductor.runner import ConductorConfig
+from berth.domain.errors import Conflict
+from berth.scheduler.settings import SelectionSettings
+
+pytestmark = pytest.mark.slow
+
+ANTI_AFFINITY = ["ServerGroupAntiAffinityFilter"]
+
+
+@pytest.fixture
+def plane(placement, cloud, tmp_path):
+    made = ControlPlane(
+        f"sqlite:///{tmp_path / 'conductor.sqlite'}",
+        placement,
+        selection=SelectionSettings(enabled_filters=ANTI_AFFINITY),
+        conductor_config=ConductorConfig(heartbeat_interval=0.2),
+        settings=ControlSettings(housekeeping_interval=0.5),
+    )
+    for name, agent in sorted(cloud.items()):
+        made.register_host(name, agent.url, None, agent.token, "agent-user", admin=False)
+    made.flavors.create({"name": PLAIN.name, "vcpus": PLAIN.vcpus, "ram": PLAIN.memory_mb, "disk": PLAIN.root_gb})
+    made.start()
+    yield made
+    for row in made.servers.all(ServerFilter()):
+        ended(made, made.delete(str(row["id"])).id)
+    made.close()
+
+
+@pytest.fixture
+def new_uuids(monkeypatch):
+    """The instance uuids the plane makes, as it makes them (its own uuid source, recorded)."""
+    made: list[str] = []
+
+    class Recorded:
+        @staticmethod
+        def uuid4():
+            new = uuid.uuid4()
+            made.append(str(new))
+            return new
+
+    monkeypatch.setattr(plane_module, "uuid", Recorded)
+    return made
+
+
+def _anti_affinity_group(plane):
+    return plane.groups.create("spread", "anti-affinity", {}, "project", "user")
+
+
+def test_a_gang_that_fits_is_built_whole_one_host_each(plane, placement, clients):
+    builds = plane.create_servers(WHO, name="web", flavor_ref=PLAIN.name, count=3)
+    assert len(builds) == 3
+    for build in builds:
+        assert ended(plane, build.id).state == DONE
+        # The build recorded the gang's destination instead of selecting again.
+        assert build.request["destination"]["host"] == plane.journal.get(build.id).selections["destinations"][0]["host"]
+        row = plane.servers.get(build.instance_uuid)
+        assert row["status"] == server_states.ACTIVE
+        assert "destination" not in row["request"]
+        assert set(claims_of(clients, build.instance_uuid)) == {row["host"]}
+        assert lease_of(placement, build.instance_uuid) is None  # confirmed
+    assert sorted(plane.servers.get(b.instance_uuid)["name"] for b in builds) == ["web-1", "web-2", "web-3"]
+    assert_books_agree(placement, clients)
+
+
+def test_a_gang_refused_leaves_no_server_operation_allocation_or_lease(plane, placement, new_uuids):
+    group = _anti_affinity_group(plane)
+    with pytest.raises(Conflict) as raised:
+        plane.create_servers(WHO, name="spread", flavor_ref=PLAIN.name, group_id=group, count=4, min_count=4)
+    assert raised.value.code == SERVER_NO_VALID_HOST
+    assert "fewer than 4 can be placed" in raised.value.detail
+    assert "anti-affinity" in raised.value.detail
+    assert len(new_uuids) == 4
+    assert plane.servers.all(ServerFilter()) == []
+    leases = {lease["consumer_uuid"] for lease in placement.get("/berth/leases")["leases"]}
+    for instance in new_uuids:
+        assert plane.journal.find(instance_uuid=instance) == []
+        assert placement.get(f"/allocations/{instance}")["allocations"] == {}
+        assert instance not in leases
+
+
+def test_min_count_met_with_fewer_makes_exactly_those_on_distinct_hosts(plane, placement, clients, new_uuids):
+    group = _anti_affinity_group(plane)
+    builds = plane.create_servers(WHO, name="spread", flavor_ref=PLAIN.name, group_id=group, count=4, min_count=2)
+    assert len(builds) == 3
+    hosts = []
+    for build in builds:
+        assert ended(plane, build.id).state == DONE
+        hosts.append(plane.servers.get(build.instance_uuid)["host"])
+    assert sorted(hosts) == sorted(clients)
+    assert len(plane.servers.all(ServerFilter())) == 3
+    [left_out] = set(new_uuids) - {b.instance_uuid for b in builds}
+    assert plane.journal.find(instance_uuid=left_out) == []
+    assert placement.get(f"/allocations/{left_out}")["allocations"] == {}
+    assert lease_of(placement, left_out) is None
+    assert_books_agree(placement, clients)
+
+
+def test_an_anti_affinity_gang_lands_on_distinct_hosts(plane, placement, clients):
+    group = _anti_affinity_group(plane)
+    builds = plane.create_servers(WHO, name="spread", flavor_ref=PLAIN.name, group_id=group, count=3)
+    for build in builds:
+        assert ended(plane, build.id).state == DONE
+    assert sorted(plane.servers.get(b.instance_uuid)["host"] for b in builds) == sorted(clients)
+    assert_books_agree(placement, clients)
