@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import psycopg
 import pytest
@@ -29,6 +30,27 @@ def _answers(server: PostgresServer) -> bool:
 
 def test_a_restart_brings_the_server_back(server):
     server.restart(mode="fast", down_seconds=0.2)
+    assert _answers(server)
+
+
+def test_restarts_asked_at_once_take_turns_and_leave_the_server_up(server):
+    # The simulator's workers inject faults independently: a restart may be asked while another's
+    # server is down, between its stop and its start.
+    errors: list[BaseException] = []
+
+    def restart(delay: float) -> None:
+        time.sleep(delay)
+        try:
+            server.restart(mode="fast", down_seconds=0.6)
+        except BaseException as error:  # noqa: BLE001 - the test reports any failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=restart, args=(delay,)) for delay in (0.0, 0.4, 0.8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
     assert _answers(server)
 
 

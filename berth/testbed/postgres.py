@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 import psycopg
@@ -101,6 +102,9 @@ class PostgresServer:
         self.logfile = os.path.join(self.tmpdir, "postgres.log")
         self.port = 0
         self._stopped = False
+        # Restarts asked from several threads at once (the simulator's workers each inject faults)
+        # take turns: a stop while another restart is under way finds no server to stop.
+        self._restarting = threading.Lock()
         if self.prefix:
             shutil.chown(self.tmpdir, user="postgres", group=pwd.getpwnam("postgres").pw_gid)
         atexit.register(self.stop)
@@ -195,16 +199,17 @@ class PostgresServer:
         """
         if self._stopped:
             raise TestbedError("the server was stopped for good")
-        began = time.monotonic()
-        r = self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", str(int(START_TIMEOUT)), "stop")
-        if r.returncode != 0:
-            raise TestbedError(f"pg_ctl stop failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
-        if down_seconds > 0:
-            time.sleep(down_seconds)
-        # The port was ours a moment ago; something else may still grab it, so retry briefly.
-        self._start_server(tries=10, pause=0.5, fresh_port=False)
-        self._wait_accepting()
-        return time.monotonic() - began
+        with self._restarting:
+            began = time.monotonic()
+            r = self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", str(int(START_TIMEOUT)), "stop")
+            if r.returncode != 0:
+                raise TestbedError(f"pg_ctl stop failed:\n{r.stdout}{r.stderr}\n--- log tail ---\n{self._log_tail()}")
+            if down_seconds > 0:
+                time.sleep(down_seconds)
+            # The port was ours a moment ago; something else may still grab it, so retry briefly.
+            self._start_server(tries=10, pause=0.5, fresh_port=False)
+            self._wait_accepting()
+            return time.monotonic() - began
 
     def stop(self) -> None:
         if self._stopped:
