@@ -24,7 +24,8 @@ from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
-from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids, pick_gang
+from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids
+from berth.store.pick.gang_board import pick_gang_planned, plan_gang_on_board
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.request import Alternate
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
@@ -59,7 +60,12 @@ def pick(call: Call) -> Reply:
 
 def _pick_gang(call: Call, request: GangRequest) -> Reply:
     cache = call.provider_cache
-    placed = call.db.write(lambda conn: pick_gang(conn, request, cache))
+    board = call.host_board
+    if board.due() and not board.background:
+        call.db.read(lambda conn: board.refresh(conn, cache))
+    # Planned on the board in a read: on SQLite the write transaction holds every writer back.
+    plan = call.db.read(lambda conn: plan_gang_on_board(conn, request, cache, board))
+    placed = call.db.write(lambda conn: pick_gang_planned(conn, request, cache, plan))
     return json_response(call, _gang_answer(placed, request.min_count))
 
 
