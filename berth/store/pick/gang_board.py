@@ -28,11 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Connection
 
 from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.capacity import headroom
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
+from berth.domain.weighing import weigh_arrays
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache
@@ -47,8 +49,8 @@ from berth.store.pick.gang import (
     pick_gang,
     tree_capacity,
 )
-from berth.store.pick.gang_plan import Dealer, GangTree, Plan, Shortfall, plan_gang
-from berth.store.pick.host_board import BoardView, HostBoard, weighed_classes
+from berth.store.pick.gang_plan import Dealer, GangTree, Plan, Shortfall, SpreadOver, Within, plan_gang
+from berth.store.pick.host_board import _NONE, BoardView, HostBoard, weighed_classes
 from berth.store.pick.on_board import _anchored, _disk_with_sharing, _group_mask, _members_on, _own_amounts, on_board
 from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
@@ -120,18 +122,44 @@ def plan_gang_on_board(
     indexes = np.flatnonzero(allowed)
     if not len(indexes):
         return None
-    topology_set = frozenset(topology.aggregates) if topology is not None else frozenset()
-    under: dict[int, set[int]] = {}
-    for aggregate in topology_set:
-        for index in view.by_aggregate.get(aggregate, ()):
-            under.setdefault(int(index), set()).add(aggregate)
-    roots: list[int] = view.roots[indexes].tolist()
-    nowhere = frozenset[int]()
-    trees = [
-        GangTree(root, count, frozenset(under[index]) if index in under else nowhere)
-        for root, count, index in zip(roots, capacity[indexes].astype(np.int64).tolist(), indexes.tolist(), strict=True)
-    ]
     weighed = weighed_classes(conn)
+    disk = _disk_with_sharing(view, sharing, weighed)
+    group_members = _members_on(view, members)
+    policy = _hard_policy(group)
+    aggregates = topology.aggregates if topology is not None else ()
+    home, count_in = _homes(view, aggregates)
+    if policy != "affinity" and not isinstance(topology, Within):
+        # Only the best trees of the pool (of each aggregate spread over): enough for the plan.
+        weights = weigh_arrays(
+            view.ram[indexes],
+            view.cpus[indexes],
+            disk[indexes],
+            group_members[indexes],
+            request.multipliers,
+            soft_policy(group),
+        )
+        counts = np.minimum(capacity[indexes], 1.0) if policy == "anti-affinity" else capacity[indexes]
+        extra = topology.max_skew if isinstance(topology, SpreadOver) else 0
+        indexes = _best(indexes, counts, weights, home[indexes] if aggregates else None, 2 * asked + extra)
+    topology_set = frozenset(aggregates)
+    alone = [frozenset({aggregate}) for aggregate in aggregates]
+    nowhere = frozenset[int]()
+    roots: list[int] = view.roots[indexes].tolist()
+    trees = [
+        GangTree(
+            root,
+            count,
+            nowhere if inside == 0 else alone[first] if inside == 1 else _under(view, aggregates, index),
+        )
+        for root, count, index, first, inside in zip(
+            roots,
+            capacity[indexes].astype(np.int64).tolist(),
+            indexes.tolist(),
+            home[indexes].tolist(),
+            count_in[indexes].tolist(),
+            strict=True,
+        )
+    ]
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     amounts = {class_names[rc]: float(amount) for rc, amount in plain}
     # What a member takes off its tree's free RAM, CPUs and disk, its disk on the host (the weights
@@ -141,9 +169,8 @@ def plan_gang_on_board(
         amounts.get("VCPU", 0.0) + amounts.get("PCPU", 0.0),
         amounts.get("DISK_GB", 0.0),
     )
-    disk = _disk_with_sharing(view, sharing, weighed)[indexes]
-    group_members = _members_on(view, members)[indexes]
-    policy = _hard_policy(group)
+    disk = disk[indexes]
+    group_members = group_members[indexes]
     sharing_ids = frozenset(sharing)
     by_root: dict[int, list[Candidate]] = {}
     for _ in range(MOST_PLANS):
@@ -187,6 +214,46 @@ def plan_gang_on_board(
             len(indexes),
         )
     return None
+
+
+def _homes(view: BoardView, aggregates: Sequence[int]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """For every tree on the board, the position in ``aggregates`` of the first it is in (-1: none),
+    and how many of them it is in."""
+    home = np.full(len(view.roots), -1, dtype=np.intp)
+    count_in = np.zeros(len(view.roots), dtype=np.intp)
+    for position in reversed(range(len(aggregates))):
+        under = view.by_aggregate.get(aggregates[position])
+        if under is not None:
+            home[under] = position
+            count_in[under] += 1
+    return home, count_in
+
+
+def _under(view: BoardView, aggregates: Sequence[int], index: int) -> frozenset[int]:
+    """The aggregates of ``aggregates`` a tree in several of them is in."""
+    return frozenset(a for a in aggregates if index in view.by_aggregate.get(a, _NONE))
+
+
+def _best(
+    indexes: npt.NDArray[np.intp],
+    counts: npt.NDArray[np.float64],
+    weights: npt.NDArray[np.float64],
+    home: npt.NDArray[np.intp] | None,
+    need: int,
+) -> npt.NDArray[np.intp]:
+    """The trees of ``indexes`` the plan is made over: of each aggregate (``home``, or all of them
+    as one pool), the best by ``weights`` (ties in random order), as many as take ``need`` members
+    (``counts``) and number ``need``, or all of them when they take fewer. A plan over them places
+    as many as one over all of them: the planner counts an aggregate's room only up to the gang's
+    size (and ``max_skew`` above its level), which ``need`` covers."""
+    groups = [np.arange(len(indexes))] if home is None else [np.flatnonzero(home == g) for g in np.unique(home)]
+    kept = []
+    for group in groups:
+        shuffled = group[np.random.permutation(len(group))]
+        ranked = shuffled[np.argsort(-weights[shuffled], kind="stable")]
+        enough = int(np.searchsorted(np.cumsum(counts[ranked]), need)) + 1
+        kept.append(ranked[: max(enough, need)])
+    return np.sort(indexes[np.concatenate(kept)])
 
 
 def _settled(
