@@ -5,6 +5,7 @@ small clouds."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import threading
@@ -28,8 +29,8 @@ from berth.domain import error_codes
 from berth.domain.weighing import Multipliers, multipliers_for
 from berth.store import schema
 from berth.store.candidates.provider_cache import ProviderCache
-from berth.store.pick.gang import GangRequest
-from berth.store.pick.gang_board import claim_gang_on_board, pick_gang_planned, plan_gang_on_board
+from berth.store.pick.gang import GangRequest, pick_gang
+from berth.store.pick.gang_board import claim_gang_on_board, place_gang, plan_gang_on_board
 from berth.store.pick.gang_plan import MAX_GANG, Dealer, GangTree, Plan, SpreadOver, Within, plan_gang
 from berth.store.pick.host_board import HostBoard
 from berth.store.pick.request import Consumer
@@ -600,11 +601,16 @@ def test_a_plan_whose_room_was_taken_since_writes_nothing_and_the_gang_goes_else
     assert db.write(lambda conn: claim_gang_on_board(conn, request, plan)) is None
     for consumer in consumers:
         assert api.get(f"/allocations/{consumer}").json_body["allocations"] == {}
-    placed = db.write(lambda conn: pick_gang_planned(conn, request, cache, plan))
+    # Planned again from a new read, which sees the host full.
+    placed = place_gang(db, request, cache, HostBoard(min_age=0.0))
     assert len(placed.members) == 2 and not placed.not_placed
     roots = {member.root_provider_uuid for member in placed.members}
     assert roots <= set(hosts) and uuid_of[next(iter(planned))] not in roots
-    assert sum(usage["VCPU"] for usage in _usages(api, hosts).values()) == 4
+    # Or, with no plan, by the search of every tree.
+    others = tuple(Consumer(new_uuid(), "proj", "user", "INSTANCE") for _ in range(2))
+    more = dataclasses.replace(request, consumers=others)
+    assert len(db.write(lambda conn: pick_gang(conn, more, cache)).members) == 2
+    assert sum(usage["VCPU"] for usage in _usages(api, hosts).values()) == 6
 
 
 def test_a_board_behind_the_books_that_sees_no_room_does_not_refuse_a_gang_that_fits(api, app):

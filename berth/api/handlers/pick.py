@@ -25,7 +25,7 @@ from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
 from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids
-from berth.store.pick.gang_board import pick_gang_planned, plan_gang_on_board
+from berth.store.pick.gang_board import place_gang
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.request import Alternate
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
@@ -63,9 +63,7 @@ def _pick_gang(call: Call, request: GangRequest) -> Reply:
     board = call.host_board
     if board.due() and not board.background:
         call.db.read(lambda conn: board.refresh(conn, cache))
-    # Planned on the board in a read: on SQLite the write transaction holds every writer back.
-    plan = call.db.read(lambda conn: plan_gang_on_board(conn, request, cache, board))
-    placed = call.db.write(lambda conn: pick_gang_planned(conn, request, cache, plan))
+    placed = place_gang(call.db, request, cache, board)
     return json_response(call, _gang_answer(placed, request.min_count))
 
 

@@ -17,8 +17,10 @@ In the write (``claim_gang_on_board``), under the server group's lock, the group
 again, and the plan holds only if they are what the read found; the members' leases, allocations
 (one conditional write of the whole gang, ``replace_allocations``) and memberships are written in a
 SAVEPOINT. When the write refuses (a concurrent writer took the room meanwhile), the SAVEPOINT is
-rolled back and ``pick_gang`` places the gang as if there had been no plan: it searches every tree
-in the write transaction.
+rolled back, nothing written, and the gang planned again in a new read (``place_gang``), whose
+search of the planned trees sees what the writers took; after ``PLANS_IN_A_READ`` such plans, or
+when the board's plan does not place every member, ``pick_gang`` places the gang as if there had
+been no plan: it searches every tree in its write transaction.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +42,7 @@ from berth.domain.weighing import weigh_arrays
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache
+from berth.store.database import Database
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.gang import (
     MOST_PLANS,
@@ -56,6 +61,9 @@ from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 from berth.store.server_groups import membership
+
+# Plans on the board, each in a read of its own, before the gang searches every tree in its write.
+PLANS_IN_A_READ: Final = 3
 
 
 @dataclass(frozen=True)
@@ -386,12 +394,16 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
     )
 
 
-def pick_gang_planned(
-    conn: Connection, request: GangRequest, cache: ProviderCache, plan: GangBoardPlan | None
-) -> GangPick:
-    """The gang placed as planned on the board, or else as ``pick_gang`` places it."""
-    if plan is not None:
-        placed = claim_gang_on_board(conn, request, plan)
+def place_gang(db: Database, request: GangRequest, cache: ProviderCache, board: HostBoard) -> GangPick:
+    """The gang placed: planned on the board in a read (on SQLite the write transaction holds every
+    writer back) and written in a write of its own, planned again from a new read when concurrent
+    writers took the room meanwhile, at most ``PLANS_IN_A_READ`` times; then, or when the board
+    does not place every member, by ``pick_gang``, which searches every tree in its write."""
+    for _ in range(PLANS_IN_A_READ):
+        plan = db.read(lambda conn: plan_gang_on_board(conn, request, cache, board))
+        if plan is None:
+            break
+        placed = db.write(partial(claim_gang_on_board, request=request, plan=plan))
         if placed is not None:
             return placed
-    return pick_gang(conn, request, cache)
+    return db.write(lambda conn: pick_gang(conn, request, cache))
