@@ -231,6 +231,24 @@ def test_within_keeps_the_gang_under_one_aggregate_and_takes_the_next_when_one_i
     assert "2 of its 3 members could be placed" in error_detail(r) and "the topology asked" in error_detail(r)
 
 
+def test_within_many_aggregates_chooses_as_the_planner_does(api):
+    # More racks than the board plans over at once (WITHIN_AGGREGATES): the choice is still the
+    # planner's. A tree counts for at most the gang's size, so every rack of one host that takes a
+    # gang of three leaves none over: the best host's rack goes first (spread: the most room), ties
+    # to the order given.
+    rooms = [5, 3, 8, 3, 2, 6, 4]
+    racks = [new_uuid() for _ in rooms]
+    hosts = [
+        _hosts(api, 1, vcpus=room, aggregates=[rack], prefix=f"r{n}")[0]
+        for n, (room, rack) in enumerate(zip(rooms, racks, strict=True))
+    ]
+    topology = {"within": racks}
+    chosen = [_roots(_post(api, _gang(3, topology=topology)).json_body) for _ in range(8)]
+    assert chosen == [[hosts[n]] * 3 for n in (2, 5, 0, 2, 6, 1, 3, 5)]
+    r = _post(api, _gang(3, topology=topology), 409)
+    assert "2 of its 3 members could be placed" in error_detail(r)
+
+
 @pytest.mark.parametrize(("asked", "max_skew"), [(7, 1), (6, 0), (8, 2)])
 def test_spread_over_keeps_the_counts_within_max_skew(api, asked, max_skew):
     racks = [new_uuid() for _ in range(3)]

@@ -136,8 +136,10 @@ def plan_gang_on_board(
     policy = _hard_policy(group)
     aggregates = topology.aggregates if topology is not None else ()
     home, count_in = _homes(view, aggregates)
-    if policy != "affinity" and not isinstance(topology, Within):
-        # Only the best trees of the pool (of each aggregate spread over): enough for the plan.
+    disjoint = not aggregates or int(count_in[indexes].max()) <= 1
+    if policy != "affinity" and disjoint:
+        # Only the trees the plan needs: the best of the pool (of each aggregate spread over), or the
+        # aggregates a gang within one would choose first.
         weights = weigh_arrays(
             view.ram[indexes],
             view.cpus[indexes],
@@ -147,8 +149,12 @@ def plan_gang_on_board(
             soft_policy(group),
         )
         counts = np.minimum(capacity[indexes], 1.0) if policy == "anti-affinity" else capacity[indexes]
-        extra = topology.max_skew if isinstance(topology, SpreadOver) else 0
-        indexes = _best(indexes, counts, weights, home[indexes] if aggregates else None, 2 * asked + extra)
+        if isinstance(topology, Within):
+            # (The trees' aggregates below are still those of the whole set.)
+            indexes, topology = _first_aggregates(indexes, counts, weights, home[indexes], topology, asked)
+        else:
+            extra = topology.max_skew if isinstance(topology, SpreadOver) else 0
+            indexes = _best(indexes, counts, weights, home[indexes] if aggregates else None, 2 * asked + extra)
     topology_set = frozenset(aggregates)
     alone = [frozenset({aggregate}) for aggregate in aggregates]
     nowhere = frozenset[int]()
@@ -262,6 +268,37 @@ def _best(
         enough = int(np.searchsorted(np.cumsum(counts[ranked]), need)) + 1
         kept.append(ranked[: max(enough, need)])
     return np.sort(indexes[np.concatenate(kept)])
+
+
+# Aggregates a gang within one of them is planned over: the one the planner chooses first, and the
+# next ones for when a tree of it takes fewer members than the board counted.
+WITHIN_AGGREGATES: Final = 4
+
+
+def _first_aggregates(
+    indexes: npt.NDArray[np.intp],
+    counts: npt.NDArray[np.float64],
+    weights: npt.NDArray[np.float64],
+    home: npt.NDArray[np.intp],
+    topology: Within,
+    asked: int,
+) -> tuple[npt.NDArray[np.intp], Within]:
+    """The trees of the ``WITHIN_AGGREGATES`` aggregates of ``topology`` (disjoint, ``home`` the
+    position of each tree's) that ``gang_plan``'s choice ranks first, and those aggregates in the
+    order given: the most members placed, then the least room left over, then the best tree's
+    weight, then the order given, worked out in arrays over every tree."""
+    inside = home >= 0
+    indexes, counts, weights, home = indexes[inside], counts[inside], weights[inside], home[inside]
+    size = len(topology.aggregates)
+    room = np.bincount(home, weights=counts, minlength=size)
+    placed = np.minimum(room, asked)
+    top = np.full(size, -np.inf)
+    np.maximum.at(top, home, weights)
+    order = np.arange(size)
+    ranked = np.lexsort((order, -top, room - placed, -placed))
+    chosen = np.sort(ranked[placed[ranked] > 0][:WITHIN_AGGREGATES])
+    keep = np.isin(home, chosen)
+    return np.sort(indexes[keep]), Within(tuple(topology.aggregates[int(position)] for position in chosen))
 
 
 def _settled(
