@@ -1,6 +1,10 @@
 """A gang pick: many consumers asking the same, placed all (or at least ``min_count``) or none, in one
 write transaction.
 
+A gang whose query the host board weighs is planned on the board in a read first, and its write
+only writes that plan (``berth.store.pick.gang_board``); what follows is how a gang is placed
+otherwise, or when that plan does not place every member or is overtaken by concurrent writers.
+
 The steps, all inside the caller's write transaction (``Database.write``):
 
 1. lock the server group, if one is named, as a single pick does (``membership.lock_group``): the
