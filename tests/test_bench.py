@@ -31,6 +31,9 @@ CONFIG_KEYS = {
     "pick_clients",
     "pick_seconds",
     "group_size",
+    "gang_clients",
+    "gang_seconds",
+    "gang_sizes",
     "microversion",
     "python",
     "cpus",
@@ -50,6 +53,7 @@ RESULT_KEYS = {
     "worst_layout",
     "pick_and_claim",
     "client_side_claims",
+    "gangs",
 }
 WORST_VARIANTS = {
     "nothing_fits",
@@ -84,6 +88,29 @@ PLACING_KEYS = {
     "anti_affinity_samples",
 }
 PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all", "with_quota"}
+# The gang phase's figures of one size and kind.
+GANG_KEYS = {
+    "gangs",
+    "gangs_per_s",
+    "placements",
+    "placements_per_s",
+    "p50_ms",
+    "p99_ms",
+    "conflicts",
+    "conflict_codes",
+    "no_valid_host",
+    "errors",
+    "error_samples",
+    "requests",
+    "seconds",
+    "over_commits",
+    "usage_mismatches",
+    "providers_checked",
+    "over_commit_samples",
+    "gangs_checked",
+    "rule_violations",
+    "rule_samples",
+}
 BUILD_KEYS = {
     "providers",
     "seconds",
@@ -148,6 +175,12 @@ def test_bench_runs_and_reports(tmp_path):
             "4",
             "--group-size",
             "5",
+            "--gang-seconds",
+            "1",
+            "--gang-clients",
+            "3",
+            "--gang-sizes",
+            "4,12",
             "--workers",
             "2",
             "--json",
@@ -225,6 +258,34 @@ def test_bench_runs_and_reports(tmp_path):
     assert memory["processes"] == 3 and 0 < memory["pss_total_mb"] <= memory["rss_total_mb"]
     _check_worst_queries(result, done.stdout)
     _check_pick_and_claim(result, done.stdout)
+    _check_gangs(result, done.stdout)
+
+
+def _check_gangs(result, stdout):
+    # 60 hosts: racks of 40 (two), a zone each.
+    gangs = result["gangs"]
+    assert {k: gangs[k] for k in ("clients", "racks", "zones", "rack_hosts", "max_skew")} == {
+        "clients": 3,
+        "racks": 2,
+        "zones": 2,
+        "rack_hosts": 40,
+        "max_skew": 1,
+    }
+    assert set(gangs["sizes"]) == {"4", "12"}
+    for size, kinds in gangs["sizes"].items():
+        assert list(kinds) == ["plain", "within", "spread_over", "anti_affinity"]
+        for kind, figures in kinds.items():
+            assert set(figures) == GANG_KEYS, (size, kind)
+            assert figures["errors"] == 0 and figures["conflicts"] == 0, (size, kind, figures)
+            assert figures["over_commits"] == 0 and figures["usage_mismatches"] == 0
+            assert figures["rule_violations"] == 0 and figures["gangs_checked"] == figures["gangs"]
+            assert figures["placements"] == figures["gangs"] * int(size)
+            assert figures["requests"] == figures["gangs"] + figures["no_valid_host"]
+    # The first runs find room (the cloud fills as the runs add up).
+    first = gangs["sizes"]["4"]["plain"]
+    assert first["gangs"] > 0 and 0 < first["p50_ms"] <= first["p99_ms"] and first["providers_checked"] > 0
+    rows = [line.split() for line in stdout.splitlines() if line.startswith("   60  ") and len(line.split()) == 11]
+    assert [row[1:3] for row in rows] == [[size, kind] for size in ("4", "12") for kind in kinds]
 
 
 def _check_worst_queries(result, stdout):
@@ -271,7 +332,8 @@ def _check_pick_and_claim(result, stdout):
     assert quota["conflict_codes"] == {} and quota["violations"] == 0 and quota["usage_mismatches"] == 0
     assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / picked["placements_per_s"]), 1)
     placing = [line.split() for line in stdout.splitlines() if line.startswith("   60  ")]
-    assert [row[1] for row in placing[-3:]] == ["pick", "pick+quota", "client-side"]
+    kinds = ("pick", "pick+quota", "client-side")
+    assert [row[1] for row in placing if row[1] in kinds] == list(kinds)
 
 
 def test_stolen_share_of_cpu_time():
@@ -310,6 +372,9 @@ def test_options_are_those_the_docs_list():
             "--pick-clients",
             "--pick-seconds",
             "--group-size",
+            "--gang-clients",
+            "--gang-seconds",
+            "--gang-sizes",
             "--json",
         }
     )
@@ -322,6 +387,8 @@ def test_options_are_those_the_docs_list():
         0,
     )
     assert (args.pick_clients, args.pick_seconds, args.group_size) == (16, 10.0, 10)
+    assert (args.gang_clients, args.gang_seconds, args.gang_sizes) == (16, 10.0, [10, 100])
+    assert _bench_config(["--gang-sizes", "1,1000"]).gang_sizes == [1, 1000]
     assert _bench_config([]).hosts == [1000]
     assert _bench_config(["--hosts", "5", "--hosts", "7,8"]).hosts == [7, 8]  # the last one given counts
 
@@ -329,7 +396,8 @@ def test_options_are_those_the_docs_list():
 @pytest.mark.parametrize(
     "arguments",
     [["--hosts", "0"], ["--hosts", "ten"], ["--hosts", ","], ["--workers", "0"], ["--claims-seconds", "0"]]
-    + [["--allocations", "-1"], ["--pick-seconds", "-2"], ["--colour"]],
+    + [["--allocations", "-1"], ["--pick-seconds", "-2"], ["--colour"]]
+    + [["--gang-sizes", "0"], ["--gang-sizes", "1001"], ["--gang-seconds", "0"], ["--gang-clients", "0"]],
 )
 def test_a_malformed_option_is_a_usage_error(arguments):
     with pytest.raises(click.UsageError):
@@ -398,3 +466,42 @@ def test_the_baselines_anti_affinity_breaks_are_said_as_its_figures_not_as_viola
     assert len(baseline) == 1
     assert "VIOLATION" not in baseline[0].upper() and "baseline" in baseline[0] and str(sample) in baseline[0]
     assert anti_affinity_lines(Picker.name, [sample]) == [f"  ANTI-AFFINITY VIOLATION by pick_and_claim: {sample}"]
+
+
+def test_each_gang_rule_is_checked_against_the_hosts_its_members_are_on():
+    from berth.testbed.bench.gang_phase import gang_violations
+    from berth.testbed.bench.placing import Placement
+
+    rack_of = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r3"}
+    zone_of = {"h1": "z1", "h2": "z1", "h3": "z2", "h4": "z3"}
+    zones = ["z1", "z2", "z3"]
+
+    def gang(name, *hosts):
+        return [Placement(f"{name}-{n}", {host: {"VCPU": 2}}, host, name) for n, host in enumerate(hosts)]
+
+    def broken(kind, *gangs):
+        found = gang_violations(kind, [m for g in gangs for m in g], rack_of, zone_of, zones)
+        assert found["gangs_checked"] == len(gangs)
+        return found["violations"], [sample["gang"] for sample in found["violation_samples"]]
+
+    apart, together = gang("apart", "h1", "h2", "h3"), gang("together", "h1", "h3", "h1")
+    assert broken("anti_affinity", apart, together) == (1, ["together"])
+    one_rack, two_racks = gang("one", "h1", "h2", "h1"), gang("two", "h2", "h3")
+    assert broken("within", one_rack, two_racks) == (1, ["two"])
+    # Every zone counts: two members in z1 and none in z3 is a skew of 2; a host in no zone breaks it.
+    level, skewed, outside = gang("level", "h1", "h3", "h4", "h2"), gang("skewed", "h1", "h2", "h3"), gang("out", "x")
+    assert broken("spread_over", level, skewed, outside) == (2, ["skewed", "out"])
+    # Plain gangs have no rule.
+    assert broken("plain", together, two_racks, skewed) == (0, [])
+
+
+def test_a_gang_violation_or_over_commit_fails_the_run():
+    from berth.testbed.bench.runner import gang_failures
+
+    clean = {"errors": 0, "over_commits": 0, "usage_mismatches": 0, "rule_violations": 0}
+    result = {"hosts": 60, "gangs": {"sizes": {"10": {"plain": clean, "within": clean}}}}
+    assert gang_failures(result) == []
+    result["gangs"]["sizes"]["10"]["within"] = {**clean, "rule_violations": 2}
+    assert gang_failures(result) == ["hosts=60: gangs of 10, within: 2 violations"]
+    result["gangs"]["sizes"]["10"]["within"] = {**clean, "over_commits": 1}
+    assert gang_failures(result) == ["hosts=60: gangs of 10, within: errors, over-commits or usage mismatches"]

@@ -5,6 +5,7 @@ small clouds."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import threading
@@ -21,11 +22,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from livehelpers import LiveServer
 
+from berth.api import microversion as mv
+from berth.api.candidate_query import parse_query
+from berth.api.request import QueryArgs
 from berth.domain import error_codes
-from berth.domain.weighing import Multipliers
+from berth.domain.weighing import Multipliers, multipliers_for
 from berth.store import schema
+from berth.store.candidates.provider_cache import ProviderCache
+from berth.store.pick.gang import GangRequest, pick_gang
+from berth.store.pick.gang_board import claim_gang_on_board, place_gang, plan_gang_on_board
 from berth.store.pick.gang_plan import MAX_GANG, Dealer, GangTree, Plan, SpreadOver, Within, plan_gang
 from berth.store.pick.host_board import HostBoard
+from berth.store.pick.request import Consumer
 
 
 def _clear_groups(db):
@@ -34,14 +42,15 @@ def _clear_groups(db):
         conn.execute(schema.server_groups.delete())
 
 
-@pytest.fixture
-def api(api, app, db):
+@pytest.fixture(params=["board", "every tree"])
+def api(request, api, app, db):
     """The API on a database without server groups (the shared test database's reset knows
-    nothing of them) or leases."""
+    nothing of them) or leases; each gang planned on the host board before its write, or (without
+    a board) searching every tree in it."""
     _clear_groups(db)
     with db.engine.begin() as conn:
         conn.execute(schema.allocation_leases.delete())
-    app.host_board = HostBoard(min_age=0.0)
+    app.host_board = HostBoard(min_age=0.0, enabled=request.param == "board")
     return api
 
 
@@ -220,6 +229,24 @@ def test_within_keeps_the_gang_under_one_aggregate_and_takes_the_next_when_one_i
     r = _post(api, _gang(3, topology=topology), 409)
     assert error_code(r) == error_codes.PICK_GANG_NO_VALID_HOST
     assert "2 of its 3 members could be placed" in error_detail(r) and "the topology asked" in error_detail(r)
+
+
+def test_within_many_aggregates_chooses_as_the_planner_does(api):
+    # More racks than the board plans over at once (WITHIN_AGGREGATES): the choice is still the
+    # planner's. A tree counts for at most the gang's size, so every rack of one host that takes a
+    # gang of three leaves none over: the best host's rack goes first (spread: the most room), ties
+    # to the order given.
+    rooms = [5, 3, 8, 3, 2, 6, 4]
+    racks = [new_uuid() for _ in rooms]
+    hosts = [
+        _hosts(api, 1, vcpus=room, aggregates=[rack], prefix=f"r{n}")[0]
+        for n, (room, rack) in enumerate(zip(rooms, racks, strict=True))
+    ]
+    topology = {"within": racks}
+    chosen = [_roots(_post(api, _gang(3, topology=topology)).json_body) for _ in range(8)]
+    assert chosen == [[hosts[n]] * 3 for n in (2, 5, 0, 2, 6, 1, 3, 5)]
+    r = _post(api, _gang(3, topology=topology), 409)
+    assert "2 of its 3 members could be placed" in error_detail(r)
 
 
 @pytest.mark.parametrize(("asked", "max_skew"), [(7, 1), (6, 0), (8, 2)])
@@ -554,3 +581,62 @@ def test_a_shared_pool_counted_for_every_host_is_planned_again_around(api):
     assert api.get(f"/resource_providers/{pool}/usages").json_body["usages"] == {"DISK_GB": 20}
     assert sum(usage["VCPU"] for usage in _usages(api, hosts).values()) == 2
     assert api.get(f"/allocations/{consumers[2]}").json_body["allocations"] == {}
+
+
+# --- planned on the board, written after ----------------------------------------------------------------
+
+
+def _fill(api, host, vcpus=2):
+    consumer = new_uuid()
+    body = {
+        "allocations": {host: {"resources": {"VCPU": vcpus}}},
+        "project_id": "proj",
+        "user_id": "user",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert api.put(f"/allocations/{consumer}", body).status_code == 204
+    return consumer
+
+
+def test_a_plan_whose_room_was_taken_since_writes_nothing_and_the_gang_goes_elsewhere(api, db):
+    hosts = _hosts(api, 4)
+    consumers = [new_uuid() for _ in range(2)]
+    request = GangRequest(
+        query=parse_query(QueryArgs([("resources", "VCPU:1")]), mv.MAX),
+        multipliers=multipliers_for("pack", None),
+        consumers=tuple(Consumer(c, "proj", "user", "INSTANCE") for c in consumers),
+        min_count=2,
+    )
+    cache = ProviderCache()
+    plan = db.read(lambda conn: plan_gang_on_board(conn, request, cache, HostBoard(min_age=0.0)))
+    assert plan is not None and len(plan.members) == 2
+    planned = {member.root_id for member in plan.members}
+    # Packed: both on one host, which a claim then fills before the gang's write.
+    assert len(planned) == 1
+    uuid_of = {member.root_id: plan.providers[member.root_id].uuid for member in plan.members}
+    _fill(api, uuid_of[next(iter(planned))])
+    assert db.write(lambda conn: claim_gang_on_board(conn, request, plan)) is None
+    for consumer in consumers:
+        assert api.get(f"/allocations/{consumer}").json_body["allocations"] == {}
+    # Planned again from a new read, which sees the host full.
+    placed = place_gang(db, request, cache, HostBoard(min_age=0.0))
+    assert len(placed.members) == 2 and not placed.not_placed
+    roots = {member.root_provider_uuid for member in placed.members}
+    assert roots <= set(hosts) and uuid_of[next(iter(planned))] not in roots
+    # Or, with no plan, by the search of every tree.
+    others = tuple(Consumer(new_uuid(), "proj", "user", "INSTANCE") for _ in range(2))
+    more = dataclasses.replace(request, consumers=others)
+    assert len(db.write(lambda conn: pick_gang(conn, more, cache)).members) == 2
+    assert sum(usage["VCPU"] for usage in _usages(api, hosts).values()) == 6
+
+
+def test_a_board_behind_the_books_that_sees_no_room_does_not_refuse_a_gang_that_fits(api, app):
+    app.host_board = HostBoard(min_age=3600.0)
+    hosts = _hosts(api, 2)
+    held = [_fill(api, hosts[0]), _fill(api, hosts[1], vcpus=1)]
+    _post(api, _gang(2), 409)  # the board is read now: room for one member
+    for consumer in held:
+        assert api.delete(f"/allocations/{consumer}").status_code == 204
+    answer = _post(api, _gang(4)).json_body
+    assert answer["placed"] == 4 and sorted(Counter(_roots(answer)).values()) == [2, 2]

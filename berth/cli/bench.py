@@ -31,12 +31,24 @@ class HostCounts(click.ParamType[list[int]]):
         return counts
 
 
+class GangSizes(HostCounts):
+    """``N[,N...]``: gang sizes, each from 1 to the most consumers one gang may name."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[int]:
+        from berth.store.pick.gang_plan import MAX_GANG
+
+        sizes = super().convert(value, param, ctx)
+        if any(size > MAX_GANG for size in sizes):
+            self.fail(f"gang sizes must be at most {MAX_GANG}, got {value!r}", param, ctx)
+        return sizes
+
+
 @click.command(
     "bench",
     short_help="Benchmark a server over HTTP (see docs/performance.md).",
     help="Build a synthetic cloud through the HTTP API, then measure provider creation, allocation "
-    "candidate latency, concurrent claims, pick and claim against the client-side loop and (for a "
-    "server it started) memory. Without --url it starts its own `berth serve` on a free loopback "
+    "candidate latency, concurrent claims, pick and claim against the client-side loop, gangs and "
+    "(for a server it started) memory. Without --url it starts its own `berth serve` on a free loopback "
     "port, with a fresh database per host count.",
 )
 @click.option(
@@ -115,6 +127,27 @@ class HostCounts(click.ParamType[list[int]]):
     default=10,
     metavar="N",
     help="members of each anti-affinity group of the pick-and-claim phase (default 10)",
+)
+@click.option(
+    "--gang-clients",
+    type=POSITIVE_INT,
+    default=16,
+    metavar="N",
+    help="concurrent threads posting gangs in the gang phase (default 16)",
+)
+@click.option(
+    "--gang-seconds",
+    type=POSITIVE_FLOAT,
+    default=10.0,
+    metavar="S",
+    help="duration of each of the gang phase's runs (four per gang size: plain, within a rack, "
+    "spread over the zones, anti-affinity) in seconds (default 10)",
+)
+@click.option(
+    "--gang-sizes",
+    type=GangSizes(),
+    default=[10, 100],
+    help="members of the gangs of the gang phase, one set of runs each (default 10,100)",
 )
 @click.option("--json", default=None, metavar="FILE", help="also write the results as JSON")
 def bench_command(**options: Any) -> int:

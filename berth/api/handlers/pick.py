@@ -24,7 +24,8 @@ from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
-from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids, pick_gang
+from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids
+from berth.store.pick.gang_board import place_gang
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from berth.store.pick.request import Alternate
@@ -61,7 +62,10 @@ def pick(call: Call) -> Reply:
 
 def _pick_gang(call: Call, request: GangRequest) -> Reply:
     cache = call.provider_cache
-    placed = call.db.write(lambda conn: pick_gang(conn, request, cache))
+    board = call.host_board
+    if board.due() and not board.background:
+        call.db.read(lambda conn: board.refresh(conn, cache))
+    placed = place_gang(call.db, request, cache, board)
     return json_response(call, _gang_answer(placed, request.min_count))
 
 

@@ -158,10 +158,15 @@ class CandidateFinder:
     def candidates_in(self, root_id: int) -> list[Candidate]:
         """The first candidates (up to the finder's limit) of one tree, as the database holds it now;
         the providers they name are in ``self.providers``."""
+        return self.candidates_in_trees([root_id])
+
+    def candidates_in_trees(self, root_ids: list[int]) -> list[Candidate]:
+        """The candidates (up to the finder's limit) of these trees, in their order, as the
+        database holds them now; the providers they name are in ``self.providers``."""
         for provider in self.sharing.values():
             self.providers.setdefault(provider.id, provider)
         return search(
-            self._trees([root_id]),
+            self._trees(root_ids),
             self.request,
             limit=self.want,
             budget=self.budget,

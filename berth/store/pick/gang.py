@@ -1,6 +1,10 @@
 """A gang pick: many consumers asking the same, placed all (or at least ``min_count``) or none, in one
 write transaction.
 
+A gang whose query the host board weighs is planned on the board in a read first, and its write
+only writes that plan (``berth.store.pick.gang_board``); what follows is how a gang is placed
+otherwise, or when that plan does not place every member or is overtaken by concurrent writers.
+
 The steps, all inside the caller's write transaction (``Database.write``):
 
 1. lock the server group, if one is named, as a single pick does (``membership.lock_group``): the
@@ -230,7 +234,7 @@ def _write(
     """The plan written: leases, allocations and memberships of the members placed, in order."""
     group = request.server_group
     placed = list(zip(request.consumers, plan.trees, plan.weights, strict=False))
-    _check_quotas(conn, request, [consumer for consumer, _, _ in placed])
+    check_gang_quotas(conn, request, [consumer for consumer, _, _ in placed])
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         for consumer, _, _ in placed:
@@ -254,7 +258,7 @@ def _write(
     return written
 
 
-def _check_quotas(conn: Connection, request: GangRequest, placed: Sequence[Consumer]) -> None:
+def check_gang_quotas(conn: Connection, request: GangRequest, placed: Sequence[Consumer]) -> None:
     """The members placed counted against their projects' (and users') quotas, as one claim each
     project and user makes: a gang that would pass a limit is refused whole (409
     ``berth.quota.exceeded``). Projects are locked in one order, so that two gangs of the same

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,9 @@ from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first_of, w
 
 # The most consumers one gang may name (the body's schema holds callers to it).
 MAX_GANG: Final = 1000
+# A pool of more trees than this has its members dealt over its best trees only (``_shortlist``):
+# dealing one member weighs every tree of the pool again.
+SHORTLIST_FROM: Final = 256
 
 HardPolicy: TypeAlias = Literal["affinity", "anti-affinity"] | None
 Reason: TypeAlias = Literal["room", "policy", "topology"]
@@ -59,9 +62,9 @@ class SpreadOver:
 Topology: TypeAlias = Within | SpreadOver | None
 
 
-@dataclass(frozen=True)
-class GangTree:
-    """A tree the gang may use: how many members it can take and which aggregates its root is in."""
+class GangTree(NamedTuple):
+    """A tree the gang may use: how many members it can take and which aggregates its root is in
+    (a tuple: a large cloud makes ten thousand of them for each gang)."""
 
     root_id: int
     capacity: int
@@ -189,8 +192,28 @@ def plan_gang(
                 dealer.place(index, weight)
             order += [index] * share
         else:
-            order += dealer.deal(list(pool), dict(pool), share)
+            order += dealer.deal(_shortlist(pool, share, dealer), dict(pool), share)
     return Plan(order, dealer.weights_dealt[dealt_before:])
+
+
+def _shortlist(pool: Mapping[int, int], share: int, dealer: Dealer) -> list[int]:
+    """The trees of ``pool`` the members are dealt over: all of them, or of a pool of more than
+    ``SHORTLIST_FROM`` trees, the best by the weighers before the deal (ties in random order), as
+    many as hold twice the share and number twice the share (so that spreading members still
+    finds a tree of its own for each)."""
+    indexes = list(pool)
+    if len(indexes) <= SHORTLIST_FROM:
+        return indexes
+    weights = dealer.weights(indexes)
+    chosen: list[int] = []
+    room = 0
+    for position in best_first_of(weights, dealer.randrange):
+        index = indexes[position]
+        chosen.append(index)
+        room += pool[index]
+        if len(chosen) >= 2 * share and room >= 2 * share:
+            break
+    return chosen
 
 
 # --- how many, and from which trees -----------------------------------------------------------------
@@ -243,9 +266,14 @@ def _within(
     then to the best tree's weight, then to the order given."""
     best: tuple[int, int, float, int] | None = None
     chosen: list[_Share] = []
+    pools: dict[int, dict[int, int]] = {aggregate: {} for aggregate in topology.aggregates}
+    for index, left in room.items():
+        for aggregate in trees[index].aggregates:
+            pool = pools.get(aggregate)
+            if pool is not None:
+                pool[index] = left
     for order, aggregate in enumerate(topology.aggregates):
-        under = {index: left for index, left in room.items() if aggregate in trees[index].aggregates}
-        shares = _one_pool(under, asked, policy)
+        shares = _one_pool(pools[aggregate], asked, policy)
         if not shares:
             continue
         pool, placed = shares[0]

@@ -13,7 +13,10 @@ For each host count the benchmark
    equal the sum of the claims it accepted (:mod:`.claims`);
 5. reports the resident memory of the server's processes when the benchmark started the server;
 6. places servers with ``POST /berth/pick`` and with the client-side loop, plain and in
-   anti-affinity groups, and checks capacity and anti-affinity afterwards (:mod:`.pick_phase`).
+   anti-affinity groups, and checks capacity and anti-affinity afterwards (:mod:`.pick_phase`);
+7. puts the hosts in racks and zones and places gangs of each size, plain, within a rack, spread
+   over the zones and anti-affinity, checking capacity and each gang's rule after each run
+   (:mod:`.gang_phase`).
 
 Without ``url`` every host count gets its own server (``berth serve`` in a subprocess on a free
 loopback port) and its own empty database (:mod:`.rounds`).  All HTTP traffic goes to the loopback

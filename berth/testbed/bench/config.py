@@ -21,4 +21,7 @@ class BenchConfig:
     pick_clients: int = 16
     pick_seconds: float = 10.0
     group_size: int = 10
+    gang_clients: int = 16
+    gang_seconds: float = 10.0
+    gang_sizes: list[int] = field(default_factory=lambda: [10, 100])
     json: str | None = None

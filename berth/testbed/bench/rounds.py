@@ -9,6 +9,7 @@ from berth.testbed.bench.candidates import DEFAULT_MAX_CANDIDATES, measure_candi
 from berth.testbed.bench.claims import run_claims, verify_capacity
 from berth.testbed.bench.cloud import build_layout, check_empty, preload_allocations, remove
 from berth.testbed.bench.config import REQUEST_TIMEOUT, BenchConfig
+from berth.testbed.bench.gang_phase import GangPhase
 from berth.testbed.bench.pick_phase import WEIGH_ALL_PICKS, PickPhase
 from berth.testbed.bench.wide_trees import add_wide_trees
 from berth.testbed.client import Client, RequestFailed
@@ -36,6 +37,7 @@ class Round:
         self.consumers: list[str] = []
         self.preloaded: dict[str, dict[str, int]] = {}
         self.claim_consumers: list[str] = []
+        self.pick_consumers: list[str] = []  # the pick phase's, still holding allocations
 
     def log(self, message: str) -> None:
         log(f"hosts={self.hosts}: {message}")
@@ -144,6 +146,7 @@ class Round:
             picked, client_side = phase.run(claim_consumers, min(config.queries, WEIGH_ALL_PICKS))
         finally:
             self.consumers = self.consumers + phase.consumers
+        self.pick_consumers = phase.consumers
         self.result["pick_and_claim"] = picked
         self.result["client_side_claims"] = client_side
         for name, figures, broken in (
@@ -154,6 +157,26 @@ class Round:
                 f"{name}: {figures['placements_per_s']} placements/s, {figures['violations']} over-commits, "
                 f"{figures['anti_affinity_violations']} {broken}"
             )
+
+    def gangs(self) -> None:
+        """Gangs of each size and kind, on the cloud as the preload left it."""
+        config = self.config
+        self.log(f"gangs of {config.gang_sizes}, {config.gang_clients} clients")
+        phase = GangPhase(
+            self.client,
+            self.layout,
+            self.preloaded,
+            config.gang_clients,
+            config.gang_seconds,
+            config.gang_sizes,
+            config.create_clients,
+            self.stop,
+        )
+        try:
+            self.result["gangs"] = phase.run(self.pick_consumers)
+        finally:
+            # The pick phase's stay listed: removing them again later finds them gone, a 404.
+            self.consumers = self.consumers + phase.consumers
 
     def run(self, server: Server | None, reused: bool) -> None:
         if reused:
@@ -166,6 +189,7 @@ class Round:
         self.machine(server)
         self.verify(claimed)
         self.pick_and_claim(self.claim_consumers)
+        self.gangs()
         if reused:
             self.log("removing the bench's consumers and providers")
             remove(self.client, self.layout, self.consumers, self.config.create_clients, self.stop)

@@ -38,6 +38,9 @@ def json_document(config: BenchConfig, databases: Databases | None, results: lis
             "pick_clients": config.pick_clients,
             "pick_seconds": config.pick_seconds,
             "group_size": config.group_size,
+            "gang_clients": config.gang_clients,
+            "gang_seconds": config.gang_seconds,
+            "gang_sizes": config.gang_sizes,
             "microversion": VERSION,
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
@@ -60,6 +63,19 @@ def failures(results: list[dict[str, Any]]) -> list[str]:
         if r["hosts"] >= 50 and basic["allocation_requests"] != 50:
             bad.append(f"hosts={r['hosts']}: basic returned {basic['allocation_requests']} requests, not 50")
         bad += placement_failures(r)
+        bad += gang_failures(r)
+    return bad
+
+
+def gang_failures(r: dict[str, Any]) -> list[str]:
+    """The gang phase's part: errors, broken books, or a gang breaking its kind's rule."""
+    bad = []
+    for size, kinds in r.get("gangs", {}).get("sizes", {}).items():
+        for kind, figures in kinds.items():
+            if figures["errors"] or figures["over_commits"] or figures["usage_mismatches"]:
+                bad.append(f"hosts={r['hosts']}: gangs of {size}, {kind}: errors, over-commits or usage mismatches")
+            if figures["rule_violations"]:
+                bad.append(f"hosts={r['hosts']}: gangs of {size}, {kind}: {figures['rule_violations']} violations")
     return bad
 
 

@@ -1,5 +1,6 @@
 """The tables ``berth bench`` prints: one line per host count, then the worst candidate queries per
-host count, then pick and claim beside the client-side loop (two lines per host count)."""
+host count, then pick and claim beside the client-side loop (two lines per host count), then the
+gangs (a line per host count, gang size and kind)."""
 
 from __future__ import annotations
 
@@ -140,10 +141,53 @@ def _placing_rows(r: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+GANG_COLUMNS = [
+    "hosts",
+    "gang",
+    "kind",
+    "gangs/s",
+    "placements/s",
+    "p50/p99 ms",
+    "no room",
+    "conflicts",
+    "errors",
+    "over-commits",
+    "violations",
+]
+GANG_FOOTNOTE = (
+    "gangs: POST /berth/pick with `consumers`, the pick phase's flavor; placements/s: members placed; "
+    "p50/p99: one gang's request; violations: anti-affinity (a shared host), within (more than one rack) "
+    "or spread_over (skew above max_skew), by gang"
+)
+
+
+def _gang_rows(r: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for size, kinds in r.get("gangs", {}).get("sizes", {}).items():
+        for kind, figures in kinds.items():
+            rows.append(
+                [
+                    str(r["hosts"]),
+                    size,
+                    kind,
+                    f"{figures['gangs_per_s']:.1f}",
+                    f"{figures['placements_per_s']:.1f}",
+                    _latency(figures),
+                    str(figures["no_valid_host"]),
+                    str(figures["conflicts"]),
+                    str(figures["errors"]),
+                    str(figures["over_commits"]),
+                    str(figures["rule_violations"]),
+                ]
+            )
+    return rows
+
+
 def format_table(results: list[dict[str, Any]]) -> str:
     table = Table([Column(title) for title in COLUMNS])
     worst = Table([Column(title) for title in WORST_COLUMNS])
     placing = Table([Column(title, align="<" if title == "placing" else ">") for title in PLACING_COLUMNS])
+    gangs = Table([Column(title, align="<" if title == "kind" else ">") for title in GANG_COLUMNS])
     return "\n".join(
         [
             *table.render([RULE, *(_row(r) for r in results)]),
@@ -154,5 +198,8 @@ def format_table(results: list[dict[str, Any]]) -> str:
             "",
             *placing.render([RULE, *(row for r in results for row in _placing_rows(r))]),
             PLACING_FOOTNOTE,
+            "",
+            *gangs.render([RULE, *(row for r in results for row in _gang_rows(r))]),
+            GANG_FOOTNOTE,
         ]
     )
