@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
 
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port  # noqa: F401 - the tracker's tests take their ports here
@@ -33,3 +37,32 @@ class LiveServer:
         text = self.server.log_text()
         shutil.rmtree(self.logdir, ignore_errors=True)
         return text
+
+
+def live_on(
+    request: pytest.FixtureRequest, tmp_path: Path, name: str, workers: int = 4, extra: Sequence[str] = ()
+) -> Iterator[LiveServer]:
+    """For a fixture parametrized over "sqlite" and "postgresql": a live server on a new database of
+    that kind (``name`` prefixes a PostgreSQL database's), stopped after the test, whose log must
+    hold no traceback."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database(f"{name}_{uuid.uuid4().hex[:10]}")
+    server = LiveServer(url, workers=workers, extra=extra)
+    yield server
+    log = server.stop()
+    assert "Traceback" not in log, log
+
+
+def live_host(client: Client, name: str, inventory: Mapping[str, int]) -> str:
+    """A new root provider with these totals, through the API; its uuid."""
+    provider = str(uuid.uuid4())
+    assert client.request("POST", "/resource_providers", {"name": name, "uuid": provider}).status_code == 200
+    r = client.request(
+        "PUT",
+        f"/resource_providers/{provider}/inventories",
+        {"resource_provider_generation": 0, "inventories": {rc: {"total": n} for rc, n in inventory.items()}},
+    )
+    assert r.status_code == 200, r.text
+    return provider

@@ -6,7 +6,7 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-from livehelpers import LiveServer
+from livehelpers import live_on
 
 from berth.testbed.client import Client
 
@@ -17,14 +17,7 @@ ATTEMPTS_PER_CLAIMER = 6
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def live(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"live_{uuid.uuid4().hex[:10]}")
-    server = LiveServer(url, workers=3)
-    yield server
-    log = server.stop()
-    assert "Traceback" not in log, log
+    yield from live_on(request, tmp_path, "live", workers=3)
 
 
 def _claim(args):

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import sqlalchemy as sa
 from apihelpers import error_code, error_detail, new_uuid
-from livehelpers import LiveServer
+from livehelpers import live_host, live_on
 
 from berth.domain import error_codes
 from berth.store import schema
@@ -388,26 +388,7 @@ def test_a_group_keeps_the_policy_it_was_created_with(api):
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def live(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"pick_{uuid.uuid4().hex[:10]}")
-    server = LiveServer(url, workers=4)
-    yield server
-    log = server.stop()
-    assert "Traceback" not in log, log
-
-
-def _live_host(client, name, inventory):
-    provider = str(uuid.uuid4())
-    assert client.request("POST", "/resource_providers", {"name": name, "uuid": provider}).status_code == 200
-    r = client.request(
-        "PUT",
-        f"/resource_providers/{provider}/inventories",
-        {"resource_provider_generation": 0, "inventories": {rc: {"total": n} for rc, n in inventory.items()}},
-    )
-    assert r.status_code == 200, r.text
-    return provider
+    yield from live_on(request, tmp_path, "pick")
 
 
 def _race(live, bodies, workers):
@@ -431,7 +412,7 @@ def _race(live, bodies, workers):
 
 def test_racing_anti_affinity_members_land_on_distinct_hosts(live):
     client = live.client()
-    hosts = {_live_host(client, f"host-{i}", {"VCPU": 8, "MEMORY_MB": 8192}) for i in range(20)}
+    hosts = {live_host(client, f"host-{i}", {"VCPU": 8, "MEMORY_MB": 8192}) for i in range(20)}
     group = str(uuid.uuid4())
     bodies = [_body({"VCPU": 1}, group=(group, "anti-affinity")) for _ in range(32)]
     outcomes = _race(live, bodies, workers=32)
@@ -450,7 +431,7 @@ def test_racing_anti_affinity_members_land_on_distinct_hosts(live):
 def test_racing_schedulers_fill_a_cloud_without_overcommit_or_early_refusals(live):
     client = live.client()
     per_host = 4
-    hosts = [_live_host(client, f"host-{i}", {"VCPU": per_host, "MEMORY_MB": per_host * 1024}) for i in range(6)]
+    hosts = [live_host(client, f"host-{i}", {"VCPU": per_host, "MEMORY_MB": per_host * 1024}) for i in range(6)]
     capacity = per_host * len(hosts)
     clients, rounds = 16, 3
     bodies = [_body({"VCPU": 1, "MEMORY_MB": 1024}, policy="pack") for _ in range(clients * rounds)]

@@ -20,7 +20,7 @@ from apihelpers import error_code, error_detail, new_uuid
 from dbhelpers import reset
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from livehelpers import LiveServer
+from livehelpers import live_host, live_on
 
 from berth.api import microversion as mv
 from berth.api.candidate_query import parse_query
@@ -514,31 +514,12 @@ def test_the_plan_places_the_most_any_placement_can(capacities, racks, asked, po
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def live(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"gang_{uuid.uuid4().hex[:10]}")
-    server = LiveServer(url, workers=4)
-    yield server
-    log = server.stop()
-    assert "Traceback" not in log, log
-
-
-def _live_host(client, name):
-    provider = str(uuid.uuid4())
-    assert client.request("POST", "/resource_providers", {"name": name, "uuid": provider}).status_code == 200
-    r = client.request(
-        "PUT",
-        f"/resource_providers/{provider}/inventories",
-        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
-    )
-    assert r.status_code == 200, r.text
-    return provider
+    yield from live_on(request, tmp_path, "gang")
 
 
 def test_racing_gangs_of_one_anti_affinity_group_never_share_a_host(live):
     client = live.client()
-    hosts = {_live_host(client, f"host-{i}") for i in range(20)}
+    hosts = {live_host(client, f"host-{i}", {"VCPU": 8}) for i in range(20)}
     group = str(uuid.uuid4())
     gangs = 32
     bodies = [_gang(2, group=(group, "anti-affinity"), min_count=1) for _ in range(gangs)]

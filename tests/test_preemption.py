@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from apihelpers import error_code, error_detail, new_uuid
 from hypothesis import given
 from hypothesis import strategies as st
-from livehelpers import LiveServer
+from livehelpers import live_on
 
 from berth.domain import error_codes
 from berth.store import schema
@@ -410,14 +410,7 @@ def test_only_admin_or_service_may_read_the_preemptions(api):
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def live(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"preempt_{uuid.uuid4().hex[:10]}")
-    server = LiveServer(url, workers=4)
-    yield server
-    log = server.stop()
-    assert "Traceback" not in log, log
+    yield from live_on(request, tmp_path, "preempt")
 
 
 def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits(live):

@@ -5,12 +5,11 @@ claim's own transaction; in process on both databases, and against a live multi-
 from __future__ import annotations
 
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from apihelpers import Api, error_code, error_detail, new_uuid
-from livehelpers import LiveServer
+from livehelpers import live_host, live_on
 
 from berth.api.app import PlacementApp, Settings
 from berth.domain import error_codes
@@ -295,26 +294,7 @@ def test_a_move_counts_what_is_held_and_may_shrink_over_the_limit(enforcing):
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def live(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'live.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"quota_{uuid.uuid4().hex[:10]}")
-    server = LiveServer(url, workers=4, extra=["--enforce-quotas-on-allocations"])
-    yield server
-    log = server.stop()
-    assert "Traceback" not in log, log
-
-
-def _live_host(client, name, inventory):
-    provider = str(uuid.uuid4())
-    assert client.request("POST", "/resource_providers", {"name": name, "uuid": provider}).status_code == 200
-    r = client.request(
-        "PUT",
-        f"/resource_providers/{provider}/inventories",
-        {"resource_provider_generation": 0, "inventories": {rc: {"total": n} for rc, n in inventory.items()}},
-    )
-    assert r.status_code == 200, r.text
-    return provider
+    yield from live_on(request, tmp_path, "quota", extra=["--enforce-quotas-on-allocations"])
 
 
 def _race(live, requests):
@@ -336,7 +316,7 @@ def _race(live, requests):
 
 def test_racing_claimers_of_one_project_never_pass_its_limit(live):
     client = live.client()
-    hosts = [_live_host(client, f"host-{i}", {"VCPU": 64, "MEMORY_MB": 65536}) for i in range(4)]
+    hosts = [live_host(client, f"host-{i}", {"VCPU": 64, "MEMORY_MB": 65536}) for i in range(4)]
     limit, per_claim = 30, 2
     assert client.request("PUT", "/berth/quotas/p1", {"limits": {"VCPU": limit}}).status_code == 200
     picks = [("POST", "/berth/pick", _pick_body({"VCPU": per_claim}, project="p1")) for _ in range(48)]
