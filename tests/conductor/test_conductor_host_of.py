@@ -9,25 +9,13 @@ import uuid
 
 import pytest
 from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, server
+from httphelpers import RecordingHttp
 
-from berth.clients.http import JsonHttp
 from berth.clients.placement import PlacementClient
 from berth.conductor.journal import DONE
 from berth.conductor.service import ServiceCalls
 
 pytestmark = pytest.mark.slow
-
-
-class RecordingHttp(JsonHttp):
-    """Real HTTP calls, keeping the method and path (with query) of every request sent."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.sent: list[tuple[str, str]] = []
-
-    def request(self, method, path, body=None, *, params=None):
-        self.sent.append((method, path))
-        return super().request(method, path, body, params=params)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from agenthelpers import started_agents
+from httphelpers import RecordingHttp
 from trackerhelpers import TOPOLOGY
 
 from berth.clients.errors import ClientError
@@ -339,20 +340,14 @@ def test_host_names_are_read_once_and_then_known(placement, cloud):
     roots = {service.root_of(p["uuid"]) for p in placement.get("/resource_providers")["resource_providers"]}
     first = service.host_names(roots)
     assert set(first.values()) >= {"numa", "small-a", "small-b"}
-    sent = []
-
-    class Recording(JsonHttp):
-        def request(self, method, path, body=None, *, params=None):
-            sent.append(path)
-            return super().request(method, path, body, params=params)
-
-    placement.http, kept = Recording(placement.url, placement.headers), placement.http
+    recording = RecordingHttp(placement.url, placement.headers)
+    placement.http, kept = recording, placement.http
     try:
         assert service.host_names(roots & set(first)) == {root: first[root] for root in roots & set(first)}
     finally:
         placement.http = kept
     # Every name came from memory: no listing of the compute nodes, no provider read.
-    assert sent == []
+    assert recording.sent == []
 
 
 def test_an_agent_known_only_after_the_selector_was_made_is_asked_for_its_snapshot(placement, cloud, instances):
@@ -365,22 +360,10 @@ def test_an_agent_known_only_after_the_selector_was_made_is_asked_for_its_snapsh
     assert selection.host == "numa"
 
 
-class _Recording(JsonHttp):
-    """Real HTTP calls, keeping the method and path of every request sent."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.sent: list[tuple[str, str]] = []
-
-    def request(self, method, path, body=None, *, params=None):
-        self.sent.append((method, path))
-        return super().request(method, path, body, params=params)
-
-
 @pytest.fixture
 def recorded(placement_service):
     placement = PlacementClient(placement_service.url)
-    session = placement.http = _Recording(placement.url, placement.headers)
+    session = placement.http = RecordingHttp(placement.url, placement.headers)
     return placement, session
 
 

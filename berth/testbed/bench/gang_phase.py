@@ -30,7 +30,7 @@ from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT, BENCH_USER
 from berth.testbed.bench.pick_phase import summary
 from berth.testbed.bench.placement_checks import add_placements, check_over_commit
-from berth.testbed.bench.placing import FLAVOR_RESOURCES, Placement, PlacementTally
+from berth.testbed.bench.placing import FLAVOR_RESOURCES, Placement, PlacementTally, release_consumers
 from berth.testbed.client import Client, error_code
 from berth.testbed.errors import ApiError
 from berth.testbed.parallel import Stop, parallel
@@ -251,15 +251,7 @@ class GangPhase:
         self.consumers: list[str] = []  # those of the phase, all still holding allocations
 
     def release(self, consumers: list[str]) -> None:
-        if consumers:
-            log(f"  releasing {len(consumers)} consumers")
-            parallel(
-                [f"/allocations/{c}" for c in consumers],
-                self.threads,
-                lambda path: self.client.call("DELETE", path, expect=(204, 404)),
-                self.stop,
-                client=self.client,
-            )
+        release_consumers(self.client, consumers, self.threads, self.stop)
 
     def one_run(self, topology: Topology, size: int, kind: str) -> dict[str, Any]:
         placer = GangPlacer(self.client, topology, size, kind)

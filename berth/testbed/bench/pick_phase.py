@@ -25,7 +25,7 @@ from typing import Any
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT
 from berth.testbed.bench.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
-from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally
+from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally, release_consumers
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
 from berth.testbed.report import percentile
@@ -159,15 +159,7 @@ class PickPhase:
 
     def release(self, consumers: list[str]) -> None:
         """Delete the allocations of ``consumers``; the books go back to the baseline."""
-        if consumers:
-            log(f"  releasing {len(consumers)} consumers")
-            parallel(
-                [f"/allocations/{c}" for c in consumers],
-                self.threads,
-                lambda path: self.client.call("DELETE", path, expect=(204, 404)),
-                self.stop,
-                client=self.client,
-            )
+        release_consumers(self.client, consumers, self.threads, self.stop)
         gone = set(consumers)
         self.consumers = [c for c in self.consumers if c not in gone]
         self.held = {rp: dict(used) for rp, used in self.baseline.items()}

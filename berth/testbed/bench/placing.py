@@ -22,8 +22,10 @@ from collections.abc import Collection
 from typing import Any
 
 from berth.domain import error_codes
+from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT, BENCH_USER
 from berth.testbed.client import Client, Response, error_code
+from berth.testbed.parallel import Stop, parallel
 
 FLAVOR_RESOURCES = "VCPU:2,MEMORY_MB:4096,DISK_GB:20"
 CLIENT_SIDE_LIMIT = 50
@@ -98,6 +100,19 @@ class GroupHosts:
     def add(self, group: str, host: str) -> None:
         with self._lock:
             self._hosts.setdefault(group, set()).add(host)
+
+
+def release_consumers(client: Client, consumers: list[str], threads: int, stop: Stop) -> None:
+    """Delete the allocations of ``consumers`` (a phase's own, when it ends)."""
+    if consumers:
+        log(f"  releasing {len(consumers)} consumers")
+        parallel(
+            [f"/allocations/{c}" for c in consumers],
+            threads,
+            lambda path: client.call("DELETE", path, expect=(204, 404)),
+            stop,
+            client=client,
+        )
 
 
 def _host_of(allocations: Allocations, hosts: Collection[str]) -> str:
