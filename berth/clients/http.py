@@ -30,8 +30,9 @@ __all__ = ["Answer", "JsonHttp", "NotConnected", "ReadTimedOut", "TransportError
 CONNECTIONS_PER_SERVER: Final = 32
 
 
-class TransportError(Exception):
-    """No answer: the connection was refused, reset or timed out."""
+class TransportError(OSError):
+    """No answer: the connection was refused, reset or timed out. An ``OSError``, as the socket's own
+    errors are, so that a caller that treats any I/O failure alike need not know this module."""
 
 
 class NotConnected(TransportError):

@@ -276,7 +276,17 @@ class Cloud:
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise TestbedError(f"hosts not registered with the conductors: {sorted(missing)[:10]}")
+                # What the conductors know of them, and what the agent processes among them said.
+                known = {h["name"]: h for h in hosts if h["name"] in missing}
+                logs = "".join(
+                    f"\n--- {name}'s log ---\n{tail(self.real[name].logpath)}"
+                    for name in sorted(missing)
+                    if name in self.real
+                )
+                raise TestbedError(
+                    f"hosts not registered with the conductors: {sorted(missing)[:10]}; "
+                    f"as the conductors have them: {[known.get(name) for name in sorted(missing)[:10]]}{logs}"
+                )
             time.sleep(0.5)
 
     def _beat_pooled(self) -> None:
