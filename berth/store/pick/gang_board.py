@@ -58,6 +58,7 @@ from berth.store.pick.gang import (
 from berth.store.pick.gang_plan import Dealer, GangTree, Plan, Shortfall, SpreadOver, Within, plan_gang
 from berth.store.pick.host_board import _NONE, BoardView, HostBoard, weighed_classes
 from berth.store.pick.on_board import _anchored, _disk_with_sharing, _group_mask, _members_on, _own_amounts, on_board
+from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
@@ -407,8 +408,9 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
                     for consumer, _, allocations in written
                 ],
             )
-            if group is not None:
-                for consumer, member, _ in written:
+            for consumer, member, _ in written:
+                set_priority(conn, consumer.uuid, request.priority)
+                if group is not None:
                     membership.add_member(conn, group.uuid, consumer.uuid, member.root_id)
     except ConcurrentUpdate:
         raise  # a consumer exists already: the gang is refused however it is placed
