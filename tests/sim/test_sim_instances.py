@@ -6,7 +6,17 @@ from __future__ import annotations
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.requests import ServerRequest
 from berth.scheduler.flavor import Flavor
-from berth.testbed.sim.instances import ACTIVE, DELETED, RESIZED, Instance, Instances, Move, outcome
+from berth.testbed.sim.instances import (
+    ACTIVE,
+    ALLOWED,
+    DELETED,
+    DELETING,
+    RESIZED,
+    Instance,
+    Instances,
+    Move,
+    outcome,
+)
 
 SMALL = Flavor("m1.small", 1, 1024, root_gb=5)
 MEDIUM = Flavor("m1.medium", 2, 2048, root_gb=10)
@@ -53,3 +63,16 @@ def test_half_finished_moves_are_listed_until_finished_and_deleted_ones_kept_apa
     instances.put(Instance(half.server, DELETED, None))
     assert instances.items == {} and instances.half_finished() == []
     assert instances.every()[UUID].state == DELETED
+
+
+def test_a_delete_failed_midway_is_to_be_deleted_again_and_nothing_else():
+    active = Instance(ServerRequest(UUID, SMALL, "p", "u"), ACTIVE, "host-a")
+    # Failed before any step: nothing was done, the instance is as it was.
+    assert outcome(active, "delete", ended("delete", FAILED, ""), {}) == active
+    half = outcome(active, "delete", ended("delete", FAILED, "destroy"), {})
+    assert half is not None and half.state == DELETING and ALLOWED[DELETING] == ("delete",)
+    instances = Instances()
+    instances.put(half)
+    assert [i.server.instance_uuid for i in instances.half_deleted()] == [UUID]
+    after = outcome(half, "delete", ended("delete", DONE, "release_allocations"), {})
+    assert after is not None and after.state == DELETED

@@ -20,6 +20,9 @@ SHELVED: Final = "shelved"
 OFFLOADED: Final = "offloaded"
 RESIZED: Final = "resized"  # a resize or cold migration awaiting confirm or revert
 DELETED: Final = "deleted"
+# A delete that failed after one of its steps (an agent killed under it, say): what the instance
+# still holds is the delete's to give back, so the only thing asked of it is the delete, again.
+DELETING: Final = "deleting"
 # The operations that end a move awaiting confirm or revert.
 FINISHING: Final = ("confirm_resize", "revert_resize")
 # What each state allows next (the operations' names are the conductor's).
@@ -29,6 +32,7 @@ ALLOWED: Final[dict[str, tuple[str, ...]]] = {
     SHELVED: ("shelve_offload", "unshelve", "delete"),
     OFFLOADED: ("unshelve", "delete"),
     RESIZED: ("confirm_resize", "revert_resize"),
+    DELETING: ("delete",),
     DELETED: (),
 }
 
@@ -121,6 +125,13 @@ class Instances:
                 if i.state != DELETED and (i.host == host or (i.move is not None and i.move.source == host))
             ]
 
+    def half_deleted(self) -> list[Instance]:
+        """Instances whose delete failed midway, not taken by an operation."""
+        with self.lock:
+            return [
+                i for u, i in self.items.items() if u not in self.busy and i.pending is None and i.state == DELETING
+            ]
+
     def half_finished(self) -> list[Instance]:
         """Moves whose confirm or revert failed midway, not taken by an operation."""
         with self.lock:
@@ -142,6 +153,8 @@ def outcome(instance: Instance | None, kind: str, operation: Operation, extra: d
     if operation.state != DONE:
         if kind in FINISHING and operation.step and instance is not None and instance.move is not None:
             return replace(instance, move=replace(instance.move, finishing=kind))
+        if kind == "delete" and operation.step and instance is not None:
+            return replace(instance, state=DELETING)
         return None if kind == "build" else instance
     changed = _done(instance, kind, operation, extra)
     return replace(changed, pending=None) if changed else None

@@ -27,7 +27,7 @@ from berth.testbed.sim.cloud import Cloud
 from berth.testbed.sim.config import SimConfig
 from berth.testbed.sim.cpu import CpuMeter
 from berth.testbed.sim.faults import Faults
-from berth.testbed.sim.instances import DELETED, OFFLOADED, RESIZED, Instances
+from berth.testbed.sim.instances import DELETED, DELETING, OFFLOADED, RESIZED, Instances
 from berth.testbed.sim.invariants import Expected, LiveInstance, check
 from berth.testbed.sim.layout import Layout, make_layout
 from berth.testbed.sim.report import SimReport, Tally
@@ -145,6 +145,8 @@ def expected(instances: Instances, workload: Workload, layout: Layout) -> Expect
         if instance.state in (DELETED, OFFLOADED) or instance.host is None:
             gone.add(uuid)
             continue
+        if instance.state == DELETING:
+            continue  # its delete failed midway, and again at the end: what it holds is neither live nor gone
         move = instance.move if instance.state == RESIZED else None
         live[uuid] = LiveInstance(
             instance.host,

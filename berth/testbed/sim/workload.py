@@ -338,17 +338,23 @@ class Workload:
         return left + len(self.journal.running())
 
     def _finish_half_finished(self, tries: int = 3) -> None:
-        """Confirm (or revert) again each move whose confirm (or revert) failed midway, as an
-        operator would: what the books hold for it is otherwise neither the move's nor its end's."""
+        """Confirm (or revert) again each move whose confirm (or revert) failed midway, and delete
+        again each instance whose delete did, as an operator would: what the books hold for it is
+        otherwise neither the operation's start's nor its end's."""
         rng = random.Random(self.config.seed)
         for _ in range(tries):
             half = self.instances.half_finished()
-            if not half:
+            deleting = self.instances.half_deleted()
+            if not half and not deleting:
                 return
             for instance in half:
                 assert instance.move is not None and instance.move.finishing is not None
                 if self.instances.take(instance.server.instance_uuid):
                     self._execute(instance.move.finishing, instance, rng)
+            # So are deletes that failed midway: deleted again.
+            for instance in deleting:
+                if self.instances.take(instance.server.instance_uuid):
+                    self._execute("delete", instance, rng)
 
     def _wait_clean_ups(self, deadline: float) -> None:
         """Each evacuation done has its old host cleaned up by the conductors (once the host is back)."""
