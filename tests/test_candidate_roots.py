@@ -326,3 +326,57 @@ def test_the_narrowing_of_these_shapes_answers_as_the_walk(api, db, monkeypatch,
     assert narrowed == walked
     if query.startswith(POOLS_ONLY):
         assert narrowed
+
+
+class _TreeRecordingFinder(CandidateFinder):
+    """The finder, noting the roots of the trees it reads."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trees_read: list[int] = []
+
+    def _trees(self, root_ids):
+        self.trees_read.extend(root_ids)
+        return super()._trees(root_ids)
+
+
+def test_pools_own_trees_without_the_compute_class_are_not_read(api, db):
+    # The pools come first in id order, as a cloud's shared storage often does; only the hosts
+    # anchored to them can answer a request for more disk than a host has.
+    aggregates = [new_uuid() for _ in range(5)]
+    pools = [
+        api.create_provider(
+            f"pool{index}", inventory={"DISK_GB": 10_000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+        )
+        for index, aggregate in enumerate(aggregates)
+    ]
+    anchored = [
+        api.create_provider(f"h{index}", inventory=OVERCOMMITTED, aggregates=[aggregates[index % 5]])
+        for index in range(10)
+    ]
+    for index in range(60):
+        api.create_provider(f"plain{index}", inventory=OVERCOMMITTED)
+    with db.engine.connect() as conn:
+        request = resolve(conn, parse_query(MultiDict(parse_qsl(POOLS_ONLY)), Version(1, 39))).request
+        finder = _TreeRecordingFinder(conn, request, ProviderCache(), limit=5, max_candidates=1000)
+        found, _ = finder.find()
+    assert len(found) == 5
+    assert finder.trees_read
+    assert not set(finder.trees_read) & _ids(db, pools)
+    assert set(finder.trees_read) <= _ids(db, anchored)
+
+
+def test_a_pools_own_tree_with_the_compute_class_still_answers(api, db):
+    aggregate = new_uuid()
+    pool = api.create_provider(
+        "pool", inventory={"DISK_GB": 10_000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    api.create_provider("pool-numa", parent=pool, inventory=OVERCOMMITTED)
+    # Enough hosts that room for the compute classes narrows nothing: the pool's aggregate does.
+    for index in range(40):
+        api.create_provider(f"h{index}", inventory=OVERCOMMITTED)
+    answers = _answer(api, POOLS_ONLY)
+    assert len(answers) == 1
+    # The pool's disk with its own tree's compute, on either path.
+    assert {rc: rp == pool for rp, rc, _ in answers[0]} == {"DISK_GB": True, "VCPU": False, "MEMORY_MB": False}
+    assert _answer(api, f"{POOLS_ONLY}&limit=1") == answers

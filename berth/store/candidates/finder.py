@@ -29,7 +29,13 @@ from berth.domain.candidates import (
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store.candidates.kept import Kept, KeptAnswers
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
-from berth.store.candidates.roots import Anchored, anchored_between, every_anchored_root, narrowing
+from berth.store.candidates.roots import (
+    Anchored,
+    anchored_between,
+    every_anchored_root,
+    narrowing,
+    trees_without_class,
+)
 from berth.store.placement import names
 from berth.store.rawsql import fetch
 
@@ -239,7 +245,9 @@ class CandidateFinder:
                 yield from self._anchored_batches(narrowed)
                 return
             # From a random tree on: every one of them first, as other narrowed requests do.
-            narrowed = every_anchored_root(self.conn, narrowed)
+            barren = self._barren_pools(narrowed)
+            roots = every_anchored_root(self.conn, narrowed)
+            narrowed = [root for root in roots if root not in barren] if roots is not None else None
         if narrowed is not None:
             yield from self._batches_of(narrowed)
             return
@@ -272,7 +280,7 @@ class CandidateFinder:
         target = min(self.want + self.want // 4 + 2, MAX_BATCH)
         lowest, width = 0, 2 * target
         pending: set[int] = set()
-        seen: set[int] = set()
+        seen: set[int] = set(self._barren_pools(anchored))
         while lowest < highest:
             upper = min(lowest + width, highest)
             pending |= anchored_between(self.conn, anchored, lowest, upper) - seen
@@ -286,6 +294,15 @@ class CandidateFinder:
                 yield sorted(pending)
                 pending = set()
             target = min(target * 2, MAX_BATCH)
+
+    def _barren_pools(self, anchored: Anchored) -> frozenset[int]:
+        """The sharing providers' own trees among those ``anchored`` names that cannot hold an answer:
+        a pool of disk is in its own aggregate, and may be the lowest ids of the cloud, but a tree
+        without a provider of the driving class (which no sharing provider offers) answers nothing."""
+        driving = self._driving_class()
+        if driving is None:
+            return frozenset()
+        return trees_without_class(self.conn, anchored.roots, driving[0])
 
     def _root_batches_between(
         self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]

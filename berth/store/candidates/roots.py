@@ -87,6 +87,13 @@ _IN_AGGREGATE_BETWEEN = (
 
 _COUNT_TREES = "SELECT COUNT(*) FROM resource_providers WHERE id = root_provider_id"
 
+# Which of some trees (by root) have a provider with an inventory of one class: through the root
+# index, then one lookup of (provider, class) in the inventories' key per member.
+_HOLDING_CLASS = (
+    "SELECT DISTINCT p.root_provider_id FROM resource_providers p WHERE EXISTS (SELECT 1 FROM inventories i "
+    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ?) AND p.root_provider_id IN {ids}"
+)
+
 
 def _limited(sql: str, limit: int) -> str:
     return sql.replace("{limit}", str(int(limit)))
@@ -283,6 +290,13 @@ def _anchored_roots(conn: Connection, aggregates: frozenset[int]) -> frozenset[i
     if len(rows) > LARGEST_BOUND:
         return None
     return frozenset(row[0] for row in rows)
+
+
+def trees_without_class(conn: Connection, roots: frozenset[int], resource_class: int) -> frozenset[int]:
+    """Those of these trees (by root) in which no provider has an inventory of the class."""
+    if not roots:
+        return frozenset()
+    return roots - {row[0] for row in fetch(conn, _HOLDING_CLASS, (resource_class,), ids=roots)}
 
 
 def anchored_between(conn: Connection, anchored: Anchored, lowest: int, highest: int) -> set[int]:
