@@ -358,12 +358,92 @@ def test_trees_the_server_group_forbids_are_not_candidates(api):
     assert _held(api, low_a)
 
 
-def test_a_gang_that_asks_to_preempt_is_a_400_with_a_code(api):
+def _gang(resources="VCPU:2", count=2, *, priority=5, preempt=True, project="high", **extra):
+    body = {
+        "query": {"resources": resources},
+        "consumers": [_body(project=project)["consumer"] for _ in range(count)],
+        "priority": priority,
+        "preempt": preempt,
+    }
+    body.update(extra)
+    return body
+
+
+def test_a_gang_with_a_topology_that_asks_to_preempt_is_a_400_with_a_code(api):
     _hosts(api, 1)
-    gang = {"query": {"resources": "VCPU:1"}, "consumers": [_body()["consumer"]], "preempt": True}
+    gang = _gang(count=1, topology={"within": [new_uuid()]})
     r = api.post("/berth/pick", gang)
     assert r.status_code == 400
     assert error_code(r) == error_codes.PICK_GANG_PREEMPT_UNSUPPORTED
+
+
+def test_a_gang_places_what_fits_then_preempts_for_the_rest(api, db):
+    free, full = _hosts(api, 2)
+    low = [_place(api, full, 2, priority=-1), _place(api, full, 2, priority=-1)]
+    gang = _gang("VCPU:4", count=2)
+    r = api.post("/berth/pick", gang)
+    assert r.status_code == 200, r.data
+    answer = r.json_body
+    assert [m["consumer_uuid"] for m in answer["members"]] == [c["uuid"] for c in gang["consumers"]]
+    assert sorted(m["root_provider_uuid"] for m in answer["members"]) == sorted([free, full])
+    assert _victims(answer) == sorted(low)
+    assert all(_held(api, victim) == {} for victim in low)
+    priorities = _priorities(db)
+    for consumer in gang["consumers"]:
+        assert _held(api, consumer["uuid"])
+        assert priorities[consumer["uuid"]] == 5
+    records = api.get("/berth/preemptions").json_body["preemptions"]
+    assert {record["preempted_by"] for record in records} == {gang["consumers"][1]["uuid"]}
+
+
+def test_a_gang_that_fits_as_the_cloud_stands_preempts_nobody(api):
+    _hosts(api, 2)
+    low = _place(api, _hosts(api, 1, prefix="other")[0], 2, priority=-1)
+    r = api.post("/berth/pick", _gang("VCPU:2", count=2))
+    assert r.status_code == 200, r.data
+    assert r.json_body["preempted"] == []
+    assert _held(api, low)
+
+
+def test_a_gang_that_preemption_cannot_complete_preempts_nobody_and_writes_nothing(api, db):
+    (host,) = _hosts(api, 1)
+    low = _place(api, host, 2, priority=-1)
+    equal = _place(api, host, 2, priority=5)
+    gang = _gang("VCPU:2", count=2)
+    r = api.post("/berth/pick", gang)
+    assert r.status_code == 409
+    assert error_code(r) == error_codes.PICK_GANG_NO_VALID_HOST
+    assert "preempting" in error_detail(r)
+    # The one member a preemption could have placed did not take the low consumer's room.
+    assert _held(api, low)
+    assert _held(api, equal)
+    assert all(_held(api, c["uuid"]) == {} for c in gang["consumers"])
+    assert api.get("/berth/preemptions").json_body["preemptions"] == []
+    assert set(_priorities(db)) == {low, equal}
+
+
+def test_a_gang_below_min_count_without_preempting_keeps_what_preemption_places(api):
+    (host,) = _hosts(api, 1)
+    low = _place(api, host, 2, priority=-1)
+    _place(api, host, 2, priority=5)
+    gang = _gang("VCPU:2", count=3, min_count=1)
+    r = api.post("/berth/pick", gang)
+    assert r.status_code == 200, r.data
+    answer = r.json_body
+    assert answer["placed"] == 1
+    assert _victims(answer) == [low]
+    assert answer["not_placed"] == [c["uuid"] for c in gang["consumers"][1:]]
+
+
+def test_an_anti_affinity_gang_preempts_on_a_tree_of_its_own_for_each_member(api):
+    hosts = _hosts(api, 3)
+    lows = [_place(api, host, 4, priority=-1) for host in hosts]
+    group = new_uuid()
+    r = api.post("/berth/pick", _gang("VCPU:2", count=3, server_group={"uuid": group, "policy": "anti-affinity"}))
+    assert r.status_code == 200, r.data
+    answer = r.json_body
+    assert sorted(m["root_provider_uuid"] for m in answer["members"]) == sorted(hosts)
+    assert _victims(answer) == sorted(lows)
 
 
 # --- the record -------------------------------------------------------------------------------------
@@ -456,6 +536,46 @@ def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits
         if status == 200
     }
     assert {record["preempted_by"] for record in records} == placed_by
+    assert client.get(f"/resource_providers/{host}/usages").json()["usages"] == {"VCPU": 16}
+    client.close()
+
+
+def test_racing_preempting_gangs_are_placed_whole_or_not_at_all(live):
+    client = live.client()
+    host = str(uuid.uuid4())
+    assert client.request("POST", "/resource_providers", {"name": "host", "uuid": host}).status_code == 200
+    r = client.request(
+        "PUT",
+        f"/resource_providers/{host}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 16}}},
+    )
+    assert r.status_code == 200, r.text
+    low = []
+    for _ in range(16):
+        body = _body("VCPU:1", priority=-1, project="low")
+        assert client.request("POST", "/berth/pick", body).status_code == 200
+        low.append(body["consumer"]["uuid"])
+    gangs = [_gang("VCPU:2", count=2) for _ in range(8)]
+    start = threading.Barrier(len(gangs))
+
+    def send(body):
+        start.wait()
+        r = client.request("POST", "/berth/pick", body)
+        return r.status_code, r.json()
+
+    with ThreadPoolExecutor(len(gangs)) as pool:
+        outcomes = list(pool.map(send, gangs))
+    placed = [answer for status, answer in outcomes if status == 200]
+    assert {status for status, _ in outcomes} <= {200, 409}, outcomes
+    # Four gangs of two members of 2 VCPUs fill the 16; each whole, with the four victims it needed.
+    assert len(placed) == 4
+    assert all(answer["placed"] == 2 and len(answer["preempted"]) == 4 for answer in placed)
+    victims = [victim["consumer_uuid"] for answer in placed for victim in answer["preempted"]]
+    assert sorted(victims) == sorted(low)
+    refused = [gang for gang, (status, _) in zip(gangs, outcomes, strict=True) if status == 409]
+    for gang in refused:
+        for consumer in gang["consumers"]:
+            assert client.get(f"/allocations/{consumer['uuid']}").json()["allocations"] == {}
     assert client.get(f"/resource_providers/{host}/usages").json()["usages"] == {"VCPU": 16}
     client.close()
 

@@ -28,7 +28,7 @@ from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, Within
 from berth.store.pick.gang_board import place_gang
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
-from berth.store.pick.request import Alternate
+from berth.store.pick.request import Alternate, Preempted
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups.membership import GroupPolicy
 from berth.web.responses import Reply
@@ -66,7 +66,7 @@ def _pick_gang(call: Call, request: GangRequest) -> Reply:
     if board.due() and not board.background:
         call.db.read(lambda conn: board.refresh(conn, cache))
     placed = place_gang(call.db, request, cache, board)
-    return json_response(call, _gang_answer(placed, request.min_count))
+    return json_response(call, _gang_answer(placed, request))
 
 
 def _pick_request(body: dict[str, Any]) -> PickRequest:
@@ -104,13 +104,14 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
         raise _bad_gang(f"min_count {min_count} is more than the gang's {len(consumers)} consumers.")
     if body.get("alternates", 0):
         raise _bad_gang("A gang names no alternates: each member is placed or not, in one write.")
-    if body.get("preempt", False):
-        raise BadRequest(
-            "A gang does not preempt yet: pick its members one by one to preempt for each.",
-            code=error_codes.PICK_GANG_PREEMPT_UNSUPPORTED,
-        )
     group = _server_group(body)
     topology = _topology(body.get("topology"))
+    if body.get("preempt", False) and topology is not None:
+        raise BadRequest(
+            "A gang with a topology does not preempt: the trees made room on would have to lie in the "
+            "aggregates the gang is placed in. Ask without the topology, or without preempt.",
+            code=error_codes.PICK_GANG_PREEMPT_UNSUPPORTED,
+        )
     if (
         isinstance(topology, SpreadOverUuids)
         and len(topology.aggregates) > 1
@@ -131,6 +132,7 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
         server_group=group,
         lease_seconds=body.get("lease_seconds"),
         priority=body.get("priority", DEFAULT_PRIORITY),
+        preempt=body.get("preempt", False),
     )
 
 
@@ -196,18 +198,19 @@ def _answer(chosen: Pick, preempt: bool) -> dict[str, Any]:
     }
     if preempt:
         # Only for a pick that may preempt: empty when it found room without.
-        answer["preempted"] = [
-            {
-                "consumer_uuid": victim.consumer_uuid,
-                "priority": victim.priority,
-                "root_provider_uuid": victim.root_provider_uuid,
-            }
-            for victim in chosen.preempted
-        ]
+        answer["preempted"] = [_victim(victim) for victim in chosen.preempted]
     return answer
 
 
-def _gang_answer(placed: GangPick, min_count: int) -> dict[str, Any]:
+def _victim(victim: Preempted) -> dict[str, Any]:
+    return {
+        "consumer_uuid": victim.consumer_uuid,
+        "priority": victim.priority,
+        "root_provider_uuid": victim.root_provider_uuid,
+    }
+
+
+def _gang_answer(placed: GangPick, request: GangRequest) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "members": [
             {
@@ -223,8 +226,11 @@ def _gang_answer(placed: GangPick, min_count: int) -> dict[str, Any]:
         "trees_fitted": placed.trees_fitted,
         "trees_weighed": placed.trees_weighed,
     }
-    if min_count < placed.asked:
+    if request.min_count < placed.asked:
         answer["not_placed"] = list(placed.not_placed)
+    if request.preempt:
+        # Only for a gang that may preempt: empty when the cloud took it as it stood.
+        answer["preempted"] = [_victim(victim) for victim in placed.preempted]
     return answer
 
 

@@ -53,9 +53,10 @@ from berth.store.pick.gang_plan import (
     Within,
     plan_gang,
 )
+from berth.store.pick.gang_preemption import place_preempting
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import set_priority
-from berth.store.pick.request import Consumer, ServerGroup, soft_policy
+from berth.store.pick.request import Consumer, Pick, Preempted, ServerGroup, soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
 from berth.store.placement.aggregates import aggregate_ids
 from berth.store.quotas.enforcement import asked_by_query, check_quota
@@ -95,6 +96,9 @@ class GangRequest:
     lease_seconds: float | None = None
     # Kept with each member placed (``berth.store.pick.priorities``).
     priority: int = 0
+    # Members the cloud cannot take as it stands are placed by preempting consumers of lower
+    # priority, for the whole gang or not at all (``berth.store.pick.gang_preemption``).
+    preempt: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class GangPick:
     asked: int
     trees_fitted: int
     trees_weighed: int
+    # The consumers removed to make room, when the gang preempted.
+    preempted: tuple[Preempted, ...] = ()
 
 
 class _Refused(Exception):
@@ -172,6 +178,25 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
             soft=soft_policy(group),
         )
         plan = plan_gang(trees, asked, request.min_count, policy, topology, dealer, without_policy=every)
+        if isinstance(plan, Shortfall) and request.preempt:
+            # The members that fit as the cloud stands, then a preemption for each of the others.
+            fitting = plan_gang(trees, asked, 0, policy, topology, dealer, without_policy=every)
+            assert isinstance(fitting, Plan)  # nothing to fall short of
+
+            fitted: list[GangMember] = []
+
+            def place_fitting(fitting: Plan = fitting, fitted: list[GangMember] = fitted) -> int:
+                fitted[:] = _write(conn, request, fitting, roots, by_root, providers, class_names)
+                return len(fitted)
+
+            try:
+                preempting = place_preempting(conn, request, resolved, cache, place_fitting, len(by_root), len(allowed))
+            except _Refused as refused:
+                trees[refused.index] = gang_tree(roots[refused.index], refused.took)
+                continue
+            if preempting is None:
+                raise _refusal(conn, resolved, request, plan, by_root, preempting=True)
+            return _with_preempting(request, fitted, preempting, len(by_root), len(allowed))
         if isinstance(plan, Shortfall):
             raise _refusal(conn, resolved, request, plan, by_root)
         try:
@@ -193,6 +218,33 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
         "members when written (taken by concurrent claims meanwhile, or sharing providers with less room than "
         "their hosts).",
         code=error_codes.PICK_GANG_NO_VALID_HOST,
+    )
+
+
+def _with_preempting(
+    request: GangRequest,
+    fitted: Sequence[GangMember],
+    preempting: Sequence[tuple[Consumer, Pick]],
+    trees_fitted: int,
+    trees_weighed: int,
+) -> GangPick:
+    """The answer of a gang that preempted: the members that fitted, then those placed by
+    preempting, in the gang's order, and every consumer removed for them."""
+    members = [
+        *fitted,
+        *(
+            GangMember(consumer.uuid, pick.allocations, pick.mappings, pick.root_provider_uuid, pick.weight)
+            for consumer, pick in preempting
+        ),
+    ]
+    placed = {member.consumer_uuid for member in members}
+    return GangPick(
+        tuple(members),
+        tuple(c.uuid for c in request.consumers if c.uuid not in placed),
+        len(request.consumers),
+        trees_fitted,
+        trees_weighed,
+        tuple(victim for _, pick in preempting for victim in pick.preempted),
     )
 
 
@@ -313,6 +365,8 @@ def _refusal(
     request: GangRequest,
     shortfall: Shortfall,
     by_root: Mapping[int, Sequence[Candidate]],
+    *,
+    preempting: bool = False,
 ) -> Conflict:
     group = request.server_group
     why = _REASONS[shortfall.reason].format(
@@ -320,6 +374,8 @@ def _refusal(
     )
     if shortfall.reason == "room" and not by_root:
         why += f" ({nothing_fits(conn, resolved)})"
+    if preempting:
+        why += f"; nor could preempting consumers of priority below {request.priority} make room for enough of them"
     return Conflict(
         f"No valid host for the gang: {shortfall.most} of its {len(request.consumers)} members could be "
         f"placed, fewer than the {request.min_count} asked for; stopped by {why}.",
