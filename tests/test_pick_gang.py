@@ -621,3 +621,13 @@ def test_a_board_behind_the_books_that_sees_no_room_does_not_refuse_a_gang_that_
         assert api.delete(f"/allocations/{consumer}").status_code == 204
     answer = _post(api, _gang(4)).json_body
     assert answer["placed"] == 4 and sorted(Counter(_roots(answer)).values()) == [2, 2]
+
+
+def test_a_topology_may_name_every_rack_of_a_large_cloud_and_no_more_than_its_bound(api):
+    _hosts(api, 1)
+    racks = [new_uuid() for _ in range(MAX_GANG + 500)]
+    # Past the schema: the racks are unknown to the cloud.
+    r = _post(api, _gang(1, topology={"within": racks}), 400)
+    assert error_code(r) == error_codes.PICK_GANG_UNKNOWN_AGGREGATE
+    r = _post(api, _gang(1, topology={"spread_over": racks * 7}), 400)
+    assert error_code(r) == error_codes.PICK_GANG_BAD_REQUEST

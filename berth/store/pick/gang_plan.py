@@ -36,6 +36,8 @@ from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first_of, w
 
 # The most consumers one gang may name (the body's schema holds callers to it).
 MAX_GANG: Final = 1000
+# The most aggregates a topology may name: every rack of a cloud of 100,000 hosts, and more.
+MAX_TOPOLOGY_AGGREGATES: Final = 10_000
 # A pool of more trees than this has its members dealt over its best trees only (``_shortlist``):
 # dealing one member weighs every tree of the pool again.
 SHORTLIST_FROM: Final = 256
