@@ -28,6 +28,7 @@ from berth.domain.candidates import (
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store.candidates.kept import Kept, KeptAnswers
+from berth.store.candidates.kept_walk import KeptWalk, WalkedTree
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
 from berth.store.candidates.roots import (
     Anchored,
@@ -143,18 +144,23 @@ class CandidateFinder:
         """Candidates (in order) and every provider loaded for them."""
         results: list[Candidate] = []
         seen: set[CandidateKey] = set()
-        for roots in self._root_batches():
-            found = search(
-                self._trees(roots),
-                self.request,
-                limit=self.want - len(results),
-                budget=self.budget,
-                seen=seen,
-                sharing_ids=frozenset(self.sharing),
-            )
-            results.extend(found)
-            if len(results) >= self.want or self.budget.remaining < 0:
-                break
+        narrowed = narrowing(self.conn, self.request, self.sharing, self.want)
+        if narrowed is None and self._walk_is_kept():
+            assert self._kept is not None
+            results = KeptWalk(self, self._kept).find()
+        else:
+            for roots in self._root_batches(narrowed):
+                found = search(
+                    self._trees(roots),
+                    self.request,
+                    limit=self.want - len(results),
+                    budget=self.budget,
+                    seen=seen,
+                    sharing_ids=frozenset(self.sharing),
+                )
+                results.extend(found)
+                if len(results) >= self.want or self.budget.remaining < 0:
+                    break
         for provider in self.sharing.values():
             self.providers.setdefault(provider.id, provider)
         if self.randomize:
@@ -216,7 +222,7 @@ class CandidateFinder:
             g.required or g.forbidden or g.member_of or g.forbidden_aggregates for g in request.groups
         )
 
-    def _driving_statement(self) -> tuple[str, str, list[int]]:
+    def driving_statement(self) -> tuple[str, str, list[int]]:
         """The statement reading providers in id order with whether each fits (its first column the
         provider, its second the root, its third whether it fits), its cursor column, and its
         parameters."""
@@ -237,9 +243,9 @@ class CandidateFinder:
             fixed.append(tree)
         return sql, column, fixed
 
-    def _root_batches(self) -> Iterator[list[int]]:
-        """Roots of trees that may hold an answer, batch by batch, each root once."""
-        narrowed = narrowing(self.conn, self.request, self.sharing, self.want)
+    def _root_batches(self, narrowed: list[int] | Anchored | None) -> Iterator[list[int]]:
+        """Roots of trees that may hold an answer, batch by batch, each root once, from what the
+        narrowing (``berth.store.candidates.roots``) found."""
         if isinstance(narrowed, Anchored):
             if not self.randomize:
                 yield from self._anchored_batches(narrowed)
@@ -255,10 +261,10 @@ class CandidateFinder:
         if self.randomize:
             highest = fetch(self.conn, "SELECT MAX(id) FROM resource_providers")[0][0] or 0
             start = random.randint(0, highest)
-        statement = self._driving_statement()
+        statement = self.driving_statement()
         seen_roots: set[int] = set()
         for lower, upper in ((start, None), (0, start + 1)) if start else ((0, None),):
-            yield from self._root_batches_between(statement, lower, upper, seen_roots)
+            yield from self.root_batches_between(statement, lower, upper, seen_roots)
 
     def _batches_of(self, roots: list[int]) -> Iterator[list[int]]:
         """The few roots a rare condition leaves, in id order (from a random one when asked), in
@@ -304,7 +310,7 @@ class CandidateFinder:
             return frozenset()
         return trees_without_class(self.conn, anchored.roots, driving[0])
 
-    def _root_batches_between(
+    def root_batches_between(
         self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]
     ) -> Iterator[list[int]]:
         sql, column, fixed = statement
@@ -352,6 +358,11 @@ class CandidateFinder:
         that the trees of a batch beyond the limit cost their loading alone.  Under a plain request
         a tree whose answers are kept with its root's copy, and still hold, comes as those answers,
         without loading, view or search (``berth.store.candidates.kept``)."""
+        return (found for _, found, _ in self.decided(root_ids) if found is not None)
+
+    def decided(self, root_ids: list[int]) -> Iterator[WalkedTree]:
+        """Each of these trees read: its root, its view or kept answers (None: no answer), and its
+        providers."""
         rows = self._member_rows(root_ids)
         kept: dict[int, tuple[list[ProviderData], Kept | None]] = {}
         rows_by_root: dict[int, list[MemberRow]] = {}
@@ -375,7 +386,7 @@ class CandidateFinder:
         by_root: dict[int, list[ProviderData]],
         kept: dict[int, tuple[list[ProviderData], Kept | None]],
         rows_by_root: dict[int, list[MemberRow]],
-    ) -> Iterator[TreeView | Kept]:
+    ) -> Iterator[WalkedTree]:
         sharing, keeping, providers = self.sharing, self._kept, self.providers
         for root_id in root_ids:
             found = kept.get(root_id)
@@ -384,7 +395,7 @@ class CandidateFinder:
                 if answer is not None:
                     for provider in tree_providers:
                         providers[provider.id] = provider
-                    yield answer
+                yield root_id, answer, tree_providers
                 continue
             tree_members = by_root.get(root_id)
             root = members.get(root_id)
@@ -401,10 +412,23 @@ class CandidateFinder:
                 # Its answers, kept with its root's copy for the requests after this one.
                 decided = keeping.decide(root, tree_members, anchored, rows_by_root[root_id])
                 if decided is not False:
-                    if decided is not None:
-                        yield decided
+                    yield root_id, decided, tree_members
                     continue
-            yield TreeView(root, tree_members, anchored)
+            yield root_id, TreeView(root, tree_members, anchored), tree_members
+
+    # --- the walk kept by stretches of provider ids ----------------------------------------------
+
+    def _walk_is_kept(self) -> bool:
+        """Whether this request walks every tree through stretches kept from one request to the next
+        (``berth.store.candidates.kept_walk``): under a plain request (whose trees' answers are kept),
+        in id order, over every tree, by the driving class, with a cache that keeps."""
+        return (
+            self._kept is not None
+            and not self.randomize
+            and bool(self.cache.capacity)
+            and self._tree_restriction() is None
+            and self._driving_class() is not None
+        )
 
     def _anchored_sharing(self, root_id: int, tree_members: list[ProviderData]) -> list[ProviderData]:
         """The sharing providers of another tree in an aggregate with a provider of this one."""

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, TypeVarTuple
 from sqlalchemy import Connection
 
 from berth.domain.candidates import InventoryData, ProviderData
+from berth.store.candidates.kept_walk import KeptStretches
 from berth.store.rawsql import fetch
 
 Args = TypeVarTuple("Args")
@@ -147,6 +148,8 @@ class ProviderCache:
     def __init__(self, capacity: int = DEFAULT_CACHE_CAPACITY):
         self.capacity = capacity
         self._copies: dict[int, _Copy] = {}
+        # The walk over every tree, kept by stretches of provider ids (``berth.store.candidates.kept_walk``).
+        self.stretches = KeptStretches()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
