@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 # Provider ids a stretch holds: a limited request of 50 needs about one (the walk's first batch is 64
 # trees), one of 1,000 about 25, and a write makes the requests after it decide one stretch again.
 CHUNK: Final = 64
-# Stretches kept by one process, over every request key; past this many all are dropped.
-MOST_KEPT_STRETCHES: Final = 50_000
+# Stretches kept by one process, over every request key; past this many all are dropped. A stretch
+# holds references to its trees' copies and answers and a dict of their providers: a few KB.
+MOST_KEPT_STRETCHES: Final = 4096
 # The stretches a request asks the signatures of at first, when none of its key was walked before.
 FIRST_STRETCHES: Final = 2
 
