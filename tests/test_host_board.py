@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
+from berth.store.pick import host_board
 from berth.store.pick.host_board import HostBoard
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
@@ -215,6 +216,21 @@ def test_a_background_thread_keeps_the_board_fresh_while_picks_read_it(api, app,
         board.use()
         time.sleep(0.02)
     assert board.view.cpus[0] == 5
+
+
+def test_a_board_no_pick_reads_still_follows_the_cloud_seldom(api, app, db, monkeypatch):
+    monkeypatch.setattr(host_board, "UNUSED_SECONDS", 0.2)
+    monkeypatch.setattr(host_board, "UNUSED_REFRESH_SECONDS", 0.5)
+    board = HostBoard(min_age=0.05)
+    board.refresh_in_background(db, app.provider_cache)
+    deadline = time.monotonic() + 10
+    while not board.last_refresh_seconds and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # No pick reads it: a cloud built since is on the board within the unused board's interval.
+    hosts = [api.create_provider(f"h{i}", inventory=HOST) for i in range(3)]
+    while len(board.view.roots) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(board.view.index_of) == sorted(_id(db, host) for host in hosts)
 
 
 def test_a_pick_on_an_empty_board_reads_it_first(api, app, db, board):

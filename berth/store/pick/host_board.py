@@ -51,8 +51,12 @@ MIN_AGE: Final = 0.1
 FIRST_READ_WAIT: Final = 60.0
 # The background thread's shortest wait between two looks at the board.
 _NAP: Final = 0.02
-# A board no pick read for this long is no longer refreshed (until a pick reads it again).
+# A board no pick read for this long is refreshed only every ``UNUSED_REFRESH_SECONDS``.
 UNUSED_SECONDS: Final = 30.0
+# So that an unused board still follows the cloud (a refresh reads again only the trees that
+# changed) and the first picks after a quiet spell, or after a cloud was built, find it nearly
+# current instead of waiting for a read of every new tree (seconds at 100,000 hosts).
+UNUSED_REFRESH_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
 REFRESH_SHARE: Final = 0.1
 
@@ -149,7 +153,7 @@ class HostBoard:
         self.last_refresh_seconds = 0.0
         self.background = False
         self._first_read = threading.Event()
-        # When a pick last read the board: one that no pick reads is not refreshed.
+        # When a pick last read the board: one that no pick reads is refreshed seldom.
         self._used_at = -float("inf")
 
     def use(self) -> BoardView:
@@ -184,9 +188,13 @@ class HostBoard:
                 time.sleep(1.0)
 
     def due(self) -> bool:
-        """Whether the board is old, and picks read it lately (or it was never read)."""
+        """Whether the board is old: older than its refresh needs when picks read it lately, older
+        than ``UNUSED_REFRESH_SECONDS`` when none did."""
         now = time.monotonic()
-        return now - self._read_at >= self._age_needed and now - self._used_at < UNUSED_SECONDS
+        age = now - self._read_at
+        if age < self._age_needed:
+            return False
+        return now - self._used_at < UNUSED_SECONDS or age >= UNUSED_REFRESH_SECONDS
 
     def read_if_empty(self, conn: Connection, cache: ProviderCache) -> None:
         """Read the board now if it holds no tree (a worker whose board was read before the cloud
