@@ -18,6 +18,7 @@ import orjson
 from berth.api import microversion as mv
 from berth.api.microversion import Version
 from berth.domain.candidates import Candidate, ProviderData
+from berth.store.candidates.kept_walk import Run, Stretch
 from berth.store.candidates.names import AnswerNames
 from berth.store.candidates.provider_cache import ProviderCache
 
@@ -32,6 +33,9 @@ Piece: TypeAlias = JsonObject | orjson.Fragment
 # (sharing providers), whose summaries are made as any other's; False where they depend on names
 # that may change.
 KeptAnswerPieces: TypeAlias = tuple[orjson.Fragment, dict[int, tuple[str, orjson.Fragment]], tuple[int, ...]]
+# The allocation requests of some candidates, the providers they name whose summaries are made for
+# this answer, and the (uuid, summary) of those kept with the answers.
+_Requests: TypeAlias = tuple[list[Piece], set[int], dict[int, tuple[str, orjson.Fragment]]]
 
 
 def kept_shape(version: Version) -> str | None:
@@ -56,9 +60,12 @@ def render(
     requested_classes: set[int],
     names: AnswerNames,
     cache: ProviderCache,
+    runs: Sequence[Run] | None = None,
 ) -> JsonObject:
+    """The answer's body; with ``runs`` (``CandidateFinder.runs``), the pieces of a whole stretch's
+    answers are made once and kept with the stretch (``Stretch.made``)."""
     answer = _Answer(version, providers, names, cache)
-    requests, in_answers, kept_summaries = answer.allocation_requests(candidates)
+    requests, in_answers, kept_summaries = answer.allocation_requests(candidates, runs)
     summaries = answer.provider_summaries(in_answers, requested_classes, kept_summaries)
     return {"allocation_requests": requests, "provider_summaries": summaries}
 
@@ -90,11 +97,39 @@ class _Answer:
 
     # --- allocation requests -------------------------------------------------------------------
 
-    def allocation_requests(
-        self, candidates: Sequence[Candidate]
-    ) -> tuple[list[Piece], set[int], dict[int, tuple[str, orjson.Fragment]]]:
+    def allocation_requests(self, candidates: Sequence[Candidate], runs: Sequence[Run] | None = None) -> _Requests:
         """The allocation request of each candidate, the providers they name but those whose
-        summaries were kept with the answers, and the uuid and summary of each of those."""
+        summaries were kept with the answers, and the uuid and summary of each of those; run by run
+        when the candidates came in ``runs``, a whole stretch's pieces taken as kept with it."""
+        if runs is None:
+            return self._requests_of(candidates)
+        requests: list[Piece] = []
+        in_answers: set[int] = set()
+        kept_summaries: dict[int, tuple[str, orjson.Fragment]] = {}
+        position = 0
+        for stretch, count in runs:
+            whole = stretch is not None and stretch.answers is not None and count == len(stretch.answers)
+            made = self._stretch_pieces(stretch) if whole and stretch is not None else None
+            if made is None:
+                made = self._requests_of(candidates[position : position + count])
+            position += count
+            requests += made[0]
+            in_answers |= made[1]
+            kept_summaries.update(made[2])
+        return requests, in_answers, kept_summaries
+
+    def _stretch_pieces(self, stretch: Stretch) -> _Requests | None:
+        """The pieces of every answer of a stretch, made once and kept with it, when each answer's
+        own pieces are kept with it (else they depend on names that may change)."""
+        if stretch.made:
+            return cast(_Requests | None, stretch.made[0])
+        answers = stretch.answers or ()
+        made = self._requests_of(answers)
+        kept = all(candidate.kept is not None and candidate.kept.value for candidate in answers)
+        stretch.made.append(made if kept else None)
+        return made
+
+    def _requests_of(self, candidates: Sequence[Candidate]) -> _Requests:
         requests: list[Piece] = []
         in_answers: set[int] = set()
         kept_summaries: dict[int, tuple[str, orjson.Fragment]] = {}

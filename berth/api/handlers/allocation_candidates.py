@@ -41,7 +41,7 @@ def list_allocation_candidates(call: Call) -> Reply:
         candidates, providers = finder.find()
         requested_classes = set(resolved.class_ids.values())
         names = AnswerNames(conn, providers, requested_classes)
-        return render(call.version, candidates, providers, requested_classes, names, call.provider_cache)
+        return render(call.version, candidates, providers, requested_classes, names, call.provider_cache, finder.runs)
 
     return json_response(call, call.db.read(work))
 

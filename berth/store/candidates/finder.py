@@ -28,7 +28,7 @@ from berth.domain.candidates import (
 )
 from berth.domain.capacity import MAX_INT, room_sql, units_sql
 from berth.store.candidates.kept import Kept, KeptAnswers
-from berth.store.candidates.kept_walk import KeptWalk, WalkedTree
+from berth.store.candidates.kept_walk import KeptWalk, Run, WalkedTree
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
 from berth.store.candidates.roots import (
     Anchored,
@@ -133,6 +133,10 @@ class CandidateFinder:
             for aggregate in provider.aggregates:
                 self.sharing_by_aggregate[aggregate].append(provider)
         self.providers: dict[int, ProviderData] = {}
+        # After ``find`` through the kept walk: where its candidates came from, run by run
+        # (``berth.store.candidates.kept_walk.Run``), for a caller that keeps what it makes of a
+        # whole stretch's answers; None otherwise.
+        self.runs: list[Run] | None = None
         plain = request.plain_resources
         self._kept = (
             KeptAnswers(cache, f"kept {kept_shape} {plain}", plain, self.sharing, self.sharing_by_aggregate)
@@ -147,7 +151,9 @@ class CandidateFinder:
         narrowed = narrowing(self.conn, self.request, self.sharing, self.want)
         if narrowed is None and self._walk_is_kept():
             assert self._kept is not None
-            results = KeptWalk(self, self._kept).find()
+            walk = KeptWalk(self, self._kept)
+            results = walk.find()
+            self.runs = walk.runs
         else:
             for roots in self._root_batches(narrowed):
                 found = search(

@@ -87,6 +87,9 @@ class Stretch:
     root_stretches: tuple[int, ...] = ()
     aggregates: frozenset[int] = frozenset()
     anchored: tuple[ProviderData, ...] = ()
+    # What a caller made of all its answers at once, kept as long as the stretch (the API keeps the
+    # pieces of its answer there): empty until made.
+    made: list[object] = dataclasses.field(default_factory=list)
 
 
 def walked(trees: tuple[WalkedTree, ...], sharing_ids: frozenset[int]) -> Stretch:
@@ -177,10 +180,17 @@ class Signatures:
         )
 
 
+# A run of the candidates found: how many came from one stretch's answers taken as they are, the
+# stretch (None: from a search).
+Run = tuple["Stretch | None", int]
+
+
 class KeptWalk:
     """One request's walk over every tree, stretch by stretch, each taken as kept while it holds."""
 
     def __init__(self, finder: CandidateFinder, kept: KeptAnswers):
+        # The runs of the candidates found, in order (``Run``).
+        self.runs: list[Run] = []
         self.finder = finder
         self.kept = kept
         self.key = kept.key
@@ -200,12 +210,14 @@ class KeptWalk:
             answers = stretch.answers
             if answers is not None and len(answers) <= budget.remaining and seen_roots.isdisjoint(stretch.roots):
                 # As the search would take them: each answer for a step, the first ones up to the limit.
-                results.extend(answers[: want - len(results)])
+                taken = answers[: want - len(results)]
+                results.extend(taken)
+                self.runs.append((stretch, len(taken)))
                 budget.remaining -= len(answers)
                 providers.update(stretch.providers)
                 seen_roots.update(stretch.roots)
             else:
-                results += search(
+                found = search(
                     _answers_in_order(stretch.trees, providers, seen_roots),
                     finder.request,
                     limit=want - len(results),
@@ -213,6 +225,8 @@ class KeptWalk:
                     seen=seen_keys,
                     sharing_ids=self.sharing_ids,
                 )
+                results += found
+                self.runs.append((None, len(found)))
             if len(results) >= want or budget.remaining < 0:
                 break
         return results
