@@ -114,3 +114,17 @@ def test_walks_over_several_stretches_answer_as_an_application_that_keeps_nothin
         for query in queries:
             assert _answer(warm, query) == _answer(cold, query), (step, query)
         rng.choice(changes)()
+
+
+def test_a_custom_class_renamed_shows_its_new_name_in_a_kept_walk(apis):
+    warm, cold = apis
+    assert warm.post("/resource_classes", {"name": "CUSTOM_OLD"}).status_code == 201
+    for index in range(2 * CHUNK):
+        warm.create_provider(f"h{index}", inventory={"VCPU": 4, "CUSTOM_OLD": 4})
+    query = "resources=VCPU:1,CUSTOM_OLD:1&limit=1000"
+    assert _answer(warm, query) == _answer(warm, query) == _answer(cold, query)
+    # Before 1.7 a custom class may be renamed: no provider's revision moves.
+    assert warm.put("/resource_classes/CUSTOM_OLD", {"name": "CUSTOM_NEW"}, version="1.2").status_code == 200
+    renamed = _answer(warm, "resources=VCPU:1,CUSTOM_NEW:1&limit=1000")
+    assert renamed == _answer(cold, "resources=VCPU:1,CUSTOM_NEW:1&limit=1000")
+    assert "CUSTOM_NEW" in str(renamed["allocation_requests"][0]) and "CUSTOM_OLD" not in str(renamed)
