@@ -37,6 +37,28 @@ def test_ci_sized_simulation_on_sqlite_ends_without_violations(capfd):
     assert after[-1].startswith("stopping the cloud")
 
 
+def test_preemptible_load_on_a_full_cloud_preempts_and_ends_without_violations():
+    # 30 live servers a host aimed at: the cloud fills, and the builds above priority 0 preempt.
+    config = SimConfig(
+        hosts=12,
+        ops=600,
+        concurrency=8,
+        faults=0.05,
+        seed=5,
+        workers=2,
+        real_agents=2,
+        conductors=2,
+        instances_per_host=30.0,
+        preemptible=0.3,
+    )
+    report = run_sim(config)
+    assert_clean(report, 600)
+    d = report.to_dict()
+    assert d["preemptions"] > 0
+    assert d["victims_ended"] > 0
+    assert d["invariant_checks"]["preempted_gone"] >= d["victims_ended"]
+
+
 def test_shorter_simulation_on_postgresql_with_several_workers():
     config = SimConfig(
         hosts=40, ops=300, concurrency=8, faults=0.05, seed=12, workers=3, real_agents=3, database="postgresql"

@@ -111,6 +111,8 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             cpu_seconds=cpu,
             left_running=left,
             conductors=len(cloud.conductors),
+            preemptions=len(workload.preempted.victims),
+            victims_ended=len(workload.preempted.ended),
         )
     finally:
         meter.close()
@@ -160,7 +162,14 @@ def expected(instances: Instances, workload: Workload, layout: Layout) -> Expect
     migrations = set(_migrations(workload))
     with workload.groups.lock:
         groups = {g: list(m) for g, m in workload.groups.members.items()}
-    return Expected(live, gone, migrations - in_flight, groups)
+    return Expected(
+        live,
+        gone,
+        migrations - in_flight,
+        groups,
+        preempted=set(workload.preempted.ended),
+        preempted_running=set(workload.preempted.unsettled),
+    )
 
 
 def _migrations(workload: Workload) -> dict[str, str]:
