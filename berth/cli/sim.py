@@ -47,6 +47,12 @@ import click
     default=None,
     help="the share of builds of preemptible flavors (priority 0); the others preempt (priority 10)",
 )
+@click.option(
+    "--quota",
+    type=click.FloatRange(0.0, min_open=True),
+    default=None,
+    help="the run's project's VCPU limit, as a share of the cloud's VCPUs, enforced on every allocation write",
+)
 @click.option("--json", "json_path", default=None, metavar="FILE", help="write the report as JSON")
 def sim_command(json_path: str | None, **params: Any) -> None:
     from berth.testbed.client import require_curl

@@ -55,6 +55,7 @@ def clean_books() -> tuple[Books, Expected]:
         ended_migrations={ENDED},
         anti_affinity={"group-1": [VM, OLD_VM]},
         preempted={VICTIM},
+        vcpu_limit=5,
     )
     return books, expected
 
@@ -78,6 +79,7 @@ def test_clean_books_pass_every_check():
         "claims_mismatch",
         "anti_affinity",
         "preempted_gone",
+        "quota",
     }
 
 
@@ -129,6 +131,10 @@ def _group_together(books, expected):
     books.allocations[MOVED] = {ROOT_A: {"VCPU": 2, "MEMORY_MB": 1024}}
 
 
+def _over_quota(books, expected):
+    expected.vcpu_limit = 4  # the books hold 5 VCPUs
+
+
 def _victim_holds(books, expected):
     books.allocations[VICTIM] = {ROOT_B: {"VCPU": 1}}
     books.providers[ROOT_B] = Provider(ROOT_B, HOST_B, {"VCPU": 8, "MEMORY_MB": 4096}, {"VCPU": 4, "MEMORY_MB": 1536})
@@ -155,6 +161,7 @@ def _victim_running(books, expected):
         (_claim_missing, "claims_mismatch", VM, ROOT_A),
         (_claim_differs, "claims_mismatch", MOVED, ROOT_B),
         (_group_together, "anti_affinity", MOVED, None),
+        (_over_quota, "quota", None, None),
         (_victim_holds, "preempted_gone", VICTIM, ROOT_B),
         (_victim_claimed, "preempted_gone", VICTIM, None),
         (_victim_running, "preempted_gone", VICTIM, None),

@@ -12,7 +12,8 @@ run believes (``Expected``). Pure: the unit tests hand it books that break each 
   claims say, and none holds anything there without a claim;
 - ``anti_affinity``: no two live members of an anti-affinity group on one host;
 - ``preempted_gone``: a server a preempting build's pick removed, once the conductors ended it
-  (deleted or offloaded), holds nothing in the service and no claim on any host.
+  (deleted or offloaded), holds nothing in the service and no claim on any host;
+- ``quota``: with a VCPU limit on the run's project, the VCPUs held at the end are within it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class Expected:
     # without allocations (which the conductors should have ended).
     preempted: set[str] = field(default_factory=set)
     preempted_running: set[str] = field(default_factory=set)
+    # The run's project's VCPU limit (every consumer of the run is the project's), if any.
+    vcpu_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def check(books: Books, expected: Expected) -> Verdict:
     _claims(books, verdict)
     _anti_affinity(books, expected, verdict)
     _preempted(books, expected, verdict)
+    _quota(books, expected, verdict)
     return verdict
 
 
@@ -239,3 +243,11 @@ def _preempted(books: Books, expected: Expected, verdict: Verdict) -> None:
         )
     for victim in sorted(expected.preempted_running):
         verdict.check("preempted_gone", False, victim, None, "preempted, and its server still runs")
+
+
+def _quota(books: Books, expected: Expected, verdict: Verdict) -> None:
+    limit = expected.vcpu_limit
+    if limit is None:
+        return
+    vcpus = sum(a.get("VCPU", 0) for by_provider in books.allocations.values() for a in by_provider.values())
+    verdict.check("quota", vcpus <= limit, None, None, f"the run's project holds {vcpus} VCPUs, its limit is {limit}")

@@ -75,6 +75,8 @@ class SimReport:
     # ended for it (``--preemptible``).
     preemptions: int = 0
     victims_ended: int = 0
+    # Operations refused by the run's project's quota (``--quota``).
+    quota_refusals: int = 0
 
     @property
     def violations(self) -> int:
@@ -117,6 +119,7 @@ class SimReport:
             "reschedules": t.reschedules,
             "preemptions": self.preemptions,
             "victims_ended": self.victims_ended,
+            "quota_refusals": self.quota_refusals,
             "skipped": t.skips,
             "half_finished": dict(sorted(t.half_finished.items())),
             "faults": dict(sorted(t.faults.items())),
@@ -149,7 +152,8 @@ class SimReport:
             f"conflicts (409s answered by the service): {d['conflicts']}   database retries: {d['retries']}   "
             f"reschedules: {d['reschedules']}   audit findings: {d['audit_findings']}   "
             f"confirms/reverts failed midway: {sum(d['half_finished'].values())}   "
-            f"preemptions: {d['preemptions']} ({d['victims_ended']} victims ended)"
+            f"preemptions: {d['preemptions']} ({d['victims_ended']} victims ended)   "
+            f"refused by the quota: {d['quota_refusals']}"
         )
         faults = Table(title="faults injected")
         faults.add_column("fault")
