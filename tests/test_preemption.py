@@ -266,6 +266,23 @@ def test_never_a_victim_of_equal_or_higher_priority(api):
     assert api.get("/berth/preemptions").json_body == {"preemptions": []}
 
 
+def test_a_moves_migration_consumer_is_never_a_victim(api):
+    host = _hosts(api, 1)[0]
+    migration = new_uuid()
+    body = {
+        "allocations": {host: {"resources": {"VCPU": 4}}},
+        "consumer_generation": None,
+        "project_id": "low",
+        "user_id": "user",
+        "consumer_type": "MIGRATION",
+    }
+    assert api.put(f"/allocations/{migration}", body).status_code == 204
+    r = api.post("/berth/pick", _body(priority=10, preempt=True))
+    assert r.status_code == 409 and error_code(r) == error_codes.PICK_NO_VALID_HOST
+    assert _held(api, migration)
+    assert api.get("/berth/preemptions").json_body == {"preemptions": []}
+
+
 def test_a_host_where_removing_every_lower_consumer_would_not_make_room_is_not_touched(api):
     a, b = _hosts(api, 2)
     on_a = [_place(api, a, 1, -1), _place(api, a, 3, 50)]

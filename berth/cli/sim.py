@@ -34,6 +34,25 @@ import click
     "--real-agents", type=click.IntRange(0), default=4, show_default=True, help="hosts run as agent processes"
 )
 @click.option("--pools", type=click.IntRange(1), default=1, show_default=True, help="processes sharing the other hosts")
+@click.option(
+    "--instances-per-host",
+    type=click.FloatRange(0.1),
+    default=2.5,
+    show_default=True,
+    help="live servers per host the workload aims at (past what the hosts hold, the cloud fills)",
+)
+@click.option(
+    "--preemptible",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="the share of builds of preemptible flavors (priority 0); the others preempt (priority 10)",
+)
+@click.option(
+    "--quota",
+    type=click.FloatRange(0.0, min_open=True),
+    default=None,
+    help="the run's project's VCPU limit, as a share of the cloud's VCPUs, enforced on every allocation write",
+)
 @click.option("--json", "json_path", default=None, metavar="FILE", help="write the report as JSON")
 def sim_command(json_path: str | None, **params: Any) -> None:
     from berth.testbed.client import require_curl

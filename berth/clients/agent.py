@@ -8,6 +8,7 @@ very class the tracker raised, else as an ``AgentError``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import urllib3
@@ -78,11 +79,13 @@ class AgentClient:
 
     # -- claims -------------------------------------------------------------------------------
 
-    def instance_claim(self, instance: InstanceSpec) -> Claim:
-        return self._claim(self._call("POST", "/claims/instance", {"instance": instance.to_dict()}))
+    def instance_claim(self, instance: InstanceSpec, preempted: Sequence[str] = ()) -> Claim:
+        """``preempted``: consumers the service removed to make room for the instance, whose claims
+        the host drops before it claims."""
+        return self._claim(self._call("POST", "/claims/instance", _claim_body(instance, preempted)))
 
-    def unshelve_claim(self, instance: InstanceSpec) -> Claim:
-        return self._claim(self._call("POST", "/claims/unshelve", {"instance": instance.to_dict()}))
+    def unshelve_claim(self, instance: InstanceSpec, preempted: Sequence[str] = ()) -> Claim:
+        return self._claim(self._call("POST", "/claims/unshelve", _claim_body(instance, preempted)))
 
     def resize_claim(
         self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
@@ -233,3 +236,10 @@ class AgentClient:
         given = {"state": state, "resources": resources}
         body = {k: v for k, v in given.items() if v is not None}
         return cast(JSON, self._call("POST", f"/faults/guests/{instance_uuid}", body))
+
+
+def _claim_body(instance: InstanceSpec, preempted: Sequence[str]) -> JSON:
+    body: dict[str, Any] = {"instance": instance.to_dict()}
+    if preempted:
+        body["preempted"] = list(preempted)
+    return body

@@ -19,7 +19,7 @@ from berth.conductor.errors import ConductorError
 from berth.conductor.journal import Journal, Operation
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
-from berth.conductor.operations import evacuation, lifecycle, live_migration, moves
+from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, preemption
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
@@ -65,6 +65,7 @@ class Conductor:
         self.runner = Runner(
             self.journal, ServiceCalls(placement), agents, selector, scheduler_config, self.config, self.owner, hook
         )
+        self.runner.victims = preemption.JournalServers(self.journal)
         self._stop = threading.Event()
         self._heart: threading.Thread | None = None
 

@@ -12,6 +12,7 @@ from berth.clients.agent import AgentClient
 from berth.conductor.errors import UnknownHost
 from berth.conductor.journal import DONE, FAILED, Journal, Operation
 from berth.conductor.service import ServiceCalls
+from berth.conductor.victims import VictimServers
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.selector import Selector
 
@@ -65,6 +66,8 @@ class Runner:
         self.owner = owner
         self.hook = hook
         self.started: StartListener | None = None
+        # The servers a preempting build's victims are looked up in (set by whoever makes the runner).
+        self.victims: VictimServers | None = None
 
     def listening(self, started: StartListener) -> Runner:
         """This runner for one caller, who is told of the operation as soon as it is journaled."""

@@ -9,9 +9,10 @@ cpu.py            the CPU policy: VCPU or PCPU, the hyperthreading trait
 numa.py           the guest NUMA topology and page size
 pci.py            PCI devices: pci_passthrough:alias, one request group per device
 request_spec.py   RequestSpec, build_request_spec, the allocation candidates query
+priority.py       berth:priority and berth:preemption_action: a flavor's part in preemption
 
 selector.py       Selector.select_destinations: candidates, filters, weighers, claims, alternates
-selection.py      Selection, Destination: a claimed host and its alternates
+selection.py      Selection, Destination, Victim: a claimed host, its alternates, what it preempted
 settings.py       SelectionSettings: the filters, the weighers and what they read
 server_group.py   ServerGroup: a policy and its members
 build_request.py  BuildRequest: the spec and the server group, as filters and weighers read them

@@ -7,6 +7,9 @@ filter that applies to the request is one it applies itself (the server group's)
 multiplier comes from aggregate metadata. The service counts the members of a server group it
 placed itself; the scheduler checks each pick against where all the members are (their
 allocations), and takes the Placement path for the request when a pick breaks the group's policy.
+Every pick carries the flavor's priority (``berth.scheduler.priority``); a pick above the
+preemptible level asks to preempt, so that the service, when nothing fits, removes consumers of
+lower priority from one tree and names them (``preempted``, ``victims_of``); a gang never preempts.
 A pick also names alternates when asked (other trees that pass, each with an allocation request
 that fits, unclaimed), from the weighing it did already: no candidates query is needed for them.
 Several instances are one gang pick (``gang_body``): all of them, or at least ``min_count``, or
@@ -23,6 +26,8 @@ from berth.domain.weighing import Multipliers
 from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.filters.base import HostFilter
+from berth.scheduler.priority import PREEMPTIBLE
+from berth.scheduler.selection import Victim
 from berth.scheduler.service import INSTANCE_CONSUMER_TYPE
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers.base import HostWeigher
@@ -97,6 +102,10 @@ def pick_body(
         body["server_group"] = {"uuid": group.uuid, "policy": group.policy}
     if alternates > 0:
         body["alternates"] = min(alternates, MOST_ALTERNATES)
+    if spec.priority != PREEMPTIBLE:
+        body["priority"] = spec.priority
+    if spec.priority > PREEMPTIBLE:
+        body["preempt"] = True
     if lease_seconds is not None:
         body["lease_seconds"] = lease_seconds
     return body
@@ -116,6 +125,7 @@ def gang_body(
     at least ``min_count`` of them (all when None), each with a lease when ``lease_seconds`` is given."""
     body = pick_body(request, instance_uuids[0], filters, weighers, settings, lease_seconds=lease_seconds)
     one = body.pop("consumer")
+    body.pop("preempt", None)  # the service does not preempt for a gang
     body["consumers"] = [{**one, "uuid": instance} for instance in instance_uuids]
     if min_count is not None and min_count < len(instance_uuids):
         body["min_count"] = min_count
@@ -129,6 +139,14 @@ def alternates_of(answer: Mapping[str, Any]) -> list[tuple[str, AllocationReques
         (str(alternate["root_provider_uuid"]), AllocationRequest.from_dict(alternate["allocation_request"]))
         for alternate in answer.get("alternates") or ()
     ]
+
+
+def victims_of(answer: Mapping[str, Any]) -> tuple[Victim, ...]:
+    """The consumers a pick removed to make room (none when it did not preempt)."""
+    return tuple(
+        Victim(str(v["consumer_uuid"]), int(v.get("priority", 0)), str(v.get("root_provider_uuid") or ""))
+        for v in answer.get("preempted") or ()
+    )
 
 
 def _multipliers(weighers: Sequence[HostWeigher], settings: SelectionSettings) -> dict[str, float]:

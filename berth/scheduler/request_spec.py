@@ -31,6 +31,7 @@ from berth.scheduler.groups import (
 from berth.scheduler.image import add_image_traits, prefilter_traits
 from berth.scheduler.numa import PageSize, numa_request, page_size
 from berth.scheduler.pci import PciDemand, pci_demands, pci_groups
+from berth.scheduler.priority import preemption_action, priority_of
 
 QUERY_MICROVERSION: Final = "1.39"
 DISABLED_TRAIT: Final = "COMPUTE_STATUS_DISABLED"
@@ -93,6 +94,9 @@ class RequestSpec:
     pci_devices: tuple[PciDemand, ...] = ()
     # The image's id, for the isolated hosts filter (None: no image, or its id is not known).
     image_id: str | None = None
+    # The flavor's ``berth:priority`` (``berth.scheduler.priority``): what every pick carries, and
+    # above 0, a pick that may preempt.
+    priority: int = 0
 
     def candidates_query(self) -> list[tuple[str, str]]:
         """``GET /allocation_candidates`` parameters (microversion 1.39), keys repeated as sent."""
@@ -127,6 +131,8 @@ def build_request_spec(
     """
     image = image or Image()
     _check_request(flavor, num_instances, project_id, user_id)
+    priority = priority_of(flavor.extra_specs)
+    preemption_action(flavor.extra_specs)  # checked here, read by the conductor when it preempts
     groups = parse_granular(flavor.extra_specs)
     add_image_traits(image, groups.unsuffixed)
     dedicated = translate_cpu_policy(flavor, image, groups)
@@ -155,6 +161,7 @@ def build_request_spec(
         mem_page_size=size,
         pci_devices=pci,
         image_id=image_id,
+        priority=priority,
     )
 
 

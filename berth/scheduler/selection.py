@@ -25,12 +25,24 @@ class Destination:
 
 
 @dataclass(frozen=True)
+class Victim:
+    """A consumer the service's pick removed to make room for the instance (docs/pick-and-claim.md,
+    "Priorities and preemption"): its allocations are gone; its server, if it is one, still runs."""
+
+    consumer_uuid: str
+    priority: int
+    root_provider_uuid: str
+
+
+@dataclass(frozen=True)
 class Selection:
     instance_uuid: str
     destination: Destination  # claimed
     alternates: tuple[Destination, ...] = ()
     # The microversion the allocation requests are written in.
     allocation_request_version: str = ALLOCATION_REQUEST_VERSION
+    # The consumers the claim removed from the destination's tree (only a pick that preempted).
+    preempted: tuple[Victim, ...] = ()
 
     @property
     def host(self) -> str:

@@ -47,10 +47,10 @@ from berth.scheduler.filters import enabled_filters
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.host_state import HostState
 from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
-from berth.scheduler.picking import alternates_of, breaks_group, gang_body, pick_body, pick_suits
+from berth.scheduler.picking import alternates_of, breaks_group, gang_body, pick_body, pick_suits, victims_of
 from berth.scheduler.ranked_hosts import RankedHosts
 from berth.scheduler.request_spec import RequestSpec
-from berth.scheduler.selection import Destination, Selection
+from berth.scheduler.selection import Destination, Selection, Victim
 from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.service import PICK_PATH, Service, detail_of
 from berth.scheduler.settings import SelectionSettings
@@ -107,10 +107,10 @@ class Selector:
                 picked = self._pick(request, instance_uuids, alternates, lease_seconds)
                 if picked is not None:
                     self.last_path = "pick"
-                    claimed, others = picked
+                    claimed, others, victims = picked
                     return [
-                        Selection(instance, destination, tuple(others))
-                        for instance, destination in zip(instance_uuids, claimed, strict=True)
+                        Selection(instance, destination, tuple(others), preempted=removed)
+                        for instance, destination, removed in zip(instance_uuids, claimed, victims, strict=True)
                     ]
         self.last_path = "placement"
         return self._claim(request, instance_uuids, alternates, min_count or len(instance_uuids), lease_seconds)
@@ -247,13 +247,15 @@ class Selector:
 
     def _pick(
         self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int, lease_seconds: int | None
-    ) -> tuple[list[Destination], list[Destination]] | None:
-        """A pick per instance, and up to ``alternates`` other hosts named by the last one; None
+    ) -> tuple[list[Destination], list[Destination], list[tuple[Victim, ...]]] | None:
+        """A pick per instance, and up to ``alternates`` other hosts named by the last one, and the
+        consumers each pick removed to make room (a pick of a priority above 0 may preempt); None
         when the Placement path must do it after all: the service turns out not to have the route,
         or a pick breaks the server group's policy."""
         group = request.group
         members_on = member_hosts(group.members - set(instance_uuids), self.service, {}) if group else {}
         picked: list[tuple[str, AllocationRequest]] = []
+        victims: list[tuple[Victim, ...]] = []
         offered: list[tuple[str, AllocationRequest]] = []
         # The last pick's alternates may name the hosts of the earlier instances: asked for that many more.
         wanted = alternates + len(instance_uuids) - 1 if alternates else 0
@@ -274,6 +276,7 @@ class Selector:
                     raise self._pick_refused(request, instance, f"{index + 1} of {len(instance_uuids)}", answer)
                 root = str(answer["root_provider_uuid"])
                 picked.append((root, AllocationRequest.from_dict(answer["allocation_request"])))
+                victims.append(victims_of(answer))
                 if breaks_group(request, members_on, root):
                     self._release(instance_uuids[: len(picked)], lease_seconds is not None)
                     return None
@@ -296,6 +299,7 @@ class Selector:
         return (
             [Destination(names[root], root, chosen_request) for root, chosen_request in picked],
             [Destination(names[root], root, alternate) for root, alternate in kept],
+            victims,
         )
 
     def _gang(

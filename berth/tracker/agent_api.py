@@ -12,6 +12,8 @@ JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with
     GET    /claims/<id>                           one claim
     DELETE /claims/<id>                           abort it
     POST   /claims/{instance,resize,live_migration,evacuate,rebuild,unshelve}
+                                                  (instance and unshelve: "preempted", the consumers
+                                                  whose claims go first; tracker.drop_preempted)
     POST   /migrations/<m>/{source,confirm,revert,drop,cleanup_evacuated}
     POST   /instances/<u>/{delete,soft_delete,restore,shelve,shelve_offload}
     POST   /reclaim  /audit  /sync
@@ -160,6 +162,14 @@ class AgentApp:
             raise InvalidRequest(f"missing {', '.join(missing)}")
         return [body[k] for k in keys]
 
+    @staticmethod
+    def _preempted(body: dict[str, Any]) -> list[str]:
+        """A claim's ``preempted``: the consumers whose claims here go first (none when left out)."""
+        preempted = body.get("preempted") or []
+        if not isinstance(preempted, list) or not all(isinstance(v, str) and v for v in preempted):
+            raise InvalidRequest("preempted must be a list of consumer uuids")
+        return preempted
+
     # -- endpoints ----------------------------------------------------------------------------
 
     def on_index(self, request: Request) -> Response:
@@ -197,9 +207,9 @@ class AgentApp:
         t = self.tracker
         claim: ClaimHandle
         if kind == "instance":
-            claim = t.instance_claim(instance)
+            claim = t.instance_claim(instance, self._preempted(body))
         elif kind == "unshelve":
-            claim = t.unshelve_claim(instance)
+            claim = t.unshelve_claim(instance, self._preempted(body))
         elif kind == "resize":
             migration, source, flavor = self._need(body, "migration_uuid", "source", "flavor")
             claim = t.resize_claim(instance, Flavor.from_dict(flavor), migration, SourceContext.from_dict(source))

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from berth.clients.errors import (
@@ -199,10 +200,39 @@ class ResourceTracker:
             raise ClaimError(f"Placement refused the claim: {e}") from None
         return self.store.update(record, pending_op=None)
 
-    def instance_claim(self, instance: InstanceSpec) -> Claim:
-        """Claim a new instance's resources on this host (build, unshelve after offload)."""
+    def drop_preempted(self, victims: Collection[str]) -> list[str]:
+        """Under the lock: forget the claims of consumers the service's pick preempted to make room
+        for a new instance here (their allocations were removed in the service, with the pick's
+        claim); the instances whose claims were dropped. A victim that still holds allocations on
+        this host's providers in the service was not preempted here, and keeps its claims."""
+        dropped = []
+        for victim in victims:
+            records = [r for r in self.store.for_instance(victim) if r.consumer_uuid == victim]
+            if not records:
+                continue
+            ours = self.our_providers() | {p for r in records for p in r.shared_allocations}
+            held = self.placement.consumer(victim).on(ours)
+            if held:
+                LOG.warning(
+                    "%s: %s was named preempted but still holds %s here; its claims are kept",
+                    self.host,
+                    victim,
+                    ", ".join(sorted(held)),
+                )
+                continue
+            for record in records:
+                self.operations.run(record, PendingOp.FORGET)
+            LOG.info("%s: dropped the claims of %s, preempted", self.host, victim)
+            dropped.append(victim)
+        return dropped
+
+    def instance_claim(self, instance: InstanceSpec, preempted: Collection[str] = ()) -> Claim:
+        """Claim a new instance's resources on this host (build, unshelve after offload).
+        ``preempted``: the consumers the service removed to make room for it, whose claims here are
+        dropped first (``drop_preempted``)."""
         with self.lock:
             self.require_tree()  # an unreported host refuses before anything else is looked at
+            self.drop_preempted(preempted)
             existing = self.store.for_instance(instance.uuid)
             if existing:
                 raise ClaimError(
@@ -423,13 +453,13 @@ class ResourceTracker:
                 raise ClaimError(f"instance {instance_uuid} is moving; it cannot be offloaded")
             return [self.operations.run(r, PendingOp.RELEASE) for r in records]
 
-    def unshelve_claim(self, instance: InstanceSpec) -> Claim:
+    def unshelve_claim(self, instance: InstanceSpec, preempted: Collection[str] = ()) -> Claim:
         """Unshelve: a shelved (not offloaded) instance keeps its claim; an offloaded one claims anew."""
         with self.lock:
             shelved = [r for r in self.store.for_instance(instance.uuid) if r.state == SHELVED]
             if shelved:
                 return Claim(self.store.update(shelved[0], state=ACTIVE), self)
-            return self.instance_claim(instance)
+            return self.instance_claim(instance, preempted)
 
     # -- evacuation, source side ----------------------------------------------------------------
 

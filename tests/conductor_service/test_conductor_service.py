@@ -180,3 +180,43 @@ def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
     with pytest.raises(ConductorError) as forbidden:
         anonymous.request("PUT", f"/hosts/h-{uuid.uuid4().hex[:6]}", {"host": {"url": "http://127.0.0.1:1"}})
     assert forbidden.value.status == 403
+
+
+WHOLE_HOST = {"vcpus": 4, "ram": 1024, "disk": 1}
+
+
+def test_a_high_priority_build_on_a_full_cloud_preempts_through_either_conductor(cloud):
+    first, second = cloud.client(0), cloud.client(1)
+    known = {f["name"] for f in first.get("/flavors")["flavors"]}
+    if "whole" not in known:
+        first.request("POST", "/flavors", {"flavor": {"name": "whole", **WHOLE_HOST}})
+        offload = {"berth:preemption_action": "shelve_offload"}
+        first.request("POST", "/flavors", {"flavor": {"name": "whole.offload", **WHOLE_HOST, "extra_specs": offload}})
+        first.request(
+            "POST", "/flavors", {"flavor": {"name": "whole.hi", **WHOLE_HOST, "extra_specs": {"berth:priority": "10"}}}
+        )
+    # The cloud filled with servers of priority 0 (the one that finds no room is in ERROR).
+    low = []
+    for n in range(len(cloud.agents) + 1):
+        made = first.request("POST", "/servers", {"server": {"name": f"low-{n}", "flavorRef": "whole.offload"}})
+        if ended(first, made["server"]["operation_id"])["state"] != "done":
+            break
+        low.append(made["server"]["id"])
+    else:
+        raise AssertionError("the cloud never filled")
+
+    urgent = second.request("POST", "/servers", {"server": {"name": "urgent", "flavorRef": "whole.hi"}})["server"]
+    operation = ended(second, urgent["operation_id"])
+
+    assert operation["state"] == "done", operation
+    server = first.get(f"/servers/{urgent['id']}")["server"]
+    assert server["status"] == "ACTIVE"
+    [record] = cloud.placement.get(f"/berth/preemptions?preempted_by={urgent['id']}")["preemptions"]
+    victim = first.get(f"/servers/{record['consumer_uuid']}")["server"]
+    assert (victim["status"], victim["fault"]["message"]) == ("SHELVED_OFFLOADED", f"preempted by {urgent['id']}")
+    assert claims_on(cloud, victim["id"]) == set()
+    assert claims_on(cloud, urgent["id"]) == {server["OS-EXT-SRV-ATTR:host"]}
+    books_agree(cloud)
+    for server_id in [*low, urgent["id"]]:
+        ended(first, first.request("DELETE", f"/servers/{server_id}")["operation"]["id"])
+    books_agree(cloud)

@@ -1,6 +1,6 @@
 """The conductors' live tests that matter most for a shared database, with the two conductors on
-PostgreSQL: any conductor answers, one operation at a time per server, and a conductor killed in
-the middle of a resize has it finished or undone by the other."""
+PostgreSQL: any conductor answers, one operation at a time per server, a conductor killed in the
+middle of a resize has it finished or undone by the other, and a build that preempts ends its victim."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from cloudhelpers import start_cloud, stop_cloud
 from test_conductor_service import (  # noqa: F401 - collected again here, on this module's cloud
     flavors,
     test_a_conductor_killed_in_the_middle_of_a_resize_has_it_finished_or_undone_by_the_other,
+    test_a_high_priority_build_on_a_full_cloud_preempts_through_either_conductor,
     test_a_second_action_on_a_busy_server_is_refused_by_either_conductor,
     test_a_server_built_on_one_conductor_is_resized_confirmed_and_reverted_through_the_other,
 )

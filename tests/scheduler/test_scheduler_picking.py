@@ -6,7 +6,8 @@ from hosthelpers import request
 from schedulerhelpers import CONFIG, flavor, spec
 
 from berth.scheduler.filters import enabled_filters
-from berth.scheduler.picking import breaks_group, pick_body, pick_suits
+from berth.scheduler.picking import breaks_group, gang_body, pick_body, pick_suits, victims_of
+from berth.scheduler.selection import Victim
 from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers import enabled_weighers
@@ -73,3 +74,31 @@ def test_a_pick_is_checked_against_where_the_members_are():
     assert not breaks_group(together, {}, "h2")
     assert not breaks_group(request(spec(), group=ServerGroup(UUID, "soft-anti-affinity")), {"h1": {"m1"}}, "h1")
     assert not breaks_group(request(spec()), {"h1": {"m1"}}, "h1")
+
+
+def _body(specs, **kwargs):
+    settings = SelectionSettings()
+    build = request(spec(specs))
+    return pick_body(build, "i-1", enabled_filters(settings, CONFIG), enabled_weighers(settings), settings, **kwargs)
+
+
+def test_every_pick_carries_the_flavor_priority_and_only_one_above_0_preempts():
+    plain = _body({})
+    assert "priority" not in plain and "preempt" not in plain  # 0, the preemptible level: the default
+    high = _body({"berth:priority": "500"})
+    assert high["priority"] == 500 and high["preempt"] is True
+    low = _body({"berth:priority": "-5"})
+    assert low["priority"] == -5 and "preempt" not in low
+
+
+def test_a_gang_carries_the_priority_but_never_preempts():
+    settings = SelectionSettings()
+    build = request(spec({"berth:priority": "7"}))
+    body = gang_body(build, ["i-1", "i-2"], enabled_filters(settings, CONFIG), enabled_weighers(settings), settings)
+    assert body["priority"] == 7 and "preempt" not in body
+
+
+def test_the_victims_of_an_answer():
+    answer = {"preempted": [{"consumer_uuid": "v1", "priority": 0, "root_provider_uuid": "rp"}]}
+    assert victims_of(answer) == (Victim("v1", 0, "rp"),)
+    assert victims_of({}) == ()

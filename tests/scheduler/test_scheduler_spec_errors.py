@@ -24,6 +24,11 @@ BAD_SPECS = [
     ({"trait:CUSTOM_A": "forbidden"}, {"trait:CUSTOM_A": "required"}, "trait:CUSTOM_A", "both required and forbidden"),
     ({}, {"trait:CUSTOM_A": "forbidden"}, "trait:CUSTOM_A", "can only require"),
     ({"trait1:CUSTOM_A": "required"}, {}, "trait1:CUSTOM_A", "traits but no resources"),
+    # priority and preemption
+    ({"berth:priority": "high"}, {}, "berth:priority", "not a whole number"),
+    ({"berth:priority": "1.5"}, {}, "berth:priority", "not a whole number"),
+    ({"berth:priority": "1001"}, {}, "berth:priority", "not between -1000 and 1000"),
+    ({"berth:preemption_action": "stop"}, {}, "berth:preemption_action", "not one of delete, shelve_offload"),
     # group policy
     ({"group_policy": "isolated"}, {}, "group_policy", "neither 'none' nor 'isolate'"),
     ({"resources1:CUSTOM_X": "1", "resources2:CUSTOM_Y": "1"}, {}, "group_policy", "the flavor has 2 request groups"),

@@ -12,6 +12,7 @@ from berth.testbed.sim.invariants import Books, Expected, LiveInstance, Provider
 HOST_A, HOST_B = "host-a", "host-b"
 ROOT_A, CELL_A, ROOT_B, POOL = "rp-a", "rp-a-numa0", "rp-b", "rp-pool"
 VM, OLD_VM, MOVED, MIGRATION, GONE, ENDED = "vm-1", "vm-2", "vm-3", "mig-3", "vm-gone", "mig-ended"
+VICTIM = "vm-preempted"
 SMALL = {"VCPU": 1, "MEMORY_MB": 512}
 
 
@@ -53,6 +54,8 @@ def clean_books() -> tuple[Books, Expected]:
         gone={GONE},
         ended_migrations={ENDED},
         anti_affinity={"group-1": [VM, OLD_VM]},
+        preempted={VICTIM},
+        vcpu_limit=5,
     )
     return books, expected
 
@@ -75,6 +78,8 @@ def test_clean_books_pass_every_check():
         "gone_allocations",
         "claims_mismatch",
         "anti_affinity",
+        "preempted_gone",
+        "quota",
     }
 
 
@@ -126,6 +131,23 @@ def _group_together(books, expected):
     books.allocations[MOVED] = {ROOT_A: {"VCPU": 2, "MEMORY_MB": 1024}}
 
 
+def _over_quota(books, expected):
+    expected.vcpu_limit = 4  # the books hold 5 VCPUs
+
+
+def _victim_holds(books, expected):
+    books.allocations[VICTIM] = {ROOT_B: {"VCPU": 1}}
+    books.providers[ROOT_B] = Provider(ROOT_B, HOST_B, {"VCPU": 8, "MEMORY_MB": 4096}, {"VCPU": 4, "MEMORY_MB": 1536})
+
+
+def _victim_claimed(books, expected):
+    books.claims[HOST_A][VICTIM] = {ROOT_A: dict(SMALL)}
+
+
+def _victim_running(books, expected):
+    expected.preempted_running = {VICTIM}
+
+
 @pytest.mark.parametrize(
     ("breaking", "invariant", "consumer", "provider"),
     [
@@ -139,6 +161,10 @@ def _group_together(books, expected):
         (_claim_missing, "claims_mismatch", VM, ROOT_A),
         (_claim_differs, "claims_mismatch", MOVED, ROOT_B),
         (_group_together, "anti_affinity", MOVED, None),
+        (_over_quota, "quota", None, None),
+        (_victim_holds, "preempted_gone", VICTIM, ROOT_B),
+        (_victim_claimed, "preempted_gone", VICTIM, None),
+        (_victim_running, "preempted_gone", VICTIM, None),
     ],
 )
 def test_each_broken_invariant_is_found(breaking, invariant, consumer, provider):

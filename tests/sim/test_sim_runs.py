@@ -37,6 +37,31 @@ def test_ci_sized_simulation_on_sqlite_ends_without_violations(capfd):
     assert after[-1].startswith("stopping the cloud")
 
 
+def test_preemptible_load_under_a_quota_preempts_and_ends_without_violations():
+    # 30 live servers a host aimed at: the cloud fills, and the builds above priority 0 preempt; the
+    # project may hold 95 % of the cloud's VCPUs, so that the quota refuses some of them too.
+    config = SimConfig(
+        hosts=12,
+        ops=800,
+        concurrency=8,
+        faults=0.05,
+        seed=5,
+        workers=2,
+        real_agents=2,
+        conductors=2,
+        instances_per_host=30.0,
+        preemptible=0.3,
+        quota=0.95,
+    )
+    report = run_sim(config)
+    assert_clean(report, 800)
+    d = report.to_dict()
+    assert d["preemptions"] > 0
+    assert d["victims_ended"] > 0
+    assert d["invariant_checks"]["preempted_gone"] >= d["victims_ended"]
+    assert d["quota_refusals"] > 0 and d["invariant_checks"]["quota"] == 1
+
+
 def test_shorter_simulation_on_postgresql_with_several_workers():
     config = SimConfig(
         hosts=40, ops=300, concurrency=8, faults=0.05, seed=12, workers=3, real_agents=3, database="postgresql"

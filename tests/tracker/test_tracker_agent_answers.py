@@ -31,7 +31,7 @@ class StandIn:
     def __init__(self, refusal):
         self.refusal = refusal
 
-    def instance_claim(self, instance):
+    def instance_claim(self, instance, preempted=()):
         raise self.refusal
 
     def get_claim(self, claim_id):

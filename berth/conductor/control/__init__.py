@@ -7,4 +7,6 @@ background.py  Background: operations run on a pool of threads, their start awai
 agents.py      RegisteredAgents: the registered hosts' agents, by name, as the steps ask for them
 host_books.py  what a host's registration and disabling change in the service: its zone's
                aggregate, the COMPUTE_STATUS_DISABLED trait; ZoneAggregates for the scheduler
+preemptions.py the preemptions the service recorded whose servers still run, ended by the
+               housekeeping; RecordedServers: the victims' servers as the records have them
 """

@@ -1,7 +1,8 @@
 """``ControlPlane``: one conductor process's part of the control plane. It keeps the journal with
 its records (servers, flavors, server groups, hosts) in one database shared by every conductor,
 starts each action in the background and answers with its journaled operation, takes over the
-operations of conductors that died, and cleans up after evacuations once their source is back.
+operations of conductors that died, cleans up after evacuations once their source is back, and ends
+the servers the service's record says were preempted and still run (``control.preemptions``).
 
 Any conductor may take any request: what one conductor knows of another is in the database alone.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from berth.clients.placement import PlacementClient
 from berth.conductor.conductor import Conductor
-from berth.conductor.control import actions, host_books
+from berth.conductor.control import actions, host_books, preemptions
 from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
 from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ConductorError, Refused, ServerBusy
@@ -99,6 +100,8 @@ class ControlPlane:
             owner=owner,
             hook=hook,
         )
+        self.conductor.runner.victims = preemptions.RecordedServers(self.servers)
+        self.preemptions = preemptions.Preemptions(placement, self.servers, self.conductor.runner)
         self.background = Background(self.conductor.runner, self.settings.operation_threads)
         self._stop = threading.Event()
         self._housekeeper: threading.Thread | None = None
@@ -127,6 +130,7 @@ class ControlPlane:
             try:
                 self.conductor.resume()
                 self.clean_up_evacuated()
+                self.preemptions.reconcile()
             except Exception:  # noqa: BLE001 - the next round tries again
                 LOG.exception("housekeeping failed; trying again in %s s", self.settings.housekeeping_interval)
 

@@ -2,7 +2,9 @@
 
 build.py       build (and unshelve after offload), rescheduling to the alternates
 delete.py      delete
-lifecycle.py   soft delete, restore, shelve, shelve offload, rebuild on the same host
+lifecycle.py   soft delete, restore, shelve, shelve offload (and a preempted server's), rebuild on
+               the same host
+preemption.py  the servers a build's pick preempted, ended (deleted or offloaded)
 evacuation.py  evacuation, and the source's clean-up once it is back
 moving.py      what the moves share: the hand-over to a destination, and its undo
 moves.py       resize and cold migration; confirm and revert

@@ -6,6 +6,10 @@
               │              │
               └──▶ alternate: lease again, write its allocation request ─┘ (up to max_attempts hosts)
 
+A build whose flavor's priority is above 0 may have its pick preempt (``operations.preemption``):
+the victims are journaled with the destinations, named in the host's claim (the agent drops their
+claims first), and their servers ended once the claim is made, before the guest starts.
+
 The lease is taken before the scheduler claims, so a conductor that dies before ``confirm``
 leaks no allocation even if no other conductor resumes it: the service releases them when the
 lease expires. The agent's claim and guest, once made, wait for resume(), which undoes a build
@@ -30,6 +34,7 @@ from berth.clients.errors import ClaimError, ClientError
 from berth.clients.http import TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.operations import preemption
 from berth.conductor.requests import ServerRequest, destination_from_dict, destination_to_dict, destinations_of
 from berth.conductor.runner import Runner
 from berth.conductor.service import LeaseExpired
@@ -48,6 +53,8 @@ FINISHING_STEPS = ("spawn", "confirm")
 
 # The journaled request's key holding the destination a build of a gang was placed on.
 DESTINATION = "destination"
+# The selection listing the consumers the build's pick removed to make room (operations.preemption).
+PREEMPTED = "preempted"
 
 
 def build(
@@ -127,6 +134,10 @@ def _select(runner: Runner, operation: Operation, request: ServerRequest, tried:
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})
         raise NoValidHost(request.instance_uuid, operation.attempts, e.candidates) from e
+    if selections[0].preempted:
+        # Journaled with the destinations by the step that follows (a crash before leaves them to
+        # the housekeeping, which reads the service's record).
+        operation.selections.setdefault(PREEMPTED, []).extend(preemption.victims_to_dicts(selections[0].preempted))
     return destinations_of(selections[0])
 
 
@@ -153,7 +164,7 @@ def _land(runner: Runner, operation: Operation, request: ServerRequest) -> None:
     destinations: list[dict[str, Any]] = operation.selections["destinations"]
     index = int(operation.selections["index"])
     while True:
-        reason = _try_host(runner, operation, request, destinations[index]["host"])
+        reason = _try_host(runner, operation, request, destinations[index])
         if reason is None:
             return
         operation.attempts.append({"host": destinations[index]["host"], "reason": reason})
@@ -209,22 +220,37 @@ def _select_again(
     return _next_alternate(runner, operation, request, destinations, index + 1)
 
 
-def _try_host(runner: Runner, operation: Operation, request: ServerRequest, host: str) -> str | None:
+def _try_host(runner: Runner, operation: Operation, request: ServerRequest, destination: dict[str, Any]) -> str | None:
     """None when the host claimed the instance and started its guest; else why not, with
-    everything it took given back."""
+    everything it took given back. The consumers the pick removed from this host's tree are named
+    in the claim (the agent drops their claims first) and their servers ended before the guest
+    starts."""
+    host = str(destination["host"])
     try:
         agent = runner.agent(host)
     except UnknownHost as e:
         return str(e)
+    victims = [
+        str(v["consumer_uuid"])
+        for v in operation.selections.get(PREEMPTED) or []
+        if v.get("root_provider_uuid") == destination.get("root_provider_uuid")
+    ]
     runner.reach(operation, "claim")
     try:
         instance = request.instance(runner.scheduler_config)
-        claim = agent.unshelve_claim(instance) if operation.kind == UNSHELVE else agent.instance_claim(instance)
+        if operation.kind == UNSHELVE:
+            claim = agent.unshelve_claim(instance, victims)
+        else:
+            claim = agent.instance_claim(instance, victims)
     except ClaimError as e:
         return f"the agent refused the claim: {e}"
     except TransportError as e:
         return f"the agent did not answer: {e}"
     runner.done(operation, "claim", host=host, claim_id=claim.claim_id)
+    for victim in victims:
+        runner.reach(operation, "preempt")
+        outcome = preemption.end_victim(runner, victim, operation.instance_uuid, host)
+        LOG.info("build of %s: %s, preempted, %s", operation.instance_uuid, victim, outcome)
     runner.reach(operation, "spawn")
     try:
         agent.spawn_guest(request.instance_uuid, claim.claim_id)

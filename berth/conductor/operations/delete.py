@@ -9,15 +9,20 @@ delete (``failed``, the error kept): deleting again, once the host is back, fini
 
 from __future__ import annotations
 
+from typing import Any
+
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.runner import Runner
 
 KIND = "delete"
 
 
-def delete(runner: Runner, instance_uuid: str, host: str | None = None) -> Operation:
+def delete(
+    runner: Runner, instance_uuid: str, host: str | None = None, *, extra: dict[str, Any] | None = None
+) -> Operation:
+    """``extra``: more of the journaled request (a preemption's ``preempted_by``)."""
     host = host or runner.calls.host_of(instance_uuid)
-    operation = runner.start(KIND, instance_uuid, {"host": host})
+    operation = runner.start(KIND, instance_uuid, {"host": host, **(extra or {})})
     try:
         _delete(runner, operation)
     except Exception as e:

@@ -7,6 +7,8 @@ rebuild on the same host (elsewhere is an evacuation).
     shelve:          shelve ─▶ done               the claim is kept (shelved), the guest too
     shelve_offload:  check ─▶ destroy ─▶ offload ─▶ done
                                                   the guest and the claim gone, the allocations freed
+    preempted_offload: the same steps, for a server preempted (``operations.preemption``): it
+                                                  starts from any state a server on its host is in
     rebuild:         check ─▶ destroy ─▶ spawn ─▶ done   a new guest in the same active claim (the
                                                   agent's rebuild claim on its own host changes nothing)
 
@@ -34,6 +36,7 @@ SOFT_DELETE: Final = "soft_delete"
 RESTORE: Final = "restore"
 SHELVE: Final = "shelve"
 SHELVE_OFFLOAD: Final = "shelve_offload"
+PREEMPTED_OFFLOAD: Final = "preempted_offload"
 REBUILD: Final = "rebuild"
 
 Step = Callable[[AgentClient, str], Any]
@@ -66,6 +69,11 @@ STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
         ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
         ("offload", lambda agent, instance: agent.shelve_offload_instance(instance)),
     ),
+    PREEMPTED_OFFLOAD: (
+        ("check", _not_moving),
+        ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
+        ("offload", lambda agent, instance: agent.shelve_offload_instance(instance)),
+    ),
     REBUILD: (
         ("check", _active_claim),
         ("destroy", lambda agent, instance: agent.destroy_guest(instance)),
@@ -78,11 +86,14 @@ STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
 FORWARD_STEPS: Final = ("destroy",)
 
 
-def change(runner: Runner, kind: str, instance_uuid: str, host: str | None = None) -> Operation:
+def change(
+    runner: Runner, kind: str, instance_uuid: str, host: str | None = None, *, extra: dict[str, Any] | None = None
+) -> Operation:
+    """``extra``: more of the journaled request (a preemption's ``preempted_by``)."""
     host = host or runner.calls.host_of(instance_uuid)
     if host is None:
         raise ConductorError(f"instance {instance_uuid} holds no allocations on any host")
-    operation = runner.start(kind, instance_uuid, {"host": host})
+    operation = runner.start(kind, instance_uuid, {"host": host, **(extra or {})})
     return runner.carry_out(operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS)
 
 

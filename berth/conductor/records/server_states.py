@@ -39,6 +39,8 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
     lifecycle.RESTORE: (SOFT_DELETED,),
     lifecycle.SHELVE: (ACTIVE,),
     lifecycle.SHELVE_OFFLOAD: (SHELVED,),
+    # A server preempted (its allocations gone) is offloaded from wherever it is on its host.
+    lifecycle.PREEMPTED_OFFLOAD: (ACTIVE, ERROR, SHELVED, SOFT_DELETED),
     build.UNSHELVE: (SHELVED, SHELVED_OFFLOADED),
     lifecycle.REBUILD: (ACTIVE, ERROR),
     moves.RESIZE: (ACTIVE,),
@@ -71,6 +73,7 @@ _TASK_STATE: Final[Mapping[str, str]] = {
     lifecycle.RESTORE: "restoring",
     lifecycle.SHELVE: "shelving",
     lifecycle.SHELVE_OFFLOAD: "shelving_offloading",
+    lifecycle.PREEMPTED_OFFLOAD: "shelving_offloading",
     lifecycle.REBUILD: "rebuilding",
     moves.RESIZE: "resize_migrating",
     moves.MIGRATE: "resize_migrating",
@@ -106,7 +109,9 @@ def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict
         if kind == build.KIND:
             return {"status": ERROR, "host": None, "fault": operation.error}
         return {"fault": operation.error}
-    done: dict[str, Any] = {"fault": None}
+    # A server ended because a build preempted it says so, as its fault.
+    preempted_by = operation.request.get("preempted_by")
+    done: dict[str, Any] = {"fault": f"preempted by {preempted_by}" if preempted_by else None}
     if kind in (build.KIND, build.UNSHELVE):
         return {**done, "status": ACTIVE, "host": selections.get("host") or server["host"]}
     if kind in moves.MOVE_KINDS:
@@ -131,7 +136,7 @@ def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict
         return {**done, "status": ACTIVE, "host": selections["dest"]}
     if kind == delete.KIND:
         return {**done, "status": DELETED, "host": None, "deleted_at": now, "move_id": None}
-    if kind == lifecycle.SHELVE_OFFLOAD:
+    if kind in (lifecycle.SHELVE_OFFLOAD, lifecycle.PREEMPTED_OFFLOAD):
         return {**done, "status": SHELVED_OFFLOADED, "host": None}
     if kind == moves.CONFIRM:
         return {**done, "status": ACTIVE, "old_request": None, "move_id": None}

@@ -6,7 +6,8 @@ pick that does not preempt, or that finds room without preempting, costs what it
 
 1. The lower-priority consumers and what they hold, where: one statement over the allocations, each
    joined with its consumer's priority (``consumer_priorities``; none is 0) and kept when that
-   priority is strictly below the pick's.
+   priority is strictly below the pick's and the consumer is not a move's migration consumer
+   (consumer type ``MIGRATION``: the source's side of a move, whose instance holds the other).
 2. The trees holding any of them (on the tree's own providers or on a sharing provider anchored to
    it), that the server group's hard policy allows, loaded as the candidate search loads them
    (``CandidateFinder.tree_views``). A tree where the request would not fit even with every one of
@@ -67,6 +68,8 @@ EXACT_UP_TO: Final = 12
 # Room checks (searches of one tree) one preempting pick may spend on exact choices; past them the
 # greedy choice is made for the trees left.
 MOST_CHECKS: Final = 20_000
+# The consumer type of a move's migration consumer (Nova's), never a victim.
+MIGRATION_TYPE: Final = "MIGRATION"
 # Times the whole choice is made again after a concurrent writer took a victim or the room.
 MOST_ATTEMPTS: Final = 16
 # Candidates of the chosen tree searched again after its victims are removed.
@@ -75,23 +78,30 @@ _CANDIDATES_AFTER: Final = 4
 _STEPS_PER_CHECK: Final = 10_000
 _EVERY_CANDIDATE: Final = 2**62
 
-_LOWER = """
+# A migration consumer holds the source's side of a move in flight for an instance that holds the
+# other side (its priority is the instance's, which the migration consumer has no row of): it is
+# never a victim, as removing it would leave the move nothing to revert to.
+_NOT_MIGRATION = (
+    "(c.consumer_type_id IS NULL OR c.consumer_type_id NOT IN "
+    f"(SELECT id FROM consumer_types WHERE name = '{MIGRATION_TYPE}'))"
+)
+_LOWER = f"""
 SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used,
        COALESCE(cp.priority, 0), c.created_at, pr.external_id
 FROM allocations a
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects pr ON pr.id = c.project_id
 LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = a.consumer_id
-WHERE COALESCE(cp.priority, 0) < ?"""
+WHERE COALESCE(cp.priority, 0) < ? AND {_NOT_MIGRATION}"""
 # For a pick of priority 0 or below, only consumers with a row of their own can be lower: read from
 # those rows (through their priority's index) instead of from every allocation.
-_LOWER_THAN_DEFAULT = """
+_LOWER_THAN_DEFAULT = f"""
 SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used, cp.priority, c.created_at, pr.external_id
 FROM consumer_priorities cp
 JOIN allocations a ON a.consumer_id = cp.consumer_uuid
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects pr ON pr.id = c.project_id
-WHERE cp.priority < ?"""
+WHERE cp.priority < ? AND {_NOT_MIGRATION}"""
 _LOCK_CONSUMERS = "SELECT uuid FROM consumers WHERE uuid IN {ids} ORDER BY uuid FOR UPDATE"
 _HELD_BY = (
     "SELECT consumer_id, resource_provider_id, resource_class_id, used FROM allocations WHERE consumer_id IN {ids}"

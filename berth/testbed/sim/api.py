@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from berth.clients.conductor import ConductorError
 from berth.clients.http import JsonHttp, NotConnected, ReadTimedOut, TransportError
-from berth.testbed.sim.layout import FLAVORS
+from berth.testbed.sim.layout import FLAVORS, HIGH_FLAVORS
 
 TOKEN: Final = "admin"
 # Long enough that only a conductor killed under a request leaves it unanswered.
@@ -76,7 +76,7 @@ class ConductorsApi:
     # -- what the run sets up through the API --------------------------------------------------
 
     def make_flavors(self) -> None:
-        for choice in FLAVORS:
+        for choice in (*FLAVORS, *HIGH_FLAVORS):
             f = choice.flavor
             body = {"name": f.name, "vcpus": f.vcpus, "ram": f.memory_mb, "disk": f.root_gb}
             body["extra_specs"] = dict(f.extra_specs)

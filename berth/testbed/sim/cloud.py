@@ -56,6 +56,7 @@ class SimServer(Server):
     def _spawn(self) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "berth.cli.main", "serve", "--bind", f"127.0.0.1:{self.port}"]
         command += ["--database", self.database_url, "--workers", str(self.workers), "--randomize-candidates"]
+        command += self.extra
         with open(self.logpath, "ab") as logfile:
             return subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True
@@ -182,7 +183,9 @@ class Cloud:
         self.layout = layout
         self.folder = folder
         self.config = config
-        self.server = SimServer(database_url, config.workers, folder)
+        # With --quota the service enforces the quotas on every allocation write, not on picks alone.
+        enforce = ["--enforce-quotas-on-allocations"] if config.quota is not None else []
+        self.server = SimServer(database_url, config.workers, folder, enforce)
         self.pool_count = max(1, config.pools)
         self.conductors_url = conductors_url
         self.conductors: list[ConductorProcess] = []

@@ -39,6 +39,12 @@ class SimConfig:
     conductor_down: float = 2.0
     # Weights of the faults' kinds over the defaults (``faults.KINDS``), by kind.
     fault_weights: dict[str, int] = field(default_factory=dict)
+    # The share of builds whose flavor is preemptible (priority 0); the others' flavors have a
+    # priority above it and preempt when nothing fits. None: every flavor at 0, nothing preempts.
+    preemptible: float | None = None
+    # The run's project's VCPU limit, as a share of the cloud's VCPU capacity, enforced by the
+    # service on every allocation write (``--enforce-quotas-on-allocations``). None: no limit.
+    quota: float | None = None
     json: str | None = None
 
     def __post_init__(self) -> None:
@@ -50,6 +56,10 @@ class SimConfig:
             raise ValueError("--ops and --concurrency are at least 1")
         if not 0.0 <= self.faults <= 1.0:
             raise ValueError("--faults is a probability, between 0 and 1")
+        if self.quota is not None and self.quota <= 0.0:
+            raise ValueError("--quota is a share of the cloud's VCPUs, above 0")
+        if self.preemptible is not None and not 0.0 <= self.preemptible <= 1.0:
+            raise ValueError("--preemptible is a share of the builds, between 0 and 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,7 +10,10 @@ run believes (``Expected``). Pure: the unit tests hand it books that break each 
 - ``gone_allocations``: a deleted or offloaded instance holds nothing;
 - ``claims_mismatch``: on every host's own providers, each consumer holds what the agent's persisted
   claims say, and none holds anything there without a claim;
-- ``anti_affinity``: no two live members of an anti-affinity group on one host.
+- ``anti_affinity``: no two live members of an anti-affinity group on one host;
+- ``preempted_gone``: a server a preempting build's pick removed, once the conductors ended it
+  (deleted or offloaded), holds nothing in the service and no claim on any host;
+- ``quota``: with a VCPU limit on the run's project, the VCPUs held at the end are within it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ class Expected:
     gone: set[str]
     ended_migrations: set[str]
     anti_affinity: dict[str, list[str]]
+    # The victims of preemption whose servers the conductors ended, and those left running
+    # without allocations (which the conductors should have ended).
+    preempted: set[str] = field(default_factory=set)
+    preempted_running: set[str] = field(default_factory=set)
+    # The run's project's VCPU limit (every consumer of the run is the project's), if any.
+    vcpu_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ def check(books: Books, expected: Expected) -> Verdict:
         verdict.check("gone_allocations", not held, consumer, _first(held), f"holds {held}")
     _claims(books, verdict)
     _anti_affinity(books, expected, verdict)
+    _preempted(books, expected, verdict)
+    _quota(books, expected, verdict)
     return verdict
 
 
@@ -217,3 +228,26 @@ def _anti_affinity(books: Books, expected: Expected, verdict: Verdict) -> None:
                     f"group {group}: on {host} with {other}",
                 )
                 seen.setdefault(host, member)
+
+
+def _preempted(books: Books, expected: Expected, verdict: Verdict) -> None:
+    for victim in sorted(expected.preempted):
+        held = books.allocations.get(victim, {})
+        claimed = sorted(host for host, claims in books.claims.items() if victim in claims)
+        verdict.check(
+            "preempted_gone",
+            not held and not claimed,
+            victim,
+            _first(held),
+            f"ended, yet the service holds {held} and the agents of {claimed} claim it",
+        )
+    for victim in sorted(expected.preempted_running):
+        verdict.check("preempted_gone", False, victim, None, "preempted, and its server still runs")
+
+
+def _quota(books: Books, expected: Expected, verdict: Verdict) -> None:
+    limit = expected.vcpu_limit
+    if limit is None:
+        return
+    vcpus = sum(a.get("VCPU", 0) for by_provider in books.allocations.values() for a in by_provider.values())
+    verdict.check("quota", vcpus <= limit, None, None, f"the run's project holds {vcpus} VCPUs, its limit is {limit}")

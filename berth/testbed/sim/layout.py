@@ -65,7 +65,12 @@ class FlavorChoice:
 FLAVORS: Final = (
     FlavorChoice(Flavor("m1.small", 1, 1024, root_gb=5), 30, resizable=True),
     FlavorChoice(Flavor("m1.medium", 2, 2048, root_gb=10), 20, resizable=True),
-    FlavorChoice(Flavor("m1.large", 4, 8192, root_gb=20), 8, resizable=True),
+    # A large server preempted is offloaded (it may be unshelved later); the others are deleted.
+    FlavorChoice(
+        Flavor("m1.large", 4, 8192, root_gb=20, extra_specs={"berth:preemption_action": "shelve_offload"}),
+        8,
+        resizable=True,
+    ),
     FlavorChoice(Flavor("numa.one", 2, 2048, root_gb=10, extra_specs={"hw:numa_nodes": "1"}), 8),
     FlavorChoice(Flavor("numa.two", 4, 4096, root_gb=10, extra_specs={"hw:numa_nodes": "2"}), 6),
     FlavorChoice(Flavor("pinned", 2, 2048, root_gb=10, extra_specs={"hw:cpu_policy": "dedicated"}), 6),
@@ -84,6 +89,23 @@ FLAVORS: Final = (
         5,
     ),
 )
+
+
+# The priority of the flavors that preempt (``--preemptible``); the others are at 0, preemptible.
+HIGH_PRIORITY: Final = 10
+
+
+def high_priority(choice: FlavorChoice) -> FlavorChoice:
+    """The flavor's twin above the preemptible level (named ``<name>.hi``): its builds preempt
+    servers of the preemptible flavors when nothing fits; it is not resized (the plain flavors
+    resize among themselves, at priority 0)."""
+    f = choice.flavor
+    specs = {**f.extra_specs, "berth:priority": str(HIGH_PRIORITY)}
+    twin = Flavor(f"{f.name}.hi", f.vcpus, f.memory_mb, f.root_gb, f.ephemeral_gb, f.swap_mb, specs)
+    return FlavorChoice(twin, choice.weight)
+
+
+HIGH_FLAVORS: Final = tuple(high_priority(c) for c in FLAVORS)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,12 @@ class SimReport:
     conductors: int = 0
     # Operations still running in the journal after the finish's wait.
     left_running: int = 0
+    # The consumers the service's preempting picks removed, and those whose servers the conductors
+    # ended for it (``--preemptible``).
+    preemptions: int = 0
+    victims_ended: int = 0
+    # Operations refused by the run's project's quota (``--quota``).
+    quota_refusals: int = 0
 
     @property
     def violations(self) -> int:
@@ -111,6 +117,9 @@ class SimReport:
             "conflicts": self.conflicts,
             "retries": self.retries,
             "reschedules": t.reschedules,
+            "preemptions": self.preemptions,
+            "victims_ended": self.victims_ended,
+            "quota_refusals": self.quota_refusals,
             "skipped": t.skips,
             "half_finished": dict(sorted(t.half_finished.items())),
             "faults": dict(sorted(t.faults.items())),
@@ -142,7 +151,9 @@ class SimReport:
         console.print(
             f"conflicts (409s answered by the service): {d['conflicts']}   database retries: {d['retries']}   "
             f"reschedules: {d['reschedules']}   audit findings: {d['audit_findings']}   "
-            f"confirms/reverts failed midway: {sum(d['half_finished'].values())}"
+            f"confirms/reverts failed midway: {sum(d['half_finished'].values())}   "
+            f"preemptions: {d['preemptions']} ({d['victims_ended']} victims ended)   "
+            f"refused by the quota: {d['quota_refusals']}"
         )
         faults = Table(title="faults injected")
         faults.add_column("fault")

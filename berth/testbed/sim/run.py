@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from berth.testbed.sim.faults import Faults
 from berth.testbed.sim.instances import DELETED, DELETING, OFFLOADED, RESIZED, Instances
 from berth.testbed.sim.invariants import Expected, LiveInstance, check
 from berth.testbed.sim.layout import Layout, make_layout
+from berth.testbed.sim.quota import QUOTA_EXCEEDED, set_quota
 from berth.testbed.sim.report import SimReport, Tally
 from berth.testbed.sim.workload import Workload
 
@@ -55,6 +57,11 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
     meter = CpuMeter({"service": cloud.server_pids, "conductors": cloud.conductor_pids})
     try:
         cloud.start(log)
+        vcpu_limit = None
+        if config.quota is not None:
+            assert cloud.placement is not None
+            vcpu_limit = set_quota(cloud.placement, config.quota)
+            log(f"the run's project may hold {vcpu_limit} VCPUs")
         setup = time.monotonic() - began
         log(f"{config.hosts} hosts up in {setup:.1f} s ({dict(layout.kinds())})")
         tally = Tally()
@@ -91,7 +98,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         log("reading the books of the service and of every agent, and checking the invariants")
         pools = {h.name: layout.pools[h.pool][0] if h.pool is not None else None for h in layout.hosts}
         books = read_books(cloud.server.url, cloud.agents_of_thread, pools)
-        verdict = check(books, expected(workload.instances, workload, layout))
+        verdict = check(books, replace(expected(workload.instances, workload, layout), vcpu_limit=vcpu_limit))
         for error in workload.errors[:20]:
             log(f"worker error: {error}")
         named = [c for v in verdict.violations for c in [v.consumer, *_UUID.findall(v.detail)] if c]
@@ -111,6 +118,9 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             cpu_seconds=cpu,
             left_running=left,
             conductors=len(cloud.conductors),
+            preemptions=len(workload.preempted.victims),
+            victims_ended=len(workload.preempted.ended),
+            quota_refusals=_quota_refusals(workload) if vcpu_limit is not None else 0,
         )
     finally:
         meter.close()
@@ -160,7 +170,22 @@ def expected(instances: Instances, workload: Workload, layout: Layout) -> Expect
     migrations = set(_migrations(workload))
     with workload.groups.lock:
         groups = {g: list(m) for g, m in workload.groups.members.items()}
-    return Expected(live, gone, migrations - in_flight, groups)
+    return Expected(
+        live,
+        gone,
+        migrations - in_flight,
+        groups,
+        preempted=set(workload.preempted.ended),
+        preempted_running=set(workload.preempted.unsettled),
+    )
+
+
+def _quota_refusals(workload: Workload) -> int:
+    """The operations that ended refused by the project's quota, or with a host refusing for it."""
+    query = sa.select(operations.c.error, operations.c.attempts)
+    with workload.journal.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return sum(1 for r in rows if QUOTA_EXCEEDED in f"{r.error or ''} {r.attempts or ''}")
 
 
 def _migrations(workload: Workload) -> dict[str, str]:

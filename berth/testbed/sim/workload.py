@@ -19,6 +19,7 @@ from berth.conductor.journal import DONE, FAILED, RUNNING, Journal, Operation
 from berth.conductor.operations import evacuation
 from berth.conductor.records.tables import servers
 from berth.conductor.requests import ServerRequest
+from berth.testbed.sim import preempted
 from berth.testbed.sim.api import Lost
 from berth.testbed.sim.cloud import Cloud
 from berth.testbed.sim.config import SimConfig
@@ -32,7 +33,7 @@ from berth.testbed.sim.instances import (
     Instances,
     outcome,
 )
-from berth.testbed.sim.layout import FLAVORS, ZONES, Layout
+from berth.testbed.sim.layout import FLAVORS, HIGH_FLAVORS, ZONES, Layout
 from berth.testbed.sim.report import Tally
 from berth.testbed.sim.watch import Ends
 
@@ -96,6 +97,8 @@ class Workload:
         self.group_lock = threading.Lock()
         self.host_down_lock = threading.Lock()
         self.errors: list[str] = []
+        # The preemptions the service recorded, as the finish found them (``preempted.settle``).
+        self.preempted = preempted.Preempted()
 
     # -- the run -----------------------------------------------------------------------------------
 
@@ -243,7 +246,9 @@ class Workload:
         return str(answer["operation"]["id"])
 
     def _build(self, rng: random.Random, extra: dict[str, Any]) -> str:
-        choice = rng.choices(FLAVORS, [c.weight for c in FLAVORS])[0]
+        share = self.config.preemptible
+        flavors = FLAVORS if share is None or rng.random() < share else HIGH_FLAVORS
+        choice = rng.choices(flavors, [c.weight for c in flavors])[0]
         name = extra["name"] = f"sim-{uuid.UUID(int=rng.getrandbits(128))}"
         server: dict[str, Any] = {"name": name, "flavorRef": choice.flavor.name}
         if rng.random() < ZONE_SHARE:
@@ -334,6 +339,8 @@ class Workload:
             left = self.settle()
         self._finish_half_finished()
         self._wait_clean_ups(deadline)
+        if self.config.preemptible is not None:
+            self.preempted = preempted.settle(self.cloud.server.url, self.journal, self.instances, deadline)
         self.ends.close()
         return left + len(self.journal.running())
 

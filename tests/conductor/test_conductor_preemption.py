@@ -1,0 +1,161 @@
+"""Preemption through the conductors: a build of a flavor above priority 0 takes the room of
+servers of lower priority when nothing else fits; the victims' servers end as their flavor says
+(deleted, or offloaded), their hosts' claims go first, and a preemption the service recorded whose
+server still runs is ended by the housekeeping. Real service, real agent processes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from conductorhelpers import assert_books_agree, claims_of, guests_of
+
+from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
+from berth.conductor.journal import DONE, FAILED, RUNNING
+from berth.conductor.records import server_states
+from berth.conductor.records.servers import ServerFilter
+from berth.conductor.runner import ConductorConfig
+from berth.domain.errors import BadRequest, NotFound
+from berth.scheduler.settings import SelectionSettings
+
+WHO = Who("project", "user")
+# Each fills one host of the test cloud (4 VCPUs each).
+WHOLE_HOST = {"vcpus": 4, "ram": 1024, "disk": 1}
+
+
+@pytest.fixture
+def plane(placement, cloud, tmp_path):
+    made = ControlPlane(
+        f"sqlite:///{tmp_path / 'conductor.sqlite'}",
+        placement,
+        selection=SelectionSettings(enabled_filters=[]),
+        conductor_config=ConductorConfig(heartbeat_interval=0.2),
+        settings=ControlSettings(housekeeping_interval=0.3),
+    )
+    for index, (name, agent) in enumerate(sorted(cloud.items())):
+        made.register_host(name, agent.url, f"zone-{index % 2}", agent.token, "agent-user", admin=False)
+    made.flavors.create({"name": "low", **WHOLE_HOST})
+    offload = {"berth:preemption_action": "shelve_offload"}
+    made.flavors.create({"name": "low.offload", **WHOLE_HOST, "extra_specs": offload})
+    made.flavors.create({"name": "high", **WHOLE_HOST, "extra_specs": {"berth:priority": "10"}})
+    made.start()
+    yield made
+    for row in made.servers.all(ServerFilter()):
+        ended(made, made.delete(str(row["id"])).id)
+    made.close()
+
+
+def ended(plane, operation_id, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        operation = plane.journal.get(operation_id)
+        if operation is not None and operation.state != RUNNING:
+            return operation
+        time.sleep(0.05)
+    raise AssertionError(f"operation {operation_id} still running after {timeout} s")
+
+
+def built(plane, flavor, name):
+    [build] = plane.create_servers(WHO, name=name, flavor_ref=flavor)
+    return ended(plane, build.id)
+
+
+def fill(plane, flavor, hosts=3):
+    """One server of ``flavor`` on each host; their ids."""
+    made = [built(plane, flavor, f"{flavor}-{n}") for n in range(hosts)]
+    assert [op.state for op in made] == [DONE] * hosts, [(op.error, op.attempts) for op in made]
+    return [op.instance_uuid for op in made]
+
+
+def until(check, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("never came true")
+
+
+@pytest.mark.parametrize(
+    ("flavor", "status"), [("low", server_states.DELETED), ("low.offload", server_states.SHELVED_OFFLOADED)]
+)
+def test_a_high_priority_build_ends_a_victim_as_its_flavor_says(plane, placement, clients, flavor, status):
+    low = fill(plane, flavor)
+    hosts_before = {plane.servers.get(s)["host"]: s for s in low}
+
+    build = built(plane, "high", "urgent")
+
+    assert build.state == DONE, build.error
+    new = plane.servers.get(build.instance_uuid)
+    assert new["status"] == server_states.ACTIVE
+    victim = hosts_before[new["host"]]
+    assert [v["consumer_uuid"] for v in build.selections["preempted"]] == [victim]
+    row = plane.servers.get(victim, deleted=True)
+    assert (row["status"], row["host"]) == (status, None)
+    assert row["fault"] == f"preempted by {build.instance_uuid}"
+    assert placement.consumer(victim).allocations == {}
+    assert claims_of(clients, victim) == {} and guests_of(clients, victim) == {}
+    assert set(claims_of(clients, build.instance_uuid)) == {new["host"]}
+    for other in set(low) - {victim}:  # the others are untouched
+        assert plane.servers.get(other)["status"] == server_states.ACTIVE
+        assert placement.consumer(other).allocations
+    [record] = placement.get(f"/berth/preemptions?preempted_by={build.instance_uuid}")["preemptions"]
+    assert record["consumer_uuid"] == victim
+    assert_books_agree(placement, clients)
+
+
+def test_a_build_finds_no_host_when_only_equal_priorities_hold_the_room(plane, placement, clients):
+    high = fill(plane, "high")
+
+    build = built(plane, "high", "one-too-many")
+
+    assert build.state == FAILED, build.selections
+    assert "No valid host" in build.error
+    assert plane.servers.get(build.instance_uuid)["status"] == server_states.ERROR
+    for server in high:
+        assert plane.servers.get(server)["status"] == server_states.ACTIVE
+        assert placement.consumer(server).allocations
+    assert placement.get(f"/berth/preemptions?preempted_by={build.instance_uuid}")["preemptions"] == []
+    assert_books_agree(placement, clients)
+
+
+def test_a_preemption_whose_server_still_runs_is_ended_by_the_housekeeping(plane, placement, clients):
+    low = fill(plane, "low")
+    # Another client's pick preempts one of them; no build of this cloud ends its server.
+    other = str(uuid.uuid4())
+    answer = placement.request(
+        "POST",
+        "/berth/pick",
+        {
+            "query": {"resources": "VCPU:4,MEMORY_MB:1024,DISK_GB:1"},
+            "consumer": {"uuid": other, "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+            "priority": 10,
+            "preempt": True,
+        },
+    )
+    [victim] = [v["consumer_uuid"] for v in answer["preempted"]]
+    assert victim in low
+
+    row = until(lambda: _ended_row(plane, victim))
+
+    assert row["status"] == server_states.DELETED
+    assert row["fault"] == f"preempted by {other}"
+    assert claims_of(clients, victim) == {} and guests_of(clients, victim) == {}
+    placement.request("DELETE", f"/allocations/{other}")
+    assert_books_agree(placement, clients)
+
+
+def _ended_row(plane, server):
+    row = plane.servers.get(server, deleted=True)
+    return row if row["status"] == server_states.DELETED else None
+
+
+def test_the_flavor_api_refuses_a_bad_priority_or_action(plane):
+    with pytest.raises(BadRequest, match="berth:priority"):
+        plane.flavors.create({"name": "bad", **WHOLE_HOST, "extra_specs": {"berth:priority": "urgent"}})
+    with pytest.raises(BadRequest, match="berth:preemption_action"):
+        plane.flavors.create({"name": "bad", **WHOLE_HOST, "extra_specs": {"berth:preemption_action": "pause"}})
+    with pytest.raises(NotFound):
+        plane.flavors.get("bad")
