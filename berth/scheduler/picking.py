@@ -9,7 +9,8 @@ placed itself; the scheduler checks each pick against where all the members are 
 allocations), and takes the Placement path for the request when a pick breaks the group's policy.
 Every pick carries the flavor's priority (``berth.scheduler.priority``); a pick above the
 preemptible level asks to preempt, so that the service, when nothing fits, removes consumers of
-lower priority from one tree and names them (``preempted``, ``victims_of``); a gang never preempts.
+lower priority from one tree and names them (``preempted``, ``victims_of``); a gang, for the whole gang
+or not at all.
 A pick also names alternates when asked (other trees that pass, each with an allocation request
 that fits, unclaimed), from the weighing it did already: no candidates query is needed for them.
 Several instances are one gang pick (``gang_body``): all of them, or at least ``min_count``, or
@@ -125,7 +126,6 @@ def gang_body(
     at least ``min_count`` of them (all when None), each with a lease when ``lease_seconds`` is given."""
     body = pick_body(request, instance_uuids[0], filters, weighers, settings, lease_seconds=lease_seconds)
     one = body.pop("consumer")
-    body.pop("preempt", None)  # the service does not preempt for a gang
     body["consumers"] = [{**one, "uuid": instance} for instance in instance_uuids]
     if min_count is not None and min_count < len(instance_uuids):
         body["min_count"] = min_count

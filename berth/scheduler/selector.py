@@ -343,12 +343,18 @@ class Selector:
         except BaseException:
             self._release(placed, lease_seconds is not None)
             raise
+        # The consumers removed for the gang, by the tree they were removed from: every member placed
+        # there names them (its host's claim drops theirs first, whichever member claims first).
+        removed: dict[str, list[Victim]] = {}
+        for victim in victims_of(answer):
+            removed.setdefault(victim.root_provider_uuid, []).append(victim)
         return [
             Selection(
                 instance,
                 Destination(
                     names[root], root, AllocationRequest.from_dict(by_consumer[instance]["allocation_request"])
                 ),
+                preempted=tuple(removed.get(root, ())),
             )
             for instance, root in roots
         ]

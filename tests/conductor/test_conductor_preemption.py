@@ -106,6 +106,40 @@ def test_a_high_priority_build_ends_a_victim_as_its_flavor_says(plane, placement
     assert_books_agree(placement, clients)
 
 
+def test_a_multi_create_of_high_priority_preempts_for_the_whole_gang(plane, placement, clients):
+    low = fill(plane, "low")
+
+    builds = [ended(plane, op.id) for op in plane.create_servers(WHO, name="gang", flavor_ref="high", count=2)]
+
+    assert [op.state for op in builds] == [DONE, DONE], [(op.error, op.attempts) for op in builds]
+    hosts = {plane.servers.get(op.instance_uuid)["host"] for op in builds}
+    assert len(hosts) == 2
+    victims = [s for s in low if plane.servers.get(s, deleted=True)["status"] == server_states.DELETED]
+    assert len(victims) == 2
+    for victim in victims:
+        assert placement.consumer(victim).allocations == {}
+        assert claims_of(clients, victim) == {} and guests_of(clients, victim) == {}
+        assert plane.servers.get(victim, deleted=True)["fault"].startswith("preempted by ")
+    for op in builds:
+        assert plane.servers.get(op.instance_uuid)["status"] == server_states.ACTIVE
+        assert [v["consumer_uuid"] for v in op.selections["preempted"]] in ([v] for v in victims)
+    assert_books_agree(placement, clients)
+
+
+def test_a_multi_create_that_preemption_cannot_complete_creates_nothing_and_preempts_nobody(plane, placement):
+    high = fill(plane, "high", hosts=2)
+    low = fill(plane, "low", hosts=1)
+    recorded = placement.get("/berth/preemptions")["preemptions"]
+
+    with pytest.raises(Exception, match="None of the 2 servers"):
+        plane.create_servers(WHO, name="gang", flavor_ref="high", count=2)
+
+    for server in [*high, *low]:
+        assert plane.servers.get(server)["status"] == server_states.ACTIVE
+        assert placement.consumer(server).allocations
+    assert placement.get("/berth/preemptions")["preemptions"] == recorded
+
+
 def test_a_build_finds_no_host_when_only_equal_priorities_hold_the_room(plane, placement, clients):
     high = fill(plane, "high")
 

@@ -91,11 +91,16 @@ def test_every_pick_carries_the_flavor_priority_and_only_one_above_0_preempts():
     assert low["priority"] == -5 and "preempt" not in low
 
 
-def test_a_gang_carries_the_priority_but_never_preempts():
+def test_a_gang_carries_the_priority_and_above_0_preempts_for_the_whole_gang():
     settings = SelectionSettings()
     build = request(spec({"berth:priority": "7"}))
     body = gang_body(build, ["i-1", "i-2"], enabled_filters(settings, CONFIG), enabled_weighers(settings), settings)
-    assert body["priority"] == 7 and "preempt" not in body
+    assert body["priority"] == 7 and body["preempt"] is True
+    preemptible = request(spec({}))
+    body = gang_body(
+        preemptible, ["i-1", "i-2"], enabled_filters(settings, CONFIG), enabled_weighers(settings), settings
+    )
+    assert "priority" not in body and "preempt" not in body
 
 
 def test_the_victims_of_an_answer():

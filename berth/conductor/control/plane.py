@@ -184,7 +184,11 @@ class ControlPlane:
             one = server(selection.instance_uuid, instances.index(selection.instance_uuid), placed)
             try:
                 started.append(
-                    self._start(lambda runner, s=one, d=selection.destination: build.build(runner, s, destination=d))  # type: ignore[misc]
+                    self._start(
+                        lambda runner, s=one, d=selection.destination, v=selection.preempted: build.build(  # type: ignore[misc]
+                            runner, s, destination=d, preempted=v
+                        )
+                    )
                 )
             except BaseException:
                 # The builds not journaled leave nothing: their leased allocations are given back.

@@ -28,6 +28,7 @@ left. A resumed one is finished or undone as any build (its allocations are its 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from berth.clients.errors import ClaimError, ClientError
@@ -40,7 +41,7 @@ from berth.conductor.runner import Runner
 from berth.conductor.service import LeaseExpired
 from berth.domain.host.records import SHELVED
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
-from berth.scheduler.selection import Destination
+from berth.scheduler.selection import Destination, Victim
 
 LOG = logging.getLogger(__name__)
 
@@ -58,13 +59,21 @@ PREEMPTED = "preempted"
 
 
 def build(
-    runner: Runner, request: ServerRequest, kind: str = KIND, *, destination: Destination | None = None
+    runner: Runner,
+    request: ServerRequest,
+    kind: str = KIND,
+    *,
+    destination: Destination | None = None,
+    preempted: Sequence[Victim] = (),
 ) -> Operation:
     """``destination``: the host the scheduler claimed the instance on already (under a lease), as a
-    multi-create's gang placed it; None: the build selects its host itself."""
+    multi-create's gang placed it, and ``preempted`` the consumers the gang's pick removed from that
+    host's tree; None: the build selects its host itself."""
     asked = request.to_dict()
     if destination is not None:
         asked[DESTINATION] = destination_to_dict(destination)
+        if preempted:
+            asked[PREEMPTED] = preemption.victims_to_dicts(tuple(preempted))
     operation = runner.start(kind, request.instance_uuid, asked)
     try:
         _build(runner, operation, request)
@@ -156,6 +165,10 @@ def _placed(runner: Runner, operation: Operation, request: ServerRequest, given:
             operation.attempts.append({"host": destination.host, "reason": f"the service refused the claim: {refused}"})
             runner.done(operation, "schedule", destinations=_select(runner, operation, request, 1), index=0)
             return
+    victims = operation.request.get(PREEMPTED)
+    if victims:
+        # Named in this host's claim and ended before the guest starts, as a build's own pick's.
+        operation.selections.setdefault(PREEMPTED, []).extend(victims)
     runner.done(operation, "schedule", destinations=[given], index=0)
 
 
