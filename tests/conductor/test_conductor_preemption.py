@@ -92,7 +92,9 @@ def test_a_high_priority_build_ends_a_victim_as_its_flavor_says(plane, placement
     assert new["status"] == server_states.ACTIVE
     victim = hosts_before[new["host"]]
     assert [v["consumer_uuid"] for v in build.selections["preempted"]] == [victim]
-    row = plane.servers.get(victim, deleted=True)
+    # Ended by the build, or (when the housekeeping, reading the service's record, took it first) by
+    # the housekeeping's operation, which may still be finishing.
+    row = until(lambda: (r := plane.servers.get(victim, deleted=True))["status"] == status and r)
     assert (row["status"], row["host"]) == (status, None)
     assert row["fault"] == f"preempted by {build.instance_uuid}"
     assert placement.consumer(victim).allocations == {}
@@ -114,8 +116,13 @@ def test_a_multi_create_of_high_priority_preempts_for_the_whole_gang(plane, plac
     assert [op.state for op in builds] == [DONE, DONE], [(op.error, op.attempts) for op in builds]
     hosts = {plane.servers.get(op.instance_uuid)["host"] for op in builds}
     assert len(hosts) == 2
-    victims = [s for s in low if plane.servers.get(s, deleted=True)["status"] == server_states.DELETED]
-    assert len(victims) == 2
+    victims = until(
+        lambda: (
+            (ended := [s for s in low if plane.servers.get(s, deleted=True)["status"] == server_states.DELETED])
+            and len(ended) == 2
+            and ended
+        )
+    )
     for victim in victims:
         assert placement.consumer(victim).allocations == {}
         assert claims_of(clients, victim) == {} and guests_of(clients, victim) == {}
