@@ -49,6 +49,11 @@ _SQLITE_COUNTED = (
 )
 
 
+def _counted(row: str) -> str:
+    """Whether the project of the consumer row ``row`` (NEW or OLD) is counted."""
+    return f"EXISTS (SELECT 1 FROM quota_counted_projects WHERE project_pk = {row}.project_id)"
+
+
 def _sqlite_allocation_delta(row: str, sign: str) -> str:
     """The change one allocation row makes: its amount, and one consumer more (less) when it is the
     consumer's first (last) allocation."""
@@ -104,15 +109,18 @@ WHERE c.uuid = NEW.consumer_id AND OLD.consumer_id <> NEW.consumer_id
 END""",
     "quota_usage_consumer_inserted": f"""
 CREATE TRIGGER quota_usage_consumer_inserted AFTER INSERT ON consumers
+WHEN {_counted("NEW")}
 BEGIN{_shift("NEW.project_id", "NEW.user_id", "NEW.uuid", "1")}
 END""",
     "quota_usage_consumer_deleted": f"""
 CREATE TRIGGER quota_usage_consumer_deleted AFTER DELETE ON consumers
+WHEN {_counted("OLD")}
 BEGIN{_shift("OLD.project_id", "OLD.user_id", "OLD.uuid", "-1")}
 END""",
     "quota_usage_consumer_moved": f"""
 CREATE TRIGGER quota_usage_consumer_moved AFTER UPDATE OF project_id, user_id, uuid ON consumers
-WHEN OLD.project_id <> NEW.project_id OR OLD.user_id <> NEW.user_id OR OLD.uuid <> NEW.uuid
+WHEN (OLD.project_id <> NEW.project_id OR OLD.user_id <> NEW.user_id OR OLD.uuid <> NEW.uuid)
+  AND ({_counted("OLD")} OR {_counted("NEW")})
 BEGIN{_shift("OLD.project_id", "OLD.user_id", "OLD.uuid", "-1")}
 {_shift("NEW.project_id", "NEW.user_id", "NEW.uuid", "1")}
 END""",
