@@ -43,7 +43,9 @@ WHERE EXISTS (SELECT 1 FROM quota_counted_projects WHERE project_pk = {project})
 
 # --- SQLite: row triggers, each seeing the table as it is right after its row changed ---------------
 
+# A cloud without limits has no counted project: one look at the empty table, before the consumer's.
 _SQLITE_COUNTED = (
+    "EXISTS (SELECT 1 FROM quota_counted_projects) AND "
     "EXISTS (SELECT 1 FROM consumers c JOIN quota_counted_projects q ON q.project_pk = c.project_id "
     "WHERE c.uuid = {row}.consumer_id)"
 )
@@ -87,6 +89,7 @@ END""",
     # deleted and the new one inserted.
     "quota_usage_allocation_updated": f"""
 CREATE TRIGGER quota_usage_allocation_updated AFTER UPDATE OF consumer_id, resource_class_id, used ON allocations
+WHEN EXISTS (SELECT 1 FROM quota_counted_projects)
 BEGIN
 INSERT INTO quota_usage (project_pk, user_pk, resource_class_id, used)
 SELECT c.project_id, CASE s.own WHEN 0 THEN 0 ELSE c.user_id END, OLD.resource_class_id, -OLD.used
