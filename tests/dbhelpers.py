@@ -27,6 +27,8 @@ def make_database(backend: str, tmp_path_factory: pytest.TempPathFactory, reques
 
 
 _MUTABLE_TABLES = [
+    schema.quota_usage,
+    schema.quota_counted_projects,
     schema.consumer_priorities,
     schema.preemptions,
     schema.quota_limits,

@@ -104,7 +104,7 @@ def test_the_file_has_a_header_then_every_kind_of_record_in_order(source):
     text = _export(db)
     lines = text.splitlines()
     head = orjson.loads(lines[0])
-    assert head["format"] == "berth-books" and head["version"] == 1
+    assert head["format"] == "berth-books" and head["version"] == 2
     assert head["exported_at"] == "2026-05-01T12:00:00.000000Z"
     kinds = [orjson.loads(line)["kind"] for line in lines[1:]]
     assert {kind: kinds.count(kind) for kind in head["counts"]} == head["counts"]
@@ -180,6 +180,77 @@ def test_the_copy_keeps_serving_writes_and_its_usage_counters(source, tmp_path_f
     assert api.get(f"/resource_providers/{created}").status_code == 200
 
 
+def _quotas_priorities_and_preemptions(api):
+    """Limits of a project and of one of its users, a consumer placed at a priority, and one preempted
+    by it; the answers of Berth's API that show them."""
+    assert api.put("/berth/quotas/p1", {"limits": {"VCPU": 40, "consumers": 6}}).status_code == 200
+    assert api.put("/berth/quotas/p1/users/u0", {"limits": {"MEMORY_MB": 3000}}).status_code == 200
+    small = api.create_provider("small", inventory={"VCPU": 2})
+
+    def pick(project, priority, **extra):
+        body = {
+            "query": {"resources": "VCPU:2", "in_tree": small},
+            "consumer": {"uuid": new_uuid(), "project_id": project, "user_id": "u0", "consumer_type": "INSTANCE"},
+            "priority": priority,
+            **extra,
+        }
+        r = api.post("/berth/pick", body)
+        assert r.status_code == 200, r.data
+        return r.json_body
+
+    pick("p1", -5)
+    assert len(pick("p2", 7, preempt=True)["preempted"]) == 1
+
+
+def _quota_answers(api, db):
+    preemptions = api.get("/berth/preemptions").json_body
+    with db.engine.connect() as conn:
+        priorities = sorted(conn.exec_driver_sql("SELECT consumer_uuid, priority FROM consumer_priorities").all())
+        counters = sorted(
+            conn.exec_driver_sql(
+                "SELECT p.external_id, COALESCE(u.external_id, ''), COALESCE(rc.name, 'consumers'), q.used "
+                "FROM quota_usage q JOIN projects p ON p.id = q.project_pk LEFT JOIN users u ON u.id = q.user_pk "
+                "LEFT JOIN resource_classes rc ON rc.id = q.resource_class_id WHERE q.used <> 0"
+            ).all()
+        )
+    return {
+        "quotas": api.get("/berth/quotas").json_body,
+        "p1": api.get("/berth/quotas/p1").json_body,
+        "u0": api.get("/berth/quotas/p1/users/u0").json_body,
+        "preemptions": preemptions,
+        "priorities": priorities,
+        "counters": counters,
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_quotas_priorities_and_preemptions_come_through_and_the_copy_enforces_the_quotas(
+    source, backend, tmp_path_factory, request
+):
+    db, api, _books = source
+    _quotas_priorities_and_preemptions(api)
+    text = _export(db)
+    counts = orjson.loads(text.splitlines()[0])["counts"]
+    assert (counts["quota"], counts["priority"], counts["preemption"]) == (3, 1, 1)
+    copy = _new_database(backend, tmp_path_factory, request)
+    _import(copy, text)
+    copied = Api(PlacementApp(copy))
+    expected = _quota_answers(api, db)
+    assert expected["p1"]["usage"]["VCPU"] == 3 and expected["preemptions"]["preemptions"]
+    assert _quota_answers(copied, copy) == expected
+    assert _export(copy) == text
+    # Enforced as in the source: p1 holds 3 of its 40 VCPUs and 2 of its 6 consumers, u0 2560 of
+    # 3000 MB.
+    host = _books["hosts"][2]
+    for answering in (api, copied):
+        body = {
+            "query": {"resources": "VCPU:1,MEMORY_MB:1000", "in_tree": host},
+            "consumer": {"uuid": new_uuid(), "project_id": "p1", "user_id": "u0", "consumer_type": "INSTANCE"},
+        }
+        r = answering.post("/berth/pick", body)
+        assert r.status_code == 409 and "limit 3000, usage 2560, asked 1000" in r.json_body["errors"][0]["detail"]
+
+
 def _with_line(text, number, replace):
     lines = text.splitlines(keepends=True)
     lines[number - 1] = replace(lines[number - 1])
@@ -240,8 +311,8 @@ def test_a_file_cut_short_or_out_of_order_or_of_another_version_is_refused(sourc
     with pytest.raises(BooksFileError, match="a resource_class record after the lease records") as raised:
         _import(copy, "".join(moved))
     assert raised.value.line == 3
-    with pytest.raises(BooksFileError, match="version 2 is not one this Berth reads"):
-        _import(copy, text.replace('"version":1', '"version":2', 1))
+    with pytest.raises(BooksFileError, match="version 3 is not one this Berth reads"):
+        _import(copy, text.replace('"version":2', '"version":3', 1))
     with pytest.raises(BooksFileError, match="not a snapshot"):
         _import(copy, '{"hello": "world"}\n')
     with copy.engine.connect() as conn:

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from apihelpers import Api
+from apihelpers import Api, new_uuid
 from dbhelpers import BACKENDS, make_database
 from sqlalchemy.schema import CreateIndex
 
@@ -98,3 +98,49 @@ def test_the_headroom_index_is_the_expression_the_schema_declares(empty_db):
         migrated = _index_definition(conn, HEADROOM_INDEX)
         assert migrated == _index_definition(conn, "ix_declared_headroom")
         transaction.rollback()
+
+
+def test_a_project_with_limits_before_the_counters_is_counted_from_its_sums(empty_db):
+    # Limits and allocations written under 0011, when usage was summed on every claim: the upgrade
+    # starts the project's counters from what its consumers hold, and the claims then read them.
+    upgrade(empty_db)  # the standard names, then back to 0011
+    _migrate(empty_db, "0011", command.downgrade)
+    api = Api(PlacementApp(empty_db))
+    host = api.create_provider("host", inventory={"VCPU": 16})
+    api.allocate(new_uuid(), {host: {"VCPU": 3}}, project="p1", user="u1")
+    api.allocate(new_uuid(), {host: {"VCPU": 2}}, project="p1", user="u2")
+    api.allocate(new_uuid(), {host: {"VCPU": 1}}, project="p2", user="u1")
+    with empty_db.engine.begin() as conn:
+        for table in ("quota_projects", "quota_limits"):
+            assert sa.inspect(conn).has_table(table)
+        conn.execute(
+            sa.text("INSERT INTO quota_projects (project_id, created_at, updated_at) VALUES ('p1', :now, :now)"),
+            {"now": "2026-01-01 00:00:00"},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO quota_limits (project_id, user_id, resource, hard_limit, created_at, updated_at) "
+                "VALUES ('p1', '', 'VCPU', 6, :now, :now)"
+            ),
+            {"now": "2026-01-01 00:00:00"},
+        )
+    _migrate(empty_db, "head")
+    with empty_db.engine.connect() as conn:
+        counted = conn.execute(
+            sa.text(
+                "SELECT u.user_pk, u.resource_class_id, u.used FROM quota_usage u "
+                "JOIN projects p ON p.id = u.project_pk WHERE p.external_id = 'p1' AND u.user_pk = 0"
+            )
+        ).all()
+    vcpu = next(used for _, class_id, used in counted if class_id != 0)
+    consumers = next(used for _, class_id, used in counted if class_id == 0)
+    assert (vcpu, consumers) == (5, 2)
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 5, "consumers": 2}
+    r = api.post(
+        "/berth/pick",
+        {
+            "query": {"resources": "VCPU:2"},
+            "consumer": {"uuid": new_uuid(), "project_id": "p1", "user_id": "u1", "consumer_type": "INSTANCE"},
+        },
+    )
+    assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]

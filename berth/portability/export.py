@@ -100,6 +100,14 @@ SELECT consumer_uuid, expires_at, created_at, updated_at FROM allocation_leases 
 SELECT m.group_uuid, m.consumer_uuid, p.uuid FROM server_group_members m
 LEFT JOIN resource_providers p ON p.id = m.root_provider_id
 ORDER BY m.group_uuid {c}, m.consumer_uuid {c}""",
+    "quota": """
+SELECT project_id, NULLIF(user_id, ''), resource, hard_limit FROM quota_limits
+ORDER BY project_id {c}, user_id {c}, resource {c}""",
+    "priority": "SELECT consumer_uuid, priority FROM consumer_priorities ORDER BY consumer_uuid {c}",
+    # In the order they were recorded, which an import keeps.
+    "preemption": """
+SELECT consumer_uuid, project_id, priority, root_provider_uuid, preempted_by, preempted_at FROM preemptions
+ORDER BY id""",
 }
 
 _COUNTS: Final[dict[str, str]] = {
@@ -118,6 +126,9 @@ _COUNTS: Final[dict[str, str]] = {
     "lease": "SELECT COUNT(*) FROM allocation_leases",
     "server_group": "SELECT COUNT(*) FROM server_groups",
     "server_group_member": "SELECT COUNT(*) FROM server_group_members",
+    "quota": "SELECT COUNT(*) FROM quota_limits",
+    "priority": "SELECT COUNT(*) FROM consumer_priorities",
+    "preemption": "SELECT COUNT(*) FROM preemptions",
 }
 
 # Sections kept in tables a database may not have yet (an older schema): none there, then.
@@ -125,9 +136,13 @@ _OPTIONAL_TABLES: Final = {
     "lease": "allocation_leases",
     "server_group": "server_groups",
     "server_group_member": "server_group_members",
+    "quota": "quota_limits",
+    "priority": "consumer_priorities",
+    "preemption": "preemptions",
 }
 _GROUPED: Final = {"provider_traits": "traits", "provider_aggregates": "aggregates"}
-_TIMES: Final = ("expires_at", "created_at", "updated_at")
+# The times of each kind that has some.
+_TIMES: Final = {"lease": ("expires_at", "created_at", "updated_at"), "preemption": ("preempted_at",)}
 
 
 def export_books(
@@ -205,11 +220,10 @@ def records(conn: Connection, kind: str) -> Iterator[dict[str, Any]]:
     names = [name for name, _type, _nullable in FIELDS[kind]]
     for row in rows:
         record = dict(zip(names, row, strict=True))
-        if kind == "lease":
-            for name in _TIMES:
-                moment = py_time(record[name])
-                assert moment is not None  # NOT NULL columns
-                record[name] = timestamp(moment)
+        for name in _TIMES.get(kind, ()):
+            moment = py_time(record[name])
+            assert moment is not None  # NOT NULL columns
+            record[name] = timestamp(moment)
         yield record
 
 

@@ -3,7 +3,8 @@
 docs/backup.md describes every record.  A record is a JSON object whose first key, ``kind``, names
 its section; the sections come in the order of ``KINDS``, each record referring only to records of
 earlier sections (a provider to its parent, which precedes it).  Version 1 is the first; a reader
-refuses a version it does not know.
+refuses a version it does not know. Version 2 adds the quotas, the consumers' priorities and the
+preemptions; a file of version 1, which has none of them, is read as before.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from typing import Any, Final, cast
 
 import orjson
 
+from berth.store.pick.priorities import MAX_PRIORITY, MIN_PRIORITY
+
 FORMAT: Final = "berth-books"
-VERSION: Final = 1
+VERSION: Final = 2
+# The versions this code reads: each adds to the one before it.
+READABLE_VERSIONS: Final = (1, 2)
 
 # A field's type: str, int, float, a list of str, or one of those or null (the tuple's second item).
 _STR, _INT, _FLOAT, _STRS = "string", "integer", "number", "list of strings"
@@ -69,6 +74,18 @@ FIELDS: Final[dict[str, tuple[tuple[str, str, bool], ...]]] = {
     ),
     "server_group": (("uuid", _STR, False), ("policy", _STR, False)),
     "server_group_member": (("group", _STR, False), ("consumer", _STR, False), ("placed_on", _STR, True)),
+    # A limit of a project (``user`` null) or of one user within it, on a resource class or on
+    # ``consumers`` (docs/pick-and-claim.md, "Quotas").
+    "quota": (("project", _STR, False), ("user", _STR, True), ("resource", _STR, False), ("limit", _INT, False)),
+    "priority": (("consumer", _STR, False), ("priority", _INT, False)),
+    "preemption": (
+        ("consumer", _STR, False),
+        ("project", _STR, False),
+        ("priority", _INT, False),
+        ("root", _STR, False),
+        ("preempted_by", _STR, False),
+        ("preempted_at", _STR, False),
+    ),
 }
 
 # The sections in the order they are written and must be read.
@@ -92,13 +109,21 @@ KEYS: Final[dict[str, tuple[str, ...]]] = {
     "lease": ("consumer",),
     "server_group": ("uuid",),
     "server_group_member": ("group", "consumer"),
+    "quota": ("project", "user", "resource"),
+    "priority": ("consumer",),
+    "preemption": ("consumer", "preempted_by", "preempted_at"),
 }
 
 # Largest values the columns hold (BIGINT for amounts, INTEGER for generations).
 _BIGINT: Final = 2**63 - 1
 _INTEGER: Final = 2**31 - 1
 _INTEGER_FIELDS: Final = frozenset({"generation"})
-_LONGEST: Final = {"uuid": 36, "parent": 36, "root": 36, "provider": 36, "consumer": 36, "group": 36, "placed_on": 36}
+# Whole numbers that may be negative, with their range.
+_SIGNED_FIELDS: Final = {"priority": (MIN_PRIORITY, MAX_PRIORITY)}
+_LONGEST: Final = {
+    "uuid": 36, "parent": 36, "root": 36, "provider": 36, "consumer": 36, "group": 36, "placed_on": 36,
+    "preempted_by": 36,
+}  # fmt: skip
 _LONGEST_DEFAULT: Final = 255
 
 
@@ -156,8 +181,9 @@ def read_header(line_text: str) -> dict[str, int]:
         raise BooksFileError(1, f"not JSON: {error}") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise BooksFileError(1, f'not a snapshot of Berth\'s books (the first line needs "format": "{FORMAT}")')
-    if body.get("version") != VERSION:
-        raise BooksFileError(1, f"version {body.get('version')!r} is not one this Berth reads (it reads {VERSION})")
+    if body.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(str(version) for version in READABLE_VERSIONS)
+        raise BooksFileError(1, f"version {body.get('version')!r} is not one this Berth reads (it reads {readable})")
     counts = body.get("counts")
     if not isinstance(counts, dict) or set(counts) - set(KINDS):
         raise BooksFileError(1, f"counts must be an object with the kinds {', '.join(KINDS)}")
@@ -217,6 +243,8 @@ class _Check:
 def _range(name: str, type_name: str) -> tuple[int, int]:
     if type_name == _STR:
         return 1, _LONGEST.get(name, _LONGEST_DEFAULT)
+    if name in _SIGNED_FIELDS:
+        return _SIGNED_FIELDS[name]
     return 0, _INTEGER if name in _INTEGER_FIELDS else _BIGINT
 
 
@@ -245,9 +273,9 @@ def _field_problem(name: str, value: Any, type_name: str, nullable: bool) -> str
         if type(value) is not str or not value or len(value) > longest:
             return f"must be a string of 1 to {longest} characters, not {value!r}"
     elif type_name == _INT:
-        highest = _INTEGER if name in _INTEGER_FIELDS else _BIGINT
-        if type(value) is not int or not 0 <= value <= highest:
-            return f"must be a whole number from 0 to {highest}, not {value!r}"
+        lowest, highest = _range(name, type_name)
+        if type(value) is not int or not lowest <= value <= highest:
+            return f"must be a whole number from {lowest} to {highest}, not {value!r}"
     elif type_name == _FLOAT:
         if type(value) not in (int, float) or not value > 0:
             return f"must be a positive number, not {value!r}"

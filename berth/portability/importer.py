@@ -145,6 +145,7 @@ def _check_counts(end: int, counts: dict[str, int], announced: dict[str, int]) -
 
 def _finish(conn: Connection, loader: Loader) -> None:
     loader.finish()
+    loader.write_quotas()
     if loader.touched_providers:
         ids = ", ".join(str(i) for i in sorted(loader.touched_providers))
         conn.exec_driver_sql(

@@ -12,9 +12,12 @@ from sqlalchemy import Connection
 from berth.portability.format import BooksConflict, BooksFileError, parse_timestamp
 from berth.portability.sink import BulkSink
 from berth.portability.target import OWNERS, RecordKey, id_map, next_ids, record_key
-from berth.store.rawsql import db_time
+from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE
+from berth.store.quotas.usage import start_counting
+from berth.store.rawsql import db_time, execute_many
 from berth.store.schema import new_revision
 from berth.store.server_groups.membership import GROUP_POLICIES
+from berth.store.util import utcnow
 
 _PROVIDER_COLUMNS: Final = (
     "id", "uuid", "name", "generation", "revision", "created_at", "updated_at", "root_provider_id",
@@ -77,6 +80,9 @@ class Loader:
         self._leases: set[str] = set()
         self._groups: set[str] = set(conn.exec_driver_sql("SELECT uuid FROM server_groups").scalars())
         self._seen_links: set[tuple[str, int]] = set()
+        # (project, user or PROJECT_WIDE, resource) -> limit, written at the end (``write_quotas``).
+        self._limits: dict[tuple[str, str, str], int] = {}
+        self._priorities: set[str] = set()
         # Existing providers that receive allocations from the file: their generation and revision move.
         self.touched_providers: set[int] = set()
         # What the file's allocations add to each inventory's ``used``, by (provider id, class id).
@@ -97,6 +103,9 @@ class Loader:
             "lease": self._lease,
             "server_group": self._server_group,
             "server_group_member": self._member,
+            "quota": self._quota,
+            "priority": self._priority,
+            "preemption": self._preemption,
         }
 
     def add(self, line: int, kind: str, record: dict[str, Any]) -> None:
@@ -320,8 +329,64 @@ class Loader:
         columns = ("group_uuid", "consumer_uuid", "root_provider_id", "created_at")
         self._sink.add(line, "server_group_members", columns, (group, record["consumer"], root_id, self._now))
 
+    # --- quotas, priorities and preemptions ----------------------------------------------------
+
+    def _quota(self, line: int, record: dict[str, Any]) -> None:
+        project, user, resource = record["project"], record["user"] or PROJECT_WIDE, record["resource"]
+        if resource != CONSUMERS and resource not in self._rc:
+            raise BooksFileError(line, f"quota of project {project}: {resource} is not a resource class")
+        key = (project, user, resource)
+        if key in self._limits:
+            raise BooksFileError(line, f"the limit of {resource} of project {project} appears twice")
+        self._limits[key] = record["limit"]
+
+    def write_quotas(self) -> None:
+        """The limits of the file, and each project with limits counted from its allocations, as
+        setting its first limit through the API starts it (berth.store.quotas.usage)."""
+        if not self._limits:
+            return
+        now = db_time(self._conn, utcnow())
+        projects = sorted({project for project, _user, _resource in self._limits})
+        execute_many(self._conn, _ADD_QUOTA_PROJECT, [(project, now, now) for project in projects])
+        rows = [(*key, limit, now, now) for key, limit in sorted(self._limits.items())]
+        execute_many(self._conn, _ADD_LIMIT, rows)
+        for project in projects:
+            start_counting(self._conn, project)
+
+    def _priority(self, line: int, record: dict[str, Any]) -> None:
+        consumer = record["consumer"]
+        if consumer not in self._consumers:
+            raise BooksFileError(line, f"consumer {consumer} is not a consumer of an earlier line")
+        if consumer in self._priorities:
+            raise BooksFileError(line, f"consumer {consumer} has two priorities")
+        self._priorities.add(consumer)
+        columns = ("consumer_uuid", "priority", "created_at")
+        self._sink.add(line, "consumer_priorities", columns, (consumer, record["priority"], self._now))
+
+    def _preemption(self, line: int, record: dict[str, Any]) -> None:
+        try:
+            preempted_at = db_time(self._conn, parse_timestamp(record["preempted_at"]))
+        except ValueError as error:
+            raise BooksFileError(line, f"preemption of {record['consumer']}: {error}") from None
+        columns = ("consumer_uuid", "project_id", "priority", "root_provider_uuid", "preempted_by", "preempted_at")
+        row = (
+            record["consumer"],
+            record["project"],
+            record["priority"],
+            record["root"],
+            record["preempted_by"],
+            preempted_at,
+        )
+        self._sink.add(line, "preemptions", columns, row)
+
 
 _LEASE_TIMES: Final = ("expires_at", "created_at", "updated_at")
+_ADD_QUOTA_PROJECT: Final = """
+INSERT INTO quota_projects (project_id, created_at, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (project_id) DO NOTHING"""
+_ADD_LIMIT: Final = """
+INSERT INTO quota_limits (project_id, user_id, resource, hard_limit, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)"""
 
 
 def _known(line: int, what: str, known: dict[str, int], name: str) -> int:

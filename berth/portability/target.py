@@ -24,6 +24,8 @@ _HOLDINGS: Final = (
     ("consumer types", "SELECT COUNT(*) FROM consumer_types"),
     ("leases", "SELECT COUNT(*) FROM allocation_leases"),
     ("server groups", "SELECT COUNT(*) FROM server_groups"),
+    ("quota limits", "SELECT COUNT(*) FROM quota_limits"),
+    ("preemptions", "SELECT COUNT(*) FROM preemptions"),
 )
 
 # Tables whose ids the import chooses itself (later records refer to them), from past the highest.
@@ -48,6 +50,12 @@ WRITTEN_TABLES: Final = (
     "allocation_leases",
     "server_groups",
     "server_group_members",
+    "consumer_priorities",
+    "preemptions",
+    "quota_projects",
+    "quota_limits",
+    "quota_counted_projects",
+    "quota_usage",
 )
 
 # A record kind whose records belong to a record of another kind: when that one exists in the

@@ -250,6 +250,27 @@ quota_limits = sa.Table(
     *_timestamps(),
 )
 
+# Berth's own: what each project with limits holds, kept by triggers on ``allocations`` and
+# ``consumers`` (migration 0012), so that a claim reads its project's usage instead of summing it. A
+# project is counted while it has a row in ``quota_counted_projects`` (by the row id of ``projects``);
+# ``quota_usage`` then holds, per resource class id, the sum of its consumers' allocations, for the
+# project (``user_pk`` 0) and for each of its users, and under ``resource_class_id`` 0 how many of
+# those consumers hold allocations (berth.store.quotas.usage).
+quota_counted_projects = sa.Table(
+    "quota_counted_projects",
+    metadata,
+    sa.Column("project_pk", sa.Integer, primary_key=True, autoincrement=False),
+)
+
+quota_usage = sa.Table(
+    "quota_usage",
+    metadata,
+    sa.Column("project_pk", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("user_pk", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("resource_class_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("used", sa.BigInteger, nullable=False),
+)
+
 # Berth's own: the priority a pick gave its consumer (berth.store.pick.preemption). A consumer
 # without a row has priority 0, so a pick of priority 0 writes none. Keyed by the consumer's uuid, as
 # allocations name it; the row goes with the consumer's own row, which every path that empties a

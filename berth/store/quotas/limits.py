@@ -12,6 +12,7 @@ from typing import Final
 
 from sqlalchemy import Connection
 
+from berth.store.quotas.usage import start_counting, stop_counting
 from berth.store.rawsql import db_time, execute, execute_many, fetch, fetch_value
 from berth.store.util import utcnow
 
@@ -70,7 +71,8 @@ def set_limits(conn: Connection, project_id: str, limits: Mapping[str, int], use
     execute_many(
         conn, _INSERT, [(project_id, user_id, resource, limit, now, now) for resource, limit in sorted(limits.items())]
     )
-    _drop_if_empty(conn, project_id)
+    if not _drop_if_empty(conn, project_id):
+        start_counting(conn, project_id)
 
 
 def delete_limits(conn: Connection, project_id: str, user_id: str | None = None) -> bool:
@@ -81,15 +83,21 @@ def delete_limits(conn: Connection, project_id: str, user_id: str | None = None)
     if user_id is None:
         execute(conn, _DELETE_ALL_LIMITS, (project_id,))
         execute(conn, _DELETE_PROJECT, (project_id,))
+        stop_counting(conn, project_id)
         return True
     removed = execute(conn, _DELETE_LIMITS_OF, (project_id, user_id)) > 0
     _drop_if_empty(conn, project_id)
     return removed
 
 
-def _drop_if_empty(conn: Connection, project_id: str) -> None:
-    if not fetch(conn, _LIMITS + " LIMIT 1", (project_id,)):
-        execute(conn, _DELETE_PROJECT, (project_id,))
+def _drop_if_empty(conn: Connection, project_id: str) -> bool:
+    """Drop the project's quota row, and stop counting its usage, when it has no limit left; whether
+    it had none."""
+    if fetch(conn, _LIMITS + " LIMIT 1", (project_id,)):
+        return False
+    execute(conn, _DELETE_PROJECT, (project_id,))
+    stop_counting(conn, project_id)
+    return True
 
 
 def projects_with_limits(conn: Connection) -> list[str]:
