@@ -88,6 +88,8 @@ class CloudOfChanges:
             self.children[self.api.create_provider(parent=parent, inventory={"VGPU": 2})] = parent
 
     def change_inventory(self):
+        if not self.providers():  # every provider deleted by earlier changes
+            return
         provider = self.rng.choice(self.providers())
         current = self.api.get(f"/resource_providers/{provider}/inventories").json_body
         inventories = current["inventories"]
@@ -106,6 +108,8 @@ class CloudOfChanges:
         )
 
     def set_traits(self):
+        if not self.providers():  # every provider deleted by earlier changes
+            return
         provider = self.rng.choice(self.providers())
         traits = self.rng.sample(
             ["CUSTOM_FAST", "HW_CPU_X86_AVX2", "MISC_SHARES_VIA_AGGREGATE"], self.rng.randint(0, 2)
@@ -116,6 +120,8 @@ class CloudOfChanges:
         )
 
     def set_aggregates(self):
+        if not self.providers():  # every provider deleted by earlier changes
+            return
         provider = self.rng.choice(self.providers())
         chosen = self.rng.sample(self.aggregates, self.rng.randint(0, 2))
         if self.rng.random() < 0.5:  # before 1.19: a bare list, and the generation stays

@@ -169,9 +169,27 @@ class CandidateFinder:
                     break
         for provider in self.sharing.values():
             self.providers.setdefault(provider.id, provider)
+        self._load_named_sharing_trees(results)
         if self.randomize:
             random.shuffle(results)
         return results, self.providers
+
+    def _load_named_sharing_trees(self, results: Sequence[Candidate]) -> None:
+        """The whole trees of the sharing providers the answers name, into ``self.providers``: from
+        1.29 an answer's summaries show every provider of the trees it names, and a sharing
+        provider's tree is read by the walk only when it holds an answer of its own (and the walk
+        got that far), which must not decide what an answer shows."""
+        sharing = self.sharing
+        if not sharing:
+            return
+        roots = {sharing[pid].root_id for c in results for pid in c.allocations if pid in sharing}
+        if not roots:
+            return
+        if self.conn.dialect.name == "postgresql":
+            rows = fetch(self.conn, _TREE_MEMBERS_PG, (sorted(roots),))
+        else:
+            rows = fetch(self.conn, _TREE_MEMBERS, ids=sorted(roots))
+        self.providers.update(self.cache.providers(self.conn, rows))
 
     def candidates_in(self, root_id: int) -> list[Candidate]:
         """The first candidates (up to the finder's limit) of one tree, as the database holds it now;

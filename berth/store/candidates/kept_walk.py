@@ -32,16 +32,16 @@ import dataclasses
 import threading
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from sqlalchemy import Connection
 
-from berth.domain.candidates import Candidate, KeptAnswer, ProviderData, TreeView, search
+from berth.domain.candidate_request import CandidateRequest
+from berth.domain.candidates import Candidate, KeptAnswer, ProviderData, SearchBudget, TreeView, search
 from berth.store.rawsql import fetch
 
-if TYPE_CHECKING:
-    from berth.store.candidates.finder import CandidateFinder
-    from berth.store.candidates.kept import Kept, KeptAnswers
+# What a request takes instead of a tree's view (``berth.store.candidates.kept.Kept``).
+Kept = Candidate | KeptAnswer
 
 # Provider ids a stretch holds: a limited request of 50 needs about one (the walk's first batch is 64
 # trees), one of 1,000 about 25, and a write makes the requests after it decide one stretch again.
@@ -180,6 +180,41 @@ class Signatures:
         )
 
 
+class Walker(Protocol):
+    """What the walk asks of the request's finder (``CandidateFinder``)."""
+
+    conn: Connection
+    request: CandidateRequest
+    want: int
+    budget: SearchBudget
+    providers: dict[int, ProviderData]
+    sharing: dict[int, ProviderData]
+
+    @property
+    def cache(self) -> _KeepsStretches: ...
+
+    def driving_statement(self) -> tuple[str, str, list[int]]: ...
+
+    def root_batches_between(
+        self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]
+    ) -> Iterator[list[int]]: ...
+
+    def decided(self, root_ids: list[int]) -> Iterator[WalkedTree]: ...
+
+
+class _KeepsStretches(Protocol):
+    @property
+    def stretches(self) -> KeptStretches: ...
+
+
+class TreeAnswers(Protocol):
+    """What the walk asks of the request's kept answers (``KeptAnswers``)."""
+
+    key: Hashable
+
+    def anchored_to(self, aggregates: frozenset[int]) -> tuple[ProviderData, ...]: ...
+
+
 # A run of the candidates found: how many came from one stretch's answers taken as they are, the
 # stretch (None: from a search).
 Run = tuple["Stretch | None", int]
@@ -188,7 +223,7 @@ Run = tuple["Stretch | None", int]
 class KeptWalk:
     """One request's walk over every tree, stretch by stretch, each taken as kept while it holds."""
 
-    def __init__(self, finder: CandidateFinder, kept: KeptAnswers):
+    def __init__(self, finder: Walker, kept: TreeAnswers):
         # The runs of the candidates found, in order (``Run``).
         self.runs: list[Run] = []
         self.finder = finder

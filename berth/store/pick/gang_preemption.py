@@ -14,20 +14,38 @@ refuses it): a victim's tree would have to be chosen within the aggregate the ga
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import Connection
 
+from berth.domain.candidate_query import CandidateQuery
+from berth.domain.weighing import Multipliers
 from berth.store.candidates.names import ResolvedQuery
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
-from berth.store.pick.request import Consumer, Pick, PickRequest
+from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup
 from berth.store.quotas.enforcement import asked_by_query, check_quota
 
-if TYPE_CHECKING:
-    from berth.store.pick.gang import GangRequest
+
+class GangRequest(Protocol):
+    """What preempting asks of a gang's request (``berth.store.pick.gang.GangRequest``)."""
+
+    @property
+    def query(self) -> CandidateQuery: ...
+    @property
+    def multipliers(self) -> Multipliers: ...
+    @property
+    def consumers(self) -> tuple[Consumer, ...]: ...
+    @property
+    def min_count(self) -> int: ...
+    @property
+    def server_group(self) -> ServerGroup | None: ...
+    @property
+    def lease_seconds(self) -> float | None: ...
+    @property
+    def priority(self) -> int: ...
 
 
 def place_preempting(
