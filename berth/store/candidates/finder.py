@@ -182,7 +182,17 @@ class CandidateFinder:
         sharing = self.sharing
         if not sharing:
             return
-        roots = {sharing[pid].root_id for c in results for pid in c.allocations if pid in sharing}
+        named: set[int] = set()
+        position = 0
+        for stretch, count in self.runs or [(None, len(results))]:
+            if stretch is not None and stretch.answers is not None and count == len(stretch.answers):
+                named |= stretch.named_sharing
+            else:
+                named.update(
+                    pid for c in results[position : position + count] for pid in c.allocations if pid in sharing
+                )
+            position += count
+        roots = {sharing[pid].root_id for pid in named if pid in sharing}
         if not roots:
             return
         if self.conn.dialect.name == "postgresql":

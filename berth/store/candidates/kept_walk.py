@@ -55,12 +55,11 @@ FIRST_STRETCHES: Final = 2
 # Each by its own lookup at one end of the primary key: SQLite reads both ends that way only when a
 # statement asks for one of them (MIN and MAX together scan every row).
 _LOWEST_AND_HIGHEST_ID = "SELECT (SELECT MIN(id) FROM resource_providers), (SELECT MAX(id) FROM resource_providers)"
-_SIGNATURES_BY_ID = (
-    f"SELECT id / {CHUNK}, COUNT(*), SUM(revision & 4294967295), SUM(revision >> 32) "
-    f"FROM resource_providers WHERE id >= ? AND id < ? GROUP BY id / {CHUNK}"
-)
-_SIGNATURES_BY_ROOT = (
-    f"SELECT root_provider_id / {CHUNK}, COUNT(*), SUM(revision & 4294967295), SUM(revision >> 32) "
+# Both kinds in one statement: 0 by id, 1 by root.
+_SIGNATURES = (
+    f"SELECT 0, id / {CHUNK}, COUNT(*), SUM(revision & 4294967295), SUM(revision >> 32) "
+    f"FROM resource_providers WHERE id >= ? AND id < ? GROUP BY id / {CHUNK} "
+    f"UNION ALL SELECT 1, root_provider_id / {CHUNK}, COUNT(*), SUM(revision & 4294967295), SUM(revision >> 32) "
     f"FROM resource_providers WHERE root_provider_id >= ? AND root_provider_id < ? GROUP BY root_provider_id / {CHUNK}"
 )
 
@@ -81,6 +80,8 @@ class Stretch:
     answers: tuple[Candidate, ...] | None
     # The providers of the trees that answer.
     providers: dict[int, ProviderData]
+    # The sharing providers its answers name (``CandidateFinder`` reads their whole trees).
+    named_sharing: frozenset[int] = frozenset()
     # Unset for a stretch that is not kept.
     signature: Signature | None = None
     # The stretches (by root) of the trees it gave, beyond its own.
@@ -96,6 +97,7 @@ def walked(trees: tuple[WalkedTree, ...], sharing_ids: frozenset[int]) -> Stretc
     """A stretch's trees as the walk read them, not yet kept."""
     answers: list[Candidate] | None = []
     providers: dict[int, ProviderData] = {}
+    named: set[int] = set()
     for _, found, tree_providers in trees:
         if found is None:
             continue
@@ -104,12 +106,15 @@ def walked(trees: tuple[WalkedTree, ...], sharing_ids: frozenset[int]) -> Stretc
         if answers is None:
             continue
         if type(found) is Candidate:
+            # A lone host's: no sharing provider is anchored to it.
             answers.append(found)
         elif type(found) is KeptAnswer:
             if found.may_repeat and any(not c.allocations.keys() - sharing_ids for c in found.candidates):
                 answers = None
             else:
                 answers.extend(found.candidates)
+                if found.may_repeat:
+                    named.update(pid for c in found.candidates for pid in c.allocations if pid in sharing_ids)
         else:
             answers = None
     return Stretch(
@@ -117,6 +122,7 @@ def walked(trees: tuple[WalkedTree, ...], sharing_ids: frozenset[int]) -> Stretc
         frozenset(root for root, _, _ in trees),
         tuple(answers) if answers is not None else None,
         providers,
+        frozenset(named),
     )
 
 
@@ -158,10 +164,9 @@ class Signatures:
     def read(self, first: int, count: int) -> None:
         """Read the signatures of stretches ``first`` to ``first + count - 1`` (both kinds)."""
         low, high = first * CHUNK, (first + count) * CHUNK
-        for row in fetch(self.conn, _SIGNATURES_BY_ID, (low, high)):
-            self.by_id[int(row[0])] = (int(row[1]), int(row[2]), int(row[3]))
-        for row in fetch(self.conn, _SIGNATURES_BY_ROOT, (low, high)):
-            self.by_root[int(row[0])] = (int(row[1]), int(row[2]), int(row[3]))
+        by_id, by_root = self.by_id, self.by_root
+        for kind, number, rows, low_sum, high_sum in fetch(self.conn, _SIGNATURES, (low, high, low, high)):
+            (by_root if kind else by_id)[int(number)] = (int(rows), int(low_sum), int(high_sum))
         self.read_below = max(self.read_below, first + count)
 
     def holds_any(self, number: int) -> bool:
