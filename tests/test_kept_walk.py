@@ -95,20 +95,7 @@ def test_walks_over_several_stretches_answer_as_an_application_that_keeps_nothin
     for _ in range(6):
         cloud.add_gpu()
     cloud.add_sharing_disk()
-    changes = [
-        cloud.add_host,
-        cloud.add_sharing_disk,
-        cloud.add_gpu,
-        cloud.change_inventory,
-        cloud.set_traits,
-        cloud.set_aggregates,
-        cloud.claim,
-        cloud.claim,
-        cloud.free,
-        cloud.move,
-        cloud.reparent,
-        cloud.delete_provider,
-    ]
+    changes = cloud.every_change()
     queries = [PLAIN + limit for limit in LIMITS] + ["resources=VCPU:1,DISK_GB:500&limit=20"]
     for step in range(40):
         for query in queries:

@@ -510,8 +510,8 @@ def live(request, tmp_path):
     yield from live_on(request, tmp_path, "preempt")
 
 
-def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits(live):
-    client = live.client()
+def _full_host(client):
+    """A host of 16 VCPUs, full of 16 consumers of priority -1 holding one each; its uuid and theirs."""
     host = str(uuid.uuid4())
     assert client.request("POST", "/resource_providers", {"name": "host", "uuid": host}).status_code == 200
     r = client.request(
@@ -525,6 +525,12 @@ def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits
         body = _body("VCPU:1", priority=-1, project="low")
         assert client.request("POST", "/berth/pick", body).status_code == 200
         low.append(body["consumer"]["uuid"])
+    return host, low
+
+
+def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits(live):
+    client = live.client()
+    host, low = _full_host(client)
     bodies = [_body("VCPU:2", priority=5, preempt=True, project="high") for _ in range(64)]
     start = threading.Barrier(len(bodies))
 
@@ -559,19 +565,7 @@ def test_racing_preempting_claimers_preempt_each_victim_once_and_place_what_fits
 
 def test_racing_preempting_gangs_are_placed_whole_or_not_at_all(live):
     client = live.client()
-    host = str(uuid.uuid4())
-    assert client.request("POST", "/resource_providers", {"name": "host", "uuid": host}).status_code == 200
-    r = client.request(
-        "PUT",
-        f"/resource_providers/{host}/inventories",
-        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 16}}},
-    )
-    assert r.status_code == 200, r.text
-    low = []
-    for _ in range(16):
-        body = _body("VCPU:1", priority=-1, project="low")
-        assert client.request("POST", "/berth/pick", body).status_code == 200
-        low.append(body["consumer"]["uuid"])
+    host, low = _full_host(client)
     gangs = [_gang("VCPU:2", count=2) for _ in range(8)]
     start = threading.Barrier(len(gangs))
 
