@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import requests
 from agenthelpers import assert_remote_books_agree
 
+from berth.conductor.journal import RUNNING
 from berth.conductor.requests import ServerRequest
 from berth.scheduler.flavor import Flavor
 
@@ -66,3 +69,14 @@ def assert_nothing_left(placement, clients, *consumers):
         assert lease_of(placement, consumer) is None
         assert claims_of(clients, consumer) == {}
     assert_books_agree(placement, clients)
+
+
+def ended(plane, operation_id, timeout=60.0):
+    """The control plane's operation once it is no longer running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        operation = plane.journal.get(operation_id)
+        if operation is not None and operation.state != RUNNING:
+            return operation
+        time.sleep(0.05)
+    raise AssertionError(f"operation {operation_id} still running after {timeout} s")

@@ -9,10 +9,10 @@ import time
 import uuid
 
 import pytest
-from conductorhelpers import assert_books_agree, claims_of, guests_of
+from conductorhelpers import assert_books_agree, claims_of, ended, guests_of
 
 from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
-from berth.conductor.journal import DONE, FAILED, RUNNING
+from berth.conductor.journal import DONE, FAILED
 from berth.conductor.records import server_states
 from berth.conductor.records.servers import ServerFilter
 from berth.conductor.runner import ConductorConfig
@@ -44,16 +44,6 @@ def plane(placement, cloud, tmp_path):
     for row in made.servers.all(ServerFilter()):
         ended(made, made.delete(str(row["id"])).id)
     made.close()
-
-
-def ended(plane, operation_id, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        operation = plane.journal.get(operation_id)
-        if operation is not None and operation.state != RUNNING:
-            return operation
-        time.sleep(0.05)
-    raise AssertionError(f"operation {operation_id} still running after {timeout} s")
 
 
 def built(plane, flavor, name):

@@ -9,11 +9,11 @@ import time
 import uuid
 
 import pytest
-from conductorhelpers import BIGGER, PLAIN, assert_books_agree, claims_of
+from conductorhelpers import BIGGER, PLAIN, assert_books_agree, claims_of, ended
 
 from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
 from berth.conductor.errors import InvalidState, ServerBusy
-from berth.conductor.journal import DONE, RUNNING
+from berth.conductor.journal import DONE
 from berth.conductor.records import server_states
 from berth.conductor.records.hosts import RegisteredByAnother
 from berth.conductor.runner import ConductorConfig
@@ -58,16 +58,6 @@ def plane(placement, cloud, tmp_path, hold):
     yield made
     hold.release.set()
     made.close()
-
-
-def ended(plane, operation_id, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        operation = plane.journal.get(operation_id)
-        if operation is not None and operation.state != RUNNING:
-            return operation
-        time.sleep(0.05)
-    raise AssertionError(f"operation {operation_id} still running after {timeout} s")
 
 
 def test_a_server_is_built_resized_confirmed_and_deleted_with_its_row_following(plane, placement, clients):
