@@ -222,6 +222,83 @@ def test_a_granular_pick_is_counted_whole(api):
     assert r.status_code == 409 and "asked 4" in error_detail(r)
 
 
+# --- preemption: a pick is judged by the usage it leaves ----------------------------------------
+
+
+def _preempting(resources, *, project, priority=10, consumer=None):
+    body = _pick_body(resources, project=project, consumer=consumer)
+    body.update(priority=priority, preempt=True)
+    return body
+
+
+def test_a_preempting_pick_at_the_limit_passes_when_its_victims_free_the_projects_room(api):
+    api.create_provider("host", inventory={"VCPU": 4})
+    _set(api, "p1", {"VCPU": 4})
+    low = _pick_body({"VCPU": 4}, project="p1")
+    assert api.post("/berth/pick", low).status_code == 200
+    # At the limit and the host full: the preemption removes the project's own VCPU:4 and adds 2.
+    r = api.post("/berth/pick", _preempting({"VCPU": 2}, project="p1"))
+    assert r.status_code == 200, r.data
+    assert [v["consumer_uuid"] for v in r.json_body["preempted"]] == [low["consumer"]["uuid"]]
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 2, "consumers": 1}
+
+
+def test_a_preempting_pick_whose_victims_are_anothers_is_refused_and_removes_nobody(api):
+    host = api.create_provider("host", inventory={"VCPU": 8})
+    _set(api, "p1", {"VCPU": 4})
+    mine = _pick_body({"VCPU": 4}, project="p1")
+    mine["priority"] = 5  # above the other project's: the cheapest victim is theirs
+    theirs = _pick_body({"VCPU": 4}, project="p2")
+    assert api.post("/berth/pick", mine).status_code == 200
+    assert api.post("/berth/pick", theirs).status_code == 200
+    consumer = new_uuid()
+    r = api.post("/berth/pick", _preempting({"VCPU": 2}, project="p1", consumer=consumer))
+    assert r.status_code == 409 and error_code(r) == error_codes.QUOTA_EXCEEDED
+    assert "Quota exceeded for VCPU of project p1: limit 4, usage 4, asked 2." in error_detail(r)
+    # Nothing of it happened: the other project's consumer still holds its room, no preemption is recorded.
+    held = api.get(f"/allocations/{theirs['consumer']['uuid']}").json_body["allocations"]
+    assert held[host]["resources"] == {"VCPU": 4}
+    assert api.get(f"/allocations/{consumer}").json_body["allocations"] == {}
+    assert api.get("/berth/preemptions").json_body == {"preemptions": []}
+
+
+def test_a_users_victims_free_that_users_room_and_the_projects(api):
+    api.create_provider("host", inventory={"VCPU": 4})
+    _set(api, "p1", {"VCPU": 4})
+    _set(api, "p1", {"VCPU": 2}, user="alice")
+    alice = _pick_body({"VCPU": 2}, project="p1", user="alice")
+    bob = _pick_body({"VCPU": 2}, project="p1", user="bob")
+    assert api.post("/berth/pick", alice).status_code == 200
+    assert api.post("/berth/pick", bob).status_code == 200
+    # alice at her limit: preempting bob frees the project's room, not hers.
+    body = _preempting({"VCPU": 2}, project="p1")
+    body["consumer"]["user_id"] = "alice"
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 409 and error_code(r) == error_codes.QUOTA_EXCEEDED
+    assert "of user alice of project p1: limit 2, usage 2, asked 2." in error_detail(r)
+    # bob at no limit of his own: preempting alice frees room in the project.
+    body = _preempting({"VCPU": 2}, project="p1")
+    body["consumer"]["user_id"] = "bob"
+    body["query"]["in_tree"] = api.get("/resource_providers").json_body["resource_providers"][0]["uuid"]
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 200, r.data
+    assert len(r.json_body["preempted"]) == 1
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 4, "consumers": 2}
+
+
+def test_a_preempting_gang_is_judged_with_what_all_its_victims_free(api):
+    api.create_provider("host", inventory={"VCPU": 4})
+    _set(api, "p1", {"VCPU": 4})
+    for _ in range(2):
+        assert api.post("/berth/pick", _pick_body({"VCPU": 2}, project="p1")).status_code == 200
+    members = [_pick_body({"VCPU": 2}, project="p1")["consumer"] for _ in range(2)]
+    gang = {"query": {"resources": "VCPU:2"}, "consumers": members, "priority": 10, "preempt": True}
+    r = api.post("/berth/pick", gang)
+    assert r.status_code == 200, r.data
+    assert len(r.json_body["preempted"]) == 2
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 4, "consumers": 2}
+
+
 # --- PUT and POST /allocations -------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import allocations, consumers, providers
 from berth.store.placement.allocations import UNSET, ConsumerAllocations
-from berth.store.quotas.enforcement import check_allocation_write
+from berth.store.quotas.enforcement import allocation_write_changes, check_written
 from berth.store.util import latest
 from berth.web.responses import Reply, empty_response
 
@@ -89,9 +89,12 @@ def post_allocations(call: Call) -> Reply:
 def _write(call: Call, conn: Connection, requests: list[ConsumerAllocations]) -> None:
     """Replace the consumers' allocations, within the quotas of their projects when the operator
     enforces them on these writes too (``enforce_quotas_on_allocations``; off, as Placement has none)."""
-    if call.settings.enforce_quotas_on_allocations:
-        check_allocation_write(conn, requests)
+    if not call.settings.enforce_quotas_on_allocations:
+        allocations.replace_allocations(conn, requests)
+        return
+    changes = allocation_write_changes(conn, requests)
     allocations.replace_allocations(conn, requests)
+    check_written(conn, changes)
 
 
 def delete_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:

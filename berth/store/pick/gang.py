@@ -56,10 +56,10 @@ from berth.store.pick.gang_plan import (
 from berth.store.pick.gang_preemption import place_preempting
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import set_priority
+from berth.store.pick.quota_check import check_claimed_quotas
 from berth.store.pick.request import Consumer, Pick, Preempted, ServerGroup, soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
 from berth.store.placement.aggregates import aggregate_ids
-from berth.store.quotas.enforcement import asked_by_query, check_quota
 from berth.store.server_groups import membership
 
 # Plans made again after a tree refused a member the plan counted on, before the gang gives up.
@@ -196,7 +196,9 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
                 continue
             if preempting is None:
                 raise _refusal(conn, resolved, request, plan, by_root, preempting=True)
-            return _with_preempting(request, fitted, preempting, len(by_root), len(allowed))
+            chosen = _with_preempting(request, fitted, preempting, len(by_root), len(allowed))
+            check_gang_quotas(conn, request, [m.consumer_uuid for m in chosen.members], chosen.preempted)
+            return chosen
         if isinstance(plan, Shortfall):
             raise _refusal(conn, resolved, request, plan, by_root)
         try:
@@ -206,6 +208,7 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
             trees[refused.index] = gang_tree(roots[refused.index], refused.took)
             continue
         placed_uuids = {member.consumer_uuid for member in placed}
+        check_gang_quotas(conn, request, list(placed_uuids))
         return GangPick(
             tuple(placed),
             tuple(c.uuid for c in request.consumers if c.uuid not in placed_uuids),
@@ -286,7 +289,6 @@ def _write(
     """The plan written: leases, allocations and memberships of the members placed, in order."""
     group = request.server_group
     placed = list(zip(request.consumers, plan.trees, plan.weights, strict=False))
-    check_gang_quotas(conn, request, [consumer for consumer, _, _ in placed])
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         for consumer, _, _ in placed:
@@ -310,15 +312,16 @@ def _write(
     return written
 
 
-def check_gang_quotas(conn: Connection, request: GangRequest, placed: Sequence[Consumer]) -> None:
-    """The members placed counted against their projects' (and users') quotas, as one claim each
-    project and user makes: a gang that would pass a limit is refused whole (409
-    ``berth.quota.exceeded``). Projects are locked in one order, so that two gangs of the same
-    projects never wait for each other's locks."""
-    owners = Counter((consumer.project_id, consumer.user_id) for consumer in placed)
-    each = asked_by_query(request.query)
-    for (project, user), count in sorted(owners.items()):
-        check_quota(conn, project, user, {name: amount * count for name, amount in each.items()}, count)
+def check_gang_quotas(
+    conn: Connection, request: GangRequest, placed: Sequence[str], preempted: Sequence[Preempted] = ()
+) -> None:
+    """After the gang's write: its members placed (by consumer uuid) counted against their
+    projects' (and users') quotas, as one claim each project and user makes, with what the victims
+    removed for them held freed; a gang that passed a limit is refused whole (409
+    ``berth.quota.exceeded``), its transaction rolled back."""
+    written = set(placed)
+    claimed = [consumer for consumer in request.consumers if consumer.uuid in written]
+    check_claimed_quotas(conn, request.query, claimed, preempted)
 
 
 def _hard_policy(group: ServerGroup | None) -> HardPolicy:

@@ -375,8 +375,6 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
             return None
     providers, class_names = plan.providers, plan.class_names
     placed = list(zip(request.consumers, plan.members, strict=False))
-    # Outside the SAVEPOINT's refusals below: a gang over its quota is refused, not planned again.
-    check_gang_quotas(conn, request, [consumer for consumer, _ in placed])
     written = [
         (
             consumer,
@@ -416,6 +414,8 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
         raise  # a consumer exists already: the gang is refused however it is placed
     except (Conflict, BadRequest):
         return None  # the room taken meanwhile, or a provider deleted since the read
+    # Outside the SAVEPOINT's refusals above: a gang over its quota is refused, not planned again.
+    check_gang_quotas(conn, request, [consumer.uuid for consumer, _, _ in written])
     for _, member, _ in written:
         plan.view.take(member.index, _own_amounts(member.candidate.allocations, plan.sharing_ids), plan.weighed)
     return GangPick(

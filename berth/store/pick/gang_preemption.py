@@ -26,7 +26,6 @@ from berth.store.leases.ledger import set_lease
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup
-from berth.store.quotas.enforcement import asked_by_query, check_quota
 
 
 class GangRequest(Protocol):
@@ -89,10 +88,9 @@ def _preempt_for(
     trees_fitted: int,
     trees_weighed: int,
 ) -> Pick | None:
-    """One member placed by preempting, as a single pick that may preempt places it (its quota
-    checked first, its lease set before its allocations); None, with nothing of it written, when no
-    tree can be made room on."""
-    check_quota(conn, consumer.project_id, consumer.user_id, asked_by_query(request.query), 1)
+    """One member placed by preempting, as a single pick that may preempt places it (its lease set
+    before its allocations; the gang's quotas are checked once it is written whole); None, with
+    nothing of it written, when no tree can be made room on."""
     savepoint = conn.begin_nested()
     try:
         if request.lease_seconds is not None:

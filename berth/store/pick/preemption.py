@@ -87,20 +87,23 @@ _NOT_MIGRATION = (
 )
 _LOWER = f"""
 SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used,
-       COALESCE(cp.priority, 0), c.created_at, pr.external_id
+       COALESCE(cp.priority, 0), c.created_at, pr.external_id, us.external_id
 FROM allocations a
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects pr ON pr.id = c.project_id
+JOIN users us ON us.id = c.user_id
 LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = a.consumer_id
 WHERE COALESCE(cp.priority, 0) < ? AND {_NOT_MIGRATION}"""
 # For a pick of priority 0 or below, only consumers with a row of their own can be lower: read from
 # those rows (through their priority's index) instead of from every allocation.
 _LOWER_THAN_DEFAULT = f"""
-SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used, cp.priority, c.created_at, pr.external_id
+SELECT a.consumer_id, a.resource_provider_id, a.resource_class_id, a.used, cp.priority, c.created_at,
+       pr.external_id, us.external_id
 FROM consumer_priorities cp
 JOIN allocations a ON a.consumer_id = cp.consumer_uuid
 JOIN consumers c ON c.uuid = a.consumer_id
 JOIN projects pr ON pr.id = c.project_id
+JOIN users us ON us.id = c.user_id
 WHERE cp.priority < ? AND {_NOT_MIGRATION}"""
 _LOCK_CONSUMERS = "SELECT uuid FROM consumers WHERE uuid IN {ids} ORDER BY uuid FOR UPDATE"
 _HELD_BY = (
@@ -124,6 +127,7 @@ class Holder:
     # Its rank by creation time, the youngest 0, those created at the same moment (a gang's members)
     # ranked alike (set once every holder is read).
     youth: int = 0
+    user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,10 +222,10 @@ def preempt_and_claim(
 def _holders(conn: Connection, priority: int) -> dict[str, Holder]:
     holders: dict[str, Holder] = {}
     sql = _LOWER_THAN_DEFAULT if priority <= DEFAULT_PRIORITY else _LOWER
-    for consumer, provider_id, rc, used, held_priority, created_at, project in fetch(conn, sql, (priority,)):
+    for consumer, provider_id, rc, used, held_priority, created_at, project, user in fetch(conn, sql, (priority,)):
         holder = holders.get(consumer)
         if holder is None:
-            holder = holders[consumer] = Holder(consumer, int(held_priority), created_at, project)
+            holder = holders[consumer] = Holder(consumer, int(held_priority), created_at, project, user_id=user)
         key = (provider_id, rc)
         holder.held[key] = holder.held.get(key, 0) + used
     moments = sorted({h.created_at for h in holders.values()}, reverse=True)
@@ -305,7 +309,9 @@ def _attempt(
     if group is not None:
         membership.add_member(conn, group.uuid, request.consumer.uuid, choice.root_id)
     preempted = tuple(
-        Preempted(victim.uuid, victim.project_id, victim.priority, root_uuid)
+        Preempted(
+            victim.uuid, victim.project_id, victim.priority, root_uuid, victim.user_id, _held(victim, class_names)
+        )
         for victim in sorted(choice.victims, key=lambda v: v.uuid)
     )
     return Pick(
@@ -402,6 +408,16 @@ def _fits(view: TreeView, resolved: ResolvedQuery, sharing_ids: frozenset[int]) 
         sharing_ids=sharing_ids,
     )
     return bool(found)
+
+
+def _held(victim: Holder, class_names: Mapping[int, str]) -> dict[str, int]:
+    """What the victim held of the classes the pick asks for, by name: what its removal frees
+    towards the pick's quota check (the classes it does not ask for are never checked)."""
+    held: dict[str, int] = defaultdict(int)
+    for (_, rc), amount in victim.held.items():
+        if rc in class_names:
+            held[class_names[rc]] += amount
+    return dict(held)
 
 
 def _remove(conn: Connection, victims: Sequence[Holder]) -> None:

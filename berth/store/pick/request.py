@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.weighing import Multipliers, SoftGroupPolicy
@@ -59,6 +60,9 @@ class Preempted:
     project_id: str
     priority: int
     root_provider_uuid: str
+    user_id: str = ""
+    # What it held of the classes the pick asked for, by name: freed towards the pick's quota.
+    held: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,7 @@ transaction.
 The steps, all inside the caller's write transaction (``Database.write``):
 
 1. lock the server group, if one is named (``berth.store.server_groups.membership``): picks for one group run
-   one after another, so that each sees the placements of those before it; then check the project's
-   quota, once for every tree (``berth.store.quotas.enforcement``, which locks the project's quota);
+   one after another, so that each sees the placements of those before it;
 2. resolve and search the candidates exactly as ``GET /allocation_candidates`` does
    (``resolve``, ``CandidateFinder``), without its limit;
 3. drop the trees the group's policy forbids: under anti-affinity those holding a member, under
@@ -18,7 +17,9 @@ The steps, all inside the caller's write transaction (``Database.write``):
 5. record the group membership in the same transaction, and the lease if one is asked for (set
    before the allocations are written, in the lock order ``berth.store.leases.ledger`` gives);
 6. name the alternates asked for: the trees after the one claimed in the same order, searched
-   again after the write (``berth.store.pick.alternates``).
+   again after the write (``berth.store.pick.alternates``);
+7. check the project's quota against the usage the write left (``berth.store.pick.quota_check``):
+   a pick over a limit is refused, and its transaction rolled back.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.on_board import BoardPlan, claim_on_board
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
+from berth.store.pick.quota_check import check_claimed_quotas
 from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
-from berth.store.quotas.enforcement import asked_by_query, check_quota
 from berth.store.server_groups import membership
 
 __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
@@ -64,6 +65,7 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     (``berth.store.pick.preemption``). The consumer's priority is kept with it."""
     chosen = _pick_and_claim(conn, request, cache, plan)
     set_priority(conn, request.consumer.uuid, request.priority)
+    check_claimed_quotas(conn, request.query, [request.consumer], chosen.preempted)
     return chosen
 
 
@@ -71,7 +73,6 @@ def _pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache
     group = request.server_group
     if group is not None:
         membership.lock_group(conn, group.uuid, group.policy)
-    check_quota(conn, request.consumer.project_id, request.consumer.user_id, asked_by_query(request.query), 1)
     if request.lease_seconds is not None:
         # Before the allocations: a lease's row is locked before its consumer's, by the reaper too.
         set_lease(conn, request.consumer.uuid, request.lease_seconds)

@@ -1,21 +1,26 @@
-"""The quota check of a claim, made inside the claim's own write transaction, before it writes.
+"""The quota check of a claim, made inside the claim's own write transaction, after it writes.
 
-The project's quota row is locked first (``berth.store.quotas.limits.lock_project``): on PostgreSQL
-claims of one project then count one after another, each seeing what those before it committed; on
-SQLite the write transaction holds every other writer back already. A project without limits costs
-that one lookup by primary key and nothing more.
+A write is judged by the usage it leaves: after the allocations (and a preempting pick's removal
+of its victims) are written, the project's usage, and each user's, is read from the counters the
+write's own triggers have just moved (``berth.store.quotas.usage``), and the write is refused
+(409 ``berth.quota.exceeded``) when, for a resource whose usage it raises, that usage passes the
+limit. On PostgreSQL the triggers' updates lock the project's counter rows until the commit, in
+key order, so the claims of one project are ordered from their write to their commit, not through
+their search: each reads its counters after those before it committed. On SQLite the write
+transaction holds every other writer back already.
 
-A write is refused (409 ``berth.quota.exceeded``) when, for a resource whose limit it would raise
-usage against, the usage after it, ``usage - held + asked``, would pass the limit: ``held`` is what
-the written consumers hold in the project (or user) now, which the write replaces. A write that does
-not raise a resource's usage is never refused for it, so a project over a lowered limit may still
-shrink. A refusal leaves the transaction to be rolled back: nothing of the claim is written.
+A write raises a resource's usage when what it gives its consumers, ``asked``, is more than what
+it takes away, ``held`` (what the written consumers held before, which it replaces, or what a
+preempting pick's victims of the same project or user held). A write that does not raise a
+resource's usage is never refused for it, so a project over a lowered limit may still shrink. A
+refusal leaves the transaction to be rolled back: nothing of the claim is written. A project
+without limits costs one lookup.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
@@ -25,17 +30,40 @@ from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import Conflict
 from berth.store.placement import consumers as consumer_store
 from berth.store.placement.allocations import ConsumerAllocations
-from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE, Limits, limits_by_user, lock_project
+from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE, Limits, limits_by_user
 from berth.store.quotas.usage import Usage, usage_of
 
 
 @dataclass(frozen=True)
-class Ask:
-    """What a write gives the consumers it writes of one project (or user): per resource class, and
-    how many of them hold allocations after it."""
+class Change:
+    """What a write does to the usage of one project's (or one user's) consumers: what it gives
+    them (per resource class, and how many of them hold allocations after it), and what it takes
+    away (what the consumers it writes held before it, or the consumers it removes held)."""
 
-    resources: Mapping[str, int] = field(default_factory=dict)
+    asked: Mapping[str, int] = field(default_factory=dict)
     consumers: int = 0
+    held: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ProjectChange:
+    """What a write does to one project's usage: in all, and to each of its users' it writes."""
+
+    total: Change
+    by_user: Mapping[str, Change]
+
+
+# project -> what a write does to it
+Changes = dict[str, ProjectChange]
+
+
+@dataclass(frozen=True)
+class Released:
+    """What a consumer a write removes (a preempting pick's victim) held, and whose it was."""
+
+    project_id: str
+    user_id: str
+    held: Mapping[str, int]
 
 
 def asked_by_query(query: CandidateQuery) -> dict[str, int]:
@@ -47,50 +75,79 @@ def asked_by_query(query: CandidateQuery) -> dict[str, int]:
     return dict(asked)
 
 
-def check_quota(
-    conn: Connection,
-    project_id: str,
-    user_id: str,
-    asked: Mapping[str, int],
-    consumers_added: int,
-    replacing: Collection[str] = (),
-) -> None:
-    """Refuse (409) a write giving ``consumers_added`` consumers of the user in the project
-    ``asked`` in all, replacing whatever the consumers ``replacing`` hold; lock the project's quota
-    until the transaction ends."""
-    check_project(conn, project_id, {user_id: Ask(asked, consumers_added)}, replacing)
+def claim_changes(claims: Iterable[tuple[str, str, Mapping[str, int]]], released: Iterable[Released] = ()) -> Changes:
+    """The changes of new consumers claimed (each its project, user and what it was given) and of
+    the consumers removed to make room for them."""
+    asked: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    consumers: dict[tuple[str, str], int] = defaultdict(int)
+    for project_id, user_id, given in claims:
+        for name, amount in given.items():
+            asked[(project_id, user_id)][name] += amount
+        consumers[(project_id, user_id)] += 1
+    held: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    removed: dict[tuple[str, str], int] = defaultdict(int)
+    for victim in released:
+        for name, amount in victim.held.items():
+            held[(victim.project_id, victim.user_id)][name] += amount
+        removed[(victim.project_id, victim.user_id)] += 1
+    by_project: dict[str, dict[str, Change]] = defaultdict(dict)
+    for key in consumers:
+        by_project[key[0]][key[1]] = Change(dict(asked[key]), consumers[key], Usage(dict(held[key]), removed[key]))
+    for key in held.keys() - consumers.keys():
+        if key[0] in by_project:  # a project the write does not add to is never refused
+            by_project[key[0]][key[1]] = Change(held=Usage(dict(held[key]), removed[key]))
+    return {project_id: ProjectChange(_total(by_user.values()), by_user) for project_id, by_user in by_project.items()}
 
 
-def check_project(conn: Connection, project_id: str, asks: Mapping[str, Ask], replacing: Collection[str] = ()) -> None:
-    """``check_quota`` for a write to consumers of several users of one project (``asks`` by user)."""
-    if not lock_project(conn, project_id):
-        return
-    limits = limits_by_user(conn, project_id)
-    _check_scope(conn, project_id, None, limits.get(PROJECT_WIDE, {}), _total(asks.values()), replacing)
-    for user_id in sorted(asks):
-        _check_scope(conn, project_id, user_id, limits.get(user_id, {}), asks[user_id], replacing)
-
-
-def check_allocation_write(conn: Connection, requests: Sequence[ConsumerAllocations]) -> None:
-    """The check of a Placement allocation write (PUT or POST /allocations): each project whose
-    consumers it writes, in order of project (the order of their locks)."""
-    asks: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+def allocation_write_changes(conn: Connection, requests: Sequence[ConsumerAllocations]) -> Changes:
+    """Before a Placement allocation write (PUT or POST /allocations): what it will do to each
+    project's and user's usage, what the consumers it writes hold now read before it replaces them."""
+    asked: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
     consumers: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for request in requests:
         owner = _owner(conn, request)
         if owner is None:
             continue  # a new consumer without a project: the write refuses it (400)
         project_id, user_id = owner
-        asked = asks[project_id][user_id]
+        given = asked[project_id][user_id]
         for by_class in request.allocations.values():
             for name, amount in by_class.items():
-                asked[name] += amount
+                given[name] += amount
         if any(request.allocations.values()):
             consumers[project_id][user_id] += 1
     replacing = sorted({request.consumer_uuid for request in requests})
-    for project_id in sorted(asks):
-        by_user = {user: Ask(dict(asked), consumers[project_id][user]) for user, asked in asks[project_id].items()}
-        check_project(conn, project_id, by_user, replacing)
+    changes: Changes = {}
+    for project_id, by_user in asked.items():
+        if not limits_by_user(conn, project_id):
+            continue  # nothing to count: the write cannot take it over a limit
+        users = {
+            user_id: Change(
+                dict(given), consumers[project_id][user_id], usage_of(conn, project_id, user_id, among=replacing)
+            )
+            for user_id, given in by_user.items()
+        }
+        # What the project's consumers among those written hold now, whichever user they belong to.
+        total = _total(users.values())
+        changes[project_id] = ProjectChange(
+            Change(total.asked, total.consumers, usage_of(conn, project_id, among=replacing)), users
+        )
+    return changes
+
+
+def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> None:
+    """After the write: refuse (409) it when it took a project, or a user within one, over a limit
+    on a resource whose usage it raised."""
+    for project_id in sorted(changes):
+        _check_project(conn, project_id, changes[project_id])
+
+
+def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> None:
+    limits = limits_by_user(conn, project_id)
+    if not limits:
+        return
+    _check_scope(conn, project_id, None, limits.get(PROJECT_WIDE, {}), change.total)
+    for user_id in sorted(change.by_user):
+        _check_scope(conn, project_id, user_id, limits.get(user_id, {}), change.by_user[user_id])
 
 
 def _owner(conn: Connection, request: ConsumerAllocations) -> tuple[str, str] | None:
@@ -105,34 +162,38 @@ def _owner(conn: Connection, request: ConsumerAllocations) -> tuple[str, str] | 
     return project_id, user_id
 
 
-def _total(asks: Iterable[Ask]) -> Ask:
-    resources: dict[str, int] = defaultdict(int)
-    consumers = 0
-    for ask in asks:
-        for name, amount in ask.resources.items():
-            resources[name] += amount
-        consumers += ask.consumers
-    return Ask(dict(resources), consumers)
+def _total(changes: Iterable[Change]) -> Change:
+    asked: dict[str, int] = defaultdict(int)
+    held: dict[str, int] = defaultdict(int)
+    consumers = held_consumers = 0
+    for change in changes:
+        for name, amount in change.asked.items():
+            asked[name] += amount
+        for name, amount in change.held.resources.items():
+            held[name] += amount
+        consumers += change.consumers
+        held_consumers += change.held.consumers
+    return Change(dict(asked), consumers, Usage(dict(held), held_consumers))
 
 
-def _check_scope(
-    conn: Connection, project_id: str, user_id: str | None, limits: Limits, ask: Ask, replacing: Collection[str]
-) -> None:
-    limited = {resource: limit for resource, limit in limits.items() if _asked(ask, resource) > 0}
-    if not limited:
-        return  # nothing the write asks is limited here: no usage to count
-    classes = any(resource != CONSUMERS for resource in limited)
-    consumers = CONSUMERS in limited
+def _check_scope(conn: Connection, project_id: str, user_id: str | None, limits: Limits, change: Change) -> None:
+    raised = {
+        resource: limit for resource, limit in limits.items() if _asked(change, resource) > _used(change.held, resource)
+    }
+    if not raised:
+        return  # nothing the write raises is limited here: no usage to read
+    classes = any(resource != CONSUMERS for resource in raised)
+    consumers = CONSUMERS in raised
     usage = usage_of(conn, project_id, user_id, classes=classes, consumers=consumers)
-    held = usage_of(conn, project_id, user_id, among=replacing, classes=classes, consumers=consumers)
-    for resource, limit in sorted(limited.items()):
-        asked, used, holding = _asked(ask, resource), _used(usage, resource), _used(held, resource)
-        if asked > holding and used - holding + asked > limit:
-            raise _exceeded(project_id, user_id, resource, limit, used, asked, holding)
+    for resource, limit in sorted(raised.items()):
+        after = _used(usage, resource)
+        if after > limit:
+            asked, holding = _asked(change, resource), _used(change.held, resource)
+            raise _exceeded(project_id, user_id, resource, limit, after - asked + holding, asked, holding)
 
 
-def _asked(ask: Ask, resource: str) -> int:
-    return ask.consumers if resource == CONSUMERS else ask.resources.get(resource, 0)
+def _asked(change: Change, resource: str) -> int:
+    return change.consumers if resource == CONSUMERS else change.asked.get(resource, 0)
 
 
 def _used(usage: Usage, resource: str) -> int:
@@ -143,7 +204,7 @@ def _exceeded(
     project_id: str, user_id: str | None, resource: str, limit: int, used: int, asked: int, holding: int
 ) -> Conflict:
     whose = f"project {project_id}" if user_id is None else f"user {user_id} of project {project_id}"
-    replaced = f", of which the consumers written hold {holding} now" if holding else ""
+    replaced = f", of which the write frees {holding}" if holding else ""
     return Conflict(
         f"Quota exceeded for {resource} of {whose}: limit {limit}, usage {used}{replaced}, asked {asked}.",
         code=error_codes.QUOTA_EXCEEDED,

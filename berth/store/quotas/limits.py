@@ -1,8 +1,9 @@
 """The limits of projects, and of users within them, per resource class and on the number of consumers.
 
 A project has a row in ``quota_projects`` exactly while it has a limit, its own or one of its users';
-``lock_project`` locks that row for the claims (``berth.store.quotas.enforcement``), and the writes
-here lock it too, so that limits never change under a claim being counted.
+``lock_project`` locks that row for the writes here, so that two changes of one project's limits
+(and the start or end of its counting) are made one after another. The claims do not take it: they
+are ordered by the counter rows their writes update (``berth.store.quotas.enforcement``).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def set_limits(conn: Connection, project_id: str, limits: Mapping[str, int], use
     """Replace the limits of the project (or of one of its users) with ``limits``; none left, the
     project's quota row goes too."""
     now = db_time(conn, utcnow())
-    # Created (or kept) and locked first: the claims of the project wait for the new limits.
+    # Created (or kept) and locked first: another change of the project's limits waits for this one.
     execute(conn, _CREATE_PROJECT, (project_id, now, now))
     lock_project(conn, project_id)
     execute(conn, _DELETE_LIMITS_OF, (project_id, user_id))
