@@ -38,8 +38,10 @@ def test_ci_sized_simulation_on_sqlite_ends_without_violations(capfd):
 
 
 def test_preemptible_load_under_a_quota_preempts_and_ends_without_violations():
-    # 30 live servers a host aimed at: the cloud fills, and the builds above priority 0 preempt; the
-    # project may hold 95 % of the cloud's VCPUs, so that the quota refuses some of them too.
+    # 30 live servers a host aimed at: the cloud fills, and the builds above priority 0 (half of
+    # them) preempt; the project may hold 98 % of the cloud's VCPUs. A preempting build is judged by
+    # the usage it leaves, its victims (the project's own) gone, so the quota does not keep the
+    # builds from preempting once the hosts are full (runs of this config: 21 to 48 preemptions).
     config = SimConfig(
         hosts=12,
         ops=800,
@@ -50,16 +52,16 @@ def test_preemptible_load_under_a_quota_preempts_and_ends_without_violations():
         real_agents=2,
         conductors=2,
         instances_per_host=30.0,
-        preemptible=0.3,
-        quota=0.95,
+        preemptible=0.5,
+        quota=0.98,
     )
     report = run_sim(config)
     assert_clean(report, 800)
     d = report.to_dict()
-    # How many builds preempt depends on when the hosts fill against the quota and the faults; the
-    # run counts them, and every victim counted was ended and checked gone.
+    assert d["preemptions"] > 0
+    # Every victim counted was ended and checked gone.
     assert d["victims_ended"] <= d["preemptions"] * 64
-    assert d["invariant_checks"]["preempted_gone"] >= d["victims_ended"]
+    assert d["invariant_checks"]["preempted_gone"] >= d["victims_ended"] > 0
     # The limit held at the end; whether the project reaches it (and builds are refused) depends on
     # how the preemptions and the faults fall in a run, so refusals are counted, not required.
     assert d["invariant_checks"]["quota"] == 1
