@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -326,11 +327,18 @@ def _check_pick_and_claim(result, stdout):
     weighed = picked["weigh_all"]
     assert weighed["picks"] == 3 and weighed["trees_fitted"] == [60] and weighed["failed"] == 0
     assert 0 < picked["weigh_all_median_ms"] <= picked["weigh_all_p95_ms"]
-    # The pick's servers again under a quota on their project that never refuses: every pick checked.
+    # The pick's servers again under a quota on their project that never refuses, and without, in
+    # alternating rounds: every pick checked, the cost from the medians.
     quota = picked["with_quota"]
     assert quota["placements"] > 0 and quota["placements_per_s"] > 0 and quota["errors"] == 0
     assert quota["conflict_codes"] == {} and quota["violations"] == 0 and quota["usage_mismatches"] == 0
-    assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / picked["placements_per_s"]), 1)
+    assert [r["quota"] for r in quota["rounds"]] == [True, False, False, True, True, False]
+    assert all(r["placements"] > 0 and r["errors"] == 0 and r["violations"] == 0 for r in quota["rounds"])
+    assert quota["placements"] == sum(r["placements"] for r in quota["rounds"])
+    assert quota["placements_per_s"] == statistics.median(r["placements_per_s"] for r in quota["rounds"] if r["quota"])
+    without = statistics.median(r["placements_per_s"] for r in quota["rounds"] if not r["quota"])
+    assert quota["without_placements_per_s"] == without
+    assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / without), 1)
     placing = [line.split() for line in stdout.splitlines() if line.startswith("   60  ")]
     kinds = ("pick", "pick+quota", "client-side")
     assert [row[1] for row in placing if row[1] in kinds] == list(kinds)
