@@ -32,6 +32,7 @@ from berth.store.placement import consumers as consumer_store
 from berth.store.placement.allocations import ConsumerAllocations
 from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE, Limits, limits_by_user
 from berth.store.quotas.usage import Usage, usage_of
+from berth.store.rawsql import fetch
 
 
 @dataclass(frozen=True)
@@ -141,13 +142,44 @@ def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> Non
         _check_project(conn, project_id, changes[project_id])
 
 
+# Every limit of the project with the usage its counters hold now, in one statement (on PostgreSQL
+# one round trip fewer while the write holds the project's counter rows): user ('' for the
+# project's own), resource, limit, usage, and whether the project is counted. A user or class with
+# no counter row yet holds nothing.
+_LIMITS_WITH_USAGE = f"""
+SELECT l.user_id, l.resource, l.hard_limit, COALESCE(u.used, 0), q.project_pk IS NOT NULL
+FROM quota_limits l
+LEFT JOIN projects p ON p.external_id = l.project_id
+LEFT JOIN quota_counted_projects q ON q.project_pk = p.id
+LEFT JOIN users us ON us.external_id = l.user_id
+LEFT JOIN resource_classes rc ON rc.name = l.resource
+LEFT JOIN quota_usage u ON u.project_pk = p.id
+    AND u.user_pk = CASE WHEN l.user_id = '{PROJECT_WIDE}' THEN 0 ELSE us.id END
+    AND u.resource_class_id = CASE WHEN l.resource = '{CONSUMERS}' THEN 0 ELSE rc.id END
+WHERE l.project_id = ?"""
+
+
 def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> None:
-    limits = limits_by_user(conn, project_id)
-    if not limits:
+    rows = fetch(conn, _LIMITS_WITH_USAGE, (project_id,))
+    if not rows:
         return
-    _check_scope(conn, project_id, None, limits.get(PROJECT_WIDE, {}), change.total)
+    limits: dict[str, Limits] = defaultdict(dict)
+    used: dict[str, Usage] = {}
+    counted = all(row[4] for row in rows)
+    for user_id, resource, limit, now, _ in rows:
+        limits[user_id][resource] = int(limit)
+        scope = used.setdefault(user_id, Usage())
+        if resource == CONSUMERS:
+            used[user_id] = Usage(scope.resources, int(now))
+        else:
+            scope.resources[resource] = int(now)
+    if not counted:
+        # Every project with limits is counted (``berth.store.quotas.usage.start_counting``); were
+        # one not, its usage is summed.
+        used = {}
+    _check_scope(conn, project_id, None, limits.get(PROJECT_WIDE, {}), change.total, used.get(PROJECT_WIDE))
     for user_id in sorted(change.by_user):
-        _check_scope(conn, project_id, user_id, limits.get(user_id, {}), change.by_user[user_id])
+        _check_scope(conn, project_id, user_id, limits.get(user_id, {}), change.by_user[user_id], used.get(user_id))
 
 
 def _owner(conn: Connection, request: ConsumerAllocations) -> tuple[str, str] | None:
@@ -176,15 +208,19 @@ def _total(changes: Iterable[Change]) -> Change:
     return Change(dict(asked), consumers, Usage(dict(held), held_consumers))
 
 
-def _check_scope(conn: Connection, project_id: str, user_id: str | None, limits: Limits, change: Change) -> None:
+def _check_scope(
+    conn: Connection, project_id: str, user_id: str | None, limits: Limits, change: Change, usage: Usage | None
+) -> None:
+    """``usage``: the scope's usage after the write, of every limited resource, when the caller read it."""
     raised = {
         resource: limit for resource, limit in limits.items() if _asked(change, resource) > _used(change.held, resource)
     }
     if not raised:
         return  # nothing the write raises is limited here: no usage to read
-    classes = any(resource != CONSUMERS for resource in raised)
-    consumers = CONSUMERS in raised
-    usage = usage_of(conn, project_id, user_id, classes=classes, consumers=consumers)
+    if usage is None:
+        classes = any(resource != CONSUMERS for resource in raised)
+        consumers = CONSUMERS in raised
+        usage = usage_of(conn, project_id, user_id, classes=classes, consumers=consumers)
     for resource, limit in sorted(raised.items()):
         after = _used(usage, resource)
         if after > limit:
