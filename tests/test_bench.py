@@ -88,7 +88,7 @@ PLACING_KEYS = {
     "over_commit_samples",
     "anti_affinity_samples",
 }
-PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all", "with_quota"}
+PICK_KEYS = PLACING_KEYS | {"weigh_all_median_ms", "weigh_all_p95_ms", "weigh_all", "with_quota", "preemption"}
 # The gang phase's figures of one size and kind.
 GANG_KEYS = {
     "gangs",
@@ -339,6 +339,13 @@ def _check_pick_and_claim(result, stdout):
     without = statistics.median(r["placements_per_s"] for r in quota["rounds"] if not r["quota"])
     assert quota["without_placements_per_s"] == without
     assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / without), 1)
+    # A pick that preempts, into hosts filled with consumers of the default priority, beside a plain one.
+    preemption = picked["preemption"]
+    assert preemption["hosts"] == 20 and preemption["errors"] == 0, preemption
+    assert preemption["victims"] == 20 and preemption["priority"] == 10
+    plain, preempting = preemption["plain_median_ms"], preemption["preempting_median_ms"]
+    assert plain > 0 and 0 < preempting <= preemption["preempting_max_ms"]
+    assert preemption["cost_ratio"] == round(preempting / plain, 2)
     placing = [line.split() for line in stdout.splitlines() if line.startswith("   60  ")]
     kinds = ("pick", "pick+quota", "client-side")
     assert [row[1] for row in placing if row[1] in kinds] == list(kinds)

@@ -13,7 +13,8 @@ After the other phases and their verification, on the same cloud:
 5. the servers' run of the pick again, with a quota on the benchmark's project whose limits are
    too high ever to refuse (``QUOTA_LIMITS``) and without it, in ``QUOTA_ROUNDS`` alternating pairs
    of rounds: what checking quotas costs a pick. On a shared machine two runs minutes apart differ
-   by more than the check costs; alternating, each pair sees the same load.
+   by more than the check costs; alternating, each pair sees the same load;
+6. the cost of a pick that preempts, beside one that does not (:mod:`.preempt_phase`);
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT
 from berth.testbed.bench.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
 from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally, release_consumers
+from berth.testbed.bench.preempt_phase import PREEMPT_HOSTS, measure_preemption
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
 from berth.testbed.report import percentile
@@ -274,6 +276,7 @@ class PickPhase:
         picked = self.approach(Picker(self.client, self.hosts), Picker(self.client, self.hosts))
         self.release(self.consumers)
         quota = self.with_quota()
+        preemption = measure_preemption(self.client, sorted(self.hosts), PREEMPT_HOSTS, self.threads, self.stop)
         log(
             f"  pick with a quota: {quota['placements_per_s']}/s against {quota['without_placements_per_s']}/s "
             f"without (medians of {QUOTA_ROUNDS} alternating rounds each): {quota['cost_percent']} % fewer"
@@ -285,4 +288,5 @@ class PickPhase:
         picked["weigh_all_p95_ms"] = weighed["p95_ms"]
         picked["weigh_all"] = weighed
         picked["with_quota"] = quota
+        picked["preemption"] = preemption
         return picked, client_side

@@ -94,6 +94,8 @@ def placement_failures(r: dict[str, Any]) -> list[str]:
     quota = picked["with_quota"]
     if quota["errors"] or quota["violations"] or quota["usage_mismatches"] or quota["conflict_codes"]:
         bad.append(f"hosts={r['hosts']}: pick with a quota: errors, refusals or broken books")
+    if picked["preemption"]["errors"]:
+        bad.append(f"hosts={r['hosts']}: preempting picks: errors {picked['preemption']['error_samples']}")
     return bad
 
 
