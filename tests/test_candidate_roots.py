@@ -380,3 +380,40 @@ def test_a_pools_own_tree_with_the_compute_class_still_answers(api, db):
     # The pool's disk with its own tree's compute, on either path.
     assert {rc: rp == pool for rp, rc, _ in answers[0]} == {"DISK_GB": True, "VCPU": False, "MEMORY_MB": False}
     assert _answer(api, f"{POOLS_ONLY}&limit=1") == answers
+
+
+def _in_tree_queries(api):
+    hosts = {p["name"]: p["uuid"] for p in api.get("/resource_providers").json_body["resource_providers"]}
+    anchored, alone, pool = hosts["h1"], hosts["h0"], hosts["pool"]
+    return [
+        f"resources=VCPU:2,MEMORY_MB:1024,DISK_GB:20&in_tree={anchored}",
+        f"resources=VCPU:2,MEMORY_MB:1024,DISK_GB:20&in_tree={alone}",
+        f"resources=VCPU:2&resources1=DISK_GB:20&in_tree1={anchored}&group_policy=none",
+        # A sharing pool's own tree: its disk serves every tree anchored to it.
+        f"resources=DISK_GB:100&in_tree={pool}",
+        f"resources=VCPU:2&resources1=DISK_GB:100&in_tree1={pool}&group_policy=none",
+    ]
+
+
+def test_in_tree_answers_as_the_walk_over_every_tree(api, monkeypatch):
+    _overcommitted_cloud(api, 12)
+    queries = _in_tree_queries(api)
+    answers = [_answer(api, query) for query in queries]
+    with monkeypatch.context() as walk:
+        walk.setattr(CandidateFinder, "_tree_restriction", lambda self: None)
+        assert [_answer(api, query) for query in queries] == answers
+    assert all(answers[:3]) and all(answers[3:])
+
+
+def test_in_tree_naming_a_host_reads_that_tree_alone_though_pools_share(api, db):
+    _overcommitted_cloud(api, 30)
+    query = _in_tree_queries(api)[0]
+    named = api.get("/resource_providers?name=h1").json_body["resource_providers"][0]["uuid"]
+    with db.engine.connect() as conn:
+        request = resolve(conn, parse_query(MultiDict(parse_qsl(query)), Version(1, 39))).request
+        finder = CandidateFinder(conn, request, ProviderCache(), limit=None, max_candidates=1000)
+        found, providers = finder.find()
+    assert found
+    # The named host's tree and the sharing pool, not the 29 other hosts.
+    pools = {p.root_id for p in finder.sharing.values()}
+    assert {p.root_id for p in providers.values()} == _ids(db, [named]) | pools

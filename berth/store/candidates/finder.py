@@ -148,7 +148,8 @@ class CandidateFinder:
         """Candidates (in order) and every provider loaded for them."""
         results: list[Candidate] = []
         seen: set[CandidateKey] = set()
-        narrowed = narrowing(self.conn, self.request, self.sharing, self.want)
+        tree = self._tree_restriction()
+        narrowed = [tree] if tree is not None else narrowing(self.conn, self.request, self.sharing, self.want)
         if narrowed is None and self._walk_is_kept():
             assert self._kept is not None
             walk = KeptWalk(self, self._kept)
@@ -245,10 +246,17 @@ class CandidateFinder:
         return next(((rc, amount) for rc, amount in choices if rc not in shared_classes), None)
 
     def _tree_restriction(self) -> int | None:
+        """The one tree that can hold every answer, when ``in_tree`` names one: every provider of a
+        group with ``in_tree`` is in that tree, so an answer in another tree would need that group
+        served by a sharing provider of it; when it has none (a compute host named, as a move to a
+        given host does), only the named tree is read."""
         roots = {g.in_tree_root for g in self.request.groups if g.in_tree_root is not None}
-        if len(roots) == 1 and not self.sharing:
-            return roots.pop()
-        return None
+        if len(roots) != 1:
+            return None
+        root = roots.pop()
+        if any(provider.root_id == root for provider in self.sharing.values()):
+            return None
+        return root
 
     def _filters_beyond_room(self) -> bool:
         request = self.request
