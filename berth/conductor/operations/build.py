@@ -107,18 +107,20 @@ def _unshelve_on_host(runner: Runner, operation: Operation, request: ServerReque
     claims = agent.claims_for_instance(request.instance_uuid)
     if any(c.state == SHELVED for c in claims):
         claim = agent.unshelve_claim(request.instance(runner.scheduler_config))
-        runner.done(operation, "confirm", host=host, claim_id=claim.claim_id)
+        runner.done(operation, "confirm", write=False, host=host, claim_id=claim.claim_id)
     else:
-        runner.done(operation, "confirm", host=host, claim_id=claims[0].claim_id if claims else None)
+        runner.done(operation, "confirm", write=False, host=host, claim_id=claims[0].claim_id if claims else None)
 
 
 def _build(runner: Runner, operation: Operation, request: ServerRequest) -> None:
     instance = request.instance_uuid
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(instance, runner.config.lease_seconds))
+    # Neither the lease's record nor the claim's changes what a resume does (it undoes the build
+    # until the guest has started); the confirmation's is written with the end.
+    runner.run(operation, "lease", lambda: runner.calls.take_lease(instance, runner.config.lease_seconds), write=False)
     runner.reach(operation, "schedule")
     _schedule(runner, operation, request)
     _land(runner, operation, request)
-    runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(instance))
+    runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(instance), write=False)
 
 
 def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> None:
@@ -259,7 +261,7 @@ def _try_host(runner: Runner, operation: Operation, request: ServerRequest, dest
         return f"the agent refused the claim: {e}"
     except TransportError as e:
         return f"the agent did not answer: {e}"
-    runner.done(operation, "claim", host=host, claim_id=claim.claim_id)
+    runner.done(operation, "claim", write=False, host=host, claim_id=claim.claim_id)
     for victim in victims:
         runner.reach(operation, "preempt")
         outcome = preemption.end_victim(runner, victim, operation.instance_uuid, host)
@@ -299,7 +301,7 @@ def resume(runner: Runner, operation: Operation) -> Operation:
         return runner.end(operation, DONE)
     if operation.step in FINISHING_STEPS:
         try:
-            runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(operation.instance_uuid))
+            runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(operation.instance_uuid), write=False)
         except LeaseExpired:
             _undo(runner, operation)
             return runner.end(operation, ROLLED_BACK, "the lease expired before a conductor resumed the build")

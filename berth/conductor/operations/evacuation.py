@@ -46,7 +46,9 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
 
 def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:
     migration, source = str(operation.request["migration_uuid"]), str(operation.request["source"])
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds))
+    # Until the guest has started on the destination a resume undoes the evacuation whichever step
+    # the journal names: the lease's record goes with the next write (the destinations').
+    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds), write=False)
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration)
     release_reservation(runner, operation)
@@ -62,7 +64,13 @@ def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> No
 
 def _confirm(runner: Runner, operation: Operation) -> None:
     dest = runner.agent(str(operation.selections["dest"]))
-    runner.run(operation, "confirm_dest", lambda: dest.confirm_migration(str(operation.request["migration_uuid"])))
+    # Written with the end (a resume from spawn_dest confirms again).
+    runner.run(
+        operation,
+        "confirm_dest",
+        lambda: dest.confirm_migration(str(operation.request["migration_uuid"])),
+        write=False,
+    )
 
 
 def _undo(runner: Runner, operation: Operation) -> None:
@@ -107,8 +115,9 @@ def clean_up(runner: Runner, evacuation_id: str) -> Operation:
 def _clean_up(runner: Runner, operation: Operation) -> None:
     instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
     source = runner.agent(str(operation.request["source"]))
-    runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance))
-    runner.run(operation, "cleanup_source", lambda: source.cleanup_evacuated(instance, migration))
+    # A resumed clean-up runs both steps again: each is written with the end.
+    runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
+    runner.run(operation, "cleanup_source", lambda: source.cleanup_evacuated(instance, migration), write=False)
 
 
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
