@@ -5,12 +5,17 @@ operations still end with every step listed (``steps_done``), as they did when e
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import sqlalchemy as sa
 from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, server
 
-from berth.conductor.journal import DONE
-from berth.conductor.runner import STEPS_DONE
+from berth.clients.placement import PlacementClient
+from berth.conductor.conductor import Conductor
+from berth.conductor.journal import DONE, Journal
+from berth.conductor.runner import STEPS_DONE, ConductorConfig
+from berth.scheduler.settings import SelectionSettings
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +88,35 @@ def test_each_operation_writes_its_row_only_where_a_resume_needs_it(conductors, 
     assert conductor.journal.get(deleted.id).step == "release_allocations"
     assert_books_agree(placement, clients)
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
+
+
+def test_a_resume_while_every_owner_beats_writes_nothing(tmp_path):
+    """Housekeeping runs resume() every heartbeat: it reads which operations' owners are silent and
+    tries to take over those alone, not every running operation of a live conductor."""
+    journal = Journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    try:
+        alive = journal.start("build", str(uuid.uuid4()), {}, owner="alive")
+        mine = journal.start("build", str(uuid.uuid4()), {}, owner="me")
+        left = journal.start("build", str(uuid.uuid4()), {}, owner="gone")
+        journal.abandon(left, "resume failed")
+        writes = RowWrites(journal.engine)
+        # Silent for a minute: only the abandoned one (never the asker's own).
+        assert [o.id for o in journal.silent("me", 60.0)] == [left.id]
+        # With no grace at all, every other owner's.
+        assert [o.id for o in journal.silent("me", 0.0)] == [alive.id, left.id]
+        conductor = Conductor(
+            PlacementClient("http://127.0.0.1:9"),
+            journal,
+            agents={},
+            settings=SelectionSettings(enabled_filters=[]),
+            config=ConductorConfig(dead_after=60.0),
+            owner="me",
+        )
+        # The abandoned build is taken over (and undone: with no agent and no service to ask, its
+        # resume fails and it is left to nobody again); the live one is not even tried.
+        conductor.resume()
+        assert writes.of(alive.id) == 0 and writes.of(mine.id) == 0
+        assert writes.of(left.id) >= 1
+        assert journal.get(alive.id).owner == "alive"
+    finally:
+        journal.close()
