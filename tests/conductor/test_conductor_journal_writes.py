@@ -47,7 +47,7 @@ def test_each_operation_writes_its_row_only_where_a_resume_needs_it(conductors, 
     built = conductor.build(server(instance_uuid, PLAIN))
     # The start, the destinations (the undo's host), the guest started (finished from there), the end.
     assert built.state == DONE
-    assert built.selections[STEPS_DONE] == ["lease", "schedule", "claim", "spawn", "confirm"]
+    assert built.selections[STEPS_DONE] == ["schedule", "claim", "spawn", "confirm"]
     assert writes.of(built.id) == 4
     assert conductor.journal.get(built.id).selections[STEPS_DONE] == built.selections[STEPS_DONE]
 
@@ -55,7 +55,6 @@ def test_each_operation_writes_its_row_only_where_a_resume_needs_it(conductors, 
     # The start, the destinations, the destination's claim, the end (the guest started with it).
     assert moved.state == DONE
     assert moved.selections[STEPS_DONE] == [
-        "lease",
         "schedule",
         "move_out",
         "release_reservation",

@@ -1,9 +1,9 @@
 """Evacuation: an instance whose host is down rebuilt on another one, and the source's clean-up
 once it is back.
 
-    lease ─▶ schedule ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ confirm_dest ─▶ done
-                                                  │  ▲
-            the destination refused ◀─────────────┘  │ next alternate (up to max_attempts hosts)
+    schedule (and lease) ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ confirm_dest ─▶ done
+                                                     │  ▲
+               the destination refused ◀─────────────┘  │ next alternate (up to max_attempts hosts)
     a failure before the guest started: the destination's guest and side reverted, the
     reservation released ─▶ failed (the instance stays on its dead host)
 
@@ -46,9 +46,6 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
 
 def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:
     migration, source = str(operation.request["migration_uuid"]), str(operation.request["source"])
-    # Until the guest has started on the destination a resume undoes the evacuation whichever step
-    # the journal names: the lease's record goes with the next write (the destinations').
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds), write=False)
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration)
     release_reservation(runner, operation)

@@ -1,13 +1,13 @@
 """Resize and cold migration (to another host or the same one), then confirm or revert.
 
-    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
-                            │                                  │  ▲              │          confirm or revert)
-                            │               refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
-                            │                                                     │
-                            └── any other failure, or no host left ◀─────────────┘
-                                 the destination's guest and side reverted, the source's side reverted and
-                                 its guest running again, the reservation released ─▶ failed (NoValidHost
-                                 names every host tried)
+    schedule (and lease) ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
+                               │                                  │  ▲              │          confirm or revert)
+                               │               refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+                               │                                                     │
+                               └── any other failure, or no host left ◀─────────────┘
+                                    the destination's guest and side reverted, the source's side reverted and
+                                    its guest running again, the reservation released ─▶ failed (NoValidHost
+                                    names every host tried)
 
     confirm: destroy_source_guest ─▶ confirm_source ─▶ confirm_dest ─▶ done
     revert:  destroy_dest_guest ─▶ revert_dest ─▶ revert_source ─▶ source_guest ─▶ done

@@ -1,9 +1,9 @@
 """What the moves share (resize, cold and live migration): the hand-over to a destination, and
 its undo.
 
-    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest
-                                                              │  ▲
-                           the destination refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+    schedule (and lease) ─▶ move_out ─▶ release_reservation ─▶ claim_dest
+                                                                 │  ▲
+                              the destination refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
 
 The scheduler claims the destination for the migration's consumer (under a lease), so that its
 choice holds while the source hands the instance over. The destination's move claim then needs
@@ -48,7 +48,6 @@ def hand_over(
     # Until the destination has claimed, a resume undoes the move whichever of these steps the
     # journal names, so only the destinations are written before the next step (the undo needs
     # them); the others' records go with the next write.
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds), write=False)
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration)
     runner.reach(operation, "move_out")
@@ -74,6 +73,9 @@ def release_reservation(runner: Runner, operation: Operation) -> None:
 
 
 def schedule(runner: Runner, operation: Operation, server: ServerRequest, migration: str) -> None:
+    """The destination claimed for the migration's consumer under a lease the scheduler takes with
+    the claim (in the pick's own transaction on the service's path, just before the claim on
+    Placement's), and the alternates."""
     spec = server.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
@@ -82,6 +84,7 @@ def schedule(runner: Runner, operation: Operation, server: ServerRequest, migrat
             alternates=runner.config.max_attempts - 1,
             server_group=server.group_for_move(),
             instance_uuids=[migration],
+            lease_seconds=runner.config.lease_seconds,
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})
