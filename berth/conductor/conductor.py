@@ -162,9 +162,7 @@ class Conductor:
         seconds); those another conductor takes first are left to it. One whose resume fails (a
         host away) is left to nobody: the next resume(), of any conductor, tries it again."""
         resumed = []
-        for operation in self.journal.running():
-            if operation.owner == self.owner:
-                continue
+        for operation in self.journal.silent(self.owner, self.config.dead_after):
             taken = self.journal.take_over(operation, self.owner, self.config.dead_after)
             if taken is None:
                 continue

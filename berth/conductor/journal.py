@@ -295,6 +295,15 @@ class Journal:
         query = operations.select().where(operations.c.state == RUNNING).order_by(operations.c.created_at)
         return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query).mappings()])
 
+    def silent(self, owner: str, dead_after: float) -> list[Operation]:
+        """The running operations of other owners than ``owner`` whose owner has not beaten for
+        ``dead_after`` seconds by the database's clock (abandoned ones too), oldest first: those
+        ``take_over`` may win. One read, where trying ``take_over`` on every running operation would
+        be a write transaction each, every round of housekeeping, while their owners are alive."""
+        query = self._statements.silent
+        parameters = {"owner": owner, "dead_after": dead_after}
+        return self._read(lambda conn: [Operation.from_row(r) for r in conn.execute(query, parameters).mappings()])
+
     def beat(self, owner: str) -> int:
         """The owner is alive: every running operation it owns says so now."""
 
@@ -310,15 +319,14 @@ class Journal:
 
         def update(conn: Connection) -> bool:
             result = conn.execute(
-                operations.update()
-                .where(
-                    operations.c.id == operation.id,
-                    operations.c.state == RUNNING,
-                    operations.c.owner == operation.owner,
-                    operations.c.heartbeat == operation.heartbeat,
-                    operations.c.heartbeat <= self._now - dead_after,
-                )
-                .values(owner=owner, heartbeat=self._now)
+                self._statements.take_over,
+                {
+                    "operation_id": operation.id,
+                    "owner_was": operation.owner,
+                    "heartbeat_was": operation.heartbeat,
+                    "dead_after": dead_after,
+                    "taker": owner,
+                },
             )
             return bool(result.rowcount == 1)
 
@@ -388,6 +396,27 @@ class _Statements:
             operations.update()
             .where(operations.c.owner == sa.bindparam("beating"), operations.c.state == RUNNING)
             .values(heartbeat=now)
+        )
+        silent_for = now - sa.bindparam("dead_after", type_=sa.Float)
+        self.silent = (
+            operations.select()
+            .where(
+                operations.c.state == RUNNING,
+                operations.c.owner != sa.bindparam("owner"),
+                operations.c.heartbeat <= silent_for,
+            )
+            .order_by(operations.c.created_at)
+        )
+        self.take_over = (
+            operations.update()
+            .where(
+                operations.c.id == sa.bindparam("operation_id"),
+                operations.c.state == RUNNING,
+                operations.c.owner == sa.bindparam("owner_was"),
+                operations.c.heartbeat == sa.bindparam("heartbeat_was", type_=sa.Float),
+                operations.c.heartbeat <= silent_for,
+            )
+            .values(owner=sa.bindparam("taker"), heartbeat=now)
         )
 
 

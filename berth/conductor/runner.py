@@ -94,19 +94,25 @@ class Runner:
         if self.hook is not None:
             self.hook(operation, step)
 
-    def done(self, operation: Operation, step: str, **selections: Any) -> None:
-        """``step``'s effect is done: written before the next step starts."""
+    def done(self, operation: Operation, step: str, *, write: bool = True, **selections: Any) -> None:
+        """``step``'s effect is done: written before the next step starts. With ``write`` False it
+        is written with the operation's next write instead (the next step's, an attempt's or the
+        end), a transaction fewer: for the last step before the end, and for a step whose record
+        changes nothing a resume does (it finishes or undoes the operation alike from the step
+        before, which it must do anyway for a conductor killed between the step's effect and its
+        write)."""
         operation.step = step
         operation.selections.update(selections)
         # The steps in the order they were done, for the operation's readers (a step done again,
         # a reschedule's, is listed again).
         operation.selections.setdefault(STEPS_DONE, []).append(step)
-        self.journal.save(operation)
+        if write:
+            self.journal.save(operation)
 
-    def run(self, operation: Operation, step: str, action: Callable[[], object]) -> None:
+    def run(self, operation: Operation, step: str, action: Callable[[], object], *, write: bool = True) -> None:
         self.reach(operation, step)
         action()
-        self.done(operation, step)
+        self.done(operation, step, write=write)
 
     def carry_out(
         self,

@@ -124,8 +124,9 @@ def test_an_operation_in_flight_is_shown_with_its_step_and_conductor(plane, web,
     control = web.get("/berth/dashboard/control", headers=ADMIN).get_json()
     [running] = control["running"]
     assert running["id"] == build.id and running["kind"] == "build" and running["server_id"] == build.instance_uuid
-    # Stopped before spawn: the claim is the last step done.
-    assert running["step"] == "claim" and running["owner"] == plane.conductor.runner.owner
+    # Stopped before spawn: the schedule is the last step written (the claim's record goes with
+    # the spawn's write).
+    assert running["step"] == "schedule" and running["owner"] == plane.conductor.runner.owner
     assert running["started"].endswith("Z")
     assert control["totals"]["operations_running"] == 1
     assert control["totals"]["servers_by_status"] == {"BUILD": 1}

@@ -4,6 +4,7 @@ finished or undone, and nothing stays allocated, claimed or running for it."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -46,8 +47,9 @@ def left_running(conductors, instance_uuid, start):
     return operation
 
 
-# Build: killed before the guest ran, undone; killed after, finished.
-UNDONE_BUILD_STEPS = ["lease", "schedule", "claim", "spawn"]
+# Build: killed before the guest ran, undone; killed after, finished. (A build that selects takes
+# its lease with the scheduler's pick, in its schedule step.)
+UNDONE_BUILD_STEPS = ["schedule", "claim", "spawn"]
 
 
 @pytest.mark.parametrize("step", UNDONE_BUILD_STEPS)
@@ -144,11 +146,36 @@ def test_a_resize_killed_before_its_guest_moved_is_undone(conductors, placement,
     assert_nothing_left(placement, clients, instance_uuid)
 
 
-def test_a_resize_killed_after_its_guest_moved_is_kept_then_confirmed(conductors, placement, clients, instance_uuid):
-    conductors().build(server(instance_uuid, PLAIN))
-    # The resize has no step after spawn_dest: it is killed while writing its end.
+def test_a_resize_killed_while_writing_its_end_is_undone(conductors, placement, clients, instance_uuid):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    before = placement.consumer(instance_uuid).allocations
+    # The guest started on the destination; its step is written with the end, and the conductor
+    # dies while writing it: the journal names the destination's claim, so the move is undone.
     killer = conductors()
     killer.runner.journal.save = _dying_save(killer.runner.journal.save)
+    with pytest.raises(Killed):
+        killer.resize(server(instance_uuid, PLAIN), BIGGER)
+    dead = left_running(conductors, instance_uuid, "resize")
+    assert dead.step == "claim_dest"
+
+    (resumed,) = conductors(dead_after=0).resume()
+    assert resumed.state == ROLLED_BACK
+    source = built.selections["host"]
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert list(claims_of(clients, instance_uuid)) == [source] and claim.state == "active"
+    assert placement.consumer(instance_uuid).allocations == before
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_nothing_left(placement, clients, dead.request["migration_uuid"])
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_resize_killed_after_its_guest_moved_is_kept_then_confirmed(conductors, placement, clients, instance_uuid):
+    conductors().build(server(instance_uuid, PLAIN))
+    # A row naming spawn_dest, still running: the conductor died once that step was written (as a
+    # journal written step by step leaves it).
+    killer = conductors()
+    killer.runner.journal.save = _dying_save(killer.runner.journal.save, written_running=True)
     with pytest.raises(Killed):
         killer.resize(server(instance_uuid, PLAIN), BIGGER)
     dead = left_running(conductors, instance_uuid, "resize")
@@ -168,11 +195,14 @@ def test_a_resize_killed_after_its_guest_moved_is_kept_then_confirmed(conductors
     assert_nothing_left(placement, clients, instance_uuid, dead.request["migration_uuid"])
 
 
-def _dying_save(save):
-    """The journal's save, dying when the resize would be written done."""
+def _dying_save(save, *, written_running=False):
+    """The journal's save, dying when the resize would be written done; with ``written_running``,
+    after writing it as it is but still running."""
 
     def dying(operation):
         if operation.kind == "resize" and operation.state == DONE:
+            if written_running:
+                save(dataclasses.replace(operation, state=RUNNING))
             raise Killed("writing done")
         return save(operation)
 

@@ -1,6 +1,6 @@
 """Build: a new server placed, claimed on its host and started.
 
-    lease ─▶ schedule ─▶ claim ─▶ spawn ─▶ confirm ─▶ done
+    schedule (and lease) ─▶ claim ─▶ spawn ─▶ confirm ─▶ done
                           │  ▲      │
            refused ◀──────┘  │      └──▶ failed: destroy, abort the claim
               │              │
@@ -10,7 +10,9 @@ A build whose flavor's priority is above 0 may have its pick preempt (``operatio
 the victims are journaled with the destinations, named in the host's claim (the agent drops their
 claims first), and their servers ended once the claim is made, before the guest starts.
 
-The lease is taken before the scheduler claims, so a conductor that dies before ``confirm``
+The lease is taken with the scheduler's claim (in the same transaction on the service's pick,
+just before it on Placement's path; a gang's member's was taken by the gang's pick and is moved
+on in a ``lease`` step), so a conductor that dies before ``confirm``
 leaks no allocation even if no other conductor resumes it: the service releases them when the
 lease expires. The agent's claim and guest, once made, wait for resume(), which undoes a build
 whose guest had not started or whose lease expired, and confirms the others. Every host tried
@@ -107,18 +109,25 @@ def _unshelve_on_host(runner: Runner, operation: Operation, request: ServerReque
     claims = agent.claims_for_instance(request.instance_uuid)
     if any(c.state == SHELVED for c in claims):
         claim = agent.unshelve_claim(request.instance(runner.scheduler_config))
-        runner.done(operation, "confirm", host=host, claim_id=claim.claim_id)
+        runner.done(operation, "confirm", write=False, host=host, claim_id=claim.claim_id)
     else:
-        runner.done(operation, "confirm", host=host, claim_id=claims[0].claim_id if claims else None)
+        runner.done(operation, "confirm", write=False, host=host, claim_id=claims[0].claim_id if claims else None)
 
 
 def _build(runner: Runner, operation: Operation, request: ServerRequest) -> None:
     instance = request.instance_uuid
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(instance, runner.config.lease_seconds))
+    if operation.request.get(DESTINATION) is not None:
+        # A gang's member: its lease, taken with the gang's pick, moved on. A build that selects
+        # has its lease taken by the scheduler's claim itself (``_select``). Neither the lease's
+        # record nor the claim's changes what a resume does (it undoes the build until the guest
+        # has started); the confirmation's is written with the end.
+        runner.run(
+            operation, "lease", lambda: runner.calls.take_lease(instance, runner.config.lease_seconds), write=False
+        )
     runner.reach(operation, "schedule")
     _schedule(runner, operation, request)
     _land(runner, operation, request)
-    runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(instance))
+    runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(instance), write=False)
 
 
 def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> None:
@@ -126,11 +135,17 @@ def _schedule(runner: Runner, operation: Operation, request: ServerRequest) -> N
     if given is not None:
         _placed(runner, operation, request, given)
         return
-    runner.done(operation, "schedule", destinations=_select(runner, operation, request, 0), index=0)
+    destinations = _select(runner, operation, request, 0, lease_seconds=runner.config.lease_seconds)
+    runner.done(operation, "schedule", destinations=destinations, index=0)
 
 
-def _select(runner: Runner, operation: Operation, request: ServerRequest, tried: int) -> list[dict[str, Any]]:
-    """The scheduler's claimed destination, then its alternates (as many as attempts are left)."""
+def _select(
+    runner: Runner, operation: Operation, request: ServerRequest, tried: int, *, lease_seconds: int | None = None
+) -> list[dict[str, Any]]:
+    """The scheduler's claimed destination, then its alternates (as many as attempts are left);
+    with ``lease_seconds``, the claim under a new lease the scheduler takes with it (in the pick's
+    own transaction on the service's path, before the claim on Placement's), which a refusal
+    leaves untaken."""
     spec = request.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
@@ -139,6 +154,7 @@ def _select(runner: Runner, operation: Operation, request: ServerRequest, tried:
             alternates=runner.config.max_attempts - 1 - tried,
             server_group=request.server_group,
             instance_uuids=[request.instance_uuid],
+            lease_seconds=lease_seconds,
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})
@@ -259,7 +275,7 @@ def _try_host(runner: Runner, operation: Operation, request: ServerRequest, dest
         return f"the agent refused the claim: {e}"
     except TransportError as e:
         return f"the agent did not answer: {e}"
-    runner.done(operation, "claim", host=host, claim_id=claim.claim_id)
+    runner.done(operation, "claim", write=False, host=host, claim_id=claim.claim_id)
     for victim in victims:
         runner.reach(operation, "preempt")
         outcome = preemption.end_victim(runner, victim, operation.instance_uuid, host)
@@ -299,7 +315,7 @@ def resume(runner: Runner, operation: Operation) -> Operation:
         return runner.end(operation, DONE)
     if operation.step in FINISHING_STEPS:
         try:
-            runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(operation.instance_uuid))
+            runner.run(operation, "confirm", lambda: runner.calls.confirm_lease(operation.instance_uuid), write=False)
         except LeaseExpired:
             _undo(runner, operation)
             return runner.end(operation, ROLLED_BACK, "the lease expired before a conductor resumed the build")

@@ -34,16 +34,18 @@ def delete(
 def _delete(runner: Runner, operation: Operation) -> None:
     instance = operation.instance_uuid
     host = operation.request.get("host")
+    # A resumed delete runs every step again whatever the journal says was done, so no step needs
+    # a write of its own: each is written with the end (a failure's too).
     if host:
         agent = runner.agent(str(host))
-        runner.run(operation, "destroy", lambda: agent.destroy_guest(instance))
-        runner.run(operation, "release_host", lambda: agent.delete_instance(instance))
+        runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
+        runner.run(operation, "release_host", lambda: agent.delete_instance(instance), write=False)
 
     def release_allocations() -> None:
         runner.calls.release_lease(instance)
         runner.calls.release(instance)
 
-    runner.run(operation, "release_allocations", release_allocations)
+    runner.run(operation, "release_allocations", release_allocations, write=False)
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

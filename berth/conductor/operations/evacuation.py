@@ -1,9 +1,9 @@
 """Evacuation: an instance whose host is down rebuilt on another one, and the source's clean-up
 once it is back.
 
-    lease ─▶ schedule ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ confirm_dest ─▶ done
-                                                  │  ▲
-            the destination refused ◀─────────────┘  │ next alternate (up to max_attempts hosts)
+    schedule (and lease) ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ confirm_dest ─▶ done
+                                                     │  ▲
+               the destination refused ◀─────────────┘  │ next alternate (up to max_attempts hosts)
     a failure before the guest started: the destination's guest and side reverted, the
     reservation released ─▶ failed (the instance stays on its dead host)
 
@@ -46,7 +46,6 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
 
 def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:
     migration, source = str(operation.request["migration_uuid"]), str(operation.request["source"])
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds))
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration)
     release_reservation(runner, operation)
@@ -62,7 +61,13 @@ def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> No
 
 def _confirm(runner: Runner, operation: Operation) -> None:
     dest = runner.agent(str(operation.selections["dest"]))
-    runner.run(operation, "confirm_dest", lambda: dest.confirm_migration(str(operation.request["migration_uuid"])))
+    # Written with the end (a resume from spawn_dest confirms again).
+    runner.run(
+        operation,
+        "confirm_dest",
+        lambda: dest.confirm_migration(str(operation.request["migration_uuid"])),
+        write=False,
+    )
 
 
 def _undo(runner: Runner, operation: Operation) -> None:
@@ -107,8 +112,9 @@ def clean_up(runner: Runner, evacuation_id: str) -> Operation:
 def _clean_up(runner: Runner, operation: Operation) -> None:
     instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
     source = runner.agent(str(operation.request["source"]))
-    runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance))
-    runner.run(operation, "cleanup_source", lambda: source.cleanup_evacuated(instance, migration))
+    # A resumed clean-up runs both steps again: each is written with the end.
+    runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
+    runner.run(operation, "cleanup_source", lambda: source.cleanup_evacuated(instance, migration), write=False)
 
 
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:

@@ -104,7 +104,10 @@ def _change(runner: Runner, operation: Operation) -> None:
     names = [name for name, _ in steps]
     done = names.index(operation.step) + 1 if operation.step in names else 0
     for step, action in steps[done:]:
-        runner.run(operation, step, functools.partial(action, agent, operation.instance_uuid))
+        # The check changes nothing (a resume checks again) and the last step is written with the
+        # end; the others are written before the next starts, which a resume skips to.
+        write = step != "check" and step != names[-1]
+        runner.run(operation, step, functools.partial(action, agent, operation.instance_uuid), write=write)
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

@@ -52,7 +52,10 @@ def _live_migrate(runner: Runner, operation: Operation, server: ServerRequest) -
     hand_over(runner, operation, server, live_migration_claim, other_host=True)
     dest = runner.agent(str(operation.selections["dest"]))
     claim_id = str(operation.selections["claim_id"])
-    runner.run(operation, "accept_guest", lambda: dest.migrate_guest(server.instance_uuid, claim_id=claim_id))
+    # Until the guest has left the source a resume undoes the move: this record goes with the next write.
+    runner.run(
+        operation, "accept_guest", lambda: dest.migrate_guest(server.instance_uuid, claim_id=claim_id), write=False
+    )
     _forward(runner, operation)
 
 
@@ -67,8 +70,9 @@ def _forward(runner: Runner, operation: Operation) -> None:
         "confirm_dest": lambda: dest.confirm_migration(migration),
     }
     done = FORWARD_STEPS.index(operation.step) + 1 if operation.step in FORWARD_STEPS else 0
+    # Each written before the next starts (a resume goes on after the one written); the last with the end.
     for step in FORWARD_STEPS[done:]:
-        runner.run(operation, step, steps[step])
+        runner.run(operation, step, steps[step], write=step != FORWARD_STEPS[-1])
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

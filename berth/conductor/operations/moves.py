@@ -1,13 +1,13 @@
 """Resize and cold migration (to another host or the same one), then confirm or revert.
 
-    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
-                            │                                  │  ▲              │          confirm or revert)
-                            │               refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
-                            │                                                     │
-                            └── any other failure, or no host left ◀─────────────┘
-                                 the destination's guest and side reverted, the source's side reverted and
-                                 its guest running again, the reservation released ─▶ failed (NoValidHost
-                                 names every host tried)
+    schedule (and lease) ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
+                               │                                  │  ▲              │          confirm or revert)
+                               │               refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+                               │                                                     │
+                               └── any other failure, or no host left ◀─────────────┘
+                                    the destination's guest and side reverted, the source's side reverted and
+                                    its guest running again, the reservation released ─▶ failed (NoValidHost
+                                    names every host tried)
 
     confirm: destroy_source_guest ─▶ confirm_source ─▶ confirm_dest ─▶ done
     revert:  destroy_dest_guest ─▶ revert_dest ─▶ revert_source ─▶ source_guest ─▶ done
@@ -24,6 +24,7 @@ left to do answers nothing.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
@@ -78,12 +79,15 @@ def _move(runner: Runner, operation: Operation, server: ServerRequest) -> None:
             dest.destroy_guest(server.instance_uuid)
         dest.spawn_guest(server.instance_uuid, str(operation.selections["claim_id"]))
 
-    runner.run(operation, "spawn_dest", spawn_dest)
+    # Written with the end (a resume from the step before undoes the move, as it must for a
+    # conductor killed between the guest's start and its write).
+    runner.run(operation, "spawn_dest", spawn_dest, write=False)
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:
-    """A dead conductor's move: kept (awaiting confirm or revert) once the guest started on the
-    destination, otherwise undone."""
+    """A dead conductor's move: kept (awaiting confirm or revert) when its row names spawn_dest,
+    otherwise undone. The move writes spawn_dest with its end, so a row left running names it only
+    when an older conductor, which wrote each step, died between the two."""
     if operation.step == "spawn_dest":
         return runner.end(operation, DONE)
     undo(runner, operation)
@@ -140,19 +144,25 @@ def _finish(runner: Runner, operation: Operation) -> None:
     source = runner.agent(str(operation.request["source"]))
     dest = runner.agent(str(operation.request["dest"]))
     same_host = operation.request["source"] == operation.request["dest"]
+    steps: list[tuple[str, Callable[[], object]]]
     if operation.kind == CONFIRM:
-        if not same_host:
-            runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance))
-        runner.run(operation, "confirm_source", lambda: source.confirm_migration(migration))
-        if not same_host:
-            runner.run(operation, "confirm_dest", lambda: dest.confirm_migration(migration))
-        return
-    if not same_host:
-        runner.run(operation, "destroy_dest_guest", lambda: dest.destroy_guest(instance))
-    runner.run(operation, "revert_dest", lambda: dest.revert_migration(migration))
-    if not same_host:
-        runner.run(operation, "revert_source", lambda: source.revert_migration(migration))
-    runner.run(operation, "source_guest", lambda: restore_guest(source, instance))
+        steps = [
+            ("destroy_source_guest", lambda: source.destroy_guest(instance)),
+            ("confirm_source", lambda: source.confirm_migration(migration)),
+            ("confirm_dest", lambda: dest.confirm_migration(migration)),
+        ]
+    else:
+        steps = [
+            ("destroy_dest_guest", lambda: dest.destroy_guest(instance)),
+            ("revert_dest", lambda: dest.revert_migration(migration)),
+            ("revert_source", lambda: source.revert_migration(migration)),
+            ("source_guest", lambda: restore_guest(source, instance)),
+        ]
+    if same_host:
+        steps = [(name, action) for name, action in steps if name in ("confirm_source", "revert_dest", "source_guest")]
+    # Each step is written before the next starts; the last one with the end.
+    for position, (name, action) in enumerate(steps):
+        runner.run(operation, name, action, write=position < len(steps) - 1)
 
 
 def resume_finish(runner: Runner, operation: Operation) -> Operation:

@@ -1,9 +1,9 @@
 """What the moves share (resize, cold and live migration): the hand-over to a destination, and
 its undo.
 
-    lease ─▶ schedule ─▶ move_out ─▶ release_reservation ─▶ claim_dest
-                                                              │  ▲
-                           the destination refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
+    schedule (and lease) ─▶ move_out ─▶ release_reservation ─▶ claim_dest
+                                                                 │  ▲
+                              the destination refused ◀──────────┘  │ next alternate (up to max_attempts hosts)
 
 The scheduler claims the destination for the migration's consumer (under a lease), so that its
 choice holds while the source hands the instance over. The destination's move claim then needs
@@ -45,12 +45,14 @@ def hand_over(
     with ``other_host``, the instance's own host is passed over."""
     migration = str(operation.request["migration_uuid"])
     source = runner.agent(str(operation.request["source"]))
-    runner.run(operation, "lease", lambda: runner.calls.take_lease(migration, runner.config.lease_seconds))
+    # Until the destination has claimed, a resume undoes the move whichever of these steps the
+    # journal names, so only the destinations are written before the next step (the undo needs
+    # them); the others' records go with the next write.
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration)
     runner.reach(operation, "move_out")
     context = source.begin_move_out(server.instance_uuid, migration)
-    runner.done(operation, "move_out", source_context=context.to_dict())
+    runner.done(operation, "move_out", write=False, source_context=context.to_dict())
     release_reservation(runner, operation)
     instance = InstanceSpec(
         server.instance_uuid, context.flavor, server.project_id, server.user_id, server.anti_affinity()
@@ -67,10 +69,13 @@ def release_reservation(runner: Runner, operation: Operation) -> None:
         runner.calls.release_lease(migration)
         runner.calls.release(migration)
 
-    runner.run(operation, "release_reservation", release)
+    runner.run(operation, "release_reservation", release, write=False)
 
 
 def schedule(runner: Runner, operation: Operation, server: ServerRequest, migration: str) -> None:
+    """The destination claimed for the migration's consumer under a lease the scheduler takes with
+    the claim (in the pick's own transaction on the service's path, just before the claim on
+    Placement's), and the alternates."""
     spec = server.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
@@ -79,6 +84,7 @@ def schedule(runner: Runner, operation: Operation, server: ServerRequest, migrat
             alternates=runner.config.max_attempts - 1,
             server_group=server.group_for_move(),
             instance_uuids=[migration],
+            lease_seconds=runner.config.lease_seconds,
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})
@@ -101,8 +107,10 @@ def claim_destination(
         host = str(destinations[index]["host"])
         if other_host and host == operation.request["source"]:
             continue
-        operation.selections["index"] = index
-        runner.journal.save(operation)
+        if operation.selections["index"] != index:
+            # The undo reverts the destination the journal names: written before it claims.
+            operation.selections["index"] = index
+            runner.journal.save(operation)
         runner.reach(operation, "claim_dest")
         try:
             claim = claim_on(runner.agent(host))
