@@ -14,6 +14,8 @@ from livehelpers import live_host, live_on
 from berth.api.app import PlacementApp, Settings
 from berth.domain import error_codes
 from berth.store.pick.host_board import HostBoard
+from berth.store.quotas.enforcement import Change, Released, claim_changes
+from berth.store.quotas.usage import Usage
 
 HOST = {"VCPU": 16, "MEMORY_MB": 16384, "DISK_GB": 200}
 
@@ -423,3 +425,23 @@ def test_racing_claimers_of_one_project_never_pass_its_limit(live):
     held = sum(client.get(f"/resource_providers/{host}/usages").json()["usages"]["VCPU"] for host in hosts)
     assert held == limit
     client.close()
+
+
+def test_a_claims_changes_count_its_victims_in_their_own_project_and_user():
+    changes = claim_changes(
+        [("p1", "alice", {"VCPU": 2}), ("p1", "alice", {"VCPU": 2})],
+        [
+            Released("p1", "bob", {"VCPU": 3}),
+            Released("p1", "alice", {}),
+            Released("p1", "dave", {}),
+            Released("p2", "carol", {"VCPU": 8}),
+        ],
+    )
+    # Another project's victim frees nothing of p1's, and p2, which the claims add nothing to, is not checked.
+    assert set(changes) == {"p1"}
+    p1 = changes["p1"]
+    assert p1.by_user["alice"] == Change({"VCPU": 4}, 2, Usage({}, 1))
+    assert p1.by_user["bob"] == Change(held=Usage({"VCPU": 3}, 1))
+    # A victim holding none of the classes asked still frees its place among the consumers.
+    assert p1.by_user["dave"] == Change(held=Usage({}, 1))
+    assert p1.total == Change({"VCPU": 4}, 2, Usage({"VCPU": 3}, 3))

@@ -94,7 +94,7 @@ def claim_changes(claims: Iterable[tuple[str, str, Mapping[str, int]]], released
     by_project: dict[str, dict[str, Change]] = defaultdict(dict)
     for key in consumers:
         by_project[key[0]][key[1]] = Change(dict(asked[key]), consumers[key], Usage(dict(held[key]), removed[key]))
-    for key in held.keys() - consumers.keys():
+    for key in removed.keys() - consumers.keys():
         if key[0] in by_project:  # a project the write does not add to is never refused
             by_project[key[0]][key[1]] = Change(held=Usage(dict(held[key]), removed[key]))
     return {project_id: ProjectChange(_total(by_user.values()), by_user) for project_id, by_user in by_project.items()}
