@@ -290,3 +290,48 @@ def _trait_id(db, name):
         return conn.execute(
             schema.traits.select().with_only_columns(schema.traits.c.id).where(schema.traits.c.name == name)
         ).scalar_one()
+
+
+def _arrays(view):
+    return (
+        list(view.roots),
+        list(view.ram),
+        list(view.cpus),
+        list(view.disk),
+        {rc: list(column) for rc, column in view.room.items()},
+    )
+
+
+def test_a_refresh_reading_only_the_stretches_that_moved_sees_every_change(api, app, db, board, monkeypatch):
+    hosts = [api.create_provider(f"h{i}", inventory=HOST) for i in range(400)]
+    _refresh(app, db)
+    whole = host_board._TREE_SIGNATURES
+    # From here on a refresh may not read every tree's signature: only the stretches that moved.
+    monkeypatch.setattr(host_board, "_TREE_SIGNATURES", "SELECT * FROM no_such_table")
+    rng = random.Random(7)
+    consumers = []
+    for _ in range(12):
+        kind = rng.choice(["allocate", "free", "add", "delete", "inventory"])
+        if kind == "allocate" or (kind == "free" and not consumers):
+            consumers.append(new_uuid())
+            api.allocate(consumers[-1], {rng.choice(hosts): {"VCPU": 1, "MEMORY_MB": rng.randint(1, 512)}})
+        elif kind == "free":
+            assert api.delete(f"/allocations/{consumers.pop(rng.randrange(len(consumers)))}").status_code == 204
+        elif kind == "add":
+            hosts.append(api.create_provider(f"n{len(hosts)}", inventory=HOST))
+        elif kind == "delete":
+            held = {rp for c in consumers for rp in api.get(f"/allocations/{c}").json_body["allocations"]}
+            gone = rng.choice([h for h in hosts if h not in held])
+            assert api.delete(f"/resource_providers/{gone}").status_code == 204
+            hosts.remove(gone)
+        else:
+            host = rng.choice(hosts)
+            generation = api.get(f"/resource_providers/{host}").json_body["generation"]
+            body = {"resource_provider_generation": generation, "inventories": {"VCPU": {"total": rng.randint(8, 16)}}}
+            assert api.put(f"/resource_providers/{host}/inventories", body).status_code == 200
+        _refresh(app, db)
+        fresh = HostBoard(min_age=math.inf)
+        with monkeypatch.context() as first_read:
+            first_read.setattr(host_board, "_TREE_SIGNATURES", whole)
+            db.read(lambda conn, fresh=fresh: fresh.refresh(conn, app.provider_cache, force=True))
+        assert _arrays(board.view) == _arrays(fresh.view), kind
