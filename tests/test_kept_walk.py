@@ -7,10 +7,12 @@ from __future__ import annotations
 import random
 
 import pytest
+import sqlalchemy as sa
 from apihelpers import Api, new_uuid
 from test_provider_cache import CloudOfChanges
 
 from berth.api.app import PlacementApp, Settings
+from berth.store import schema
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.kept_walk import CHUNK
 from berth.store.candidates.roots import forget_wide_hints
@@ -78,11 +80,15 @@ def test_a_walk_is_kept_and_only_a_changed_stretch_is_walked_again(apis, walked)
     assert len(after["allocation_requests"]) == len(hosts) - 1
 
 
-def test_a_limited_walk_reads_the_stretches_it_needs(apis, walked):
+def test_a_limited_walk_reads_the_stretches_it_needs(apis, walked, db):
     warm, _ = apis
     _hosts(warm, 4 * CHUNK)
     assert len(_answer(warm, f"{PLAIN}&limit=3")["allocation_requests"]) == 3
-    assert len(walked) == 1
+    # The stretches of the first three hosts: one, unless the ids earlier tests used put the first
+    # hosts at the end of a stretch.
+    with db.engine.connect() as conn:
+        first = [row[0] for row in conn.execute(sa.select(schema.resource_providers.c.id).order_by("id").limit(3))]
+    assert len(walked) == len({provider_id // CHUNK for provider_id in first}) < 4
 
 
 def test_walks_over_several_stretches_answer_as_an_application_that_keeps_nothing_after_random_writes(apis):
