@@ -12,7 +12,10 @@ class RecordingHttp(JsonHttp):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.sent: list[tuple[str, str]] = []
+        # The same calls with their bodies.
+        self.bodies: list[tuple[str, str, Any]] = []
 
     def request(self, method: str, path: str, body: object = None, *, params: Any = None) -> Answer:
         self.sent.append((method, path))
+        self.bodies.append((method, path, body))
         return super().request(method, path, body, params=params)

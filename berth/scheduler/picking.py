@@ -78,10 +78,12 @@ def pick_body(
     settings: SelectionSettings,
     alternates: int = 0,
     lease_seconds: int | None = None,
+    avoid: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The body of ``POST /berth/pick`` for one instance, asking for up to ``alternates`` other
-    trees besides the one claimed (at most ``MOST_ALTERNATES``: the service names no more), and
-    for a claim lease of ``lease_seconds`` when given."""
+    trees besides the one claimed (at most ``MOST_ALTERNATES``: the service names no more), for a
+    claim lease of ``lease_seconds`` when given, and avoiding the trees of the roots ``avoid``
+    (hosts down)."""
     spec = request.spec
     query: dict[str, list[str]] = {}
     for key, value in spec.candidates_query():
@@ -109,6 +111,8 @@ def pick_body(
         body["preempt"] = True
     if lease_seconds is not None:
         body["lease_seconds"] = lease_seconds
+    if avoid:
+        body["avoid_trees"] = list(avoid)
     return body
 
 
@@ -121,10 +125,11 @@ def gang_body(
     *,
     min_count: int | None = None,
     lease_seconds: int | None = None,
+    avoid: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The body of one ``POST /berth/pick`` placing every instance of ``instance_uuids`` (a gang),
     at least ``min_count`` of them (all when None), each with a lease when ``lease_seconds`` is given."""
-    body = pick_body(request, instance_uuids[0], filters, weighers, settings, lease_seconds=lease_seconds)
+    body = pick_body(request, instance_uuids[0], filters, weighers, settings, lease_seconds=lease_seconds, avoid=avoid)
     one = body.pop("consumer")
     body["consumers"] = [{**one, "uuid": instance} for instance in instance_uuids]
     if min_count is not None and min_count < len(instance_uuids):

@@ -44,6 +44,7 @@ from berth.scheduler.candidates import AllocationRequest, Candidates
 from berth.scheduler.errors import SpecError
 from berth.scheduler.explain import NoValidHost, describe_explain, nothing_left, nothing_offered
 from berth.scheduler.filters import enabled_filters
+from berth.scheduler.filters.compute import ComputeFilter
 from berth.scheduler.flavor import SchedulerConfig
 from berth.scheduler.host_state import HostState
 from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
@@ -245,6 +246,14 @@ class Selector:
             and PICK_PATH in self.service.extensions()
         )
 
+    def _trees_down(self) -> list[str]:
+        """The root providers of the hosts down, for the pick to avoid, as ComputeFilter would leave
+        them out (only while it is enabled)."""
+        down = self.config.hosts_down
+        if not down or not any(f.name == ComputeFilter.name for f in self.filters):
+            return []
+        return self.service.host_roots(down)
+
     def _pick(
         self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int, lease_seconds: int | None
     ) -> tuple[list[Destination], list[Destination], list[tuple[Victim, ...]]] | None:
@@ -259,6 +268,7 @@ class Selector:
         offered: list[tuple[str, AllocationRequest]] = []
         # The last pick's alternates may name the hosts of the earlier instances: asked for that many more.
         wanted = alternates + len(instance_uuids) - 1 if alternates else 0
+        avoid = self._trees_down()
         try:
             for index, instance in enumerate(instance_uuids):
                 last = index == len(instance_uuids) - 1
@@ -270,6 +280,7 @@ class Selector:
                     self.settings,
                     alternates=wanted if last else 0,
                     lease_seconds=lease_seconds,
+                    avoid=avoid,
                 )
                 answer = self.service.pick(body)
                 if isinstance(answer, PlacementError):
@@ -318,6 +329,7 @@ class Selector:
             self.settings,
             min_count=min_count,
             lease_seconds=lease_seconds,
+            avoid=self._trees_down(),
         )
         try:
             answer = self.service.pick(body)

@@ -168,6 +168,19 @@ class Service:
                 names[root] = root
         return names
 
+    def host_roots(self, hosts: Iterable[str]) -> list[str]:
+        """The root provider uuid of each host named that has a compute node, from the same memory
+        as ``host_names`` (one read of every compute node's when a name is new to it)."""
+        wanted = set(hosts)
+        if not wanted:
+            return []
+        known = {name: root for root, name in self._host_names.items()}
+        if not wanted <= known.keys():
+            body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
+            self._host_names.update({str(p["uuid"]): str(p["name"]) for p in body["resource_providers"]})
+            known = {name: root for root, name in self._host_names.items()}
+        return sorted(known[name] for name in wanted if name in known)
+
     def consumers_on(self, provider: str) -> set[str]:
         body = self.placement.get(f"/resource_providers/{quote(provider)}/allocations")
         return set(body["allocations"])

@@ -27,7 +27,7 @@ def test_nothing_to_do_when_the_query_forbids_the_trait_already():
     assert not make_filter(ComputeFilter).applies(build)
 
 
-def test_a_host_whose_agent_is_down_is_refused_and_the_pick_is_not_used_meanwhile():
+def test_a_host_whose_agent_is_down_is_refused_and_the_pick_still_suits_while_the_trait_is_forbidden():
     from berth.scheduler.picking import pick_suits
     from berth.scheduler.settings import SelectionSettings
 
@@ -38,7 +38,14 @@ def test_a_host_whose_agent_is_down_is_refused_and_the_pick_is_not_used_meanwhil
     assert check.applies(build)
     assert check.refusal(make_host("host-b", traits=["COMPUTE_NODE"]), build) == "down: its agent stopped beating"
     assert check.host_passes(make_host("host-a", traits=["COMPUTE_NODE"]), build)
-    assert not pick_suits(build, [check], SelectionSettings())
+    # The pick avoids the hosts down (the selector names their trees in its body).
+    assert pick_suits(build, [check], SelectionSettings())
     down.clear()  # the collection is the conductors' live view: the host beats again
     assert not check.applies(build)
     assert pick_suits(build, [check], SelectionSettings())
+    # A query that lets disabled hosts in leaves them to this filter, on the Placement API's path.
+    down.add("host-b")
+    letting_in = SchedulerConfig(pci_aliases=CONFIG.pci_aliases, hosts_down=down, exclude_disabled_hosts=False)
+    unforbidden = request(spec(config=letting_in))
+    assert make_filter(ComputeFilter, letting_in).applies(unforbidden)
+    assert not pick_suits(unforbidden, [make_filter(ComputeFilter, letting_in)], SelectionSettings())

@@ -419,3 +419,29 @@ def test_below_min_count_nothing_is_left_claimed_or_leased(placement, cloud, ins
     assert "anti-affinity" in str(raised.value)
     assert all(placement.consumer(instance).allocations == {} for instance in uuids)
     assert _leases(placement, uuids) == set()
+
+
+def test_with_a_host_down_the_pick_is_still_used_and_never_lands_there(cloud, instances, recorded):
+    placement, session = recorded
+    down = {"small-a"}
+    selector = Selector(
+        placement,
+        config=SchedulerConfig(pci_aliases=CONFIG.pci_aliases, hosts_down=down),
+        agents={name: agent.client for name, agent in cloud.items()},
+    )
+    hosts = set()
+    for instance in instances(2):
+        (selection,) = selector.select_destinations(_spec(PLAIN), 1, instance_uuids=[instance])
+        assert selector.last_path == "pick"
+        hosts.add(selection.host)
+        assert all(alternate.host != "small-a" for alternate in selection.alternates)
+    assert hosts and "small-a" not in hosts
+    # A gang avoids it too: three members anti-affine fit only on the two hosts up.
+    uuids = instances(3)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    placed = selector.select_destinations(_spec(PLAIN), 3, instance_uuids=uuids, server_group=group, min_count=2)
+    assert selector.last_path == "pick"
+    assert sorted(s.host for s in placed) == ["numa", "small-b"]
+    sent = [body for method, path, body in session.bodies if method == "POST" and path == "/berth/pick"]
+    roots = {str(p["uuid"]) for p in placement.get("/resource_providers?name=small-a")["resource_providers"]}
+    assert sent and all(set(body["avoid_trees"]) == roots for body in sent)

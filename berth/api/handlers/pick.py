@@ -80,7 +80,12 @@ def _pick_request(body: dict[str, Any]) -> PickRequest:
         alternates=body.get("alternates", 0),
         priority=body.get("priority", DEFAULT_PRIORITY),
         preempt=body.get("preempt", False),
+        avoid_trees=_avoid_trees(body),
     )
+
+
+def _avoid_trees(body: dict[str, Any]) -> frozenset[str]:
+    return frozenset(normalize_uuid(uuid) for uuid in body.get("avoid_trees", ()))
 
 
 def _check_priority(body: dict[str, Any]) -> None:
@@ -133,6 +138,7 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
         lease_seconds=body.get("lease_seconds"),
         priority=body.get("priority", DEFAULT_PRIORITY),
         preempt=body.get("preempt", False),
+        avoid_trees=_avoid_trees(body),
     )
 
 

@@ -9,6 +9,7 @@ from berth.api.validation import JsonSchema
 from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
 from berth.store.leases.ledger import MAX_LEASE_SECONDS
 from berth.store.pick.alternates import MAX_ALTERNATES
+from berth.store.pick.avoided import MAX_AVOIDED
 from berth.store.pick.gang_plan import MAX_GANG, MAX_TOPOLOGY_AGGREGATES
 from berth.store.server_groups.membership import GROUP_POLICIES
 
@@ -95,6 +96,9 @@ PICK_BODY: Final[JsonSchema] = {
         # When nothing fits, remove consumers of lower priority to make room
         # (berth.store.pick.preemption).
         "preempt": {"type": "boolean"},
+        # Trees (by a provider of each, usually the root) neither chosen nor made room on: hosts the
+        # caller knows to be down, which the books cannot tell (berth.store.pick.avoided).
+        "avoid_trees": {"type": "array", "items": UUID, "maxItems": MAX_AVOIDED},
     },
     "required": ["query"],
     "oneOf": [{"required": ["consumer"]}, {"required": ["consumers"]}],

@@ -51,7 +51,7 @@ def resolve(conn: Connection, query: CandidateQuery) -> ResolvedQuery:
     )
     _refuse_unknown(query, class_ids, trait_ids)
     found_aggregates = aggregate_ids(conn, {uuid for group in query.groups for uuid in group.aggregates.uuids()})
-    tree_roots = _tree_roots(conn, {group.in_tree for group in query.groups if group.in_tree is not None})
+    tree_roots = roots_of_trees(conn, {group.in_tree for group in query.groups if group.in_tree is not None})
     request = CandidateRequest(
         groups=[_request_group(group, class_ids, trait_ids, found_aggregates, tree_roots) for group in query.groups],
         isolate=query.group_policy == "isolate",
@@ -80,7 +80,7 @@ def _refuse_unknown_traits(traits: TraitQuery, trait_ids: Mapping[str, int]) -> 
             raise names.UnknownTraits([name])
 
 
-def _tree_roots(conn: Connection, provider_uuids: Iterable[str]) -> dict[str, int]:
+def roots_of_trees(conn: Connection, provider_uuids: Iterable[str]) -> dict[str, int]:
     """The root of each of these providers' trees; unknown providers are absent from the answer."""
     wanted = sorted(provider_uuids)
     return dict(fetch(conn, _ROOTS_BY_UUID, ids=wanted)) if wanted else {}

@@ -42,6 +42,7 @@ from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import ResolvedQuery, resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
+from berth.store.pick.avoided import avoided_roots, without_avoided
 from berth.store.pick.claim import Claimed, claim_tree
 from berth.store.pick.gang_plan import (
     Dealer,
@@ -99,6 +100,8 @@ class GangRequest:
     # Members the cloud cannot take as it stands are placed by preempting consumers of lower
     # priority, for the whole gang or not at all (``berth.store.pick.gang_preemption``).
     preempt: bool = False
+    # Uuids of trees neither chosen nor made room on (``berth.store.pick.avoided``).
+    avoid_trees: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,9 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
-    by_root = candidates_by_root(candidates, providers, sharing)
+    by_root = without_avoided(
+        candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
+    )
     members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     asked = len(request.consumers)

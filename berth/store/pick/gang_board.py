@@ -44,6 +44,7 @@ from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.leases.ledger import set_lease
+from berth.store.pick.avoided import avoided_roots, board_mask
 from berth.store.pick.gang import (
     MOST_PLANS,
     GangMember,
@@ -125,6 +126,7 @@ def plan_gang_on_board(
                 times[anchored] = np.maximum(times[anchored], room // amount)
         capacity = np.minimum(capacity, times)
     roots_ok = view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
+    roots_ok &= board_mask(view.roots, avoided_roots(conn, request.avoid_trees))
     fits = (capacity >= 1) & roots_ok
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()

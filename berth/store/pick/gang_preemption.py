@@ -45,6 +45,8 @@ class GangRequest(Protocol):
     def lease_seconds(self) -> float | None: ...
     @property
     def priority(self) -> int: ...
+    @property
+    def avoid_trees(self) -> frozenset[str]: ...
 
 
 def place_preempting(
@@ -103,6 +105,7 @@ def _preempt_for(
             lease_seconds=request.lease_seconds,
             priority=request.priority,
             preempt=True,
+            avoid_trees=request.avoid_trees,
         )
         chosen = preempt_and_claim(conn, single, resolved, cache, trees_fitted, trees_weighed)
         if chosen is None:

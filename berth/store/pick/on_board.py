@@ -37,6 +37,7 @@ from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import ResolvedQuery, resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.pick.alternates import alternates_after, group_allows
+from berth.store.pick.avoided import avoided_roots, board_mask
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
 from berth.store.pick.request import Pick, PickRequest, soft_policy
@@ -112,6 +113,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     # The search of one tree does not look at its root's traits (the search of every tree reads
     # them with the trees): the board decides them.
     roots_ok = view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
+    roots_ok &= board_mask(view.roots, avoided_roots(conn, request.avoid_trees))
     fits = room & roots_ok
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()

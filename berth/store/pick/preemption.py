@@ -54,6 +54,7 @@ from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import ResolvedQuery
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import drop_leases
+from berth.store.pick.avoided import avoided_roots
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import DEFAULT_PRIORITY
@@ -252,7 +253,7 @@ def _attempt(
     for holder in holders.values():
         for provider_id in {pid for pid, _ in holder.held}:
             on_provider[provider_id].append(holder)
-    roots = sorted(_roots_of(conn, on_provider, finder))
+    roots = sorted(_roots_of(conn, on_provider, finder) - avoided_roots(conn, request.avoid_trees))
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, sharing_ids) if group is not None else Counter[int]()
     policy = group.policy if group is not None else None

@@ -37,6 +37,8 @@ class PickRequest:
     # consumers of strictly lower priority when nothing fits (``berth.store.pick.preemption``).
     priority: int = 0
     preempt: bool = False
+    # Uuids of trees neither chosen nor made room on (``berth.store.pick.avoided``).
+    avoid_trees: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

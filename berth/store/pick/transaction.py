@@ -40,6 +40,7 @@ from berth.store.candidates.names import ResolvedQuery, resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.alternates import alternates_after
+from berth.store.pick.avoided import avoided_roots, without_avoided
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.on_board import BoardPlan, claim_on_board
@@ -84,7 +85,9 @@ def _pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
-    by_root = candidates_by_root(candidates, providers, sharing)
+    by_root = without_avoided(
+        candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
+    )
     members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     if not allowed:
