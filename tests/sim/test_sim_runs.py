@@ -41,7 +41,9 @@ def test_preemptible_load_under_a_quota_preempts_and_ends_without_violations():
     # 30 live servers a host aimed at: the cloud fills, and the builds above priority 0 (half of
     # them) preempt; the project may hold 98 % of the cloud's VCPUs. A preempting build is judged by
     # the usage it leaves, its victims (the project's own) gone, so the quota does not keep the
-    # builds from preempting once the hosts are full (runs of this config: 21 to 48 preemptions).
+    # builds from preempting once the hosts are full. While a host is down its tree is avoided by
+    # the picks, which keep preempting (they once took the Placement API's path then, and a run
+    # whose agents' beats came late under load had no preemption at all).
     config = SimConfig(
         hosts=12,
         ops=800,
@@ -58,7 +60,7 @@ def test_preemptible_load_under_a_quota_preempts_and_ends_without_violations():
     report = run_sim(config)
     assert_clean(report, 800)
     d = report.to_dict()
-    assert d["preemptions"] > 0
+    assert d["preemptions"] > 0, {k: d[k] for k in ("by_kind", "faults", "quota_refusals", "reschedules")}
     # Every victim counted was ended and checked gone.
     assert d["victims_ended"] <= d["preemptions"] * 64
     assert d["invariant_checks"]["preempted_gone"] >= d["victims_ended"] > 0
