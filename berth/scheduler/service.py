@@ -6,6 +6,7 @@ real Placement answers them 404, and the scheduler does without.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, cast
 from urllib.parse import quote, urlencode
@@ -26,6 +27,9 @@ LEASES_PATH: Final = "/berth/leases"
 # Nova's consumer type for an instance (microversion 1.38 asks for one on every write).
 INSTANCE_CONSUMER_TYPE: Final = "INSTANCE"
 COMPUTE_NODE_TRAIT: Final = "COMPUTE_NODE"
+# How often a host name without a compute node known (a host down that never reported one) has the
+# compute nodes read again: not at every pick while it stays down.
+UNKNOWN_HOSTS_READ_SECONDS: Final = 10.0
 
 Query = Sequence[tuple[str, str]]
 
@@ -50,6 +54,7 @@ class Service:
         self._extensions: frozenset[str] | None = None
         # Compute node provider uuid -> host name, as read (see host_names).
         self._host_names: dict[str, str] = {}
+        self._unknown_read_at = -UNKNOWN_HOSTS_READ_SECONDS
 
     # -- candidates -------------------------------------------------------------------------------
 
@@ -175,7 +180,9 @@ class Service:
         if not wanted:
             return []
         known = {name: root for root, name in self._host_names.items()}
-        if not wanted <= known.keys():
+        now = time.monotonic()
+        if not wanted <= known.keys() and now - self._unknown_read_at >= UNKNOWN_HOSTS_READ_SECONDS:
+            self._unknown_read_at = now
             body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
             self._host_names.update({str(p["uuid"]): str(p["name"]) for p in body["resource_providers"]})
             known = {name: root for root, name in self._host_names.items()}

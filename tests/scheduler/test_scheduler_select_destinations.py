@@ -350,6 +350,21 @@ def test_host_names_are_read_once_and_then_known(placement, cloud):
     assert recording.sent == []
 
 
+def test_the_roots_of_hosts_are_read_once_and_an_unknown_name_not_at_every_call(placement, cloud):
+    service = Service(placement)
+    roots = service.host_roots(["numa", "small-a", "no-such-host"])
+    names = service.host_names(roots)
+    assert sorted(names.values()) == ["numa", "small-a"]
+    recording = RecordingHttp(placement.url, placement.headers)
+    placement.http, kept = recording, placement.http
+    try:
+        # The unknown name was looked for moments ago: it is not looked for again yet.
+        assert service.host_roots(["small-a", "no-such-host"]) == [r for r in roots if names[r] == "small-a"]
+    finally:
+        placement.http = kept
+    assert recording.sent == []
+
+
 def test_an_agent_known_only_after_the_selector_was_made_is_asked_for_its_snapshot(placement, cloud, instances):
     """A conductor's agents are the hosts registered at each look, those that register later too."""
     agents: dict = {}
