@@ -433,8 +433,15 @@ class Workload:
             LOG.info("evacuation of %s refused: %s", host, e)
             started = []
         by_server = {str(op["server_id"]): str(op["id"]) for op in started}
+        every = self.instances.every()
         for server_id in set(by_server) - set(taken):
-            self.errors.append(f"the conductors evacuated server {server_id}, which the run did not take")
+            believed = every.get(server_id)
+            seen = f"{believed.state} on {believed.host}" if believed else "unknown to it"
+            busy = server_id in self.instances.busy
+            self.errors.append(
+                f"the conductors evacuated server {server_id}, which the run did not take "
+                f"(it has it {seen}{', busy' if busy else ''})"
+            )
         for server_id, instance in list(taken.items()):
             del taken[server_id]
             op_id = by_server.get(server_id)
