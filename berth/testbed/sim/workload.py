@@ -28,6 +28,7 @@ from berth.testbed.sim.groups import Groups
 from berth.testbed.sim.instances import (
     ACTIVE,
     ALLOWED,
+    DELETED,
     FINISHING,
     Instance,
     Instances,
@@ -433,14 +434,15 @@ class Workload:
             LOG.info("evacuation of %s refused: %s", host, e)
             started = []
         by_server = {str(op["server_id"]): str(op["id"]) for op in started}
-        every = self.instances.every()
-        for server_id in set(by_server) - set(taken):
-            believed = every.get(server_id)
+        for server_id in sorted(set(by_server) - set(taken)):
+            late = self._late_arrival(server_id, host)
+            if late is not None:
+                taken[server_id] = late
+                continue
+            believed = self.instances.every().get(server_id)
             seen = f"{believed.state} on {believed.host}" if believed else "unknown to it"
-            busy = server_id in self.instances.busy
             self.errors.append(
-                f"the conductors evacuated server {server_id}, which the run did not take "
-                f"(it has it {seen}{', busy' if busy else ''})"
+                f"the conductors evacuated server {server_id}, which the run did not take (it has it {seen})"
             )
         for server_id, instance in list(taken.items()):
             del taken[server_id]
@@ -451,6 +453,21 @@ class Workload:
                     self.pending[op_id] = ("evacuate", instance, {}, began)
                 continue
             self._ended("evacuate", instance, operation, {}, began)
+
+    def _late_arrival(self, server_id: str, host: str) -> Instance | None:
+        """A server the run learns is on the host only after it took the host's instances: a build
+        that landed there just before the agent was killed, its end applied since. Taken once its
+        operation is applied (within ``OPERATION_TIMEOUT``) and the run has it there; else None."""
+        deadline = time.monotonic() + OPERATION_TIMEOUT
+        while not self.instances.take(server_id):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+        instance = self.instances.every().get(server_id)
+        if instance is None or instance.host != host or instance.state == DELETED:
+            self.instances.free(server_id)
+            return None
+        return instance
 
 
 def _uuid_of(instance: Instance | None, extra: dict[str, Any]) -> str | None:
