@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
 
-from berth.conductor.journal import DONE
+from berth.conductor.control.host_books import set_disabled
+from berth.conductor.errors import NoValidHost
+from berth.conductor.journal import DONE, FAILED
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +41,37 @@ def test_evacuate_then_clean_up_the_source(conductors, placement, clients, cloud
     assert list(claims_of(clients, instance_uuid)) == [dest]
     assert guests_of(clients, instance_uuid) == {dest: claim.claim_id}
     assert_nothing_left(placement, clients, migration)
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_an_evacuation_offered_only_its_dead_source_fails_undone_without_asking_it(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    # The source is passed over as a destination; the undo must not ask it (it is down) either, or the
+    # operation is left running, failing at every resume until the host is back.
+    conductor = conductors(max_attempts=1)
+    built = conductor.build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    others = [host for host in cloud if host != source]
+    for host in others:
+        set_disabled(placement, host, True)
+    cloud[source].stop()
+    try:
+        with pytest.raises(NoValidHost):
+            conductor.evacuate(server(instance_uuid, PLAIN), source)
+        (operation,) = conductor.journal.find(instance_uuid=instance_uuid, kind="evacuate")
+        assert operation.state == FAILED
+        assert placement.consumer(instance_uuid).allocations == before
+        assert placement.consumer(str(operation.request["migration_uuid"])).allocations == {}
+    finally:
+        for host in others:
+            set_disabled(placement, host, False)
+        cloud[source].start()
+        clients[source] = cloud[source].client
+    assert list(claims_of(clients, instance_uuid)) == [source]
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)

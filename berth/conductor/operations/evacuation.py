@@ -74,7 +74,7 @@ def _undo(runner: Runner, operation: Operation) -> None:
     """The destination lets go (the migration's allocations go back to the instance), then the
     reservation if still leased; the source, down, is not asked."""
     migration = str(operation.request["migration_uuid"])
-    undo_destination(runner, operation)
+    undo_destination(runner, operation, other_host=True)
     runner.calls.release_lease(migration)
     runner.calls.release(migration)
 

@@ -138,12 +138,17 @@ def undo(runner: Runner, operation: Operation) -> None:
     runner.calls.release(migration)
 
 
-def undo_destination(runner: Runner, operation: Operation) -> None:
-    """The host being tried lets go: its guest (on another host than the source) and its side."""
+def undo_destination(runner: Runner, operation: Operation, *, other_host: bool = False) -> None:
+    """The host being tried lets go: its guest (on another host than the source) and its side.
+    With ``other_host`` (a move the source is passed over for), a source named as the destination
+    was never claimed on, and is not asked: an evacuation's is down, and asking it would keep the
+    undo failing until it is back."""
     destinations = operation.selections.get("destinations") or []
     if not destinations:
         return
     dest_host = str(destinations[int(operation.selections.get("index", 0))]["host"])
+    if other_host and dest_host == operation.request["source"]:
+        return
     dest = runner.agents.get(dest_host)
     if dest is None:
         return
