@@ -14,6 +14,8 @@ class VictimServer:
     action: str  # berth.scheduler.priority's DELETE or SHELVE_OFFLOAD
     # A server deleted or offloaded already has nothing left to end.
     ended: bool = False
+    # The resize or migration it awaits the confirmation of (VERIFY_RESIZE), confirmed before it ends.
+    move_id: str | None = None
 
 
 class VictimServers(Protocol):

@@ -178,6 +178,42 @@ def test_a_preemption_whose_server_still_runs_is_ended_by_the_housekeeping(plane
     assert_books_agree(placement, clients)
 
 
+def test_a_victim_awaiting_its_migrations_confirmation_has_it_confirmed_then_is_ended(plane, placement, clients):
+    [server] = fill(plane, "low", hosts=1)
+    moved = ended(plane, plane.act(server, "migrate").id)
+    assert moved.state == DONE, moved.error
+    row = plane.servers.get(server)
+    assert row["status"] == server_states.VERIFY_RESIZE
+    migration = str(moved.request["migration_uuid"])
+    assert placement.consumer(migration).allocations  # the source's side, until confirmed
+    # Another client's pick preempts it on its destination.
+    other = str(uuid.uuid4())
+    answer = placement.request(
+        "POST",
+        "/berth/pick",
+        {
+            "query": {
+                "resources": "VCPU:4,MEMORY_MB:1024,DISK_GB:1",
+                "in_tree": placement.find_provider(row["host"])["uuid"],
+            },
+            "consumer": {"uuid": other, "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+            "priority": 10,
+            "preempt": True,
+        },
+    )
+    assert [v["consumer_uuid"] for v in answer["preempted"]] == [server]
+
+    row = until(lambda: _ended_row(plane, server))
+
+    assert row["fault"] == f"preempted by {other}"
+    assert placement.consumer(server).allocations == {} and placement.consumer(migration).allocations == {}
+    assert claims_of(clients, server) == {} and guests_of(clients, server) == {}
+    confirms = [op for op in plane.journal.find(instance_uuid=server) if op.kind == "confirm_resize"]
+    assert [op.state for op in confirms] == [DONE]
+    placement.request("DELETE", f"/allocations/{other}")
+    assert_books_agree(placement, clients)
+
+
 def _ended_row(plane, server):
     row = plane.servers.get(server, deleted=True)
     return row if row["status"] == server_states.DELETED else None

@@ -44,7 +44,8 @@ class RecordedServers:
             return None
         flavor = (row["request"] or {}).get("flavor")
         ended = row["deleted_at"] is not None or row["status"] in _ENDED
-        return VictimServer(row["host"], preemption.action_of(flavor), ended)
+        move = row["move_id"]
+        return VictimServer(row["host"], preemption.action_of(flavor), ended, str(move) if move else None)
 
 
 class Preemptions:

@@ -12,6 +12,7 @@ guest starts, ends each victim as its flavor's ``berth:preemption_action`` says:
 
 Both operations carry ``preempted_by`` (the new server), which the server's row shows as its fault.
 A victim that is not a server of this cloud (a consumer another client made) is only logged. A
+victim awaiting a resize's or migration's confirmation has its move confirmed first. A
 victim that cannot be ended now (another operation holds it, its host's agent is away) is left:
 the conductors' housekeeping ends every recorded preemption whose server is still running
 (``control.preemptions``), which also covers a conductor that died between the pick and here.
@@ -26,7 +27,7 @@ from berth.clients.errors import ClientError
 from berth.clients.http import TransportError
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, Journal
-from berth.conductor.operations import delete, lifecycle
+from berth.conductor.operations import delete, lifecycle, moves
 from berth.conductor.requests import flavor_from_dict
 from berth.conductor.runner import Runner
 from berth.conductor.victims import VictimServer
@@ -100,6 +101,11 @@ def end_victim(runner: Runner, victim: str, preempted_by: str, host: str | None)
         return GONE
     where = server.host or host
     try:
+        if server.move_id is not None:
+            # A server awaiting its move's confirmation is neither deleted nor offloaded as it stands;
+            # as Nova does when such a server is deleted, the move is confirmed first (the victim's
+            # room on the destination is gone already; the source's side goes now).
+            moves.finish(runner, server.move_id, moves.CONFIRM)
         if server.action == SHELVE_OFFLOAD and where is not None:
             operation = lifecycle.change(
                 runner, lifecycle.PREEMPTED_OFFLOAD, victim, where, extra={PREEMPTED_BY: preempted_by}
