@@ -54,6 +54,8 @@ class Service:
         self._extensions: frozenset[str] | None = None
         # Compute node provider uuid -> host name, as read (see host_names).
         self._host_names: dict[str, str] = {}
+        # The same pairs the other way: host name -> compute node provider uuid.
+        self._host_roots: dict[str, str] = {}
         self._unknown_read_at = -UNKNOWN_HOSTS_READ_SECONDS
 
     # -- candidates -------------------------------------------------------------------------------
@@ -162,13 +164,13 @@ class Service:
         wanted = set(roots)
         names = {root: self._host_names[root] for root in wanted if root in self._host_names}
         if len(names) < len(wanted):
-            body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
-            self._host_names.update({str(p["uuid"]): str(p["name"]) for p in body["resource_providers"]})
+            self._read_compute_nodes()
             names.update({root: self._host_names[root] for root in wanted if root in self._host_names})
         for root in sorted(wanted - set(names)):
             provider = self.placement.get_provider(root)
             if provider:
-                names[root] = self._host_names[root] = str(provider["name"])
+                names[root] = str(provider["name"])
+                self._remember(root, names[root])
             else:
                 names[root] = root
         return names
@@ -177,16 +179,21 @@ class Service:
         """The root provider uuid of each host named that has a compute node, from the same memory
         as ``host_names`` (one read of every compute node's when a name is new to it)."""
         wanted = set(hosts)
-        if not wanted:
-            return []
-        known = {name: root for root, name in self._host_names.items()}
+        known = self._host_roots
         now = time.monotonic()
         if not wanted <= known.keys() and now - self._unknown_read_at >= UNKNOWN_HOSTS_READ_SECONDS:
             self._unknown_read_at = now
-            body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
-            self._host_names.update({str(p["uuid"]): str(p["name"]) for p in body["resource_providers"]})
-            known = {name: root for root, name in self._host_names.items()}
+            self._read_compute_nodes()
         return sorted(known[name] for name in wanted if name in known)
+
+    def _read_compute_nodes(self) -> None:
+        body = self.placement.get("/resource_providers?" + urlencode({"required": COMPUTE_NODE_TRAIT}))
+        for provider in body["resource_providers"]:
+            self._remember(str(provider["uuid"]), str(provider["name"]))
+
+    def _remember(self, root: str, name: str) -> None:
+        self._host_names[root] = name
+        self._host_roots[name] = root
 
     def consumers_on(self, provider: str) -> set[str]:
         body = self.placement.get(f"/resource_providers/{quote(provider)}/allocations")
