@@ -88,6 +88,32 @@ def test_a_commit_that_did_not_land_is_run_again_once(pg, monkeypatch):
     assert probe_rows(pg, note) == [returned]
 
 
+def test_a_connection_lost_before_the_commit_runs_the_work_again_without_resolving(pg, monkeypatch):
+    """The mark is the transaction's first statement, but only a lost COMMIT is resolved through it:
+    a connection lost in the work itself cannot have committed anything, and no fenced mark is written."""
+    note, runs = uuid.uuid4().hex, []
+    resolved: list[str] = []
+    real_committed = pg._committed
+    monkeypatch.setattr(pg, "_committed", lambda token, lost: resolved.append(token) or real_committed(token, lost))
+
+    def work(conn):
+        runs.append(1)
+        if len(runs) == 1:
+            conn.connection.dbapi_connection.close()
+        return conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n) RETURNING id"), {"n": note}).scalar_one()
+
+    def fenced():
+        with pg.engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT COUNT(*) FROM commit_marks WHERE fenced").scalar_one()
+
+    before = fenced()
+    returned = pg.write(work)
+    assert len(runs) == 2
+    assert resolved == []
+    assert probe_rows(pg, note) == [returned]
+    assert fenced() == before
+
+
 @pytest.mark.parametrize("commit", [True, False])
 def test_a_lost_commit_still_running_is_waited_for(pg, commit):
     """The resolver's fencing insert waits for the transaction that holds the mark uncommitted."""

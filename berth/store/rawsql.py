@@ -18,7 +18,9 @@ SQLAlchemy's format (``db_time`` writes it, ``py_time`` reads it back).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -172,6 +174,49 @@ def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:
     """Run ``sql`` once per parameter tuple in ``rows``."""
     if rows:
         _cursor(conn, sql, rows, None, many=True).close()
+
+
+# Rows per multi-row INSERT on PostgreSQL: with a claim's handful of columns each, far below its
+# limit of 65,535 parameters a statement.
+_ROWS_PER_INSERT = 1000
+
+
+def insert_rows(conn: Connection, head: str, row: str, rows: Sequence[Params]) -> None:
+    """``head`` (``INSERT INTO table (columns)``) with each of ``rows`` as a row of its values, ``row``
+    their placeholders (``(?, ?, ?)``).
+
+    On PostgreSQL, one statement for up to ``_ROWS_PER_INSERT`` rows: one round trip, and one run of
+    the table's statement-level triggers (the quota counters', which hold the project's counter rows
+    from there to the commit), where a run per row costs both per row. On SQLite, where a statement
+    costs no round trip and triggers run per row anyway, one run of one prepared statement per row.
+    """
+    if not rows:
+        return
+    if not _is_postgres(conn):
+        execute_many(conn, f"{head} VALUES {row}", rows)
+        return
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        execute(conn, f"{head} {values_rows(row, len(chunk), '')}", [value for params in chunk for value in params])
+
+
+_SAVEPOINT_NUMBERS = itertools.count()
+
+
+@contextmanager
+def attempt(conn: Connection) -> Iterator[None]:
+    """A SAVEPOINT around the block, rolled back to when it raises, and otherwise never released:
+    the transaction's commit ends it. SQLAlchemy's ``begin_nested`` releases it at the end of the
+    block, one more round trip on PostgreSQL while the block's writes hold their rows (a claim's
+    inventories and quota counters) until the commit. Each has a name of its own, so that nested
+    and successive attempts roll back to their own."""
+    name = f"attempt_{next(_SAVEPOINT_NUMBERS)}"
+    execute(conn, f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
+        raise
 
 
 def db_time(conn: Connection, moment: datetime.datetime) -> datetime.datetime | str:

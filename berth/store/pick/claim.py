@@ -11,6 +11,7 @@ from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store.pick.request import Consumer
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
+from berth.store.rawsql import attempt
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str
         consumer_type=consumer.consumer_type,
     )
     try:
-        with conn.begin_nested():
+        with attempt(conn):
             replace_allocations(conn, [request])
     except ConcurrentUpdate:
         raise  # the consumer exists already: no other tree would change that

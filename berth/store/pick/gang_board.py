@@ -63,6 +63,7 @@ from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
+from berth.store.rawsql import attempt
 from berth.store.server_groups import membership
 
 # Plans on the board, each in a read of its own, before the gang searches every tree in its write.
@@ -389,7 +390,7 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
         for consumer, member in placed
     ]
     try:
-        with conn.begin_nested():
+        with attempt(conn):
             if request.lease_seconds is not None:
                 # Before the allocations: a lease's row is locked before its consumer's.
                 for consumer, _, _ in written:

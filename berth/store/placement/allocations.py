@@ -32,7 +32,7 @@ from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store.placement import consumers as consumer_store
 from berth.store.placement import names
 from berth.store.placement.providers import revise
-from berth.store.rawsql import db_time, execute, execute_many, fetch
+from berth.store.rawsql import db_time, execute, fetch, insert_rows
 from berth.store.schema import (
     allocations,
     resource_classes,
@@ -153,9 +153,8 @@ RETURNING inventories.id"""
 # Rows per statement: two parameters each, far below PostgreSQL's limit of 65,535 per statement
 # even for the largest POST /allocations.
 _TAKE_CHUNK = 5000
-_INSERT = """
-INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?)"""
+_INSERT = "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)"
+_INSERTED_ROW = "(?, ?, ?, ?, ?, ?)"
 _INSERT_CONSUMER = """
 INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
 VALUES (?, ?, ?, 1, ?, ?, ?)"""
@@ -236,7 +235,7 @@ def replace_allocations(
     inventory_rows = _lock_inventories(conn, wanted)
     _check_unit_constraints(rows_to_insert, inventory_rows, targets)
     _take_capacity(conn, wanted, inventory_rows, targets, now)
-    execute_many(conn, _INSERT, rows_to_insert)
+    insert_rows(conn, _INSERT, _INSERTED_ROW, rows_to_insert)
 
 
 @dataclass
