@@ -149,7 +149,9 @@ def test_a_kept_postgresql_connection_goes_back_to_the_pool_out_of_autocommit(db
         pytest.skip("psycopg's autocommit")
     kept = db.read(_dbapi)
     assert kept.autocommit is True  # kept so between units that need no transaction
-    assert db.write(lambda conn: _dbapi(conn).autocommit) is False
+    # A write begins its transaction itself, with its commit mark, on the connection kept in autocommit.
+    in_write = db.write(lambda conn: (_dbapi(conn).autocommit, _dbapi(conn).info.transaction_status.name))
+    assert in_write == (True, "INTRANS")
     db.read(_dbapi)
     db.dispose()
     assert kept.autocommit is False
@@ -184,3 +186,23 @@ def test_only_as_many_threads_keep_a_connection_as_the_pool_holds(db):
             thread.join()
         small.dispose()
     assert values == [5, 5, 5]
+
+
+@pytest.mark.parametrize("failure", ["refusal", "database error"])
+def test_a_write_that_fails_leaves_nothing_and_the_next_write_commits(db, failure):
+    from berth.domain.errors import Conflict
+
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS scratch_writes")
+        conn.exec_driver_sql("CREATE TABLE scratch_writes (id INTEGER PRIMARY KEY)")
+
+    def failing(conn):
+        conn.exec_driver_sql("INSERT INTO scratch_writes (id) VALUES (1)")
+        if failure == "refusal":
+            raise Conflict("refused")
+        conn.exec_driver_sql("INSERT INTO scratch_writes (id) VALUES (1)")  # a duplicate key
+
+    with pytest.raises(Conflict if failure == "refusal" else sa.exc.IntegrityError):
+        db.write(failing)
+    db.write(lambda conn: conn.exec_driver_sql("INSERT INTO scratch_writes (id) VALUES (2)"))
+    assert db.read(lambda conn: [row[0] for row in conn.exec_driver_sql("SELECT id FROM scratch_writes")]) == [2]

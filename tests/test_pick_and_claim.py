@@ -19,6 +19,7 @@ from berth.store import schema
 from berth.store.pick import transaction as pick_store
 from berth.store.pick.host_board import HostBoard
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
+from berth.store.placement.providers import delete_provider, get_provider
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
 SMALL = {"VCPU": 1, "MEMORY_MB": 512}
@@ -178,6 +179,26 @@ def test_a_host_taken_meanwhile_is_given_up_for_the_next_best(api, app, monkeypa
     assert _pick(api, consumer=consumer, policy="spread")["root_provider_uuid"] == second
     assert set(api.get(f"/allocations/{competitor}").json_body["allocations"]) == {best}
     assert api.get(f"/resource_providers/{best}/usages").json_body["usages"]["VCPU"] == 8
+    assert set(api.get(f"/allocations/{consumer}").json_body["allocations"]) == {second}
+
+
+def test_a_host_deleted_meanwhile_is_given_up_for_the_next_best(api, app, monkeypatch):
+    # The claim does not look the searched providers up again: a provider gone since the search
+    # has no inventory left to claim, and the next tree is tried.
+    app.host_board = HostBoard(enabled=False)
+    best, second = _hosts(api, 2)
+    api.allocate(new_uuid(), {second: {"VCPU": 1}})
+
+    class RacedFinder(pick_store.CandidateFinder):
+        def find(self):
+            found = super().find()
+            delete_provider(self.conn, get_provider(self.conn, best))
+            return found
+
+    monkeypatch.setattr(pick_store, "CandidateFinder", RacedFinder)
+    consumer = new_uuid()
+    assert _pick(api, consumer=consumer, policy="spread")["root_provider_uuid"] == second
+    assert api.get(f"/resource_providers/{best}").status_code == 404
     assert set(api.get(f"/allocations/{consumer}").json_body["allocations"]) == {second}
 
 

@@ -75,6 +75,11 @@ MARK_KEEP = "1 hour"
 PRUNE_INTERVAL_S = 60.0
 
 _MARK_SQL = "INSERT INTO commit_marks (token, fenced, created_at) VALUES (%(token)s, false, now() AT TIME ZONE 'UTC')"
+# The same, with the BEGIN that opens the transaction, in one round trip: sent without parameters
+# (the token is hex, written into the text), psycopg sends both statements in one simple query.
+_BEGIN_AND_MARK_SQL = (
+    "BEGIN; INSERT INTO commit_marks (token, fenced, created_at) VALUES ('{token}', false, now() AT TIME ZONE 'UTC')"
+)
 _FENCE_SQL = (
     "INSERT INTO commit_marks (token, fenced, created_at) VALUES (%(token)s, true, now() AT TIME ZONE 'UTC') "
     "ON CONFLICT (token) DO NOTHING"
@@ -216,7 +221,9 @@ class Database:
         return conn, held
 
     @contextmanager
-    def _transaction(self, write: bool, single_statement: bool) -> Iterator[sa.Connection]:
+    def _transaction(self, write: bool, single_statement: bool, mark: str | None = None) -> Iterator[sa.Connection]:
+        """A connection in the unit's transaction (none for a read on PostgreSQL); on PostgreSQL a
+        write's first statement inserts its ``mark``."""
         conn, held = self._connection()
         try:
             if self.is_sqlite and conn.get_execution_options().get("berth_write", False) != write:
@@ -230,13 +237,20 @@ class Database:
                 with conn.begin():
                     yield conn
             elif write:
-                if held is not None:
-                    _set_autocommit(conn, False)
                 with conn.begin():
+                    if held is not None:
+                        # Kept in autocommit, the connection's transaction is begun by the mark's own
+                        # statement, where psycopg would send a BEGIN of its own first and wait for it.
+                        # psycopg's commit and rollback follow the server's transaction status.
+                        _set_autocommit(conn, True)
+                        conn.exec_driver_sql(_BEGIN_AND_MARK_SQL.format(token=mark))
+                    else:
+                        conn.exec_driver_sql(_MARK_SQL, {"token": mark})
                     yield conn
             elif held is not None:
                 # Kept in autocommit between units: most requests need it, and switching costs
-                # Python on every request; it is switched off for transactions and on release.
+                # Python on every request; writes begin their transaction themselves (above), and
+                # it is switched off on release, for the pool.
                 _set_autocommit(conn, True)
                 yield conn
             else:
@@ -280,13 +294,10 @@ class Database:
     def _run(self, work: Callable[[sa.Connection], T], *, write: bool, single_statement: bool = False) -> T:
         marked = write and not self.is_sqlite
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            token = None
+            token = secrets.token_hex(16) if marked else None
             committing = False
             try:
-                with self._transaction(write, single_statement) as conn:
-                    if marked:
-                        token = secrets.token_hex(16)
-                        conn.exec_driver_sql(_MARK_SQL, {"token": token})
+                with self._transaction(write, single_statement, token) as conn:
                     result = work(conn)
                     committing = True  # from here on only the COMMIT can fail
                 if marked:

@@ -39,13 +39,16 @@ def claim_tree(
             providers[pid].uuid: {class_names[rc]: amount for rc, amount in by_rc.items()}
             for pid, by_rc in candidate.allocations.items()
         }
-        if _claim(conn, consumer, allocations):
+        known = {providers[pid].uuid: pid for pid in candidate.allocations}
+        if _claim(conn, consumer, allocations, known):
             mappings = {suffix: [providers[pid].uuid for pid in ids] for suffix, ids in candidate.mappings.items()}
             return Claimed(candidate, allocations, mappings)
     return None
 
 
-def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]]) -> bool:
+def _claim(
+    conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]], provider_ids: Mapping[str, int]
+) -> bool:
     """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
     request = ConsumerAllocations(
         consumer_uuid=consumer.uuid,
@@ -57,7 +60,7 @@ def _claim(conn: Connection, consumer: Consumer, allocations: dict[str, dict[str
     )
     try:
         with attempt(conn):
-            replace_allocations(conn, [request])
+            replace_allocations(conn, [request], provider_ids=provider_ids)
     except ConcurrentUpdate:
         raise  # the consumer exists already: no other tree would change that
     except (Conflict, BadRequest):

@@ -408,6 +408,9 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
                     )
                     for consumer, _, allocations in written
                 ],
+                provider_ids={
+                    providers[pid].uuid: pid for _, member, _ in written for pid in member.candidate.allocations
+                },
             )
             for consumer, member, _ in written:
                 set_priority(conn, consumer.uuid, request.priority)

@@ -213,16 +213,22 @@ def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -
 
 
 def replace_allocations(
-    conn: Connection, requests: list[ConsumerAllocations], *, emptied_from: Collection[int] = ()
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    *,
+    emptied_from: Collection[int] = (),
+    provider_ids: Mapping[str, int] | None = None,
 ) -> None:
     """Replace the allocations of every consumer in ``requests`` at once, or of none.
 
     ``emptied_from``: the providers of consumers this write empties whose allocations were already
     taken off the books (``release_for_reshape``); they count as written to, as those the write
-    itself empties do.
+    itself empties do. ``provider_ids``: the row ids of providers the caller has just read (a pick's
+    search), by uuid, which the write then does not look up; a provider deleted since has no
+    inventory left to lock, and the write is refused (409) as for any allocation without one.
     """
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
-    targets = _resolve_targets(conn, requests)
+    targets = _resolve_targets(conn, requests, provider_ids or {})
     now = db_time(conn, utcnow())
     emptied_from = _write_consumers(conn, requests, now) | set(emptied_from)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
@@ -275,10 +281,14 @@ class _Targets:
         return rc_name, provider_uuid
 
 
-def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations]) -> _Targets:
+def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], known: Mapping[str, int]) -> _Targets:
     """Every provider and resource class named must exist (400 otherwise)."""
     provider_uuids = {uuid for r in requests for uuid in r.allocations}
-    provider_ids: dict[str, int] = dict(fetch(conn, _PROVIDERS, ids=sorted(provider_uuids))) if provider_uuids else {}
+    provider_ids: dict[str, int]
+    if provider_uuids <= known.keys():
+        provider_ids = {uuid: known[uuid] for uuid in provider_uuids}
+    else:
+        provider_ids = dict(fetch(conn, _PROVIDERS, ids=sorted(provider_uuids))) if provider_uuids else {}
     missing = sorted(provider_uuids - provider_ids.keys())
     if missing:
         raise BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
