@@ -1,5 +1,6 @@
 """/allocations: formats of every microversion, consumer generations, capacity and atomicity."""
 
+import pytest
 from apihelpers import error_code, error_detail, new_uuid
 
 
@@ -196,6 +197,26 @@ def test_consumer_type_and_owner_can_change(api):
     api.allocate(c, {rp: {"VCPU": 1}}, project="p2", user="u2", consumer_type="MIGRATION", generation=1)
     r = api.get(f"/allocations/{c}").json_body
     assert (r["project_id"], r["user_id"], r["consumer_type"]) == ("p2", "u2", "MIGRATION")
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        ("p1", "u1", "INSTANCE"),  # all three known
+        ("p1", "u1", "BACKUP"),  # a type not seen before
+        ("p1", "u2", "INSTANCE"),  # a new user
+        ("p2", "u1", "INSTANCE"),  # a new project
+    ],
+)
+def test_a_new_consumer_is_created_with_its_owners_whichever_of_them_exist_already(api, owners):
+    rp = api.create_provider("p", inventory={"VCPU": 8})
+    api.allocate(new_uuid(), {rp: {"VCPU": 1}}, project="p1", user="u1", consumer_type="INSTANCE")
+    project, user, consumer_type = owners
+    c = new_uuid()
+    api.allocate(c, {rp: {"VCPU": 1}}, project=project, user=user, consumer_type=consumer_type)
+    r = api.get(f"/allocations/{c}").json_body
+    assert (r["project_id"], r["user_id"], r["consumer_type"]) == (project, user, consumer_type)
+    assert r["allocations"][rp]["resources"] == {"VCPU": 1}
 
 
 def test_bad_consumer_uuid_and_bad_amounts(api):

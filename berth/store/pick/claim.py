@@ -60,7 +60,7 @@ def _claim(
     )
     try:
         with attempt(conn):
-            replace_allocations(conn, [request], provider_ids=provider_ids)
+            replace_allocations(conn, [request], provider_ids=provider_ids, new_consumers=True)
     except ConcurrentUpdate:
         raise  # the consumer exists already: no other tree would change that
     except (Conflict, BadRequest):

@@ -411,6 +411,7 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
                 provider_ids={
                     providers[pid].uuid: pid for _, member, _ in written for pid in member.candidate.allocations
                 },
+                new_consumers=True,
             )
             for consumer, member, _ in written:
                 set_priority(conn, consumer.uuid, request.priority)

@@ -158,6 +158,13 @@ _INSERTED_ROW = "(?, ?, ?, ?, ?, ?)"
 _INSERT_CONSUMER = """
 INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
 VALUES (?, ?, ?, 1, ?, ?, ?)"""
+# The same for owners that exist already (the common case), their ids looked up in the statement
+# itself: no row is inserted when the project, the user or a named consumer type is missing.
+_INSERT_CONSUMER_OF_KNOWN_OWNERS = """
+INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
+SELECT ?, p.id, u.id, 1, ct.id, ?, ?
+FROM projects p JOIN users u ON u.external_id = ? LEFT JOIN consumer_types ct ON ct.name = ?
+WHERE p.external_id = ? AND (ct.id IS NOT NULL OR ?)"""
 _DELETE_CONSUMER = "DELETE FROM consumers WHERE id = ? AND generation = ?"
 # A pick's priority (berth.store.pick.preemption) goes with the consumer's row: no path that deletes
 # the consumer leaves it behind for a later consumer of the same uuid.
@@ -218,6 +225,7 @@ def replace_allocations(
     *,
     emptied_from: Collection[int] = (),
     provider_ids: Mapping[str, int] | None = None,
+    new_consumers: bool = False,
 ) -> None:
     """Replace the allocations of every consumer in ``requests`` at once, or of none.
 
@@ -226,11 +234,13 @@ def replace_allocations(
     itself empties do. ``provider_ids``: the row ids of providers the caller has just read (a pick's
     search), by uuid, which the write then does not look up; a provider deleted since has no
     inventory left to lock, and the write is refused (409) as for any allocation without one.
+    ``new_consumers``: every consumer must be new (a pick's); one that exists is refused (409
+    ``placement.concurrent_update``) by its row's insert, without a look for it first.
     """
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
     targets = _resolve_targets(conn, requests, provider_ids or {})
     now = db_time(conn, utcnow())
-    emptied_from = _write_consumers(conn, requests, now) | set(emptied_from)
+    emptied_from = _write_consumers(conn, requests, now, new_consumers) | set(emptied_from)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
     # Each provider's generation moves once: those that receive allocations move below.
     left_alone = emptied_from - {provider_id for provider_id, _ in wanted}
@@ -302,7 +312,9 @@ def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], know
     return _Targets(provider_ids, class_ids)
 
 
-def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object) -> set[int]:
+def _write_consumers(
+    conn: Connection, requests: list[ConsumerAllocations], now: object, new_consumers: bool = False
+) -> set[int]:
     """Check each consumer's generation, write its row, and take its old allocations off the books.
 
     Returns the providers of consumers whose allocations the write empties (``{"allocations": {}}``):
@@ -311,6 +323,10 @@ def _write_consumers(conn: Connection, requests: list[ConsumerAllocations], now:
     emptied_from: set[int] = set()
     owners = _OwnerIds(conn)
     for request in requests:
+        if new_consumers:
+            if any(request.allocations.values()):
+                _create_consumer(conn, request, now, owners)
+            continue
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
         _check_consumer_generation(existing, request)
         # The consumer row is written first: its lock keeps a concurrent writer of the same consumer
@@ -426,6 +442,14 @@ class _OwnerIds:
         self.conn = conn
         self.found: dict[tuple[_Lookup, str], int] = {}
 
+    def known(self, project: str, user: str, consumer_type: str | None) -> bool:
+        """Whether the three were looked up already (the later consumers of a batch)."""
+        return (
+            (consumer_store.project_pk, project) in self.found
+            and (consumer_store.user_pk, user) in self.found
+            and (consumer_type is None or (consumer_store.consumer_type_pk, consumer_type) in self.found)
+        )
+
     def prefetch(self, project: str | None, user: str | None, consumer_type: str | None) -> None:
         """Look the three up in one round trip (a new consumer needs all of them)."""
         keys: tuple[tuple[_Lookup, str | None], ...] = (
@@ -461,17 +485,31 @@ def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object
     if project_id is None or user_id is None:
         # The API names Placement's incomplete-consumer ids when a body gives none.
         raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
-    owners.prefetch(project_id, user_id, request.consumer_type)
-    values = (
-        request.consumer_uuid,
-        owners.project(project_id),
-        owners.user(user_id),
-        owners.consumer_type(request.consumer_type) if request.consumer_type else None,
-        now,
-        now,
-    )
     try:
         # No savepoint: a clash ends this transaction anyway, with a 409.
+        if not owners.known(project_id, user_id, request.consumer_type) and execute(
+            conn,
+            _INSERT_CONSUMER_OF_KNOWN_OWNERS,
+            (
+                request.consumer_uuid,
+                now,
+                now,
+                user_id,
+                request.consumer_type,
+                project_id,
+                request.consumer_type is None,
+            ),
+        ):
+            return
+        owners.prefetch(project_id, user_id, request.consumer_type)
+        values = (
+            request.consumer_uuid,
+            owners.project(project_id),
+            owners.user(user_id),
+            owners.consumer_type(request.consumer_type) if request.consumer_type else None,
+            now,
+            now,
+        )
         execute(conn, _INSERT_CONSUMER, values)
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
