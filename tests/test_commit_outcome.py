@@ -213,3 +213,17 @@ def test_a_journal_read_that_cannot_connect_waits_for_the_database(journal, monk
     journal.engine.dispose()
     faults.clear()
     assert [o.id for o in journal.for_instance(operation.instance_uuid)] == [operation.id]
+
+
+def test_a_kept_connection_the_server_ended_is_replaced_by_the_next_write(pg):
+    """The server ends a thread's kept connection between two units (a restart, a failover): the
+    next write's first statement, BEGIN with the mark, finds it gone, and the write runs again on
+    a new connection."""
+    note, runs = uuid.uuid4().hex, []
+    backend = pg.read(lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+    with pg.engine.connect() as other:
+        assert other.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend)})").scalar_one() is True
+    returned = pg.write(insert_probe(note, runs))
+    assert len(runs) == 1  # the work itself ran once: the failure came before it
+    assert probe_rows(pg, note) == [returned]
+    assert pg.read(lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) != backend

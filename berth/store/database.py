@@ -58,6 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
+from berth.store.rawsql import execute_script
 
 if TYPE_CHECKING:
     import psycopg
@@ -243,7 +244,7 @@ class Database:
                         # statement, where psycopg would send a BEGIN of its own first and wait for it.
                         # psycopg's commit and rollback follow the server's transaction status.
                         _set_autocommit(conn, True)
-                        conn.exec_driver_sql(_BEGIN_AND_MARK_SQL.format(token=mark))
+                        execute_script(conn, _BEGIN_AND_MARK_SQL.format(token=mark))
                     else:
                         conn.exec_driver_sql(_MARK_SQL, {"token": mark})
                     yield conn

@@ -170,6 +170,20 @@ def execute(conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] 
         cursor.close()
 
 
+def execute_script(conn: Connection, sql: str) -> None:
+    """PostgreSQL: statements without parameters, sent as they are, in one simple query (one round
+    trip for all of them)."""
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # held by the connection for as long as it is open
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(sql)
+    except conn.dialect.loaded_dbapi.Error as error:
+        raise _wrapped(conn, error, sql, (), cursor) from error
+    finally:
+        cursor.close()
+
+
 def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:
     """Run ``sql`` once per parameter tuple in ``rows``."""
     if rows:
