@@ -221,6 +221,18 @@ class CandidateFinder:
             sharing_ids=frozenset(self.sharing),
         )
 
+    def candidates_in_each(self, root_ids: list[int]) -> dict[int, list[Candidate]]:
+        """``candidates_in`` of each of these trees, read together (one round trip for all)."""
+        for provider in self.sharing.values():
+            self.providers.setdefault(provider.id, provider)
+        sharing_ids = frozenset(self.sharing)
+        return {
+            root_id: []
+            if found is None
+            else search([found], self.request, limit=self.want, budget=self.budget, seen=set(), sharing_ids=sharing_ids)
+            for root_id, found, _ in self.decided(root_ids)
+        }
+
     def tree_views(self, root_ids: list[int]) -> list[TreeView]:
         """The trees of these roots as the database holds them now, each with the sharing providers
         anchored to it, for a caller searching them over usage of its own making

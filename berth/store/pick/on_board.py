@@ -136,12 +136,12 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
 
     weights = weights_of(indexes)
     ranking = best_first_of(weights)
-    trees: list[PlannedTree] = []
-    for chosen in itertools.islice(ranking, MOST_TRIES):
-        index = int(indexes[chosen])
-        root_id = int(view.roots[index])
-        searched = finder.candidates_in(root_id) if len(trees) < SEARCHED_IN_THE_READ else ()
-        trees.append(PlannedTree(index, root_id, float(weights[chosen]), searched))
+    tried = [(int(indexes[chosen]), float(weights[chosen])) for chosen in itertools.islice(ranking, MOST_TRIES)]
+    searched = finder.candidates_in_each([int(view.roots[index]) for index, _ in tried[:SEARCHED_IN_THE_READ]])
+    trees = [
+        PlannedTree(index, int(view.roots[index]), weight, searched.get(int(view.roots[index]), ()))
+        for index, weight in tried
+    ]
     rest = itertools.chain(
         (
             PlannedTree(int(indexes[chosen]), int(view.roots[indexes[chosen]]), float(weights[chosen]))
