@@ -25,6 +25,7 @@ from berth.api.app import PlacementApp
 from berth.conductor.journal import Journal
 from berth.store.database import Database
 from berth.store.migrate import upgrade
+from berth.store.rawsql import attempt
 
 
 @pytest.fixture(scope="module")
@@ -227,3 +228,23 @@ def test_a_kept_connection_the_server_ended_is_replaced_by_the_next_write(pg):
     assert len(runs) == 1  # the work itself ran once: the failure came before it
     assert probe_rows(pg, note) == [returned]
     assert pg.read(lambda conn: conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) != backend
+
+
+def test_a_connection_lost_inside_a_claims_savepoint_runs_the_write_again(pg):
+    """A pick's try at a tree runs in a SAVEPOINT (``rawsql.attempt``): the connection lost there
+    cannot be rolled back to it, and the loss, not a complaint about the lost transaction, reaches
+    the retry."""
+    note, runs = uuid.uuid4().hex, []
+
+    def work(conn):
+        runs.append(1)
+        with attempt(conn):
+            if len(runs) == 1:
+                backend = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+                with pg.engine.connect() as other:
+                    other.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend)})")
+            return conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n) RETURNING id"), {"n": note}).scalar_one()
+
+    returned = pg.write(work)
+    assert len(runs) == 2
+    assert probe_rows(pg, note) == [returned]

@@ -223,13 +223,16 @@ def attempt(conn: Connection) -> Iterator[None]:
     the transaction's commit ends it. SQLAlchemy's ``begin_nested`` releases it at the end of the
     block, one more round trip on PostgreSQL while the block's writes hold their rows (a claim's
     inventories and quota counters) until the commit. Each has a name of its own, so that nested
-    and successive attempts roll back to their own."""
+    and successive attempts roll back to their own. A connection lost in the block has no
+    savepoint left to roll back to: the loss itself goes on to the caller (and the transaction's
+    retry)."""
     name = f"attempt_{next(_SAVEPOINT_NUMBERS)}"
     execute(conn, f"SAVEPOINT {name}")
     try:
         yield
     except BaseException:
-        execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
+        if not conn.invalidated:
+            execute(conn, f"ROLLBACK TO SAVEPOINT {name}")
         raise
 
 
