@@ -195,9 +195,10 @@ def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:
 _ROWS_PER_INSERT = 1000
 
 
-def insert_rows(conn: Connection, head: str, row: str, rows: Sequence[Params]) -> None:
+def insert_rows(conn: Connection, head: str, row: str, rows: Sequence[Params], tail: str = "") -> None:
     """``head`` (``INSERT INTO table (columns)``) with each of ``rows`` as a row of its values, ``row``
-    their placeholders (``(?, ?, ?)``).
+    their placeholders (``(?, ?, ?)``), and ``tail`` after them (``ON CONFLICT …``; no two rows of
+    one call may conflict with each other).
 
     On PostgreSQL, one statement for up to ``_ROWS_PER_INSERT`` rows: one round trip, and one run of
     the table's statement-level triggers (the quota counters', which hold the project's counter rows
@@ -207,11 +208,13 @@ def insert_rows(conn: Connection, head: str, row: str, rows: Sequence[Params]) -
     if not rows:
         return
     if not _is_postgres(conn):
-        execute_many(conn, f"{head} VALUES {row}", rows)
+        execute_many(conn, f"{head} VALUES {row}{tail}", rows)
         return
     for start in range(0, len(rows), _ROWS_PER_INSERT):
         chunk = rows[start : start + _ROWS_PER_INSERT]
-        execute(conn, f"{head} {values_rows(row, len(chunk), '')}", [value for params in chunk for value in params])
+        execute(
+            conn, f"{head} {values_rows(row, len(chunk), '')}{tail}", [value for params in chunk for value in params]
+        )
 
 
 _SAVEPOINT_NUMBERS = itertools.count()

@@ -413,10 +413,12 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
                 },
                 new_consumers=True,
             )
-            for consumer, member, _ in written:
+            for consumer, _, _ in written:
                 set_priority(conn, consumer.uuid, request.priority)
-                if group is not None:
-                    membership.add_member(conn, group.uuid, consumer.uuid, member.root_id)
+            if group is not None:
+                membership.add_members(
+                    conn, group.uuid, [(consumer.uuid, member.root_id) for consumer, member, _ in written]
+                )
     except ConcurrentUpdate:
         raise  # a consumer exists already: the gang is refused however it is placed
     except (Conflict, BadRequest):

@@ -155,13 +155,15 @@ RETURNING inventories.id"""
 _TAKE_CHUNK = 5000
 _INSERT = "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)"
 _INSERTED_ROW = "(?, ?, ?, ?, ?, ?)"
-_INSERT_CONSUMER = """
-INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
-VALUES (?, ?, ?, 1, ?, ?, ?)"""
+_INSERT_CONSUMERS = (
+    "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)"
+)
+_INSERTED_CONSUMER = "(?, ?, ?, 1, ?, ?, ?)"
+_INSERT_CONSUMER = f"{_INSERT_CONSUMERS} VALUES {_INSERTED_CONSUMER}"
 # The same for owners that exist already (the common case), their ids looked up in the statement
 # itself: no row is inserted when the project, the user or a named consumer type is missing.
-_INSERT_CONSUMER_OF_KNOWN_OWNERS = """
-INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
+_INSERT_CONSUMER_OF_KNOWN_OWNERS = f"""
+{_INSERT_CONSUMERS}
 SELECT ?, p.id, u.id, 1, ct.id, ?, ?
 FROM projects p JOIN users u ON u.external_id = ? LEFT JOIN consumer_types ct ON ct.name = ?
 WHERE p.external_id = ? AND (ct.id IS NOT NULL OR ?)"""
@@ -322,11 +324,14 @@ def _write_consumers(
     """
     emptied_from: set[int] = set()
     owners = _OwnerIds(conn)
+    if new_consumers:
+        created = [request for request in requests if any(request.allocations.values())]
+        if len(created) > 1:
+            _create_consumers(conn, created, now, owners)
+        elif created:
+            _create_consumer(conn, created[0], now, owners)
+        return emptied_from
     for request in requests:
-        if new_consumers:
-            if any(request.allocations.values()):
-                _create_consumer(conn, request, now, owners)
-            continue
         existing = consumer_store.get_consumer(conn, request.consumer_uuid)
         _check_consumer_generation(existing, request)
         # The consumer row is written first: its lock keeps a concurrent writer of the same consumer
@@ -514,6 +519,33 @@ def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
             "consumer generation conflict - another request created this consumer meanwhile"
+        ) from None
+
+
+def _create_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object, owners: _OwnerIds) -> None:
+    """The rows of many new consumers (a gang's) in one statement, their owners looked up (or
+    created) once for each distinct owner: a round trip for the lot instead of one per consumer."""
+    rows = []
+    for request in requests:
+        project_id, user_id = request.project_id, request.user_id
+        if project_id is None or user_id is None:
+            raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
+        owners.prefetch(project_id, user_id, request.consumer_type)
+        rows.append(
+            (
+                request.consumer_uuid,
+                owners.project(project_id),
+                owners.user(user_id),
+                owners.consumer_type(request.consumer_type) if request.consumer_type else None,
+                now,
+                now,
+            )
+        )
+    try:
+        insert_rows(conn, _INSERT_CONSUMERS, _INSERTED_CONSUMER, rows)
+    except sa.exc.IntegrityError:
+        raise ConcurrentUpdate(
+            "consumer generation conflict - another request created one of these consumers meanwhile"
         ) from None
 
 

@@ -17,14 +17,14 @@ own; a member without allocations is dropped from the table the next time its gr
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Final, Literal, TypeAlias
 
 from sqlalchemy import Connection
 
 from berth.domain import error_codes
 from berth.domain.errors import Conflict
-from berth.store.rawsql import db_time, execute, fetch, fetch_value
+from berth.store.rawsql import db_time, execute, fetch, fetch_value, insert_rows
 from berth.store.util import utcnow
 
 GroupPolicy: TypeAlias = Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
@@ -43,9 +43,12 @@ FROM server_group_members m
 JOIN allocations a ON a.consumer_id = m.consumer_uuid
 JOIN resource_providers p ON p.id = a.resource_provider_id
 WHERE m.group_uuid = ?"""
-_ADD_MEMBER = """
-INSERT INTO server_group_members (group_uuid, consumer_uuid, root_provider_id, created_at) VALUES (?, ?, ?, ?)
-ON CONFLICT (group_uuid, consumer_uuid) DO UPDATE SET root_provider_id = excluded.root_provider_id"""
+_ADD_MEMBERS = "INSERT INTO server_group_members (group_uuid, consumer_uuid, root_provider_id, created_at)"
+_ADDED_MEMBER = "(?, ?, ?, ?)"
+_ON_A_MEMBER_AGAIN = (
+    " ON CONFLICT (group_uuid, consumer_uuid) DO UPDATE SET root_provider_id = excluded.root_provider_id"
+)
+_ADD_MEMBER = f"{_ADD_MEMBERS} VALUES {_ADDED_MEMBER}{_ON_A_MEMBER_AGAIN}"
 
 
 def lock_group(conn: Connection, group_uuid: str, policy: GroupPolicy) -> None:
@@ -79,3 +82,15 @@ def member_hosts(conn: Connection, group_uuid: str, sharing_ids: Collection[int]
 def add_member(conn: Connection, group_uuid: str, consumer_uuid: str, root_id: int) -> None:
     """Record the consumer as a member placed on the tree of ``root_id`` (the group must be locked)."""
     execute(conn, _ADD_MEMBER, (group_uuid, consumer_uuid, root_id, db_time(conn, utcnow())))
+
+
+def add_members(conn: Connection, group_uuid: str, placed: Sequence[tuple[str, int]]) -> None:
+    """``add_member`` of each (distinct) consumer and root of ``placed``, in one statement (a gang's)."""
+    now = db_time(conn, utcnow())
+    insert_rows(
+        conn,
+        _ADD_MEMBERS,
+        _ADDED_MEMBER,
+        [(group_uuid, consumer_uuid, root_id, now) for consumer_uuid, root_id in placed],
+        _ON_A_MEMBER_AGAIN,
+    )
