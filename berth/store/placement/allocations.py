@@ -486,10 +486,7 @@ class _OwnerIds:
 
 
 def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object, owners: _OwnerIds) -> None:
-    project_id, user_id = request.project_id, request.user_id
-    if project_id is None or user_id is None:
-        # The API names Placement's incomplete-consumer ids when a body gives none.
-        raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
+    project_id, user_id = _owners_named(request)
     try:
         # No savepoint: a clash ends this transaction anyway, with a 409.
         if not owners.known(project_id, user_id, request.consumer_type) and execute(
@@ -506,16 +503,7 @@ def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object
             ),
         ):
             return
-        owners.prefetch(project_id, user_id, request.consumer_type)
-        values = (
-            request.consumer_uuid,
-            owners.project(project_id),
-            owners.user(user_id),
-            owners.consumer_type(request.consumer_type) if request.consumer_type else None,
-            now,
-            now,
-        )
-        execute(conn, _INSERT_CONSUMER, values)
+        execute(conn, _INSERT_CONSUMER, _consumer_row(request, now, owners))
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
             "consumer generation conflict - another request created this consumer meanwhile"
@@ -525,28 +513,34 @@ def _create_consumer(conn: Connection, request: ConsumerAllocations, now: object
 def _create_consumers(conn: Connection, requests: list[ConsumerAllocations], now: object, owners: _OwnerIds) -> None:
     """The rows of many new consumers (a gang's) in one statement, their owners looked up (or
     created) once for each distinct owner: a round trip for the lot instead of one per consumer."""
-    rows = []
-    for request in requests:
-        project_id, user_id = request.project_id, request.user_id
-        if project_id is None or user_id is None:
-            raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
-        owners.prefetch(project_id, user_id, request.consumer_type)
-        rows.append(
-            (
-                request.consumer_uuid,
-                owners.project(project_id),
-                owners.user(user_id),
-                owners.consumer_type(request.consumer_type) if request.consumer_type else None,
-                now,
-                now,
-            )
-        )
+    rows = [_consumer_row(request, now, owners) for request in requests]
     try:
         insert_rows(conn, _INSERT_CONSUMERS, _INSERTED_CONSUMER, rows)
     except sa.exc.IntegrityError:
         raise ConcurrentUpdate(
             "consumer generation conflict - another request created one of these consumers meanwhile"
         ) from None
+
+
+def _owners_named(request: ConsumerAllocations) -> tuple[str, str]:
+    if request.project_id is None or request.user_id is None:
+        # The API names Placement's incomplete-consumer ids when a body gives none.
+        raise BadRequest(f"Consumer {request.consumer_uuid} needs a project and a user to be created.")
+    return request.project_id, request.user_id
+
+
+def _consumer_row(request: ConsumerAllocations, now: object, owners: _OwnerIds) -> tuple[object, ...]:
+    """A new consumer's row, its owners' ids looked up (or created) through ``owners``."""
+    project_id, user_id = _owners_named(request)
+    owners.prefetch(project_id, user_id, request.consumer_type)
+    return (
+        request.consumer_uuid,
+        owners.project(project_id),
+        owners.user(user_id),
+        owners.consumer_type(request.consumer_type) if request.consumer_type else None,
+        now,
+        now,
+    )
 
 
 def _update_consumer(
