@@ -238,6 +238,7 @@ class Database:
                 with conn.begin():
                     yield conn
             elif write:
+                assert mark is not None  # every PostgreSQL write carries one (_run)
                 with conn.begin():
                     if held is not None:
                         # Kept in autocommit, the connection's transaction is begun by the mark's own
