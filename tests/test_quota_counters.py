@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import sqlalchemy as sa
-from apihelpers import SERVICE_HEADERS, Api, error_code, new_uuid
+from apihelpers import SERVICE_HEADERS, Api, error_code, error_detail, new_uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +17,7 @@ from berth.domain import error_codes
 from berth.store import schema
 from berth.store.leases import ledger
 from berth.store.pick.host_board import HostBoard
+from berth.store.quotas import own_count
 from berth.store.util import utcnow
 
 PROJECTS = ["pa", "pb", "pc"]
@@ -91,7 +92,8 @@ operations = st.one_of(
     st.tuples(st.just("put"), consumers, projects, users, amounts, amounts),
     st.tuples(st.just("post"), st.lists(st.tuples(consumers, projects, users, amounts), min_size=1, max_size=3)),
     st.tuples(st.just("delete"), consumers),
-    st.tuples(st.just("pick"), consumers, projects, users, st.integers(1, 3)),
+    # The last: whether the process believes the project counted (``own_count``), either way right.
+    st.tuples(st.just("pick"), consumers, projects, users, st.integers(1, 3), st.booleans()),
     st.tuples(st.just("gang"), projects, users, st.integers(1, 3)),
     st.tuples(st.just("limit"), projects, st.none() | st.integers(0, 12)),
     st.tuples(st.just("user_limit"), projects, users, st.none() | st.integers(0, 6)),
@@ -101,8 +103,9 @@ operations = st.one_of(
 class Writer:
     """Applies the random operations through the API, to consumers of its own."""
 
-    def __init__(self, api, hosts):
+    def __init__(self, api, hosts, db):
         self.api = api
+        self.db = db
         self.hosts = hosts
         self.consumers = [new_uuid() for _ in range(CONSUMERS)]
 
@@ -139,10 +142,11 @@ class Writer:
     def delete(self, index):
         assert self.api.delete(f"/allocations/{self.consumers[index]}").status_code in (204, 404)
 
-    def pick(self, index, project, user, vcpu):
+    def pick(self, index, project, user, vcpu, believed_counted):
         consumer = self.consumers[index]
         if self.generation(consumer) is not None:
             return  # the pick places new consumers only
+        own_count.remember(self.db.engine, project, believed_counted)
         body = {
             "query": {"resources": f"VCPU:{vcpu}"},
             "consumer": {"uuid": consumer, "project_id": project, "user_id": user, "consumer_type": "INSTANCE"},
@@ -180,7 +184,7 @@ def hosts(api):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=st.lists(operations, min_size=1, max_size=12))
 def test_the_counters_equal_the_sums_after_every_write(api, db, hosts, writes):
-    writer = Writer(api, hosts)
+    writer = Writer(api, hosts, db)
     for operation in writes:
         writer.apply(operation)
         assert_counted_right(db)
@@ -192,7 +196,7 @@ def test_the_counters_equal_the_sums_after_every_write(api, db, hosts, writes):
 def test_a_consumer_moving_between_projects_and_users_moves_its_usage(api, db, hosts):
     for project in ("pa", "pb"):
         assert api.put(f"/berth/quotas/{project}", {"limits": {"VCPU": 100}}).status_code == 200
-    writer = Writer(api, hosts)
+    writer = Writer(api, hosts, db)
     writer.put(0, "pa", "ua", 3, 1)
     writer.put(0, "pb", "ub", 3, 1)
     writer.put(0, "pz", "ub", 2, 0)  # into a project without limits: out of the counters
@@ -208,7 +212,7 @@ def test_a_consumer_moving_between_projects_and_users_moves_its_usage(api, db, h
 
 def test_a_resize_holding_both_flavors_counts_both(api, db, hosts):
     api.put("/berth/quotas/pa", {"limits": {"VCPU": 100}})
-    writer = Writer(api, hosts)
+    writer = Writer(api, hosts, db)
     instance, migration = writer.consumers[0], writer.consumers[1]
     writer.put(0, "pa", "ua", 2, 0)
     # Nova's resize: the migration consumer takes the source's allocations, the instance the target's.
@@ -331,7 +335,7 @@ def test_a_refused_claim_leaves_the_counters_as_they_were(app, db, hosts):
 
 
 def test_projects_without_limits_have_no_counters_and_the_first_limit_starts_them_from_the_sums(api, db, hosts):
-    writer = Writer(api, hosts)
+    writer = Writer(api, hosts, db)
     writer.put(0, "pa", "ua", 2, 1)
     writer.put(1, "pa", "ub", 1, 0)
     assert counters(db) == {}
@@ -340,4 +344,42 @@ def test_projects_without_limits_have_no_counters_and_the_first_limit_starts_the
     assert_counted_right(db)
     api.delete("/berth/quotas/pa/users/ub")
     assert counters(db) == {}
+    assert_counted_right(db)
+
+
+@pytest.mark.parametrize("believed_counted", [False, True])
+def test_a_pick_is_counted_and_checked_alike_whichever_way_its_project_is_believed_counted(
+    api, db, hosts, believed_counted
+):
+    """A pick counts its consumer itself, or leaves it to the triggers, by what the process last
+    found of its project (on PostgreSQL): a belief that is wrong either way changes nothing."""
+    api.put("/berth/quotas/pa", {"limits": {"VCPU": 3, "consumers": 5}})
+
+    def pick(project, vcpu):
+        own_count.remember(db.engine, "pa", believed_counted)
+        own_count.remember(db.engine, "pb", believed_counted)
+        body = {
+            "query": {"resources": f"VCPU:{vcpu}"},
+            "consumer": {"uuid": new_uuid(), "project_id": project, "user_id": "ua", "consumer_type": "INSTANCE"},
+        }
+        return api.post("/berth/pick", body)
+
+    assert pick("pa", 1).status_code == 200
+    assert pick("pa", 1).status_code == 200
+    assert pick("pb", 2).status_code == 200
+    before = counters(db)
+    refused = pick("pa", 2)
+    assert refused.status_code == 409 and error_code(refused) == error_codes.QUOTA_EXCEEDED
+    assert "Quota exceeded for VCPU of project pa: limit 3, usage 2, asked 2." in error_detail(refused)
+    assert (
+        counters(db)
+        == before
+        == {
+            ("pa", "", "VCPU"): 2,
+            ("pa", "", "consumers"): 2,
+            ("pa", "ua", "VCPU"): 2,
+            ("pa", "ua", "consumers"): 2,
+        }
+    )
+    assert pick("pa", 1).status_code == 200
     assert_counted_right(db)

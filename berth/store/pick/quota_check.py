@@ -1,25 +1,65 @@
 """The quotas of a pick's consumers, checked after the pick has written them (and removed its
-victims): ``berth.store.quotas.enforcement`` reads the usage the write left."""
+victims).
+
+A single pick on PostgreSQL for a project with limits counts its new consumer itself and checks its
+quotas in the same statement (``berth.store.quotas.own_count``: announced before its first
+allocation by ``count_own_consumer``); elsewhere, and for a gang, the triggers count the write and
+``berth.store.quotas.enforcement`` reads the usage it left."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from sqlalchemy import Connection
 
 from berth.domain.candidate_query import CandidateQuery
 from berth.store.pick.request import Consumer, Preempted
+from berth.store.quotas import own_count
 from berth.store.quotas.enforcement import Released, asked_by_query, check_written, claim_changes
+from berth.store.quotas.limits import CONSUMERS
+
+
+def count_own_consumer(conn: Connection, consumer: Consumer) -> bool:
+    """Before a single pick's first allocation: whether it counts its consumer itself
+    (``own_count``: on PostgreSQL, for a project it believes counted)."""
+    if conn.dialect.name != "postgresql" or not own_count.believed_counted(conn.engine, consumer.project_id):
+        return False
+    own_count.count_own(conn, consumer.uuid)
+    return True
+
+
+def check_claimed_quota(
+    conn: Connection, query: CandidateQuery, consumer: Consumer, preempted: Iterable[Preempted], counts_own: bool
+) -> None:
+    """A single pick's: refuse (409 ``berth.quota.exceeded``) its claim when it took its project or
+    user over a limit; the victims removed for it free what they held in their own project and user.
+    ``counts_own``: what ``count_own_consumer`` answered."""
+    if not counts_own:
+        limited = check_claimed_quotas(conn, query, [consumer], preempted)
+        if conn.dialect.name == "postgresql":
+            own_count.remember(conn.engine, consumer.project_id, consumer.project_id in limited)
+        return
+    freed: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for victim in preempted:
+        if victim.project_id != consumer.project_id:
+            continue
+        for user in (None, victim.user_id) if victim.user_id == consumer.user_id else (None,):
+            for name, amount in victim.held.items():
+                freed[user][name] += amount
+            freed[user][CONSUMERS] += 1
+    asked = {**asked_by_query(query), CONSUMERS: 1}
+    own_count.count_and_check(conn, consumer.uuid, consumer.project_id, consumer.user_id, asked, freed)
 
 
 def check_claimed_quotas(
     conn: Connection, query: CandidateQuery, claimed: Iterable[Consumer], preempted: Iterable[Preempted] = ()
-) -> None:
+) -> set[str]:
     """Refuse (409 ``berth.quota.exceeded``) the claims of ``claimed``, each given what the query
     asks, when they took a project or user over a limit; the victims removed for them free what
-    they held in their own project and user."""
+    they held in their own project and user. The projects that had limits."""
     each = asked_by_query(query)
-    check_written(
+    return check_written(
         conn,
         claim_changes(
             ((consumer.project_id, consumer.user_id, each) for consumer in claimed),

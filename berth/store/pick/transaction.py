@@ -19,7 +19,9 @@ The steps, all inside the caller's write transaction (``Database.write``):
 6. name the alternates asked for: the trees after the one claimed in the same order, searched
    again after the write (``berth.store.pick.alternates``);
 7. check the project's quota against the usage the write left (``berth.store.pick.quota_check``):
-   a pick over a limit is refused, and its transaction rolled back.
+   a pick over a limit is refused, and its transaction rolled back. On PostgreSQL a pick for a
+   project with limits counts its consumer itself, in the statement that checks
+   (``berth.store.quotas.own_count``), having told the counters' triggers so before step 1.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.on_board import BoardPlan, claim_on_board
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
-from berth.store.pick.quota_check import check_claimed_quotas
+from berth.store.pick.quota_check import check_claimed_quota, count_own_consumer
 from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
 from berth.store.server_groups import membership
 
@@ -64,9 +66,10 @@ def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache,
     are tried first; when none of them can be claimed, every tree is searched. When none fits and the
     request may preempt, consumers of lower priority are removed to make room
     (``berth.store.pick.preemption``). The consumer's priority is kept with it."""
+    counts_own = count_own_consumer(conn, request.consumer)
     chosen = _pick_and_claim(conn, request, cache, plan)
     set_priority(conn, request.consumer.uuid, request.priority)
-    check_claimed_quotas(conn, request.query, [request.consumer], chosen.preempted)
+    check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own)
     return chosen
 
 

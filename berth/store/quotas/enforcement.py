@@ -135,11 +135,10 @@ def allocation_write_changes(conn: Connection, requests: Sequence[ConsumerAlloca
     return changes
 
 
-def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> None:
+def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> set[str]:
     """After the write: refuse (409) it when it took a project, or a user within one, over a limit
-    on a resource whose usage it raised."""
-    for project_id in sorted(changes):
-        _check_project(conn, project_id, changes[project_id])
+    on a resource whose usage it raised. The projects that had limits."""
+    return {project_id for project_id in sorted(changes) if _check_project(conn, project_id, changes[project_id])}
 
 
 # Every limit of the project with the usage its counters hold now, in one statement (on PostgreSQL
@@ -159,10 +158,11 @@ LEFT JOIN quota_usage u ON u.project_pk = p.id
 WHERE l.project_id = ?"""
 
 
-def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> None:
+def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> bool:
+    """Whether the project has limits (checked, then)."""
     rows = fetch(conn, _LIMITS_WITH_USAGE, (project_id,))
     if not rows:
-        return
+        return False
     limits: dict[str, Limits] = defaultdict(dict)
     used: dict[str, Usage] = {}
     counted = all(row[4] for row in rows)
@@ -180,6 +180,7 @@ def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> 
     _check_scope(conn, project_id, None, limits.get(PROJECT_WIDE, {}), change.total, used.get(PROJECT_WIDE))
     for user_id in sorted(change.by_user):
         _check_scope(conn, project_id, user_id, limits.get(user_id, {}), change.by_user[user_id], used.get(user_id))
+    return True
 
 
 def _owner(conn: Connection, request: ConsumerAllocations) -> tuple[str, str] | None:
@@ -225,7 +226,7 @@ def _check_scope(
         after = _used(usage, resource)
         if after > limit:
             asked, holding = _asked(change, resource), _used(change.held, resource)
-            raise _exceeded(project_id, user_id, resource, limit, after - asked + holding, asked, holding)
+            raise exceeded(project_id, user_id, resource, limit, after - asked + holding, asked, holding)
 
 
 def _asked(change: Change, resource: str) -> int:
@@ -236,7 +237,7 @@ def _used(usage: Usage, resource: str) -> int:
     return usage.consumers if resource == CONSUMERS else usage.resources.get(resource, 0)
 
 
-def _exceeded(
+def exceeded(
     project_id: str, user_id: str | None, resource: str, limit: int, used: int, asked: int, holding: int
 ) -> Conflict:
     whose = f"project {project_id}" if user_id is None else f"user {user_id} of project {project_id}"

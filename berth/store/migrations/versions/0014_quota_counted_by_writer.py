@@ -1,0 +1,70 @@
+"""PostgreSQL's allocation triggers pass by the consumers the transaction counts itself
+
+A pick knows what it writes (one new consumer), and counts it with one statement that also checks
+its quotas (``berth.store.quotas.own_count``), where the triggers' general statement over the
+write's transition tables cost it about 0.16 ms of server time and the check a round trip more.
+Such a write names its consumers, comma-separated, in the transaction-local setting
+``berth.counted_by_writer`` before its first allocation; the triggers then leave their rows alone.
+Every other write sets nothing and is counted as before. SQLite's triggers are unchanged: its picks
+are checked as before.
+
+Revision ID: 0014
+Revises: 0013
+"""
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from alembic import op
+
+revision = "0014"
+down_revision = "0013"
+branch_labels = None
+depends_on = None
+
+_NAMES = ("quota_usage_allocations_inserted", "quota_usage_allocations_deleted", "quota_usage_allocations_updated")
+# The rows a statement changed, less those of the consumers the transaction counts itself (none when
+# the setting was never set, NULL, or was set by an earlier transaction of the session, '').
+_NOT_COUNTED_BY_WRITER = (
+    "SELECT * FROM ({changed}) rows "
+    "WHERE rows.consumer_id <> ALL "
+    "(string_to_array(COALESCE(current_setting('berth.counted_by_writer', true), ''), ','))"
+)
+
+
+def _counters_0012() -> ModuleType:
+    """Migration 0012, whose allocation trigger functions these are."""
+    path = Path(__file__).with_name("0012_quota_usage_counters.py")
+    spec = importlib.util.spec_from_file_location("berth_migration_0012", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _functions(passing_by: bool) -> list[str]:
+    counters = _counters_0012()
+    changed = {
+        "quota_usage_allocations_inserted": counters._INSERTED,
+        "quota_usage_allocations_deleted": counters._DELETED,
+        "quota_usage_allocations_updated": f"{counters._INSERTED} UNION ALL {counters._DELETED}",
+    }
+    functions = []
+    for name in _NAMES:
+        rows = _NOT_COUNTED_BY_WRITER.format(changed=changed[name]) if passing_by else changed[name]
+        body = counters._PG_ALLOCATION_BODY.format(changed=rows) + counters._UPSERT
+        functions.append(counters._pg_function(name, body).replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+    return functions
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for function in _functions(passing_by=True):
+            op.execute(function)
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        for function in _functions(passing_by=False):
+            op.execute(function)
