@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -23,9 +24,10 @@ from apihelpers import Api
 
 from berth.api.app import PlacementApp
 from berth.conductor.journal import Journal
+from berth.domain.errors import Conflict
 from berth.store.database import Database
 from berth.store.migrate import upgrade
-from berth.store.rawsql import attempt
+from berth.store.rawsql import FinalStatement, attempt, commit_with, commits_with_statement
 
 
 @pytest.fixture(scope="module")
@@ -247,4 +249,66 @@ def test_a_connection_lost_inside_a_claims_savepoint_runs_the_write_again(pg):
 
     returned = pg.write(work)
     assert len(runs) == 2
+    assert probe_rows(pg, note) == [returned]
+
+
+def leave_final_statement(note, runs, final_sql):
+    """A write that inserts ``note`` and leaves ``final_sql(run)`` to go with its COMMIT
+    (``rawsql.commit_with``)."""
+
+    def work(conn):
+        runs.append(1)
+        assert commits_with_statement(conn)  # a thread's kept connection, its transaction begun by the mark
+        conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n)"), {"n": note})
+        commit_with(conn, FinalStatement(final_sql(len(runs)), (), on_rows=lambda rows: None, refusal=lambda e: None))
+        return len(runs)
+
+    return work
+
+
+def test_a_final_statement_whose_commit_landed_is_reported_done_and_not_run_again(pg, monkeypatch):
+    """The statement and the COMMIT run, and then the connection is closed under the client."""
+    real = psycopg.Connection.pipeline
+    faults = []
+
+    @contextmanager
+    def pipeline(self):
+        with real(self) as sent:
+            yield sent
+        if not faults:
+            faults.append(1)
+            self.close()
+            raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(psycopg.Connection, "pipeline", pipeline)
+    note, runs = uuid.uuid4().hex, []
+    returned = pg.write(leave_final_statement(note, runs, lambda run: "SELECT 1"))
+    assert faults == [1]
+    assert returned == 1 and len(runs) == 1
+    assert len(probe_rows(pg, note)) == 1
+
+
+def test_a_final_statement_lost_before_its_commit_runs_the_write_again_once(pg):
+    """The server ends the connection while it runs the statement, before the COMMIT."""
+    note, runs = uuid.uuid4().hex, []
+    end_me = "SELECT pg_terminate_backend(pg_backend_pid())"
+    returned = pg.write(leave_final_statement(note, runs, lambda run: end_me if run == 1 else "SELECT 1"))
+    assert returned == 2 and len(runs) == 2
+    assert len(probe_rows(pg, note)) == 1
+
+
+def test_a_final_statement_that_fails_is_raised_as_its_refusal_and_nothing_is_committed(pg):
+    note, runs = uuid.uuid4().hex, []
+
+    def work(conn):
+        runs.append(1)
+        conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n)"), {"n": note})
+        refused = Conflict("refused by the final statement")
+        commit_with(conn, FinalStatement("SELECT 1 / 0", (), on_rows=lambda rows: None, refusal=lambda e: refused))
+
+    with pytest.raises(Conflict, match="refused by the final statement"):
+        pg.write(work)
+    assert len(runs) == 1 and probe_rows(pg, note) == []
+    # The connection is sound, and the next write commits.
+    returned = pg.write(insert_probe(note, runs))
     assert probe_rows(pg, note) == [returned]

@@ -58,7 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
-from berth.store.rawsql import execute_script
+from berth.store.rawsql import execute_script, forget_final_statement, send_final_statement_and_commit
 
 if TYPE_CHECKING:
     import psycopg
@@ -298,10 +298,14 @@ class Database:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             token = secrets.token_hex(16) if marked else None
             committing = False
+            forget_final_statement()
             try:
                 with self._transaction(write, single_statement, token) as conn:
                     result = work(conn)
-                    committing = True  # from here on only the COMMIT can fail
+                    # From here on the COMMIT may have been sent, with the statement the work left to
+                    # go with it, if any (whose refusal is raised as such, the transaction rolled back).
+                    committing = True
+                    send_final_statement_and_commit(conn)
                 if marked:
                     self._prune_marks_now_and_then()
                 return result

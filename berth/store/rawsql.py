@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -182,6 +184,70 @@ def execute_script(conn: Connection, sql: str) -> None:
         raise _wrapped(conn, error, sql, (), cursor) from error
     finally:
         cursor.close()
+
+
+@dataclass(frozen=True)
+class FinalStatement:
+    """A write's last statement, sent with its COMMIT (``commit_with``): its SQL and parameters,
+    what to make of its rows, and the refusal a failure of it means, if any."""
+
+    sql: str
+    params: Params
+    on_rows: Callable[[Sequence[Row]], None]
+    refusal: Callable[[sa.exc.DBAPIError], Exception | None]
+
+
+# This thread's write's FinalStatement, if it left one.
+_final = threading.local()
+_IN_TRANSACTION = 2  # psycopg.pq.TransactionStatus.INTRANS
+
+
+def commits_with_statement(conn: Connection) -> bool:
+    """Whether the write may leave its last statement to be sent with its COMMIT (``commit_with``):
+    on PostgreSQL, on a connection in the driver's autocommit whose transaction the write opened
+    itself (``berth.store.database``: BEGIN with the mark), so that the driver follows the COMMIT."""
+    if not _is_postgres(conn):
+        return False
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    return bool(dbapi_connection.autocommit) and dbapi_connection.info.transaction_status == _IN_TRANSACTION
+
+
+def commit_with(conn: Connection, statement: FinalStatement) -> None:
+    """Where ``commits_with_statement``: leave ``statement`` to be the write's last, sent with its
+    COMMIT in one round trip with nothing of the caller's between them (``berth.store.database``
+    sends them when the write's work returns). When the statement fails the COMMIT is not run, and
+    the transaction is rolled back."""
+    assert commits_with_statement(conn)
+    _final.statement = statement
+
+
+def forget_final_statement() -> None:
+    _final.statement = None
+
+
+def send_final_statement_and_commit(conn: Connection) -> None:
+    """The statement ``commit_with`` left, if any, and the COMMIT (``berth.store.database``): in
+    psycopg's pipeline mode, both sent before either answer is read, the statement prepared by
+    psycopg as any other (as text, in one simple query, PostgreSQL would plan it on every run)."""
+    statement: FinalStatement | None = getattr(_final, "statement", None)
+    if statement is None:
+        return
+    _final.statement = None
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    text = _translate(statement.sql, True, 0)
+    cursor = dbapi_connection.cursor()
+    try:
+        with dbapi_connection.pipeline():
+            cursor.execute(text, statement.params)
+            dbapi_connection.execute("COMMIT")
+        rows = list(cursor.fetchall()) if cursor.description is not None else []
+    except conn.dialect.loaded_dbapi.Error as error:
+        wrapped = _wrapped(conn, error, text, statement.params, cast(DBAPICursor, cursor))
+        refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
+        raise (refusal or wrapped) from error
+    finally:
+        cursor.close()
+    statement.on_rows(rows)
 
 
 def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:

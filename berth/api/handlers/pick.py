@@ -56,7 +56,7 @@ def pick(call: Call) -> Reply:
         call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
     cache = call.provider_cache
     plan = call.db.read(lambda conn: plan_on_board(conn, request, cache, board))
-    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, cache, plan))
+    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, cache, plan, last=True))
     return json_response(call, _answer(chosen, request.preempt))
 
 

@@ -30,11 +30,17 @@ def count_own_consumer(conn: Connection, consumer: Consumer) -> bool:
 
 
 def check_claimed_quota(
-    conn: Connection, query: CandidateQuery, consumer: Consumer, preempted: Iterable[Preempted], counts_own: bool
+    conn: Connection,
+    query: CandidateQuery,
+    consumer: Consumer,
+    preempted: Iterable[Preempted],
+    counts_own: bool,
+    *,
+    last: bool = False,
 ) -> None:
     """A single pick's: refuse (409 ``berth.quota.exceeded``) its claim when it took its project or
     user over a limit; the victims removed for it free what they held in their own project and user.
-    ``counts_own``: what ``count_own_consumer`` answered."""
+    ``counts_own``: what ``count_own_consumer`` answered; ``last``: nothing follows in the transaction."""
     if not counts_own:
         limited = check_claimed_quotas(conn, query, [consumer], preempted)
         if conn.dialect.name == "postgresql":
@@ -49,7 +55,7 @@ def check_claimed_quota(
                 freed[user][name] += amount
             freed[user][CONSUMERS] += 1
     asked = {**asked_by_query(query), CONSUMERS: 1}
-    own_count.count_and_check(conn, consumer.uuid, consumer.project_id, consumer.user_id, asked, freed)
+    own_count.count_and_check(conn, consumer.uuid, consumer.project_id, consumer.user_id, asked, freed, commit=last)
 
 
 def check_claimed_quotas(

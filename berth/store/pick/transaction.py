@@ -59,17 +59,20 @@ __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
 EVERY_CANDIDATE: Final = 2**62
 
 
-def pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None = None) -> Pick:
+def pick_and_claim(
+    conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None = None, *, last: bool = False
+) -> Pick:
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
     With a ``plan`` (``berth.store.pick.on_board.plan_on_board``, made in a read just before), its trees
     are tried first; when none of them can be claimed, every tree is searched. When none fits and the
     request may preempt, consumers of lower priority are removed to make room
-    (``berth.store.pick.preemption``). The consumer's priority is kept with it."""
+    (``berth.store.pick.preemption``). The consumer's priority is kept with it. ``last``: nothing
+    follows the pick in the transaction (the API's), whose COMMIT may then carry its quota check."""
     counts_own = count_own_consumer(conn, request.consumer)
     chosen = _pick_and_claim(conn, request, cache, plan)
     set_priority(conn, request.consumer.uuid, request.priority)
-    check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own)
+    check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own, last=last)
     return chosen
 
 

@@ -28,13 +28,15 @@ what it asked (their removal is counted by the triggers, as any other write).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from sqlalchemy import URL, Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from berth.store.quotas.enforcement import exceeded
 from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE
-from berth.store.rawsql import execute, fetch
+from berth.store.rawsql import FinalStatement, commit_with, commits_with_statement, execute, fetch
 
 SETTING = "berth.counted_by_writer"
 
@@ -69,7 +71,7 @@ moved AS (
 )
 SELECT NULL, NULL, NULL, NULL FROM owner
 UNION ALL
-SELECT l.user_id, l.resource, l.hard_limit, m.used
+SELECT {{exceeded}}
 FROM moved m
 JOIN projects p ON p.id = m.project_pk
 LEFT JOIN users u ON u.id = m.user_pk
@@ -78,6 +80,10 @@ JOIN quota_limits l ON l.project_id = p.external_id
     AND l.user_id = CASE WHEN m.user_pk = 0 THEN '{PROJECT_WIDE}' ELSE u.external_id END
     AND l.resource = CASE WHEN m.resource_class_id = 0 THEN '{CONSUMERS}' ELSE rc.name END
 WHERE m.used > l.hard_limit"""
+# The limits passed, as rows; or refused by the statement itself, for a statement sent with the COMMIT.
+_EXCEEDED_ROWS = "l.user_id, l.resource, l.hard_limit, m.used"
+_EXCEEDED_REFUSED = "berth_quota_exceeded(l.user_id, l.resource, l.hard_limit, m.used), NULL, NULL, NULL"
+_REFUSED = "BQ001"  # berth_quota_exceeded's SQLSTATE (migration 0014)
 
 
 def believed_counted(engine: Engine, project_id: str) -> bool:
@@ -103,13 +109,19 @@ def count_and_check(
     user_id: str,
     asked: Mapping[str, int],
     freed: Mapping[str | None, Mapping[str, int]] | None = None,
+    *,
+    commit: bool = False,
 ) -> None:
     """Count the consumer (written whole, new, announced by ``count_own``) and refuse (409
     ``berth.quota.exceeded``) the write when it took its project, or its user, over a limit on a
     resource it raised. ``asked``: what it was given, by resource (``consumers`` 1); ``freed``: what
-    the write's victims of the same project held, by user (None: the project's), by resource."""
+    the write's victims of the same project held, by user (None: the project's), by resource.
+    ``commit``: this is the write's last statement, which may then be sent with its COMMIT."""
     freed = freed or {}
-    rows = fetch(conn, _COUNT_AND_CHECK, (consumer_uuid,) * 3)
+    if commit and not freed and commits_with_statement(conn):
+        _count_and_check_with_the_commit(conn, consumer_uuid, project_id, asked)
+        return
+    rows = fetch(conn, _COUNT_AND_CHECK.format(exceeded=_EXCEEDED_ROWS), (consumer_uuid,) * 3)
     remember(conn.engine, project_id, bool(rows))
     for limit_user, resource, limit, after in sorted(row for row in rows if row[0] is not None):
         user = None if limit_user == PROJECT_WIDE else limit_user
@@ -117,3 +129,31 @@ def count_and_check(
         wanted = asked.get(resource, 0)
         if wanted > holding:
             raise exceeded(project_id, user, resource, int(limit), int(after) - wanted + holding, wanted, holding)
+
+
+def _count_and_check_with_the_commit(
+    conn: Connection, consumer_uuid: str, project_id: str, asked: Mapping[str, int]
+) -> None:
+    """The count and check sent with the COMMIT: the counters are held for the server's time alone,
+    where a thread of a busy worker could otherwise wait milliseconds for its turn to send the
+    COMMIT while every other claim of the project waits for the counters. Nothing the pick asked
+    is held by a victim, so every limit its counters pass is a refusal, raised by the statement."""
+    sql = _COUNT_AND_CHECK.format(exceeded=_EXCEEDED_REFUSED)
+
+    def refusal(error: DBAPIError) -> Exception | None:
+        if getattr(error.orig, "sqlstate", None) != _REFUSED:
+            return None
+        passed = json.loads(error.orig.diag.message_primary)  # type: ignore[union-attr]
+        user = None if passed["user_id"] == PROJECT_WIDE else passed["user_id"]
+        wanted = asked.get(passed["resource"], 0)
+        return exceeded(project_id, user, passed["resource"], passed["limit"], passed["used"] - wanted, wanted, 0)
+
+    commit_with(
+        conn,
+        FinalStatement(
+            sql,
+            (consumer_uuid,) * 3,
+            on_rows=lambda rows: remember(conn.engine, project_id, bool(rows)),
+            refusal=refusal,
+        ),
+    )

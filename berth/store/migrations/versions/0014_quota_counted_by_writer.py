@@ -8,6 +8,10 @@ Such a write names its consumers, comma-separated, in the transaction-local sett
 Every other write sets nothing and is counted as before. SQLite's triggers are unchanged: its picks
 are checked as before.
 
+``berth_quota_exceeded`` refuses the transaction from inside a statement (SQLSTATE BQ001, the limit
+passed as JSON in the message), so that a pick can send its count, its check and its COMMIT in one
+round trip: the COMMIT is never reached when a limit is passed.
+
 Revision ID: 0014
 Revises: 0013
 """
@@ -31,6 +35,16 @@ _NOT_COUNTED_BY_WRITER = (
     "WHERE rows.consumer_id <> ALL "
     "(string_to_array(COALESCE(current_setting('berth.counted_by_writer', true), ''), ','))"
 )
+
+
+_EXCEEDED = """
+CREATE FUNCTION berth_quota_exceeded(user_id text, resource text, hard_limit bigint, used bigint)
+RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'BQ001', MESSAGE = json_build_object(
+        'user_id', user_id, 'resource', resource, 'limit', hard_limit, 'used', used)::text;
+END
+$$"""
 
 
 def _counters_0012() -> ModuleType:
@@ -62,9 +76,11 @@ def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         for function in _functions(passing_by=True):
             op.execute(function)
+        op.execute(_EXCEEDED)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         for function in _functions(passing_by=False):
             op.execute(function)
+        op.execute("DROP FUNCTION berth_quota_exceeded(text, text, bigint, bigint)")
