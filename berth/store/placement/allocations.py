@@ -122,6 +122,12 @@ _PROVIDERS = "SELECT uuid, id FROM resource_providers WHERE uuid IN {ids}"
 _INVENTORIES_OF = """
 SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
 FROM inventories WHERE resource_provider_id IN {ids} ORDER BY id"""
+# One provider's (a claim on one host, the common case): PostgreSQL plans a statement over a list
+# parameter again on every run (its plan for any list looks dearer than the one for the list at hand,
+# about 0.05 ms each time), and keeps one plan for this one.
+_INVENTORIES_OF_ONE = """
+SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
+FROM inventories WHERE resource_provider_id = ? ORDER BY id"""
 _TAKE = f"""
 UPDATE inventories SET used = used + ?
 WHERE id = ? AND {room_sql("inventories", "?")}"""
@@ -373,7 +379,11 @@ def _lock_inventories(conn: Connection, wanted: dict[tuple[int, int], int]) -> d
     """The inventory rows of the providers written to, by (provider, class); locked on PostgreSQL, in id order."""
     lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
     provider_ids = sorted({provider_id for provider_id, _ in wanted})
-    return {(row[1], row[2]): row for row in fetch(conn, _INVENTORIES_OF + lock, ids=provider_ids)}
+    if len(provider_ids) == 1:
+        rows = fetch(conn, _INVENTORIES_OF_ONE + lock, (provider_ids[0],))
+    else:
+        rows = fetch(conn, _INVENTORIES_OF + lock, ids=provider_ids)
+    return {(row[1], row[2]): row for row in rows}
 
 
 def _check_unit_constraints(
