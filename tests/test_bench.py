@@ -328,17 +328,24 @@ def _check_pick_and_claim(result, stdout):
     assert weighed["picks"] == 3 and weighed["trees_fitted"] == [60] and weighed["failed"] == 0
     assert 0 < picked["weigh_all_median_ms"] <= picked["weigh_all_p95_ms"]
     # The pick's servers again under a quota on their project that never refuses, and without, in
-    # alternating rounds: every pick checked, the cost from the medians.
+    # alternating rounds: every pick checked, the cost the median of each pair's.
     quota = picked["with_quota"]
     assert quota["placements"] > 0 and quota["placements_per_s"] > 0 and quota["errors"] == 0
     assert quota["conflict_codes"] == {} and quota["violations"] == 0 and quota["usage_mismatches"] == 0
-    assert [r["quota"] for r in quota["rounds"]] == [True, False, False, True, True, False]
+    assert [r["quota"] for r in quota["rounds"]] == [True, False, False, True] * 2 + [True, False]
     assert all(r["placements"] > 0 and r["errors"] == 0 and r["violations"] == 0 for r in quota["rounds"])
     assert quota["placements"] == sum(r["placements"] for r in quota["rounds"])
     assert quota["placements_per_s"] == statistics.median(r["placements_per_s"] for r in quota["rounds"] if r["quota"])
     without = statistics.median(r["placements_per_s"] for r in quota["rounds"] if not r["quota"])
     assert quota["without_placements_per_s"] == without
-    assert quota["cost_percent"] == round(100 * (1 - quota["placements_per_s"] / without), 1)
+    pairs = zip(
+        [r["placements_per_s"] for r in quota["rounds"] if r["quota"]],
+        [r["placements_per_s"] for r in quota["rounds"] if not r["quota"]],
+        strict=True,
+    )
+    costs = [1 - on / off for on, off in pairs]
+    assert quota["pair_cost_percents"] == [round(100 * cost, 1) for cost in costs]
+    assert quota["cost_percent"] == round(100 * statistics.median(costs), 1)
     # A pick that preempts, into hosts filled with consumers of the default priority, beside a plain one.
     preemption = picked["preemption"]
     assert preemption["hosts"] == 20 and preemption["errors"] == 0, preemption
