@@ -248,10 +248,18 @@ def replace_allocations(
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
     targets = _resolve_targets(conn, requests, provider_ids or {})
     now = db_time(conn, utcnow())
-    emptied_from = _write_consumers(conn, requests, now, new_consumers) | set(emptied_from)
+    # SQLite: new consumers' rows go in after their allocations. Its quota triggers run for each row
+    # as it is written, and count an allocation only once its consumer's row is there: the consumer's
+    # own trigger then counts all it holds in two statements, where each allocation row's would
+    # have taken four, inside the write lock every writer waits for. (PostgreSQL's triggers count a
+    # statement's rows together, at its end.)
+    consumers_after = new_consumers and conn.dialect.name == "sqlite"
+    emptied = set(emptied_from)
+    if not consumers_after:
+        emptied |= _write_consumers(conn, requests, now, new_consumers)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
     # Each provider's generation moves once: those that receive allocations move below.
-    left_alone = emptied_from - {provider_id for provider_id, _ in wanted}
+    left_alone = emptied - {provider_id for provider_id, _ in wanted}
     if left_alone:
         execute(conn, _TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
     if not wanted:
@@ -260,6 +268,8 @@ def replace_allocations(
     _check_unit_constraints(rows_to_insert, inventory_rows, targets)
     _take_capacity(conn, wanted, inventory_rows, targets, now)
     insert_rows(conn, _INSERT, _INSERTED_ROW, rows_to_insert)
+    if consumers_after:
+        _write_consumers(conn, requests, now, new_consumers)
 
 
 @dataclass
