@@ -30,11 +30,20 @@ depends_on = None
 _NAMES = ("quota_usage_allocations_inserted", "quota_usage_allocations_deleted", "quota_usage_allocations_updated")
 # The rows a statement changed, less those of the consumers the transaction counts itself (none when
 # the setting was never set, NULL, or was set by an earlier transaction of the session, '').
-_NOT_COUNTED_BY_WRITER = (
-    "SELECT * FROM ({changed}) rows "
-    "WHERE rows.consumer_id <> ALL "
-    "(string_to_array(COALESCE(current_setting('berth.counted_by_writer', true), ''), ','))"
-)
+_COUNTED_BY_WRITER = "string_to_array(COALESCE(current_setting('berth.counted_by_writer', true), ''), ',')"
+_NOT_COUNTED_BY_WRITER = "SELECT * FROM ({changed}) rows WHERE rows.consumer_id <> ALL (" + _COUNTED_BY_WRITER + ")"
+# A statement that changed only such rows (a pick's allocations) returns at once: the counting
+# statement, even over no rows, costs its executor's start and end (about 0.05 ms).
+_ONLY_COUNTED_BY_WRITER = """IF COALESCE(current_setting('berth.counted_by_writer', true), '') <> ''
+        AND NOT EXISTS ({tables}) THEN
+        RETURN NULL;
+    END IF;
+    """
+_TABLES = {
+    "quota_usage_allocations_inserted": ("inserted",),
+    "quota_usage_allocations_deleted": ("deleted",),
+    "quota_usage_allocations_updated": ("inserted", "deleted"),
+}
 
 
 _EXCEEDED = """
@@ -68,6 +77,11 @@ def _functions(passing_by: bool) -> list[str]:
     for name in _NAMES:
         rows = _NOT_COUNTED_BY_WRITER.format(changed=changed[name]) if passing_by else changed[name]
         body = counters._PG_ALLOCATION_BODY.format(changed=rows) + counters._UPSERT
+        if passing_by:
+            others = " UNION ALL ".join(
+                f"SELECT 1 FROM {table} WHERE consumer_id <> ALL ({_COUNTED_BY_WRITER})" for table in _TABLES[name]
+            )
+            body = _ONLY_COUNTED_BY_WRITER.format(tables=others) + body
         functions.append(counters._pg_function(name, body).replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
     return functions
 
