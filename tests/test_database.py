@@ -3,7 +3,7 @@
 import pytest
 import sqlalchemy as sa
 
-from berth.store.rawsql import fetch_value
+from berth.store.rawsql import fetch_value, local_setting
 
 
 def _in_transaction(conn) -> bool:
@@ -206,3 +206,19 @@ def test_a_write_that_fails_leaves_nothing_and_the_next_write_commits(db, failur
         db.write(failing)
     db.write(lambda conn: conn.exec_driver_sql("INSERT INTO scratch_writes (id) VALUES (2)"))
     assert db.read(lambda conn: [row[0] for row in conn.exec_driver_sql("SELECT id FROM scratch_writes")]) == [2]
+
+
+def test_a_writes_settings_hold_for_its_transaction_alone_kept_or_not(db):
+    if db.is_sqlite:
+        pytest.skip("PostgreSQL's transaction-local settings")
+    settings = {"berth.probe": "it's set"}  # quoted by the driver
+
+    def current(conn):
+        return fetch_value(conn, "SELECT current_setting('berth.probe', true)"), local_setting("berth.probe")
+
+    assert db.write(current, settings=settings) == ("it's set", "it's set")  # the thread's kept connection
+    assert db.write(current)[1] is None
+    assert db.read(lambda conn: fetch_value(conn, "SELECT current_setting('berth.probe', true)")) in (None, "")
+    # A write nested in another runs on a connection of its own, the setting sent as a statement.
+    nested = db.read(lambda conn: db.write(current, settings=settings))
+    assert nested == ("it's set", "it's set")

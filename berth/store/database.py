@@ -49,7 +49,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -58,7 +58,13 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
-from berth.store.rawsql import execute_script, forget_final_statement, send_final_statement_and_commit
+from berth.store.rawsql import (
+    execute_script,
+    forget_final_statement,
+    note_local_settings,
+    send_final_statement_and_commit,
+    set_locally_sql,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -222,9 +228,12 @@ class Database:
         return conn, held
 
     @contextmanager
-    def _transaction(self, write: bool, single_statement: bool, mark: str | None = None) -> Iterator[sa.Connection]:
+    def _transaction(
+        self, write: bool, single_statement: bool, mark: str | None = None, settings: Mapping[str, str] | None = None
+    ) -> Iterator[sa.Connection]:
         """A connection in the unit's transaction (none for a read on PostgreSQL); on PostgreSQL a
-        write's first statement inserts its ``mark``."""
+        write's first statement inserts its ``mark``, and its ``settings`` are set for the
+        transaction with it (``rawsql.local_setting`` then answers them)."""
         conn, held = self._connection()
         try:
             if self.is_sqlite and conn.get_execution_options().get("berth_write", False) != write:
@@ -245,9 +254,13 @@ class Database:
                         # statement, where psycopg would send a BEGIN of its own first and wait for it.
                         # psycopg's commit and rollback follow the server's transaction status.
                         _set_autocommit(conn, True)
-                        execute_script(conn, _BEGIN_AND_MARK_SQL.format(token=mark))
+                        begin = _BEGIN_AND_MARK_SQL.format(token=mark)
+                        execute_script(conn, begin + ("; " + set_locally_sql(conn, settings) if settings else ""))
                     else:
                         conn.exec_driver_sql(_MARK_SQL, {"token": mark})
+                        if settings:
+                            execute_script(conn, set_locally_sql(conn, settings))
+                    note_local_settings(settings or {})
                     yield conn
             elif held is not None:
                 # Kept in autocommit between units: most requests need it, and switching costs
@@ -283,8 +296,10 @@ class Database:
     def read(self, work: Callable[[sa.Connection], T]) -> T:
         return self._run(work, write=False)
 
-    def write(self, work: Callable[[sa.Connection], T]) -> T:
-        return self._run(work, write=True)
+    def write(self, work: Callable[[sa.Connection], T], *, settings: Mapping[str, str] | None = None) -> T:
+        """``work`` in a write transaction; on PostgreSQL with ``settings`` set for the transaction
+        from its first round trip (``set_config(…, true)``; SQLite has none and ignores them)."""
+        return self._run(work, write=True, settings=settings)
 
     def write_statement(self, work: Callable[[sa.Connection], T]) -> T:
         """``write`` for work that changes the database with a single statement.  It may read
@@ -293,14 +308,22 @@ class Database:
         a transaction like any write, whose mark resolves a lost COMMIT."""
         return self._run(work, write=True, single_statement=True)
 
-    def _run(self, work: Callable[[sa.Connection], T], *, write: bool, single_statement: bool = False) -> T:
+    def _run(
+        self,
+        work: Callable[[sa.Connection], T],
+        *,
+        write: bool,
+        single_statement: bool = False,
+        settings: Mapping[str, str] | None = None,
+    ) -> T:
         marked = write and not self.is_sqlite
         for attempt in range(1, MAX_ATTEMPTS + 1):
             token = secrets.token_hex(16) if marked else None
             committing = False
             forget_final_statement()
+            note_local_settings({})
             try:
-                with self._transaction(write, single_statement, token) as conn:
+                with self._transaction(write, single_statement, token, settings) as conn:
                     result = work(conn)
                     # From here on the COMMIT may have been sent, with the statement the work left to
                     # go with it, if any (whose refusal is raised as such, the transaction rolled back).

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -200,6 +200,35 @@ class FinalStatement:
 # This thread's write's FinalStatement, if it left one.
 _final = threading.local()
 _IN_TRANSACTION = 2  # psycopg.pq.TransactionStatus.INTRANS
+
+
+# The transaction-local settings this thread's write was begun with (``berth.store.database``).
+_settings = threading.local()
+
+
+def set_locally_sql(conn: Connection, settings: Mapping[str, str]) -> str:
+    """PostgreSQL: statements that set ``settings`` until the transaction ends, their values quoted
+    by the driver (for a script: ``execute_script``)."""
+    from psycopg import sql
+
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    return "; ".join(
+        sql.SQL("SELECT set_config({}, {}, true)")
+        .format(sql.Literal(name), sql.Literal(value))
+        .as_string(dbapi_connection)
+        for name, value in settings.items()
+    )
+
+
+def note_local_settings(settings: Mapping[str, str]) -> None:
+    """The settings this thread's write transaction was begun with (set or cleared per write)."""
+    _settings.current = dict(settings)
+
+
+def local_setting(name: str) -> str | None:
+    """The value ``name`` was set to with the BEGIN of this thread's write, if it was."""
+    current: dict[str, str] = getattr(_settings, "current", {})
+    return current.get(name)
 
 
 def commits_with_statement(conn: Connection) -> bool:

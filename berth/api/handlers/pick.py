@@ -28,6 +28,7 @@ from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, Within
 from berth.store.pick.gang_board import place_gang
 from berth.store.pick.on_board import plan_on_board
 from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
+from berth.store.pick.quota_check import settings_for_pick
 from berth.store.pick.request import Alternate, Preempted
 from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
 from berth.store.server_groups.membership import GroupPolicy
@@ -56,7 +57,10 @@ def pick(call: Call) -> Reply:
         call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
     cache = call.provider_cache
     plan = call.db.read(lambda conn: plan_on_board(conn, request, cache, board))
-    chosen = call.db.write(lambda conn: pick_and_claim(conn, request, cache, plan, last=True))
+    chosen = call.db.write(
+        lambda conn: pick_and_claim(conn, request, cache, plan, last=True),
+        settings=settings_for_pick(call.db.engine, request.consumer),
+    )
     return json_response(call, _answer(chosen, request.preempt))
 
 

@@ -11,19 +11,35 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from berth.domain.candidate_query import CandidateQuery
 from berth.store.pick.request import Consumer, Preempted
 from berth.store.quotas import own_count
 from berth.store.quotas.enforcement import Released, asked_by_query, check_written, claim_changes
 from berth.store.quotas.limits import CONSUMERS
+from berth.store.rawsql import local_setting
+
+
+def settings_for_pick(engine: Engine, consumer: Consumer) -> dict[str, str]:
+    """The transaction-local settings a single pick's write may be begun with (``Database.write``),
+    which spare ``count_own_consumer`` a round trip: the consumer named for the counters' triggers,
+    on PostgreSQL, for a project believed counted."""
+    if engine.dialect.name != "postgresql" or not own_count.believed_counted(engine, consumer.project_id):
+        return {}
+    return {own_count.SETTING: consumer.uuid}
 
 
 def count_own_consumer(conn: Connection, consumer: Consumer) -> bool:
     """Before a single pick's first allocation: whether it counts its consumer itself
-    (``own_count``: on PostgreSQL, for a project it believes counted)."""
-    if conn.dialect.name != "postgresql" or not own_count.believed_counted(conn.engine, consumer.project_id):
+    (``own_count``: on PostgreSQL, for a project it believes counted, or whose write was begun with
+    the setting that says so, ``settings_for_pick``: the triggers pass that consumer by, whatever
+    the belief has become since)."""
+    if conn.dialect.name != "postgresql":
+        return False
+    if local_setting(own_count.SETTING) == consumer.uuid:
+        return True
+    if not own_count.believed_counted(conn.engine, consumer.project_id):
         return False
     own_count.count_own(conn, consumer.uuid)
     return True
