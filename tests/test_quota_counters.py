@@ -383,3 +383,22 @@ def test_a_pick_is_counted_and_checked_alike_whichever_way_its_project_is_believ
     )
     assert pick("pa", 1).status_code == 200
     assert_counted_right(db)
+
+
+@pytest.mark.parametrize("believed_counted", [False, True])
+def test_a_pick_past_its_projects_and_its_users_limits_names_the_projects_either_way(api, db, hosts, believed_counted):
+    api.put("/berth/quotas/pa", {"limits": {"VCPU": 2, "consumers": 1}})
+    api.put("/berth/quotas/pa/users/ua", {"limits": {"VCPU": 2}})
+    answers = []
+    for _ in range(2):
+        own_count.remember(db.engine, "pa", believed_counted)
+        body = {
+            "query": {"resources": "VCPU:2"},
+            "consumer": {"uuid": new_uuid(), "project_id": "pa", "user_id": "ua", "consumer_type": "INSTANCE"},
+        }
+        answers.append(api.post("/berth/pick", body))
+    assert answers[0].status_code == 200
+    assert answers[1].status_code == 409 and error_code(answers[1]) == error_codes.QUOTA_EXCEEDED
+    # Four limits passed at once; the project's come first, by resource, as the check reads them.
+    assert "Quota exceeded for VCPU of project pa: limit 2, usage 2, asked 2." in error_detail(answers[1])
+    assert_counted_right(db)

@@ -12,12 +12,17 @@ triggers' updates would have left them, and the same statement joins them to the
 the rows it returns are the limits the write went past. A project that is not counted (it has no
 limits: ``berth.store.quotas.usage``) is neither written nor checked.
 
+Where the pick is its transaction's last work (the API's), the statement goes with the COMMIT, in
+one round trip (``berth.store.rawsql.commit_with``): the counters are then held for the server's
+time alone, and a limit passed is refused by the statement itself (``berth_quota_exceeded``,
+migration 0014), so that the COMMIT is never run. The setting goes with the write's BEGIN
+(``berth.store.pick.quota_check.settings_for_pick``).
+
 Only a pick for a project it believes counted does so: for the others (most, in a cloud without
-quotas) the round trip of the setting and the upsert's statement would cost more than the
-triggers' early return and the general check, which finds no limits. The belief is each process's
-memory of what the last pick of the project in the database found (``believed_counted``,
-``remember``). Both ways
-are right whatever the project's state: a pick that counts its own consumer counts it only for a
+quotas) the setting and the upsert's statement would cost more than the triggers' early return and
+the general check, which finds no limits. The belief is each process's memory of what the last
+pick of the project in the database found (``believed_counted``, ``remember``). Both ways are
+right whatever the project's state: a pick that counts its own consumer counts it only for a
 counted project, and one that does not leaves it to the triggers, which count it when the project
 is counted.
 
@@ -71,18 +76,26 @@ moved AS (
 )
 SELECT NULL, NULL, NULL, NULL FROM owner
 UNION ALL
-SELECT {{exceeded}}
-FROM moved m
-JOIN projects p ON p.id = m.project_pk
-LEFT JOIN users u ON u.id = m.user_pk
-LEFT JOIN resource_classes rc ON rc.id = m.resource_class_id
-JOIN quota_limits l ON l.project_id = p.external_id
-    AND l.user_id = CASE WHEN m.user_pk = 0 THEN '{PROJECT_WIDE}' ELSE u.external_id END
-    AND l.resource = CASE WHEN m.resource_class_id = 0 THEN '{CONSUMERS}' ELSE rc.name END
-WHERE m.used > l.hard_limit"""
-# The limits passed, as rows; or refused by the statement itself, for a statement sent with the COMMIT.
-_EXCEEDED_ROWS = "l.user_id, l.resource, l.hard_limit, m.used"
-_EXCEEDED_REFUSED = "berth_quota_exceeded(l.user_id, l.resource, l.hard_limit, m.used), NULL, NULL, NULL"
+SELECT {{exceeded}} FROM (
+    SELECT l.user_id, l.resource, l.hard_limit, m.used
+    FROM moved m
+    JOIN projects p ON p.id = m.project_pk
+    LEFT JOIN users u ON u.id = m.user_pk
+    LEFT JOIN resource_classes rc ON rc.id = m.resource_class_id
+    JOIN quota_limits l ON l.project_id = p.external_id
+        AND l.user_id = CASE WHEN m.user_pk = 0 THEN '{PROJECT_WIDE}' ELSE u.external_id END
+        AND l.resource = CASE WHEN m.resource_class_id = 0 THEN '{CONSUMERS}' ELSE rc.name END
+    WHERE m.used > l.hard_limit
+    ORDER BY l.user_id COLLATE "C", l.resource COLLATE "C"{{first}}
+) passed"""
+# The limits passed, as rows (the project's first, then by user and resource, as the general check
+# orders them); or the first of them refused by the statement itself, for one sent with the COMMIT.
+_EXCEEDED_ROWS = {"exceeded": "passed.*", "first": ""}
+_EXCEEDED_REFUSED = {
+    "exceeded": "berth_quota_exceeded(passed.user_id, passed.resource, passed.hard_limit, passed.used), "
+    "NULL, NULL, NULL",
+    "first": " LIMIT 1",
+}
 _REFUSED = "BQ001"  # berth_quota_exceeded's SQLSTATE (migration 0014)
 
 
@@ -121,9 +134,9 @@ def count_and_check(
     if commit and not freed and commits_with_statement(conn):
         _count_and_check_with_the_commit(conn, consumer_uuid, project_id, asked)
         return
-    rows = fetch(conn, _COUNT_AND_CHECK.format(exceeded=_EXCEEDED_ROWS), (consumer_uuid,) * 3)
+    rows = fetch(conn, _COUNT_AND_CHECK.format(**_EXCEEDED_ROWS), (consumer_uuid,) * 3)
     remember(conn.engine, project_id, bool(rows))
-    for limit_user, resource, limit, after in sorted(row for row in rows if row[0] is not None):
+    for limit_user, resource, limit, after in (row for row in rows if row[0] is not None):
         user = None if limit_user == PROJECT_WIDE else limit_user
         holding = freed.get(user, {}).get(resource, 0)
         wanted = asked.get(resource, 0)
@@ -138,7 +151,7 @@ def _count_and_check_with_the_commit(
     where a thread of a busy worker could otherwise wait milliseconds for its turn to send the
     COMMIT while every other claim of the project waits for the counters. Nothing the pick asked
     is held by a victim, so every limit its counters pass is a refusal, raised by the statement."""
-    sql = _COUNT_AND_CHECK.format(exceeded=_EXCEEDED_REFUSED)
+    sql = _COUNT_AND_CHECK.format(**_EXCEEDED_REFUSED)
 
     def refusal(error: DBAPIError) -> Exception | None:
         if getattr(error.orig, "sqlstate", None) != _REFUSED:
