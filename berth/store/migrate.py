@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 
 import os_resource_classes
 import os_traits
@@ -12,6 +15,16 @@ from alembic.config import Config
 
 from berth.store import schema
 from berth.store.database import Database
+
+
+def earlier_migration(filename: str) -> ModuleType:
+    """An earlier migration's module, by its file name, for a later one that builds on its SQL."""
+    path = Path(__file__).with_name("migrations") / "versions" / filename
+    spec = importlib.util.spec_from_file_location(f"berth_migration_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def alembic_config(connection: sa.Connection | None = None) -> Config:

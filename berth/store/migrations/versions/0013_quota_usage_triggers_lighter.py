@@ -17,11 +17,11 @@ Revision ID: 0013
 Revises: 0012
 """
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 from alembic import op
+
+from berth.store.migrate import earlier_migration
 
 revision = "0013"
 down_revision = "0012"
@@ -110,12 +110,7 @@ def _pg_consumer_inserted(previous: ModuleType, early: bool) -> str:
 
 def _previous() -> ModuleType:
     """Migration 0012, whose triggers a downgrade puts back."""
-    path = Path(__file__).with_name("0012_quota_usage_counters.py")
-    spec = importlib.util.spec_from_file_location("berth_migration_0012", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return earlier_migration("0012_quota_usage_counters.py")
 
 
 def upgrade() -> None:

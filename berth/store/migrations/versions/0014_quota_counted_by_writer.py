@@ -16,11 +16,11 @@ Revision ID: 0014
 Revises: 0013
 """
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 from alembic import op
+
+from berth.store.migrate import earlier_migration
 
 revision = "0014"
 down_revision = "0013"
@@ -58,12 +58,7 @@ $$"""
 
 def _counters_0012() -> ModuleType:
     """Migration 0012, whose allocation trigger functions these are."""
-    path = Path(__file__).with_name("0012_quota_usage_counters.py")
-    spec = importlib.util.spec_from_file_location("berth_migration_0012", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return earlier_migration("0012_quota_usage_counters.py")
 
 
 def _functions(passing_by: bool) -> list[str]:
