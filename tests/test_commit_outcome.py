@@ -27,7 +27,8 @@ from berth.conductor.journal import Journal
 from berth.domain.errors import Conflict
 from berth.store.database import Database
 from berth.store.migrate import upgrade
-from berth.store.rawsql import FinalStatement, attempt, commit_with, commits_with_statement
+from berth.store.rawsql import attempt
+from berth.store.write_edges import FinalStatement, commit_with, commits_with_statement
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +255,7 @@ def test_a_connection_lost_inside_a_claims_savepoint_runs_the_write_again(pg):
 
 def leave_final_statement(note, runs, final_sql):
     """A write that inserts ``note`` and leaves ``final_sql(run)`` to go with its COMMIT
-    (``rawsql.commit_with``)."""
+    (``write_edges.commit_with``)."""
 
     def work(conn):
         runs.append(1)

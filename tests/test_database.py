@@ -3,7 +3,8 @@
 import pytest
 import sqlalchemy as sa
 
-from berth.store.rawsql import fetch_value, local_setting
+from berth.store.rawsql import fetch_value
+from berth.store.write_edges import local_setting
 
 
 def _in_transaction(conn) -> bool:

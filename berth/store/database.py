@@ -58,8 +58,8 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
-from berth.store.rawsql import (
-    execute_script,
+from berth.store.rawsql import execute_script
+from berth.store.write_edges import (
     forget_final_statement,
     note_local_settings,
     send_final_statement_and_commit,
@@ -233,7 +233,7 @@ class Database:
     ) -> Iterator[sa.Connection]:
         """A connection in the unit's transaction (none for a read on PostgreSQL); on PostgreSQL a
         write's first statement inserts its ``mark``, and its ``settings`` are set for the
-        transaction with it (``rawsql.local_setting`` then answers them)."""
+        transaction with it (``write_edges.local_setting`` then answers them)."""
         conn, held = self._connection()
         try:
             if self.is_sqlite and conn.get_execution_options().get("berth_write", False) != write:

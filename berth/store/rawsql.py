@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -44,7 +42,7 @@ def _is_postgres(conn: Connection) -> bool:
 
 
 @lru_cache(maxsize=512)
-def _translate(sql: str, postgres: bool, id_count: int, integer_ids: bool = False) -> str:
+def translate(sql: str, postgres: bool, id_count: int, integer_ids: bool = False) -> str:
     if postgres:
         sql = sql.replace("%", "%%").replace("?", "%s")
         # psycopg sends a list of small numbers as smallint[]; compared with an integer column, the
@@ -60,7 +58,7 @@ def values_rows(row: str, count: int, no_rows: str) -> str:
     return "VALUES " + ", ".join([row] * count) if count else no_rows
 
 
-def _wrapped(
+def wrapped_error(
     conn: Connection, error: DBAPIModule.Error, text: str, params: Params, cursor: DBAPICursor
 ) -> sa.exc.StatementError:
     """``error`` from the driver as the SQLAlchemy exception it would have been."""
@@ -93,9 +91,9 @@ def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | Non
                 else:
                     params.extend(id_list)
     if postgres:
-        text = _translate(sql, True, 0, bool(id_list and isinstance(id_list[0], int)))
+        text = translate(sql, True, 0, bool(id_list and isinstance(id_list[0], int)))
     else:
-        text = _translate(sql, False, 0 if id_list is None else len(id_list))
+        text = translate(sql, False, 0 if id_list is None else len(id_list))
     dbapi_connection = conn.connection.dbapi_connection
     assert dbapi_connection is not None  # held by the connection for as long as it is open
     cursor = dbapi_connection.cursor()
@@ -111,7 +109,7 @@ def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | Non
         else:
             cursor.execute(text, params)
     except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = _wrapped(conn, error, text, params, cursor)
+        wrapped = wrapped_error(conn, error, text, params, cursor)
         cursor.close()
         raise wrapped from error
     except BaseException:
@@ -181,102 +179,9 @@ def execute_script(conn: Connection, sql: str) -> None:
     try:
         cursor.execute(sql)
     except conn.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(conn, error, sql, (), cursor) from error
+        raise wrapped_error(conn, error, sql, (), cursor) from error
     finally:
         cursor.close()
-
-
-@dataclass(frozen=True)
-class FinalStatement:
-    """A write's last statement, sent with its COMMIT (``commit_with``): its SQL and parameters,
-    what to make of its rows, and the refusal a failure of it means, if any."""
-
-    sql: str
-    params: Params
-    on_rows: Callable[[Sequence[Row]], None]
-    refusal: Callable[[sa.exc.DBAPIError], Exception | None]
-
-
-# This thread's write's FinalStatement, if it left one.
-_final = threading.local()
-_IN_TRANSACTION = 2  # psycopg.pq.TransactionStatus.INTRANS
-
-
-# The transaction-local settings this thread's write was begun with (``berth.store.database``).
-_settings = threading.local()
-
-
-def set_locally_sql(conn: Connection, settings: Mapping[str, str]) -> str:
-    """PostgreSQL: statements that set ``settings`` until the transaction ends, their values quoted
-    by the driver (for a script: ``execute_script``)."""
-    from psycopg import sql
-
-    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
-    return "; ".join(
-        sql.SQL("SELECT set_config({}, {}, true)")
-        .format(sql.Literal(name), sql.Literal(value))
-        .as_string(dbapi_connection)
-        for name, value in settings.items()
-    )
-
-
-def note_local_settings(settings: Mapping[str, str]) -> None:
-    """The settings this thread's write transaction was begun with (set or cleared per write)."""
-    _settings.current = dict(settings)
-
-
-def local_setting(name: str) -> str | None:
-    """The value ``name`` was set to with the BEGIN of this thread's write, if it was."""
-    current: dict[str, str] = getattr(_settings, "current", {})
-    return current.get(name)
-
-
-def commits_with_statement(conn: Connection) -> bool:
-    """Whether the write may leave its last statement to be sent with its COMMIT (``commit_with``):
-    on PostgreSQL, on a connection in the driver's autocommit whose transaction the write opened
-    itself (``berth.store.database``: BEGIN with the mark), so that the driver follows the COMMIT."""
-    if not _is_postgres(conn):
-        return False
-    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
-    return bool(dbapi_connection.autocommit) and dbapi_connection.info.transaction_status == _IN_TRANSACTION
-
-
-def commit_with(conn: Connection, statement: FinalStatement) -> None:
-    """Where ``commits_with_statement``: leave ``statement`` to be the write's last, sent with its
-    COMMIT in one round trip with nothing of the caller's between them (``berth.store.database``
-    sends them when the write's work returns). When the statement fails the COMMIT is not run, and
-    the transaction is rolled back."""
-    assert commits_with_statement(conn)
-    _final.statement = statement
-
-
-def forget_final_statement() -> None:
-    _final.statement = None
-
-
-def send_final_statement_and_commit(conn: Connection) -> None:
-    """The statement ``commit_with`` left, if any, and the COMMIT (``berth.store.database``): in
-    psycopg's pipeline mode, both sent before either answer is read, the statement prepared by
-    psycopg as any other (as text, in one simple query, PostgreSQL would plan it on every run)."""
-    statement: FinalStatement | None = getattr(_final, "statement", None)
-    if statement is None:
-        return
-    _final.statement = None
-    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
-    text = _translate(statement.sql, True, 0)
-    cursor = dbapi_connection.cursor()
-    try:
-        with dbapi_connection.pipeline():
-            cursor.execute(text, statement.params)
-            dbapi_connection.execute("COMMIT")
-        rows = list(cursor.fetchall()) if cursor.description is not None else []
-    except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = _wrapped(conn, error, text, statement.params, cast(DBAPICursor, cursor))
-        refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
-        raise (refusal or wrapped) from error
-    finally:
-        cursor.close()
-    statement.on_rows(rows)
 
 
 def execute_many(conn: Connection, sql: str, rows: Sequence[Params]) -> None:

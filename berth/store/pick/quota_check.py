@@ -18,7 +18,7 @@ from berth.store.pick.request import Consumer, Preempted
 from berth.store.quotas import own_count
 from berth.store.quotas.enforcement import Released, asked_by_query, check_written, claim_changes
 from berth.store.quotas.limits import CONSUMERS
-from berth.store.rawsql import local_setting
+from berth.store.write_edges import local_setting
 
 
 def settings_for_pick(engine: Engine, consumer: Consumer) -> dict[str, str]:

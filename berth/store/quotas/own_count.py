@@ -13,7 +13,7 @@ the rows it returns are the limits the write went past. A project that is not co
 limits: ``berth.store.quotas.usage``) is neither written nor checked.
 
 Where the pick is its transaction's last work (the API's), the statement goes with the COMMIT, in
-one round trip (``berth.store.rawsql.commit_with``): the counters are then held for the server's
+one round trip (``berth.store.write_edges.commit_with``): the counters are then held for the server's
 time alone, and a limit passed is refused by the statement itself (``berth_quota_exceeded``,
 migration 0014), so that the COMMIT is never run. The setting goes with the write's BEGIN
 (``berth.store.pick.quota_check.settings_for_pick``).
@@ -41,7 +41,8 @@ from sqlalchemy.exc import DBAPIError
 
 from berth.store.quotas.enforcement import exceeded
 from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE
-from berth.store.rawsql import FinalStatement, commit_with, commits_with_statement, execute, fetch
+from berth.store.rawsql import execute, fetch
+from berth.store.write_edges import FinalStatement, commit_with, commits_with_statement
 
 SETTING = "berth.counted_by_writer"
 

@@ -1,0 +1,122 @@
+"""What a PostgreSQL write sends with its BEGIN and with its COMMIT, beyond its own statements.
+
+- **Settings with the BEGIN.** ``Database.write(work, settings=…)`` sets transaction-local
+  settings (``set_config(…, true)``) in the round trip that opens the transaction; the work asks
+  ``local_setting`` whether it was begun with one, rather than setting it again.
+- **A last statement with the COMMIT.** The work may leave its last statement to the Database
+  (``commit_with``), which sends it and the COMMIT together once the work returns, so that the rows
+  that statement locks are held for the server's time alone. A failure of it never reaches the
+  COMMIT; a connection lost on the way is resolved by the transaction's commit mark, as a lost
+  COMMIT is (``berth.store.database``).
+
+Both live in thread-local state: a write runs on its thread from BEGIN to COMMIT, and the Database
+clears them when each attempt at a write starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.engine.interfaces import DBAPICursor
+
+from berth.store.rawsql import Params, Row, translate, wrapped_error
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+@dataclass(frozen=True)
+class FinalStatement:
+    """A write's last statement, sent with its COMMIT (``commit_with``): its SQL and parameters,
+    what to make of its rows, and the refusal a failure of it means, if any."""
+
+    sql: str
+    params: Params
+    on_rows: Callable[[Sequence[Row]], None]
+    refusal: Callable[[sa.exc.DBAPIError], Exception | None]
+
+
+# This thread's write's FinalStatement, if it left one.
+_final = threading.local()
+# The transaction-local settings this thread's write was begun with (``berth.store.database``).
+_settings = threading.local()
+
+
+def set_locally_sql(conn: Connection, settings: Mapping[str, str]) -> str:
+    """PostgreSQL: statements that set ``settings`` until the transaction ends, their values quoted
+    by the driver (for a script: ``execute_script``)."""
+    from psycopg import sql
+
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    return "; ".join(
+        sql.SQL("SELECT set_config({}, {}, true)")
+        .format(sql.Literal(name), sql.Literal(value))
+        .as_string(dbapi_connection)
+        for name, value in settings.items()
+    )
+
+
+def note_local_settings(settings: Mapping[str, str]) -> None:
+    """The settings this thread's write transaction was begun with (set or cleared per write)."""
+    _settings.current = dict(settings)
+
+
+def local_setting(name: str) -> str | None:
+    """The value ``name`` was set to with the BEGIN of this thread's write, if it was."""
+    current: dict[str, str] = getattr(_settings, "current", {})
+    return current.get(name)
+
+
+def commits_with_statement(conn: Connection) -> bool:
+    """Whether the write may leave its last statement to be sent with its COMMIT (``commit_with``):
+    on PostgreSQL, on a connection in the driver's autocommit whose transaction the write opened
+    itself (``berth.store.database``: BEGIN with the mark), so that the driver follows the COMMIT."""
+    if conn.dialect.name != "postgresql":
+        return False
+    from psycopg.pq import TransactionStatus
+
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    return bool(dbapi_connection.autocommit) and dbapi_connection.info.transaction_status == TransactionStatus.INTRANS
+
+
+def commit_with(conn: Connection, statement: FinalStatement) -> None:
+    """Where ``commits_with_statement``: leave ``statement`` to be the write's last, sent with its
+    COMMIT in one round trip with nothing of the caller's between them (``berth.store.database``
+    sends them when the write's work returns). When the statement fails the COMMIT is not run, and
+    the transaction is rolled back."""
+    assert commits_with_statement(conn)
+    _final.statement = statement
+
+
+def forget_final_statement() -> None:
+    _final.statement = None
+
+
+def send_final_statement_and_commit(conn: Connection) -> None:
+    """The statement ``commit_with`` left, if any, and the COMMIT (``berth.store.database``): in
+    psycopg's pipeline mode, both sent before either answer is read, the statement prepared by
+    psycopg as any other (as text, in one simple query, PostgreSQL would plan it on every run)."""
+    statement: FinalStatement | None = getattr(_final, "statement", None)
+    if statement is None:
+        return
+    _final.statement = None
+    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+    text = translate(statement.sql, True, 0)
+    cursor = dbapi_connection.cursor()
+    try:
+        with dbapi_connection.pipeline():
+            cursor.execute(text, statement.params)
+            dbapi_connection.execute("COMMIT")
+        rows = list(cursor.fetchall()) if cursor.description is not None else []
+    except conn.dialect.loaded_dbapi.Error as error:
+        wrapped = wrapped_error(conn, error, text, statement.params, cast(DBAPICursor, cursor))
+        refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
+        raise (refusal or wrapped) from error
+    finally:
+        cursor.close()
+    statement.on_rows(rows)
