@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine
 from berth.domain.candidate_query import CandidateQuery
 from berth.store.pick.request import Consumer, Preempted
 from berth.store.quotas import own_count
-from berth.store.quotas.enforcement import Released, asked_by_query, check_written, claim_changes
+from berth.store.quotas.enforcement import Released, asked_by_query, check_claims
 from berth.store.quotas.limits import CONSUMERS
 from berth.store.write_edges import local_setting
 
@@ -81,10 +81,8 @@ def check_claimed_quotas(
     asks, when they took a project or user over a limit; the victims removed for them free what
     they held in their own project and user. The projects that had limits."""
     each = asked_by_query(query)
-    return check_written(
+    return check_claims(
         conn,
-        claim_changes(
-            ((consumer.project_id, consumer.user_id, each) for consumer in claimed),
-            (Released(victim.project_id, victim.user_id, victim.held) for victim in preempted),
-        ),
+        [(consumer.project_id, consumer.user_id, each) for consumer in claimed],
+        [Released(victim.project_id, victim.user_id, victim.held) for victim in preempted],
     )

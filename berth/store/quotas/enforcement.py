@@ -20,7 +20,7 @@ without limits costs one lookup.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
@@ -138,7 +138,23 @@ def allocation_write_changes(conn: Connection, requests: Sequence[ConsumerAlloca
 def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> set[str]:
     """After the write: refuse (409) it when it took a project, or a user within one, over a limit
     on a resource whose usage it raised. The projects that had limits."""
-    return {project_id for project_id in sorted(changes) if _check_project(conn, project_id, changes[project_id])}
+    return {project_id for project_id in sorted(changes) if _check_project(conn, project_id, lambda: changes)}
+
+
+def check_claims(
+    conn: Connection, claims: Sequence[tuple[str, str, Mapping[str, int]]], released: Iterable[Released] = ()
+) -> set[str]:
+    """``check_written`` of ``claim_changes(claims, released)``, the changes worked out only once a
+    project has limits: a pick's project usually has none, and then costs one lookup and no more."""
+    worked_out: list[Changes] = []
+
+    def changes() -> Changes:
+        if not worked_out:
+            worked_out.append(claim_changes(claims, released))
+        return worked_out[0]
+
+    projects = sorted({project_id for project_id, _, _ in claims})
+    return {project_id for project_id in projects if _check_project(conn, project_id, changes)}
 
 
 # Every limit of the project with the usage its counters hold now, in one statement (on PostgreSQL
@@ -158,11 +174,12 @@ LEFT JOIN quota_usage u ON u.project_pk = p.id
 WHERE l.project_id = ?"""
 
 
-def _check_project(conn: Connection, project_id: str, change: ProjectChange) -> bool:
-    """Whether the project has limits (checked, then)."""
+def _check_project(conn: Connection, project_id: str, changes: Callable[[], Mapping[str, ProjectChange]]) -> bool:
+    """Whether the project has limits (checked, then, against its change among ``changes()``)."""
     rows = fetch(conn, _LIMITS_WITH_USAGE, (project_id,))
     if not rows:
         return False
+    change = changes()[project_id]
     limits: dict[str, Limits] = defaultdict(dict)
     used: dict[str, Usage] = {}
     counted = all(row[4] for row in rows)
