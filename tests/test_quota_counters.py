@@ -347,6 +347,17 @@ def test_projects_without_limits_have_no_counters_and_the_first_limit_starts_the
     assert_counted_right(db)
 
 
+def pick_believing(api, db, project, vcpu, believed_counted):
+    """A pick of ``vcpu`` for user ua of ``project``, the process believing the project counted or
+    not (``own_count``) as it picks."""
+    own_count.remember(db.engine, project, believed_counted)
+    body = {
+        "query": {"resources": f"VCPU:{vcpu}"},
+        "consumer": {"uuid": new_uuid(), "project_id": project, "user_id": "ua", "consumer_type": "INSTANCE"},
+    }
+    return api.post("/berth/pick", body)
+
+
 @pytest.mark.parametrize("believed_counted", [False, True])
 def test_a_pick_is_counted_and_checked_alike_whichever_way_its_project_is_believed_counted(
     api, db, hosts, believed_counted
@@ -356,13 +367,7 @@ def test_a_pick_is_counted_and_checked_alike_whichever_way_its_project_is_believ
     api.put("/berth/quotas/pa", {"limits": {"VCPU": 3, "consumers": 5}})
 
     def pick(project, vcpu):
-        own_count.remember(db.engine, "pa", believed_counted)
-        own_count.remember(db.engine, "pb", believed_counted)
-        body = {
-            "query": {"resources": f"VCPU:{vcpu}"},
-            "consumer": {"uuid": new_uuid(), "project_id": project, "user_id": "ua", "consumer_type": "INSTANCE"},
-        }
-        return api.post("/berth/pick", body)
+        return pick_believing(api, db, project, vcpu, believed_counted)
 
     assert pick("pa", 1).status_code == 200
     assert pick("pa", 1).status_code == 200
@@ -389,14 +394,7 @@ def test_a_pick_is_counted_and_checked_alike_whichever_way_its_project_is_believ
 def test_a_pick_past_its_projects_and_its_users_limits_names_the_projects_either_way(api, db, hosts, believed_counted):
     api.put("/berth/quotas/pa", {"limits": {"VCPU": 2, "consumers": 1}})
     api.put("/berth/quotas/pa/users/ua", {"limits": {"VCPU": 2}})
-    answers = []
-    for _ in range(2):
-        own_count.remember(db.engine, "pa", believed_counted)
-        body = {
-            "query": {"resources": "VCPU:2"},
-            "consumer": {"uuid": new_uuid(), "project_id": "pa", "user_id": "ua", "consumer_type": "INSTANCE"},
-        }
-        answers.append(api.post("/berth/pick", body))
+    answers = [pick_believing(api, db, "pa", 2, believed_counted) for _ in range(2)]
     assert answers[0].status_code == 200
     assert answers[1].status_code == 409 and error_code(answers[1]) == error_codes.QUOTA_EXCEEDED
     # Four limits passed at once; the project's come first, by resource, as the check reads them.
