@@ -34,9 +34,10 @@ what it asked (their removal is counted by the triggers, as any other write).
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 
-from sqlalchemy import URL, Connection, Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from berth.store.quotas.enforcement import exceeded
@@ -46,9 +47,10 @@ from berth.store.write_edges import FinalStatement, commit_with, commits_with_st
 
 SETTING = "berth.counted_by_writer"
 
-# (database, project) -> whether the last pick of it in this process found it counted; forgotten
-# wholesale when it grows past _MOST_REMEMBERED (a miss costs one pick the slower way).
-_COUNTED: dict[tuple[URL, str], bool] = {}
+# Per database (its engine: a URL's hash is worked out anew each time) and project, whether the
+# last pick of it in this process found it counted; forgotten wholesale when a database's grows past
+# _MOST_REMEMBERED (a miss costs one pick the slower way).
+_COUNTED: weakref.WeakKeyDictionary[Engine, dict[str, bool]] = weakref.WeakKeyDictionary()
 _MOST_REMEMBERED = 10_000
 
 _COUNT_OWN = f"SELECT set_config('{SETTING}', ?, true)"
@@ -102,13 +104,14 @@ _REFUSED = "BQ001"  # berth_quota_exceeded's SQLSTATE (migration 0014)
 
 def believed_counted(engine: Engine, project_id: str) -> bool:
     """Whether the last pick of the project in this process found it counted."""
-    return _COUNTED.get((engine.url, project_id), False)
+    return _COUNTED.get(engine, {}).get(project_id, False)
 
 
 def remember(engine: Engine, project_id: str, counted: bool) -> None:
-    if len(_COUNTED) >= _MOST_REMEMBERED:
-        _COUNTED.clear()
-    _COUNTED[(engine.url, project_id)] = counted
+    known = _COUNTED.setdefault(engine, {})
+    if len(known) >= _MOST_REMEMBERED:
+        known.clear()
+    known[project_id] = counted
 
 
 def count_own(conn: Connection, consumer_uuid: str) -> None:
