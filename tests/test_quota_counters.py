@@ -400,3 +400,44 @@ def test_a_pick_past_its_projects_and_its_users_limits_names_the_projects_either
     # Four limits passed at once; the project's come first, by resource, as the check reads them.
     assert "Quota exceeded for VCPU of project pa: limit 2, usage 2, asked 2." in error_detail(answers[1])
     assert_counted_right(db)
+
+
+@pytest.mark.parametrize("another_counted_by_writer", [False, True])
+def test_allocations_written_before_their_consumers_row_are_counted_when_it_comes(
+    api, db, hosts, another_counted_by_writer
+):
+    """As the import writes them. On PostgreSQL, also in a transaction that counts another
+    consumer itself (``own_count``): the consumer triggers pass only that one by."""
+    api.put("/berth/quotas/pa", {"limits": {"VCPU": 100}})
+    Writer(api, hosts, db).put(0, "pa", "ua", 1, 0)  # the project's and the user's rows
+    consumer, now = new_uuid(), utcnow()
+    with db.engine.begin() as conn:
+        if another_counted_by_writer and conn.dialect.name == "postgresql":
+            conn.execute(sa.text(f"SELECT set_config('{own_count.SETTING}', :uuid, true)"), {"uuid": new_uuid()})
+
+        def pk(table, column, value):
+            return conn.execute(sa.select(table.c.id).where(column == value)).scalar_one()
+
+        conn.execute(
+            schema.allocations.insert().values(
+                resource_provider_id=pk(schema.resource_providers, schema.resource_providers.c.uuid, hosts[0]),
+                consumer_id=consumer,
+                resource_class_id=pk(schema.resource_classes, schema.resource_classes.c.name, "VCPU"),
+                used=3,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        conn.execute(
+            schema.consumers.insert().values(
+                uuid=consumer,
+                project_id=pk(schema.projects, schema.projects.c.external_id, "pa"),
+                user_id=pk(schema.users, schema.users.c.external_id, "ua"),
+                generation=0,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    assert counters(db)[("pa", "", "VCPU")] == 4
+    assert counters(db)[("pa", "ua", "consumers")] == 2
+    assert_counted_right(db)
