@@ -212,14 +212,15 @@ def test_a_write_that_fails_leaves_nothing_and_the_next_write_commits(db, failur
 def test_a_writes_settings_hold_for_its_transaction_alone_kept_or_not(db):
     if db.is_sqlite:
         pytest.skip("PostgreSQL's transaction-local settings")
-    settings = {"berth.probe": "it's set"}  # quoted by the driver
+    value = "it's set, C:\\"  # quoted by the driver
+    settings = {"berth.probe": value}
 
     def current(conn):
         return fetch_value(conn, "SELECT current_setting('berth.probe', true)"), local_setting("berth.probe")
 
-    assert db.write(current, settings=settings) == ("it's set", "it's set")  # the thread's kept connection
+    assert db.write(current, settings=settings) == (value, value)  # the thread's kept connection
     assert db.write(current)[1] is None
     assert db.read(lambda conn: fetch_value(conn, "SELECT current_setting('berth.probe', true)")) in (None, "")
     # A write nested in another runs on a connection of its own, the setting sent as a statement.
     nested = db.read(lambda conn: db.write(current, settings=settings))
-    assert nested == ("it's set", "it's set")
+    assert nested == (value, value)

@@ -255,11 +255,11 @@ class Database:
                         # psycopg's commit and rollback follow the server's transaction status.
                         _set_autocommit(conn, True)
                         begin = _BEGIN_AND_MARK_SQL.format(token=mark)
-                        execute_script(conn, begin + ("; " + set_locally_sql(conn, settings) if settings else ""))
+                        execute_script(conn, begin + ("; " + set_locally_sql(settings) if settings else ""))
                     else:
                         conn.exec_driver_sql(_MARK_SQL, {"token": mark})
                         if settings:
-                            execute_script(conn, set_locally_sql(conn, settings))
+                            execute_script(conn, set_locally_sql(settings))
                     note_local_settings(settings or {})
                     yield conn
             elif held is not None:

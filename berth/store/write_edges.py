@@ -47,18 +47,13 @@ _final = threading.local()
 _settings = threading.local()
 
 
-def set_locally_sql(conn: Connection, settings: Mapping[str, str]) -> str:
-    """PostgreSQL: statements that set ``settings`` until the transaction ends, their values quoted
-    by the driver (for a script: ``execute_script``)."""
-    from psycopg import sql
+def set_locally_sql(settings: Mapping[str, str]) -> str:
+    """PostgreSQL: statements that set ``settings`` until the transaction ends, their names and
+    values quoted by the driver's ``quote`` (for a script: ``execute_script``). Not composed through
+    the connection's adapters, which cost a pick about 40 µs for one setting."""
+    from psycopg.sql import quote
 
-    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
-    return "; ".join(
-        sql.SQL("SELECT set_config({}, {}, true)")
-        .format(sql.Literal(name), sql.Literal(value))
-        .as_string(dbapi_connection)
-        for name, value in settings.items()
-    )
+    return "; ".join(f"SELECT set_config({quote(name)}, {quote(value)}, true)" for name, value in settings.items())
 
 
 def note_local_settings(settings: Mapping[str, str]) -> None:

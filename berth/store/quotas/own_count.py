@@ -5,7 +5,9 @@ The allocation triggers count any write in one general statement over its transi
 (migration 0012); on PostgreSQL that statement cost a pick about 0.16 ms of server time, and the
 quota check after it one round trip more (``berth.store.quotas.enforcement``). A pick knows what it
 writes: one new consumer. It names that consumer in the transaction-local setting the triggers read
-(``count_own``, before its first allocation; migration 0014), so that they leave its rows alone, and
+(``count_own``, before its first allocation; migrations 0014 and 0015), so that they leave its rows
+alone (while it is set, the write inserts allocations for that consumer alone: the insert trigger
+is then not called at all; its victims' removals are counted by the triggers), and
 once the consumer is written adds what it holds to its project's and its user's counters in one
 upsert (``count_and_check``). The counters the upsert moved come back from it locked, as the
 triggers' updates would have left them, and the same statement joins them to the project's limits:
