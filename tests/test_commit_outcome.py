@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -261,7 +260,7 @@ def leave_final_statement(note, runs, final_sql):
         runs.append(1)
         assert commits_with_statement(conn)  # a thread's kept connection, its transaction begun by the mark
         conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n)"), {"n": note})
-        commit_with(conn, FinalStatement(final_sql(len(runs)), (), on_rows=lambda rows: None, refusal=lambda e: None))
+        commit_with(conn, FinalStatement(final_sql(len(runs)), on_rows=lambda rows: None, refusal=lambda e: None))
         return len(runs)
 
     return work
@@ -269,19 +268,18 @@ def leave_final_statement(note, runs, final_sql):
 
 def test_a_final_statement_whose_commit_landed_is_reported_done_and_not_run_again(pg, monkeypatch):
     """The statement and the COMMIT run, and then the connection is closed under the client."""
-    real = psycopg.Connection.pipeline
+    real = psycopg.Cursor.execute
     faults = []
 
-    @contextmanager
-    def pipeline(self):
-        with real(self) as sent:
-            yield sent
-        if not faults:
+    def execute(self, query, *args, **kwargs):
+        sent = real(self, query, *args, **kwargs)
+        if isinstance(query, str) and query.endswith("; COMMIT") and not faults:
             faults.append(1)
-            self.close()
+            self.connection.close()
             raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+        return sent
 
-    monkeypatch.setattr(psycopg.Connection, "pipeline", pipeline)
+    monkeypatch.setattr(psycopg.Cursor, "execute", execute)
     note, runs = uuid.uuid4().hex, []
     returned = pg.write(leave_final_statement(note, runs, lambda run: "SELECT 1"))
     assert faults == [1]
@@ -305,7 +303,7 @@ def test_a_final_statement_that_fails_is_raised_as_its_refusal_and_nothing_is_co
         runs.append(1)
         conn.execute(sa.text("INSERT INTO probe (note) VALUES (:n)"), {"n": note})
         refused = Conflict("refused by the final statement")
-        commit_with(conn, FinalStatement("SELECT 1 / 0", (), on_rows=lambda rows: None, refusal=lambda e: refused))
+        commit_with(conn, FinalStatement("SELECT 1 / 0", on_rows=lambda rows: None, refusal=lambda e: refused))
 
     with pytest.raises(Conflict, match="refused by the final statement"):
         pg.write(work)

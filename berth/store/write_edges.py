@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 
-from berth.store.rawsql import Params, Row, translate, wrapped_error
+from berth.store.rawsql import Row, wrapped_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FinalStatement:
-    """A write's last statement, sent with its COMMIT (``commit_with``): its SQL and parameters,
-    what to make of its rows, and the refusal a failure of it means, if any."""
+    """A write's last statement, sent with its COMMIT (``commit_with``): its SQL, its values written
+    in (quoted by psycopg's ``quote``), what to make of its rows, and the refusal a failure of it
+    means, if any."""
 
     sql: str
-    params: Params
     on_rows: Callable[[Sequence[Row]], None]
     refusal: Callable[[sa.exc.DBAPIError], Exception | None]
 
@@ -93,23 +93,23 @@ def forget_final_statement() -> None:
 
 
 def send_final_statement_and_commit(conn: Connection) -> None:
-    """The statement ``commit_with`` left, if any, and the COMMIT (``berth.store.database``): in
-    psycopg's pipeline mode, both sent before either answer is read, the statement prepared by
-    psycopg as any other (as text, in one simple query, PostgreSQL would plan it on every run)."""
+    """The statement ``commit_with`` left, if any, and the COMMIT (``berth.store.database``), in one
+    simple query: PostgreSQL runs the COMMIT only if the statement succeeded. One message each way,
+    where psycopg's pipeline mode waited on the socket four times more (each a turn at the interpreter
+    given up, on a busy worker). A statement sent so is planned on every run: one whose work is in
+    a function is planned once per session, inside it."""
     statement: FinalStatement | None = getattr(_final, "statement", None)
     if statement is None:
         return
     _final.statement = None
     dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
-    text = translate(statement.sql, True, 0)
+    script = statement.sql + "; COMMIT"
     cursor = dbapi_connection.cursor()
     try:
-        with dbapi_connection.pipeline():
-            cursor.execute(text, statement.params)
-            dbapi_connection.execute("COMMIT")
+        cursor.execute(script)
         rows = list(cursor.fetchall()) if cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = wrapped_error(conn, error, text, statement.params, cast(DBAPICursor, cursor))
+        wrapped = wrapped_error(conn, error, script, (), cast(DBAPICursor, cursor))
         refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
         raise (refusal or wrapped) from error
     finally:

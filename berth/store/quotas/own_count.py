@@ -14,10 +14,11 @@ triggers' updates would have left them, and the same statement joins them to the
 the rows it returns are the limits the write went past. A project that is not counted (it has no
 limits: ``berth.store.quotas.usage``) is neither written nor checked.
 
-Where the pick is its transaction's last work (the API's), the statement goes with the COMMIT, in
-one round trip (``berth.store.write_edges.commit_with``): the counters are then held for the server's
-time alone, and a limit passed is refused by the statement itself (``berth_quota_exceeded``,
-migration 0014), so that the COMMIT is never run. The setting goes with the write's BEGIN
+Where the pick is its transaction's last work (the API's), the same work goes with the COMMIT, in
+one simple query (``berth.store.write_edges.commit_with``), as a call of the function
+``berth_count_own`` (migration 0016), whose statement PostgreSQL plans once per session: the counters
+are then held for the server's time alone, and a limit passed is refused by the function itself
+(``berth_quota_exceeded``, migration 0014), so that the COMMIT is never run. The setting goes with the write's BEGIN
 (``berth.store.pick.quota_check.settings_for_pick``).
 
 Only a pick for a project it believes counted does so: for the others (most, in a cloud without
@@ -59,7 +60,9 @@ _COUNT_OWN = f"SELECT set_config('{SETTING}', ?, true)"
 
 # The consumer's owners when its project is counted; what it holds (and, under class 0, that it
 # holds something), to the project's counters (user 0) and its user's, in key order like every other
-# writer of them; a row of NULLs when the project is counted, then the limits those counters now pass.
+# writer of them; a row of NULLs when the project is counted, then the limits those counters now pass
+# (the project's first, then by user and resource, as the general check orders them). The same work
+# is berth_count_own's (migration 0016), which a pick sends with its COMMIT.
 _COUNT_AND_CHECK = f"""
 WITH owner AS (
     SELECT c.project_id AS project_pk, c.user_id AS user_pk
@@ -81,7 +84,7 @@ moved AS (
 )
 SELECT NULL, NULL, NULL, NULL FROM owner
 UNION ALL
-SELECT {{exceeded}} FROM (
+SELECT passed.* FROM (
     SELECT l.user_id, l.resource, l.hard_limit, m.used
     FROM moved m
     JOIN projects p ON p.id = m.project_pk
@@ -91,16 +94,8 @@ SELECT {{exceeded}} FROM (
         AND l.user_id = CASE WHEN m.user_pk = 0 THEN '{PROJECT_WIDE}' ELSE u.external_id END
         AND l.resource = CASE WHEN m.resource_class_id = 0 THEN '{CONSUMERS}' ELSE rc.name END
     WHERE m.used > l.hard_limit
-    ORDER BY l.user_id COLLATE "C", l.resource COLLATE "C"{{first}}
+    ORDER BY l.user_id COLLATE "C", l.resource COLLATE "C"
 ) passed"""
-# The limits passed, as rows (the project's first, then by user and resource, as the general check
-# orders them); or the first of them refused by the statement itself, for one sent with the COMMIT.
-_EXCEEDED_ROWS = {"exceeded": "passed.*", "first": ""}
-_EXCEEDED_REFUSED = {
-    "exceeded": "berth_quota_exceeded(passed.user_id, passed.resource, passed.hard_limit, passed.used), "
-    "NULL, NULL, NULL",
-    "first": " LIMIT 1",
-}
 _REFUSED = "BQ001"  # berth_quota_exceeded's SQLSTATE (migration 0014)
 
 
@@ -140,7 +135,7 @@ def count_and_check(
     if commit and not freed and commits_with_statement(conn):
         _count_and_check_with_the_commit(conn, consumer_uuid, project_id, asked)
         return
-    rows = fetch(conn, _COUNT_AND_CHECK.format(**_EXCEEDED_ROWS), (consumer_uuid,) * 3)
+    rows = fetch(conn, _COUNT_AND_CHECK, (consumer_uuid,) * 3)
     remember(conn.engine, project_id, bool(rows))
     for limit_user, resource, limit, after in (row for row in rows if row[0] is not None):
         user = None if limit_user == PROJECT_WIDE else limit_user
@@ -153,11 +148,12 @@ def count_and_check(
 def _count_and_check_with_the_commit(
     conn: Connection, consumer_uuid: str, project_id: str, asked: Mapping[str, int]
 ) -> None:
-    """The count and check sent with the COMMIT: the counters are held for the server's time alone,
+    """The count and check sent with the COMMIT, as a call of ``berth_count_own`` (migration 0016:
+    the same work, planned once per session): the counters are held for the server's time alone,
     where a thread of a busy worker could otherwise wait milliseconds for its turn to send the
-    COMMIT while every other claim of the project waits for the counters. Nothing the pick asked
-    is held by a victim, so every limit its counters pass is a refusal, raised by the statement."""
-    sql = _COUNT_AND_CHECK.format(**_EXCEEDED_REFUSED)
+    COMMIT while every other claim of the project waits for the counters. Nothing the pick asked is
+    held by a victim, so every limit its counters pass is a refusal, raised by the function."""
+    from psycopg.sql import quote
 
     def refusal(error: DBAPIError) -> Exception | None:
         if getattr(error.orig, "sqlstate", None) != _REFUSED:
@@ -170,9 +166,8 @@ def _count_and_check_with_the_commit(
     commit_with(
         conn,
         FinalStatement(
-            sql,
-            (consumer_uuid,) * 3,
-            on_rows=lambda rows: remember(conn.engine, project_id, bool(rows)),
+            f"SELECT berth_count_own({quote(consumer_uuid)})",
+            on_rows=lambda rows: remember(conn.engine, project_id, bool(rows and rows[0][0])),
             refusal=refusal,
         ),
     )
