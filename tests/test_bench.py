@@ -328,11 +328,11 @@ def _check_pick_and_claim(result, stdout):
     assert weighed["picks"] == 3 and weighed["trees_fitted"] == [60] and weighed["failed"] == 0
     assert 0 < picked["weigh_all_median_ms"] <= picked["weigh_all_p95_ms"]
     # The pick's servers again under a quota on their project that never refuses, and without, in
-    # alternating rounds: every pick checked, the cost the median of each pair's.
+    # alternating rounds: every pick checked, the cost over all the rounds, in blocks of four.
     quota = picked["with_quota"]
     assert quota["placements"] > 0 and quota["placements_per_s"] > 0 and quota["errors"] == 0
     assert quota["conflict_codes"] == {} and quota["violations"] == 0 and quota["usage_mismatches"] == 0
-    assert [r["quota"] for r in quota["rounds"]] == [True, False, False, True] * 2 + [True, False]
+    assert [r["quota"] for r in quota["rounds"]] == [True, False, False, True] * 3
     assert all(r["placements"] > 0 and r["errors"] == 0 and r["violations"] == 0 for r in quota["rounds"])
     assert quota["placements"] == sum(r["placements"] for r in quota["rounds"])
     assert quota["placements_per_s"] == statistics.median(r["placements_per_s"] for r in quota["rounds"] if r["quota"])
@@ -343,9 +343,14 @@ def _check_pick_and_claim(result, stdout):
         [r["placements_per_s"] for r in quota["rounds"] if not r["quota"]],
         strict=True,
     )
-    costs = [1 - on / off for on, off in pairs]
-    assert quota["pair_cost_percents"] == [round(100 * cost, 1) for cost in costs]
-    assert quota["cost_percent"] == round(100 * statistics.median(costs), 1)
+    pairs = list(pairs)
+    assert quota["pair_cost_percents"] == [round(100 * (1 - on / off), 1) for on, off in pairs]
+
+    def cost(some):
+        return round(100 * (1 - sum(on for on, _ in some) / sum(off for _, off in some)), 1)
+
+    assert quota["block_cost_percents"] == [cost(pairs[0:2]), cost(pairs[2:4]), cost(pairs[4:6])]
+    assert quota["cost_percent"] == cost(pairs)
     # A pick that preempts, into hosts filled with consumers of the default priority, beside a plain one.
     preemption = picked["preemption"]
     assert preemption["hosts"] == 20 and preemption["errors"] == 0, preemption

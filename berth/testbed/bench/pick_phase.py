@@ -44,8 +44,9 @@ Placer = Picker | ClientSideClaimer
 # Limits on every class a server asks and on its consumers, far above what any cloud of the bench holds:
 # every pick is checked against them and none is refused.
 QUOTA_LIMITS = {"VCPU": 2**40, "MEMORY_MB": 2**50, "DISK_GB": 2**50, "consumers": 2**40}
-# Pairs of rounds with and without the quota, the first of each pair alternating.
-QUOTA_ROUNDS = 5
+# Pairs of rounds with and without the quota, the first of each pair alternating: blocks of four
+# rounds (with, without, without, with), over which a rate drifting through the run cancels out.
+QUOTA_ROUNDS = 6
 
 
 class Members:
@@ -255,10 +256,14 @@ class PickPhase:
             figures[key] = sum(r[key] for r in rounds)
         figures["conflict_codes"] = {code: n for r in rounds for code, n in r["conflict_codes"].items()}
         figures["error_samples"] = [sample for r in rounds for sample in r["error_samples"]]
-        # What the quota check costs: the median of each pair's rate with the quota against without.
-        costs = [1 - on / off for on, off in zip(rates[True], rates[False], strict=True) if off]
-        figures["pair_cost_percents"] = [round(100 * cost, 1) for cost in costs]
-        figures["cost_percent"] = round(100 * statistics.median(costs), 1) if costs else None
+        # What the quota check costs: the rate with it over all its rounds against the rate without,
+        # over as many rounds as long, in blocks that cancel a drift of the machine's speed (a pair's
+        # own cost moves by 20 points from one to the next). Each pair's and each block's for the record.
+        pairs = list(zip(rates[True], rates[False], strict=True))
+        figures["pair_cost_percents"] = [round(100 * (1 - on / off), 1) for on, off in pairs if off]
+        blocks = [pairs[start : start + 2] for start in range(0, len(pairs) - 1, 2)]
+        figures["block_cost_percents"] = [_cost_percent(block) for block in blocks]
+        figures["cost_percent"] = _cost_percent(pairs)
         return figures
 
     @staticmethod
@@ -283,7 +288,8 @@ class PickPhase:
         log(
             f"  pick with a quota: {quota['placements_per_s']}/s against {quota['without_placements_per_s']}/s "
             f"without (medians of {QUOTA_ROUNDS} alternating rounds each): {quota['cost_percent']} % fewer "
-            f"(the median of the pairs' {quota['pair_cost_percents']})"
+            f"over all of them (blocks of four rounds: {quota['block_cost_percents']}; "
+            f"pairs: {quota['pair_cost_percents']})"
         )
         client_side = self.approach(
             ClientSideClaimer(self.client, self.hosts), ClientSideClaimer(self.client, self.hosts)
@@ -294,3 +300,10 @@ class PickPhase:
         picked["with_quota"] = quota
         picked["preemption"] = preemption
         return picked, client_side
+
+
+def _cost_percent(pairs: list[tuple[float, float]]) -> float | None:
+    """How many fewer placements per second, in percent, the rounds with the quota had than those
+    without, over the pairs' rounds together."""
+    without = sum(off for _, off in pairs)
+    return round(100 * (1 - sum(on for on, _ in pairs) / without), 1) if without else None
