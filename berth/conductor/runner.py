@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import UnknownHost
-from berth.conductor.journal import DONE, FAILED, Journal, Operation
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Journal, Operation
 from berth.conductor.service import ServiceCalls
 from berth.conductor.victims import VictimServers
 from berth.scheduler.flavor import SchedulerConfig
@@ -130,10 +130,25 @@ class Runner:
             if operation.step in forward_steps:
                 self.journal.abandon(operation, f"finishing failed: {e}")
                 raise
-            undo()
-            self.end(operation, FAILED, str(e))
+            self.fail(operation, e, undo)
             raise
         return self.end(operation, DONE)
+
+    def fail(self, operation: Operation, error: Exception, undo: Callable[[], object]) -> None:
+        """End the operation FAILED with ``error`` once ``undo`` gave back what it held. When the
+        undo fails too (an agent that does not answer), the operation is left for a resume to undo,
+        with both errors, and ``error`` is raised: not as if its conductor had died."""
+        try:
+            undo()
+        except Exception as undoing:
+            self.journal.abandon(operation, f"{error}; undoing it failed: {undoing}")
+            raise error from undoing
+        self.end(operation, FAILED, str(error))
+
+    def rolled_back(self, operation: Operation, died: str) -> Operation:
+        """End an operation a resume undid, saying why it was left: the error it was abandoned
+        with (``carry_out``'s undo failed), else ``died`` (its conductor died at that point)."""
+        return self.end(operation, ROLLED_BACK, operation.error or died)
 
     def end(self, operation: Operation, state: str, error: str | None = None) -> Operation:
         operation.state = state

@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 import pytest
+from agenthelpers import TOKEN
 from conductorhelpers import (
     BIGGER,
     PLAIN,
@@ -18,7 +19,10 @@ from conductorhelpers import (
     lease_of,
     server,
 )
+from livehelpers import free_port
 
+from berth.clients.agent import AgentClient
+from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, ROLLED_BACK, RUNNING
 
 pytestmark = pytest.mark.slow
@@ -270,4 +274,24 @@ def test_a_resume_that_fails_is_left_for_the_next(conductors, placement, clients
     assert claims_of(clients, instance_uuid)
     (resumed,) = conductors(dead_after=60).resume()
     assert (resumed.kind, resumed.state, resumed.request["host"]) == ("delete", DONE, built.selections["host"])
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_failed_build_whose_undo_fails_is_left_with_both_errors_and_undone_by_a_resume(
+    conductors, placement, clients, instance_uuid
+):
+    """Every agent unreachable (their clients point at a port nobody listens on): each claim gets no
+    answer, the build fails, and its undo cannot reach the last host either. The build is left to a
+    resume at once, saying so, and the resume undoes it with that story, not as if its conductor died."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    unreachable = {name: AgentClient(nowhere, token=TOKEN, timeout=5) for name in clients}
+    with pytest.raises(NoValidHost):
+        conductors(agents=unreachable).build(server(instance_uuid))
+    (left,) = conductors.made[-1].journal.for_instance(instance_uuid)
+    assert (left.state, left.owner) == (RUNNING, "")
+    assert "No valid host" in left.error and "undoing it failed" in left.error
+
+    (resumed,) = conductors().resume()  # dead_after does not matter: the build is nobody's
+    assert (resumed.id, resumed.state) == (left.id, ROLLED_BACK)
+    assert resumed.error == left.error
     assert_nothing_left(placement, clients, instance_uuid)

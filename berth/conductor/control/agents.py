@@ -1,16 +1,19 @@
 """``RegisteredAgents``: a client of each registered host's agent, by host name, as the steps of an
-operation ask for them. A host that registers after the conductor started is found at first use;
-a host that moved its agent to another address is called there, since the registration is read
-again every few seconds."""
+operation ask for them. A host that registers after the conductor started is found at first use.
+A host whose agent moved to another address (restarted on another port, or on another machine) is
+called there once its registration is read again: every few seconds, and at once when its old
+address refuses the connection, so that the first call after an agent's restart does not fail on
+the address it left (a refused connection sent nothing, so the call is made again at the new one)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Final
+from typing import Any, Final
 
-from berth.clients.agent import AgentClient
+from berth.clients.agent import JSON, AgentClient
+from berth.clients.http import JsonHttp, NotConnected
 from berth.conductor.records.hosts import Hosts
 from berth.domain.errors import NotFound
 
@@ -23,23 +26,30 @@ class RegisteredAgents(Mapping[str, AgentClient]):
     def __init__(self, hosts: Hosts):
         self.hosts = hosts
         self._lock = threading.Lock()
-        # Host -> (when read, the url and token it was made for, the client).
-        self._clients: dict[str, tuple[float, tuple[str, str | None], AgentClient]] = {}
+        # One client a host, kept (claims hold it) and pointed at its agent's address as registered.
+        self._clients: dict[str, RegisteredAgent] = {}
 
     def __getitem__(self, name: str) -> AgentClient:
-        now = time.monotonic()
         with self._lock:
             kept = self._clients.get(name)
-        if kept is not None and now - kept[0] < FRESH_SECONDS:
-            return kept[2]
+        if kept is not None and time.monotonic() - kept.read_at < FRESH_SECONDS:
+            return kept
+        return self.read(name)
+
+    def read(self, name: str) -> RegisteredAgent:
+        """The host's client, pointed at the address its registration names now."""
+        now = time.monotonic()
         try:
             host = self.hosts.get(name)
         except NotFound:
             raise KeyError(name) from None
-        where = (host.url, host.agent_token)
-        client = kept[2] if kept is not None and kept[1] == where else _client(*where)
         with self._lock:
-            self._clients[name] = (now, where, client)
+            client = self._clients.get(name)
+            if client is None:
+                client = self._clients[name] = RegisteredAgent(self, name, host.url, host.agent_token)
+            else:
+                client.point_at(host.url, host.agent_token)
+            client.read_at = now
         return client
 
     def __iter__(self) -> Iterator[str]:
@@ -49,5 +59,38 @@ class RegisteredAgents(Mapping[str, AgentClient]):
         return len(self.hosts.all())
 
 
-def _client(url: str, token: str | None) -> AgentClient:
-    return AgentClient(url, token=token, timeout=AGENT_TIMEOUT)
+class RegisteredAgent(AgentClient):
+    """The client of one registered host's agent, which follows the agent to the address it
+    registered last when the one it knew refuses the connection."""
+
+    def __init__(self, agents: RegisteredAgents, name: str, url: str, token: str | None):
+        super().__init__(url, token=token, timeout=AGENT_TIMEOUT)
+        self.agents = agents
+        self.name = name
+        self.token = token
+        self.read_at = -FRESH_SECONDS
+
+    def point_at(self, url: str, token: str | None) -> None:
+        """Call the agent at ``url`` with ``token`` from now on (nothing changes when they are the same)."""
+        url = url.rstrip("/")
+        if (url, token) == (self.url, self.token):
+            return
+        self.http = JsonHttp(url, {"X-Auth-Token": token} if token else {}, timeout=AGENT_TIMEOUT)
+        self.url, self.token = url, token
+
+    def _call(self, method: str, path: str, body: JSON | None = None, params: dict[str, str] | None = None) -> Any:
+        where = self.url
+        try:
+            return super()._call(method, path, body, params)
+        except NotConnected:
+            if not self._moved_from(where):
+                raise
+        return super()._call(method, path, body, params)
+
+    def _moved_from(self, url: str) -> bool:
+        """Whether the host's registration, read again, names an address other than ``url``."""
+        try:
+            self.agents.read(self.name)
+        except KeyError:
+            return False  # no longer registered: nowhere else to call
+        return self.url != url

@@ -80,8 +80,7 @@ def build(
     try:
         _build(runner, operation, request)
     except Exception as e:
-        _undo(runner, operation)
-        runner.end(operation, FAILED, str(e))
+        runner.fail(operation, e, lambda: _undo(runner, operation))
         raise
     return runner.end(operation, DONE)
 
@@ -321,4 +320,4 @@ def resume(runner: Runner, operation: Operation) -> Operation:
             return runner.end(operation, ROLLED_BACK, "the lease expired before a conductor resumed the build")
         return runner.end(operation, DONE)
     _undo(runner, operation)
-    return runner.end(operation, ROLLED_BACK, "its conductor died before the guest was started")
+    return runner.rolled_back(operation, "its conductor died before the guest was started")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
+from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.operations.moving import claim_destination, release_reservation, schedule, undo_destination
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
@@ -84,7 +84,7 @@ def resume(runner: Runner, operation: Operation) -> Operation:
         _confirm(runner, operation)
         return runner.end(operation, DONE)
     _undo(runner, operation)
-    return runner.end(operation, ROLLED_BACK, "its conductor died before the guest started on the destination")
+    return runner.rolled_back(operation, "its conductor died before the guest started on the destination")
 
 
 # -- the source's clean-up ----------------------------------------------------------------------------

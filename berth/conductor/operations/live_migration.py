@@ -19,7 +19,7 @@ import uuid
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, ROLLED_BACK, Operation
+from berth.conductor.journal import DONE, Operation
 from berth.conductor.operations.moving import hand_over, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
@@ -81,4 +81,4 @@ def resume(runner: Runner, operation: Operation) -> Operation:
         _forward(runner, operation)
         return runner.end(operation, DONE)
     undo(runner, operation)
-    return runner.end(operation, ROLLED_BACK, "its conductor died before the guest left the source")
+    return runner.rolled_back(operation, "its conductor died before the guest left the source")

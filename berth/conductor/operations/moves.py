@@ -30,7 +30,7 @@ from typing import Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING, Operation
+from berth.conductor.journal import DONE, FAILED, RUNNING, Operation
 from berth.conductor.operations.moving import hand_over, restore_guest, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
@@ -91,7 +91,7 @@ def resume(runner: Runner, operation: Operation) -> Operation:
     if operation.step == "spawn_dest":
         return runner.end(operation, DONE)
     undo(runner, operation)
-    return runner.end(operation, ROLLED_BACK, "its conductor died before the destination claimed")
+    return runner.rolled_back(operation, "its conductor died before the destination claimed")
 
 
 # -- confirm and revert -----------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""The conductor's clients of registered agents (``RegisteredAgents``) follow an agent that restarted
+at another address: the first call after its new registration reaches it, though the client read
+the old address less than ``FRESH_SECONDS`` ago; an address that refuses while the registration
+still names it is an error, as it was."""
+
+from __future__ import annotations
+
+import pytest
+from agenthelpers import TOKEN
+
+from berth.clients.http import NotConnected
+from berth.conductor.control.agents import RegisteredAgents
+from berth.conductor.journal import Journal
+from berth.conductor.records import tables
+from berth.conductor.records.hosts import Hosts
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_restarted_agent_is_called_at_its_new_address_at_once(cloud, tmp_path):
+    journal = Journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
+    journal.create_tables(tables.metadata)
+    hosts = Hosts(journal.engine, down_after=60.0)
+    agent = cloud["narrow-1"]
+    hosts.register("narrow-1", agent.url, None, TOKEN, "admin", admin=True)
+    agents = RegisteredAgents(hosts)
+    client = agents["narrow-1"]
+    assert client.capacity()["host"] == "narrow-1"
+
+    agent.stop(sig=9)
+    with pytest.raises(NotConnected):
+        client.capacity()  # registered nowhere else: the refusal stands
+    old = agent.url
+    agent.start()  # on another free port, as a restarted agent would be
+    assert agent.url != old
+    hosts.register("narrow-1", agent.url, None, TOKEN, "admin", admin=True)
+    # The same client (claims keep theirs) and the mapping's, both read before the move.
+    assert client.capacity()["host"] == "narrow-1"
+    assert agents["narrow-1"] is client and client.url == agent.url
