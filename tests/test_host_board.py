@@ -9,10 +9,13 @@ import time
 
 import numpy as np
 import pytest
-from apihelpers import new_uuid
+from apihelpers import Api, new_uuid
+from dbhelpers import reset
 from hypothesis import given
 from hypothesis import strategies as st
 
+from berth.api.app import PlacementApp
+from berth.api.settings import Settings
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
 from berth.store.pick import host_board
@@ -335,3 +338,31 @@ def test_a_refresh_reading_only_the_stretches_that_moved_sees_every_change(api, 
             first_read.setattr(host_board, "_TREE_SIGNATURES", whole)
             db.read(lambda conn, fresh=fresh: fresh.refresh(conn, app.provider_cache, force=True))
         assert _arrays(board.view) == _arrays(fresh.view), kind
+
+
+def test_without_the_board_a_pick_weighs_the_books_as_they_stand(db):
+    """``pick_board`` off: a tree this worker just claimed on, then freed, weighs as free at once;
+    on, the board counts the claim until its next read and the next pick goes elsewhere."""
+    picked = {}
+    for pick_board in (True, False):
+        app = PlacementApp(db, Settings(pick_board=pick_board))
+        assert app.host_board.enabled is pick_board
+        if pick_board:
+            app.host_board = HostBoard(min_age=math.inf)  # no read but the first: behind the books
+        api = Api(app)
+        reset(db)
+        big = api.create_provider("big", inventory={"VCPU": 8, "MEMORY_MB": 32768})
+        api.create_provider("small", inventory={"VCPU": 8, "MEMORY_MB": 24576})
+        picks = []
+        for _ in range(2):
+            consumer = new_uuid()
+            body = {
+                "query": {"resources": "VCPU:1,MEMORY_MB:20000"},
+                "consumer": {"uuid": consumer, "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+            }
+            answer = api.post("/berth/pick", body).json_body
+            picks.append(answer["root_provider_uuid"] == big)
+            assert api.delete(f"/allocations/{consumer}").status_code == 204
+        picked[pick_board] = picks
+    assert picked[False] == [True, True]
+    assert picked[True] == [True, False]

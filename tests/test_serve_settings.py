@@ -263,3 +263,11 @@ def test_the_dashboard_conductor_comes_from_the_option_or_the_environment(starte
     assert started()["settings"].dashboard_conductor == "http://conductor.example:8774"
     chosen = started("--dashboard-conductor", "http://other.example:8774")["settings"]
     assert chosen.dashboard_conductor == "http://other.example:8774"
+
+
+def test_the_pick_board_is_on_unless_turned_off_by_option_or_environment(started, monkeypatch):
+    assert started()["settings"].pick_board is True
+    assert started("--no-pick-board")["settings"].pick_board is False
+    monkeypatch.setenv("BERTH_PICK_BOARD", "false")
+    assert started()["settings"].pick_board is False
+    assert started("--pick-board")["settings"].pick_board is True

@@ -49,7 +49,7 @@ class PlacementApp:
         self.authenticate = auth.authenticator(settings.auth_strategy, settings.tokens_file)
         self.policy = placement_policy(settings.policy_file, settings.enforce_new_defaults)
         self.provider_cache = ProviderCache(settings.provider_cache_size)
-        self.host_board = HostBoard()
+        self.host_board = HostBoard(enabled=settings.pick_board)
         self.route_table = served_routes(settings.metrics)
         self.public_paths = PUBLIC_PATHS | PROBE_PATHS
         if settings.metrics == "open":

@@ -55,6 +55,7 @@ def settings_from_environment() -> Settings:
         metrics=os.environ.get("BERTH_METRICS") or Settings.metrics,
         dashboard_conductor=os.environ.get("BERTH_DASHBOARD_CONDUCTOR") or None,
         enforce_quotas_on_allocations=_flag("BERTH_ENFORCE_QUOTAS_ON_ALLOCATIONS"),
+        pick_board=_flag("BERTH_PICK_BOARD", Settings.pick_board),
     )
 
 

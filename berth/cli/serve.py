@@ -134,6 +134,13 @@ class ServeSettings:
         "POST /berth/pick; off, those writes are Placement's, which has no quotas",
         env="BERTH_ENFORCE_QUOTAS_ON_ALLOCATIONS",
     )
+    pick_board: bool = setting(
+        Settings.pick_board,
+        help="weigh each pick on its worker's board of every tree, read again several times a second "
+        "(fast at any size; a tree freed a moment ago may still rank as full); off, every pick searches "
+        "the database as it stands (exact; slower in clouds of thousands of hosts)",
+        env="BERTH_PICK_BOARD",
+    )
     log_format: str = setting(
         "text",
         help="the log's lines, one per request included: key=value text or JSON objects",
@@ -158,6 +165,7 @@ class ServeSettings:
             metrics=self.metrics,
             dashboard_conductor=self.dashboard_conductor,
             enforce_quotas_on_allocations=self.enforce_quotas_on_allocations,
+            pick_board=self.pick_board,
         )
 
 

@@ -183,6 +183,8 @@ class HostBoard:
     def refresh_in_background(self, db: Database, cache: ProviderCache) -> None:
         """Keep the board fresh from a daemon thread of its own, so that no pick waits for a read
         of every tree (a server's workers do; without it, the pick finding the board due reads it)."""
+        if not self.enabled:
+            return
         self.background = True
         threading.Thread(target=self._keep_fresh, args=(db, cache), name="berth-host-board", daemon=True).start()
 
