@@ -93,6 +93,13 @@ _HOLDING_CLASS = (
     "SELECT DISTINCT p.root_provider_id FROM resource_providers p WHERE EXISTS (SELECT 1 FROM inventories i "
     "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ?) AND p.root_provider_id IN {ids}"
 )
+# PostgreSQL's: the ``OFFSET 0`` keeps the EXISTS a lookup per member. As a semi-join, a freshly
+# loaded database's statistics (a class's rows underestimated a hundredfold) had it hash every
+# inventory of the class: 1.9 ms of a 3.9-ms sharing-pool query at 10,000 hosts, against 0.2.
+_HOLDING_CLASS_PG = (
+    "SELECT DISTINCT p.root_provider_id FROM resource_providers p WHERE EXISTS (SELECT 1 FROM inventories i "
+    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ? OFFSET 0) AND p.root_provider_id IN {ids}"
+)
 
 
 def _limited(sql: str, limit: int) -> str:
@@ -296,7 +303,8 @@ def trees_without_class(conn: Connection, roots: frozenset[int], resource_class:
     """Those of these trees (by root) in which no provider has an inventory of the class."""
     if not roots:
         return frozenset()
-    return roots - {row[0] for row in fetch(conn, _HOLDING_CLASS, (resource_class,), ids=roots)}
+    sql = _HOLDING_CLASS_PG if conn.dialect.name == "postgresql" else _HOLDING_CLASS
+    return roots - {row[0] for row in fetch(conn, sql, (resource_class,), ids=roots)}
 
 
 def anchored_between(conn: Connection, anchored: Anchored, lowest: int, highest: int) -> set[int]:

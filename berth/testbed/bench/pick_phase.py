@@ -247,8 +247,8 @@ class PickPhase:
         figures: dict[str, Any] = {
             "rounds": rounds,
             "limits": QUOTA_LIMITS,
-            "placements_per_s": statistics.median(rates[True]),
-            "without_placements_per_s": statistics.median(rates[False]),
+            "placements_per_s": round(statistics.median(rates[True]), 1),
+            "without_placements_per_s": round(statistics.median(rates[False]), 1),
             "p50_ms": statistics.median(r["p50_ms"] for r in with_quota if r["p50_ms"] is not None),
             "p99_ms": max(r["p99_ms"] for r in with_quota if r["p99_ms"] is not None),
         }
