@@ -21,7 +21,7 @@ from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
 from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, preemption
 from berth.conductor.requests import ServerRequest
-from berth.conductor.runner import TAKEN_OVER, ConductorConfig, Runner, StepHook
+from berth.conductor.runner import RESUME_FAILED, TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
 from berth.scheduler.flavor import Flavor, SchedulerConfig
 from berth.scheduler.selector import Selector
@@ -173,8 +173,8 @@ class Conductor:
             except (ClientError, ConductorError, TransportError) as e:
                 # A host or the service away: expected while they are down, said without a traceback.
                 LOG.warning("resuming %s %s failed (%s); it is left for the next resume", taken.kind, taken.id, e)
-                self.journal.abandon(taken, f"resume failed: {e}")
+                self.journal.abandon(taken, f"{RESUME_FAILED}: {e}")
             except Exception as e:  # one operation's failure must not stop the others
                 LOG.exception("resuming %s %s failed; it is left for the next resume", taken.kind, taken.id)
-                self.journal.abandon(taken, f"resume failed: {e}")
+                self.journal.abandon(taken, f"{RESUME_FAILED}: {e}")
         return resumed

@@ -18,6 +18,8 @@ from berth.scheduler.selector import Selector
 
 # The selection counting the times conductors took the operation over from one that died.
 TAKEN_OVER: Final = "taken_over"
+# How the error of an operation whose resume failed begins (``Conductor.resume``).
+RESUME_FAILED: Final = "resume failed"
 # The selection listing the steps done, in order.
 STEPS_DONE: Final = "steps_done"
 # Called with an operation as soon as its first row is written: the API answers with its id then,
@@ -147,8 +149,11 @@ class Runner:
 
     def rolled_back(self, operation: Operation, died: str) -> Operation:
         """End an operation a resume undid, saying why it was left: the error it was abandoned
-        with (``carry_out``'s undo failed), else ``died`` (its conductor died at that point)."""
-        return self.end(operation, ROLLED_BACK, operation.error or died)
+        with when it failed and its undo failed too (``fail``), else ``died`` (its conductor died
+        at that point; an earlier resume's failure is not why)."""
+        error = operation.error
+        why = error if error and not error.startswith(RESUME_FAILED) else died
+        return self.end(operation, ROLLED_BACK, why)
 
     def end(self, operation: Operation, state: str, error: str | None = None) -> Operation:
         operation.state = state

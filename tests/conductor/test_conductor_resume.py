@@ -295,3 +295,20 @@ def test_a_failed_build_whose_undo_fails_is_left_with_both_errors_and_undone_by_
     assert (resumed.id, resumed.state) == (left.id, ROLLED_BACK)
     assert resumed.error == left.error
     assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_killed_build_whose_first_resume_fails_says_its_conductor_died(conductors, placement, clients, instance_uuid):
+    """The error of a failed resume is kept while the build waits for the next one, but it is not
+    why the build was undone."""
+    with pytest.raises(Killed):
+        conductors(hook=kill_at("spawn")).build(server(instance_uuid))
+    dead = left_running(conductors, instance_uuid, "build")
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    unreachable = {name: AgentClient(nowhere, token=TOKEN, timeout=5) for name in clients}
+    assert conductors(dead_after=0, agents=unreachable).resume() == []
+    assert conductors.made[-1].journal.get(dead.id).error.startswith("resume failed: ")
+
+    (resumed,) = conductors().resume()
+    assert (resumed.id, resumed.state) == (dead.id, ROLLED_BACK)
+    assert resumed.error == "its conductor died before the guest was started"
+    assert_nothing_left(placement, clients, instance_uuid)
