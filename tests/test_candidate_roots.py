@@ -15,6 +15,7 @@ from werkzeug.datastructures import MultiDict
 from berth.api.candidate_query import parse_query
 from berth.api.microversion import Version
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
+from berth.store.candidates import finder as finder_module
 from berth.store.candidates import roots
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import resolve
@@ -328,8 +329,36 @@ def test_the_narrowing_of_these_shapes_answers_as_the_walk(api, db, monkeypatch,
         assert narrowed
 
 
+def test_a_walk_of_the_same_pools_again_reads_its_trees_in_one_window(api, db, monkeypatch):
+    # One host in ten anchored to the pool: the first walk widens its window until it holds the
+    # trees it wants; the next starts as wide as the first found it needed.
+    aggregate = new_uuid()
+    for index in range(200):
+        api.create_provider(f"h{index}", inventory=OVERCOMMITTED, aggregates=[aggregate] if index % 10 == 9 else None)
+    api.create_provider(
+        "pool", inventory={"DISK_GB": 10_000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    windows: list[tuple[int, int]] = []
+    real = finder_module.anchored_between
+
+    def recording(conn, anchored, lowest, highest):
+        windows.append((lowest, highest))
+        return real(conn, anchored, lowest, highest)
+
+    monkeypatch.setattr(finder_module, "anchored_between", recording)
+    with db.engine.connect() as conn:
+        request = resolve(conn, parse_query(MultiDict(parse_qsl(f"{POOLS_ONLY}&limit=5")), Version(1, 39))).request
+        first, _ = CandidateFinder(conn, request, ProviderCache(), limit=5, max_candidates=1000).find()
+        walked_first = list(windows)
+        windows.clear()
+        again, _ = CandidateFinder(conn, request, ProviderCache(), limit=5, max_candidates=1000).find()
+    assert len(first) == len(again) == 5
+    assert len(walked_first) > 1
+    assert len(windows) == 1, windows
+
+
 class _TreeRecordingFinder(CandidateFinder):
-    """The finder, noting the roots of the trees it reads."""
+    """The finder, noting the roots of the trees it searches."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -340,7 +369,7 @@ class _TreeRecordingFinder(CandidateFinder):
         return super()._trees(root_ids)
 
 
-def test_pools_own_trees_without_the_compute_class_are_not_read(api, db):
+def test_pools_own_trees_without_the_compute_class_are_not_searched(api, db):
     # The pools come first in id order, as a cloud's shared storage often does; only the hosts
     # anchored to them can answer a request for more disk than a host has.
     aggregates = [new_uuid() for _ in range(5)]

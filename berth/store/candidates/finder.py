@@ -32,11 +32,11 @@ from berth.store.candidates.kept import Kept, KeptAnswers
 from berth.store.candidates.kept_walk import KeptWalk, Run, WalkedTree
 from berth.store.candidates.provider_cache import MemberRow, ProviderCache
 from berth.store.candidates.roots import (
+    ANCHORED_DENSITY,
     Anchored,
     anchored_between,
     every_anchored_root,
     narrowing,
-    trees_without_class,
 )
 from berth.store.placement import names
 from berth.store.rawsql import fetch
@@ -154,6 +154,8 @@ class CandidateFinder:
             for aggregate in provider.aggregates:
                 self.sharing_by_aggregate[aggregate].append(provider)
         self.providers: dict[int, ProviderData] = {}
+        # The roots of the trees read whole into ``providers`` (``_read_trees``).
+        self._trees_read: set[int] = set()
         # After ``find`` through the kept walk: where its candidates came from, run by run
         # (``berth.store.candidates.kept_walk.Run``), for a caller that keeps what it makes of a
         # whole stretch's answers; None otherwise.
@@ -214,14 +216,20 @@ class CandidateFinder:
                     pid for c in results[position : position + count] for pid in c.allocations if pid in sharing
                 )
             position += count
-        roots = {sharing[pid].root_id for pid in named if pid in sharing}
-        if not roots:
-            return
-        if self.conn.dialect.name == "postgresql":
-            rows = _tree_members_pg_rows(self.conn, sorted(roots))
-        else:
-            rows = fetch(self.conn, _TREE_MEMBERS, ids=sorted(roots))
-        self.providers.update(self.cache.providers(self.conn, rows))
+        self._read_trees({sharing[pid].root_id for pid in named if pid in sharing})
+
+    def _read_trees(self, roots: set[int] | frozenset[int]) -> list[ProviderData]:
+        """The providers of these whole trees, read into ``self.providers`` (each tree once a
+        finder)."""
+        unread = sorted(roots - self._trees_read)
+        if unread:
+            if self.conn.dialect.name == "postgresql":
+                rows = _tree_members_pg_rows(self.conn, unread)
+            else:
+                rows = fetch(self.conn, _TREE_MEMBERS, ids=unread)
+            self.providers.update(self.cache.providers(self.conn, rows))
+            self._trees_read.update(unread)
+        return [provider for provider in self.providers.values() if provider.root_id in roots]
 
     def candidates_in(self, root_id: int) -> list[Candidate]:
         """The first candidates (up to the finder's limit) of one tree, as the database holds it now;
@@ -359,13 +367,17 @@ class CandidateFinder:
         as it needs, however many the pools' aggregates hold."""
         highest = fetch(self.conn, "SELECT MAX(id) FROM resource_providers")[0][0] or 0
         target = min(self.want + self.want // 4 + 2, MAX_BATCH)
-        lowest, width = 0, 2 * target
+        lowest, width = 0, ANCHORED_DENSITY.first_width(anchored.aggregates, target)
         pending: set[int] = set()
         seen: set[int] = set(self._barren_pools(anchored))
+        found = 0
         while lowest < highest:
             upper = min(lowest + width, highest)
-            pending |= anchored_between(self.conn, anchored, lowest, upper) - seen
+            new = anchored_between(self.conn, anchored, lowest, upper) - seen - pending
+            found += len(new)
+            pending |= new
             lowest = upper
+            ANCHORED_DENSITY.remember(anchored.aggregates, found, lowest)
             if len(pending) < target and lowest < highest:
                 # Sparse: a wider window next, so that a batch takes few statements.
                 width *= 2
@@ -381,9 +393,12 @@ class CandidateFinder:
         a pool of disk is in its own aggregate, and may be the lowest ids of the cloud, but a tree
         without a provider of the driving class (which no sharing provider offers) answers nothing."""
         driving = self._driving_class()
-        if driving is None:
+        if driving is None or not anchored.roots:
             return frozenset()
-        return trees_without_class(self.conn, anchored.roots, driving[0])
+        # Read whole: an answer naming one of their sharing providers shows their trees' summaries
+        # anyway (``_load_named_sharing_trees``), so this costs no statement of its own.
+        holding = {p.root_id for p in self._read_trees(anchored.roots) if driving[0] in p.inventories}
+        return anchored.roots - holding
 
     def root_batches_between(
         self, statement: tuple[str, str, list[int]], lower: int, upper: int | None, seen_roots: set[int]

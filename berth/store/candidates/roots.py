@@ -79,27 +79,15 @@ _IN_AGGREGATE = (
 
 
 # The members of some aggregates within a range of provider ids, through the (aggregate, provider)
-# index: one seek per aggregate, then only the rows in the range.
+# index: one seek per aggregate, then only the rows in the range.  Prepared on PostgreSQL for any
+# number of aggregates: its generic plan reads the range of the memberships' key, as the plans for
+# each list did, and planning for 100 aggregates took 0.15 ms a run, more than running it.
 _IN_AGGREGATE_BETWEEN = (
     f"SELECT DISTINCT {_ROOT_OF.format(table='a')} FROM resource_provider_aggregates a "
     "WHERE a.resource_provider_id > ? AND a.resource_provider_id <= ? AND a.aggregate_id IN {ids}"
 )
 
 _COUNT_TREES = "SELECT COUNT(*) FROM resource_providers WHERE id = root_provider_id"
-
-# Which of some trees (by root) have a provider with an inventory of one class: through the root
-# index, then one lookup of (provider, class) in the inventories' key per member.
-_HOLDING_CLASS = (
-    "SELECT DISTINCT p.root_provider_id FROM resource_providers p WHERE EXISTS (SELECT 1 FROM inventories i "
-    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ?) AND p.root_provider_id IN {ids}"
-)
-# PostgreSQL's: the ``OFFSET 0`` keeps the EXISTS a lookup per member. As a semi-join, a freshly
-# loaded database's statistics (a class's rows underestimated a hundredfold) had it hash every
-# inventory of the class: 1.9 ms of a 3.9-ms sharing-pool query at 10,000 hosts, against 0.2.
-_HOLDING_CLASS_PG = (
-    "SELECT DISTINCT p.root_provider_id FROM resource_providers p WHERE EXISTS (SELECT 1 FROM inventories i "
-    "WHERE i.resource_provider_id = p.id AND i.resource_class_id = ? OFFSET 0) AND p.root_provider_id IN {ids}"
-)
 
 
 def _limited(sql: str, limit: int) -> str:
@@ -163,10 +151,38 @@ class _WideHints:
 _HINTS = _WideHints()
 
 
+class _AnchoredDensity:
+    """How densely the trees anchored to some aggregates lay among the provider ids, as this
+    process last walked them: the width of the first window a walk of the same aggregates reads,
+    so that a limited request reads its trees in one statement instead of one per window doubled
+    from a blind guess (three of them, 0.8 ms, at 100,000 hosts on PostgreSQL). A hint only: a
+    window too narrow is followed by a wider one, one too wide reads more rows than needed."""
+
+    def __init__(self) -> None:
+        self._trees_per_id: dict[frozenset[int], float] = {}
+
+    def first_width(self, aggregates: frozenset[int], target: int) -> int:
+        density = self._trees_per_id.get(aggregates)
+        if not density:
+            return 2 * target
+        # A fifth more than the density says, so that one window holds the target most times.
+        return max(2 * target, int(target * 1.2 / density) + 1)
+
+    def remember(self, aggregates: frozenset[int], trees: int, width: int) -> None:
+        if trees and width > 0:
+            if len(self._trees_per_id) > 1_000:
+                self._trees_per_id.clear()
+            self._trees_per_id[aggregates] = trees / width
+
+
+ANCHORED_DENSITY = _AnchoredDensity()
+
+
 def forget_wide_hints() -> None:
     """Forget which conditions were found wide, and the count of trees (tests, and a database that
     changed under the process)."""
     _HINTS._until.clear()
+    ANCHORED_DENSITY._trees_per_id.clear()
     _TREES.read_at = -float("inf")
 
 
@@ -299,19 +315,14 @@ def _anchored_roots(conn: Connection, aggregates: frozenset[int]) -> frozenset[i
     return frozenset(row[0] for row in rows)
 
 
-def trees_without_class(conn: Connection, roots: frozenset[int], resource_class: int) -> frozenset[int]:
-    """Those of these trees (by root) in which no provider has an inventory of the class."""
-    if not roots:
-        return frozenset()
-    sql = _HOLDING_CLASS_PG if conn.dialect.name == "postgresql" else _HOLDING_CLASS
-    return roots - {row[0] for row in fetch(conn, sql, (resource_class,), ids=roots)}
-
-
 def anchored_between(conn: Connection, anchored: Anchored, lowest: int, highest: int) -> set[int]:
     """The roots of the trees with a provider whose id is in (lowest, highest] in one of the
     aggregates, and those of ``anchored.roots`` in that range: one seek of
     ``ix_resource_provider_aggregates_aggregate_provider`` per aggregate."""
     found = {root for root in anchored.roots if lowest < root <= highest}
     if anchored.aggregates:
-        found.update(row[0] for row in fetch(conn, _IN_AGGREGATE_BETWEEN, (lowest, highest), ids=anchored.aggregates))
+        rows = fetch(
+            conn, _IN_AGGREGATE_BETWEEN, (lowest, highest), ids=anchored.aggregates, one_plan_for_any_list=True
+        )
+        found.update(row[0] for row in rows)
     return found
