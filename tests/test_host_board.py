@@ -224,6 +224,7 @@ def test_a_background_thread_keeps_the_board_fresh_while_picks_read_it(api, app,
 def test_a_board_no_pick_reads_still_follows_the_cloud_seldom(api, app, db, monkeypatch):
     monkeypatch.setattr(host_board, "UNUSED_SECONDS", 0.2)
     monkeypatch.setattr(host_board, "UNUSED_REFRESH_SECONDS", 0.5)
+    monkeypatch.setattr(host_board, "UNUSED_REFRESH_SHARE", 1.0)
     board = HostBoard(min_age=0.05)
     board.refresh_in_background(db, app.provider_cache)
     deadline = time.monotonic() + 10
@@ -234,6 +235,26 @@ def test_a_board_no_pick_reads_still_follows_the_cloud_seldom(api, app, db, monk
     while len(board.view.roots) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert sorted(board.view.index_of) == sorted(_id(db, host) for host in hosts)
+
+
+def test_an_unused_board_is_read_again_each_second_unless_reading_it_costs_more():
+    # The boards of the workers no pick reached yet follow a cloud being built, so that its first
+    # picks do not wait for a read of every tree; a large cloud's board, dear to read, less often.
+    board = HostBoard(min_age=0.05)
+    now = time.monotonic()
+    board._used_at = now - 2 * host_board.UNUSED_SECONDS
+    board._read_at, board.last_refresh_seconds = now - 0.5, 0.001
+    assert not board.due()
+    board._read_at = now - 1.5
+    assert board.due()
+    board.last_refresh_seconds = 0.1  # a refresh's share allows one every 5 s
+    assert not board.due()
+    board._read_at = now - 6
+    assert board.due()
+    # Read by picks lately: as often as its refreshes allow.
+    board._used_at, board._read_at = now, now - 0.2
+    board._age_needed = 0.1
+    assert board.due()
 
 
 def test_a_pick_on_an_empty_board_reads_it_first(api, app, db, board):
