@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.dialects.sqlite import DATETIME
 
-from berth.store.rawsql import attempt, db_time, execute, fetch, insert_rows, py_time, translate
+from berth.store.rawsql import attempt, db_time, execute, insert_rows, py_time, translate
 
 SQL = "SELECT id FROM t WHERE a = ? AND id IN {ids} AND b LIKE '%x'"
 
@@ -93,24 +93,3 @@ def test_an_attempt_that_raises_is_undone_alone_and_nested_attempts_each_undo_th
 
     db.write(work)
     assert _notes(db) == [(1, "kept"), (6, "kept after"), (8, "after the database refused")]
-
-
-def _prepared_statements(conn) -> list[str]:
-    return [row[0] for row in conn.exec_driver_sql("SELECT statement FROM pg_prepared_statements")]
-
-
-def test_a_long_list_is_planned_for_itself_unless_the_statement_says_one_plan_serves_any(db):
-    if db.engine.dialect.name != "postgresql":
-        pytest.skip("prepared statements are PostgreSQL's")
-    _scratch(db)
-    db.write(lambda conn: insert_rows(conn, "INSERT INTO scratch_rows (id, note)", "(?, ?)", [(1, "a"), (2, "b")]))
-    ids = list(range(1, 41))  # longer than the lists prepared whatever the statement
-    per_list = "SELECT id FROM scratch_rows WHERE note <> 'per list' AND id IN {ids}"
-    one_plan = "SELECT id FROM scratch_rows WHERE note <> 'one plan' AND id IN {ids}"
-    with db.engine.connect() as conn:
-        for _ in range(8):  # past psycopg's count of runs before it prepares a statement
-            assert [row[0] for row in fetch(conn, per_list, ids=ids)] == [1, 2]
-            assert [row[0] for row in fetch(conn, one_plan, ids=ids, one_plan_for_any_list=True)] == [1, 2]
-        prepared = _prepared_statements(conn)
-    assert any("one plan" in statement for statement in prepared)
-    assert not any("per list" in statement for statement in prepared)

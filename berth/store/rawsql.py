@@ -79,14 +79,7 @@ def wrapped_error(
 _LONGEST_PREPARED_LIST = 32
 
 
-def _cursor(
-    conn: Connection,
-    sql: str,
-    params: Params,
-    ids: Iterable[Any] | None,
-    many: bool = False,
-    one_plan_for_any_list: bool = False,
-) -> DBAPICursor:
+def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | None, many: bool = False) -> DBAPICursor:
     postgres = _is_postgres(conn)
     id_list = None if ids is None else list(ids)
     if not many:
@@ -107,13 +100,11 @@ def _cursor(
     try:
         if many:
             cursor.executemany(text, params)
-        elif postgres and id_list is not None and len(id_list) > _LONGEST_PREPARED_LIST and not one_plan_for_any_list:
+        elif postgres and id_list is not None and len(id_list) > _LONGEST_PREPARED_LIST:
             # Planned for this very list: psycopg prepares a statement after a few runs, and
             # PostgreSQL may then keep one generic plan for every list length, chosen while the
             # lists were short (or the tables not yet analysed).  On a freshly loaded database that
-            # plan made 1,000 trees cost 24 ms to load instead of 9.  A statement whose plan does not
-            # depend on its list's length says so (``one_plan_for_any_list``) and stays prepared:
-            # planning for a list of 100 ids costs PostgreSQL 0.15 ms, an estimate per element.
+            # plan made 1,000 trees cost 24 ms to load instead of 9.
             cast("psycopg.Cursor[Any]", cursor).execute(text, params, prepare=False)
         else:
             cursor.execute(text, params)
@@ -127,18 +118,9 @@ def _cursor(
     return cursor
 
 
-def fetch(
-    conn: Connection,
-    sql: str,
-    params: Params = (),
-    ids: Iterable[Any] | None = None,
-    *,
-    one_plan_for_any_list: bool = False,
-) -> Sequence[Row]:
-    """Rows of ``sql``; ``ids`` fills each of its ``IN {ids}`` lists (after the other parameters).
-    ``one_plan_for_any_list``: on PostgreSQL the statement is prepared whatever the lists' length
-    (for a statement whose plan is the same for any list: one index lookup per element, say)."""
-    cursor = _cursor(conn, sql, params, ids, one_plan_for_any_list=one_plan_for_any_list)
+def fetch(conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] | None = None) -> Sequence[Row]:
+    """Rows of ``sql``; ``ids`` fills each of its ``IN {ids}`` lists (after the other parameters)."""
+    cursor = _cursor(conn, sql, params, ids)
     try:
         return cursor.fetchall()
     finally:
