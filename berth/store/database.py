@@ -58,6 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from berth.domain.errors import BerthError, OutcomeUnknown, Unavailable
+from berth.store.checkpointer import BACKSTOP_PAGES, Checkpointer
 from berth.store.rawsql import execute_script
 from berth.store.write_edges import (
     forget_final_statement,
@@ -167,6 +168,7 @@ class Database:
             )
             _configure_sqlite(self.engine)
             self._writer_lock = _writer_lock_for(self.engine.url.database)
+            self._checkpointer = _checkpointer_for(self.engine.url.database)
         else:
             self.engine = sa.create_engine(
                 # No pre-ping: a dead connection fails its first statement, is invalidated and the
@@ -177,6 +179,7 @@ class Database:
             )
             _configure_postgresql(self.engine)
             self._writer_lock = None
+            self._checkpointer = None
         self._held = threading.local()
         self._held_lock = threading.Lock()
         self._every_held: weakref.WeakSet[_HeldConnection] = weakref.WeakSet()
@@ -196,6 +199,8 @@ class Database:
             raise DatabaseUnusable(describe_failure(error, self.given_url)) from error
 
     def dispose(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self._release_held_connections()
         self.engine.dispose()
 
@@ -318,6 +323,8 @@ class Database:
         settings: Mapping[str, str] | None = None,
     ) -> T:
         marked = write and not self.is_sqlite
+        if write and self._checkpointer is not None:
+            self._checkpointer.ensure_running()
         for attempt in range(1, MAX_ATTEMPTS + 1):
             token = secrets.token_hex(16) if marked else None
             committing = False
@@ -488,6 +495,14 @@ class _WriterLock:
             self._mutex.release()
 
 
+def _checkpointer_for(database: str | None) -> Checkpointer | None:
+    """The checkpoint thread of a SQLite file (none for a database in memory, which has no log, nor
+    for a URI, left to SQLite's own checkpoints as it is to no writer lock)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Checkpointer(database, SQLITE_BUSY_TIMEOUT_S)
+
+
 def _writer_lock_for(database: str | None) -> _WriterLock | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
@@ -537,6 +552,8 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # A commit checkpoints only a log its process's thread let grow this long (checkpointer).
+        cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
         cursor.close()

@@ -11,6 +11,7 @@ or none in one write transaction (``berth.store.pick.gang``).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, cast
 
 from berth.api import microversion as mv
@@ -105,7 +106,7 @@ def _gang_request(body: dict[str, Any]) -> GangRequest:
     """The gang request of a (schema-valid) body with ``consumers``; 400 for what the schema cannot
     tell."""
     consumers = tuple(_consumer(consumer) for consumer in body["consumers"])
-    twice = sorted({c.uuid for c in consumers if sum(1 for other in consumers if other.uuid == c.uuid) > 1})
+    twice = sorted(uuid for uuid, count in Counter(c.uuid for c in consumers).items() if count > 1)
     if twice:
         raise _bad_gang(f"A gang names each consumer once, not {', '.join(twice)} twice or more.")
     min_count = body.get("min_count", len(consumers))
