@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from berth.domain.capacity import Inventory, headroom
 from berth.domain.weighing import (
     HostFacts,
     Multipliers,
     best_first,
+    best_first_of,
+    first_best_of,
     free_amount,
     host_facts,
     multipliers_for,
@@ -146,3 +151,11 @@ def test_ties_within_epsilon_are_shuffled_and_no_one_else_is():
 def test_weights_further_apart_than_epsilon_are_not_ties():
     for seed in range(20):
         assert best_first([1.0, 1.0 + 1e-6], shuffle=random.Random(seed).shuffle) == [1, 0]
+
+
+@given(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.0 + 1e-12]), min_size=1, max_size=30), st.integers(0, 1000))
+def test_the_first_best_is_the_first_of_the_best_first_order_with_the_same_draw(weights, seed):
+    values = np.array(weights)
+    first = first_best_of(values, random.Random(seed).randrange)
+    assert first == next(best_first_of(values, random.Random(seed).randrange))
+    assert values[first] >= values.max() - 1e-9

@@ -32,7 +32,7 @@ from typing import Final, Literal, NamedTuple, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first_of, weigh_arrays
+from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first_of, first_best_of, weigh_arrays
 
 # The most consumers one gang may name (the body's schema holds callers to it).
 MAX_GANG: Final = 1000
@@ -91,7 +91,7 @@ class Dealer:
     randrange: Callable[[int, int], int] | None = None
     weights_dealt: list[float] = field(default_factory=list)
 
-    def weights(self, indexes: Sequence[int]) -> npt.NDArray[np.float64]:
+    def weights(self, indexes: Sequence[int] | npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
         """The weights of the trees at ``indexes``, normalised over them."""
         chosen = np.asarray(indexes, dtype=np.intp)
         weights = weigh_arrays(
@@ -110,18 +110,23 @@ class Dealer:
     def best(self, indexes: Sequence[int]) -> tuple[int, float]:
         """The tree of ``indexes`` the weighers rank first (ties at random), and its weight."""
         weights = self.weights(indexes)
-        first = next(best_first_of(weights, self.randrange))
+        first = first_best_of(weights, self.randrange)
         return indexes[first], float(weights[first])
 
     def deal(self, indexes: Sequence[int], room: dict[int, int], count: int) -> list[int]:
         """``count`` members dealt one at a time over the trees of ``indexes`` with ``room`` left,
         each to the best of them as the facts stand; the tree of each, in order."""
+        trees = np.asarray(indexes, dtype=np.intp)
+        left = np.array([room[index] for index in indexes], dtype=np.int64)
         dealt: list[int] = []
         for _ in range(count):
-            open_ = [index for index in indexes if room[index] > 0]
-            index, weight = self.best(open_)
+            open_ = np.flatnonzero(left > 0)
+            weights = self.weights(trees[open_])
+            first = first_best_of(weights, self.randrange)
+            index = int(trees[open_[first]])
+            left[open_[first]] -= 1
             room[index] -= 1
-            self.place(index, weight)
+            self.place(index, float(weights[first]))
             dealt.append(index)
         return dealt
 
