@@ -294,7 +294,10 @@ def test_a_class_only_pools_serve_reads_the_anchored_trees_it_needs_not_all(api,
     # Ten times as many trees anchored to the pool.
     _overcommitted_cloud(api, 300)
     many = _vm_steps(db, query, limit=3)
-    assert many <= few + 2, (few, many)
+    # Reading every anchored tree would grow with their number (ten times as many here); what
+    # grows with the cloud instead is the narrowing's own reads, a few hundred steps (counted in
+    # hundreds, so a step more or less rounds either way).
+    assert many < 2 * few, (few, many)
 
 
 BEYOND_MAX_UNIT = "resources=VCPU:2,MEMORY_MB:8000"
@@ -330,9 +333,11 @@ def test_the_narrowing_of_these_shapes_answers_as_the_walk(api, db, monkeypatch,
 
 
 def test_a_walk_of_the_same_pools_again_reads_its_trees_in_one_window(api, db, monkeypatch):
-    # One host in ten anchored to the pool: the first walk widens its window until it holds the
-    # trees it wants; the next starts as wide as the first found it needed.
+    # One host in ten anchored to the pool, after many hosts that are not: the first walk widens
+    # its window until it holds the trees it wants; the next starts as wide as the first needed.
     aggregate = new_uuid()
+    for index in range(300):
+        api.create_provider(f"before{index}", inventory=OVERCOMMITTED)
     for index in range(200):
         api.create_provider(f"h{index}", inventory=OVERCOMMITTED, aggregates=[aggregate] if index % 10 == 9 else None)
     api.create_provider(

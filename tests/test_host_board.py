@@ -211,14 +211,17 @@ def test_a_background_thread_keeps_the_board_fresh_while_picks_read_it(api, app,
     board = HostBoard(min_age=0.05)
     host = api.create_provider("h", inventory=HOST)
     board.refresh_in_background(db, app.provider_cache)
-    # Read at once; the first pick waits for that read rather than finding the board empty.
-    assert list(board.use().index_of) == [_id(db, host)]
-    api.allocate(new_uuid(), {host: {"VCPU": 3}})
-    deadline = time.monotonic() + 10
-    while board.view.cpus[0] == 8 and time.monotonic() < deadline:
-        board.use()
-        time.sleep(0.02)
-    assert board.view.cpus[0] == 5
+    try:
+        # Read at once; the first pick waits for that read rather than finding the board empty.
+        assert list(board.use().index_of) == [_id(db, host)]
+        api.allocate(new_uuid(), {host: {"VCPU": 3}})
+        deadline = time.monotonic() + 10
+        while board.view.cpus[0] == 8 and time.monotonic() < deadline:
+            board.use()
+            time.sleep(0.02)
+        assert board.view.cpus[0] == 5
+    finally:
+        board.stop_refreshing()
 
 
 def test_a_board_no_pick_reads_still_follows_the_cloud_seldom(api, app, db, monkeypatch):
@@ -227,14 +230,17 @@ def test_a_board_no_pick_reads_still_follows_the_cloud_seldom(api, app, db, monk
     monkeypatch.setattr(host_board, "UNUSED_REFRESH_SHARE", 1.0)
     board = HostBoard(min_age=0.05)
     board.refresh_in_background(db, app.provider_cache)
-    deadline = time.monotonic() + 10
-    while not board.last_refresh_seconds and time.monotonic() < deadline:
-        time.sleep(0.02)
-    # No pick reads it: a cloud built since is on the board within the unused board's interval.
-    hosts = [api.create_provider(f"h{i}", inventory=HOST) for i in range(3)]
-    while len(board.view.roots) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert sorted(board.view.index_of) == sorted(_id(db, host) for host in hosts)
+    try:
+        deadline = time.monotonic() + 10
+        while not board.last_refresh_seconds and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # No pick reads it: a cloud built since is on the board within the unused board's interval.
+        hosts = [api.create_provider(f"h{i}", inventory=HOST) for i in range(3)]
+        while len(board.view.roots) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(board.view.index_of) == sorted(_id(db, host) for host in hosts)
+    finally:
+        board.stop_refreshing()
 
 
 def test_an_unused_board_is_read_again_each_second_unless_reading_it_costs_more():

@@ -370,14 +370,17 @@ class CandidateFinder:
         lowest, width = 0, ANCHORED_DENSITY.first_width(anchored.aggregates, target)
         pending: set[int] = set()
         seen: set[int] = set(self._barren_pools(anchored))
-        found = 0
+        found, start = 0, None
         while lowest < highest:
             upper = min(lowest + width, highest)
             new = anchored_between(self.conn, anchored, lowest, upper) - seen - pending
-            found += len(new)
-            pending |= new
+            if new:
+                found += len(new)
+                start = min(new) if start is None else start
+                pending |= new
             lowest = upper
-            ANCHORED_DENSITY.remember(anchored.aggregates, found, lowest)
+            if start is not None:
+                ANCHORED_DENSITY.remember(anchored.aggregates, start, found, lowest)
             if len(pending) < target and lowest < highest:
                 # Sparse: a wider window next, so that a batch takes few statements.
                 width *= 2

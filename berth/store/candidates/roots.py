@@ -150,27 +150,31 @@ _HINTS = _WideHints()
 
 
 class _AnchoredDensity:
-    """How densely the trees anchored to some aggregates lay among the provider ids, as this
-    process last walked them: the width of the first window a walk of the same aggregates reads,
-    so that a limited request reads its trees in one statement instead of one per window doubled
-    from a blind guess (three of them, 0.8 ms, at 100,000 hosts on PostgreSQL). A hint only: a
-    window too narrow is followed by a wider one, one too wide reads more rows than needed."""
+    """Where the trees anchored to some aggregates begin among the provider ids and how densely they
+    lay from there, as this process last walked them: the width of the first window a walk of the
+    same aggregates reads, so that a limited request reads its trees in one statement instead of
+    one per window doubled from a blind guess (three of them, 0.8 ms, at 100,000 hosts on
+    PostgreSQL). A hint only: a window too narrow is followed by a wider one, one too wide reads
+    more rows than needed."""
 
     def __init__(self) -> None:
-        self._trees_per_id: dict[frozenset[int], float] = {}
+        # aggregates -> (the lowest root found, trees per id from there)
+        self._seen: dict[frozenset[int], tuple[int, float]] = {}
 
     def first_width(self, aggregates: frozenset[int], target: int) -> int:
-        density = self._trees_per_id.get(aggregates)
-        if not density:
+        seen = self._seen.get(aggregates)
+        if seen is None:
             return 2 * target
+        start, density = seen
         # A fifth more than the density says, so that one window holds the target most times.
-        return max(2 * target, int(target * 1.2 / density) + 1)
+        return max(2 * target, start + int(target * 1.2 / density) + 1)
 
-    def remember(self, aggregates: frozenset[int], trees: int, width: int) -> None:
-        if trees and width > 0:
-            if len(self._trees_per_id) > 1_000:
-                self._trees_per_id.clear()
-            self._trees_per_id[aggregates] = trees / width
+    def remember(self, aggregates: frozenset[int], start: int, trees: int, end: int) -> None:
+        """``trees`` found with roots from ``start`` in the windows up to provider id ``end``."""
+        if trees and end > start:
+            if len(self._seen) > 1_000:
+                self._seen.clear()
+            self._seen[aggregates] = (start, trees / (end - start))
 
 
 ANCHORED_DENSITY = _AnchoredDensity()
@@ -180,7 +184,7 @@ def forget_wide_hints() -> None:
     """Forget which conditions were found wide, and the count of trees (tests, and a database that
     changed under the process)."""
     _HINTS._until.clear()
-    ANCHORED_DENSITY._trees_per_id.clear()
+    ANCHORED_DENSITY._seen.clear()
     _TREES.read_at = -float("inf")
 
 

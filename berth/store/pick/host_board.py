@@ -173,6 +173,7 @@ class HostBoard:
         self.last_refresh_seconds = 0.0
         self.background = False
         self._first_read = threading.Event()
+        self._stopped = threading.Event()
         # When a pick last read the board: one that no pick reads is refreshed seldom.
         self._used_at = -float("inf")
 
@@ -191,7 +192,12 @@ class HostBoard:
         if not self.enabled:
             return
         self.background = True
+        self._stopped.clear()
         threading.Thread(target=self._keep_fresh, args=(db, cache), name="berth-host-board", daemon=True).start()
+
+    def stop_refreshing(self) -> None:
+        """End the background thread (before its database goes away: tests)."""
+        self._stopped.set()
 
     def _keep_fresh(self, db: Database, cache: ProviderCache) -> None:
         # Read at once, picks or not: a large cloud's first read takes seconds.
@@ -199,15 +205,14 @@ class HostBoard:
             db.read(lambda conn: self.refresh(conn, cache, force=True))
         except Exception:  # noqa: BLE001 - the loop below tries again
             LOG.exception("reading the host board failed; trying again")
-        while True:
-            time.sleep(max(_NAP, self._age_needed - (time.monotonic() - self._read_at)))
+        while not self._stopped.wait(max(_NAP, self._age_needed - (time.monotonic() - self._read_at))):
             if not self.due():
                 continue
             try:
                 db.read(lambda conn: self.refresh(conn, cache))
             except Exception:  # noqa: BLE001 - a failed read must not end the thread; the next one retries
                 LOG.exception("reading the host board failed; trying again")
-                time.sleep(1.0)
+                self._stopped.wait(1.0)
 
     def due(self) -> bool:
         """Whether the board is old: older than its refresh needs when picks read it lately; when
