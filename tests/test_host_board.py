@@ -257,6 +257,12 @@ def test_an_unused_board_is_read_again_each_second_unless_reading_it_costs_more(
     assert not board.due()
     board._read_at = now - 6
     assert board.due()
+    # A large cloud's board, whose reads take seconds, is still read at least every 30 s.
+    board.last_refresh_seconds = 5.0
+    board._read_at = now - 20
+    assert not board.due()
+    board._read_at = now - host_board.UNUSED_STALEST_SECONDS - 1
+    assert board.due()
     # Read by picks lately: as often as its refreshes allow.
     board._used_at, board._read_at = now, now - 0.2
     board._age_needed = 0.1

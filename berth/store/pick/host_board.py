@@ -52,16 +52,20 @@ FIRST_READ_WAIT: Final = 60.0
 # The background thread's shortest wait between two looks at the board.
 _NAP: Final = 0.02
 # A board no pick read for this long is refreshed less often: at most once a
-# ``UNUSED_REFRESH_SECONDS``, and for at most ``UNUSED_REFRESH_SHARE`` of a worker's time.
+# ``UNUSED_REFRESH_SECONDS``, and for at most ``UNUSED_REFRESH_SHARE`` of a worker's time, but at
+# least once a ``UNUSED_STALEST_SECONDS``.
 UNUSED_SECONDS: Final = 30.0
 # So that an unused board still follows the cloud (a refresh reads again only the trees that
 # changed) and the first picks after a quiet spell, or after a cloud was built, find it nearly
 # current instead of waiting for a read of every new tree (seconds at 100,000 hosts). Every 30 s,
 # as it was, a 10,000-host cloud built in 15 s was not on the boards of the workers that had not
 # picked yet: their first picks waited for a read of every tree (a p99 of 863 ms in the bench's
-# first second). Idle, a refresh reads one row a stretch of 64 trees.
+# first second). Idle, a refresh reads one row a stretch of 64 trees. A large cloud's refreshes,
+# which take seconds while it is built, still come every 30 s, as they did: read less often, its
+# board was further behind when the picks came, and their first refresh read more trees.
 UNUSED_REFRESH_SECONDS: Final = 1.0
 UNUSED_REFRESH_SHARE: Final = 0.02
+UNUSED_STALEST_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
 REFRESH_SHARE: Final = 0.1
 
@@ -216,14 +220,16 @@ class HostBoard:
 
     def due(self) -> bool:
         """Whether the board is old: older than its refresh needs when picks read it lately; when
-        none did, older than ``UNUSED_REFRESH_SECONDS`` and than its refresh's share allows."""
+        none did, older than ``UNUSED_REFRESH_SECONDS`` and than its refresh's share allows, or
+        than ``UNUSED_STALEST_SECONDS``."""
         now = time.monotonic()
         age = now - self._read_at
         if age < self._age_needed:
             return False
         if now - self._used_at < UNUSED_SECONDS:
             return True
-        return age >= max(UNUSED_REFRESH_SECONDS, self.last_refresh_seconds / UNUSED_REFRESH_SHARE)
+        interval = max(UNUSED_REFRESH_SECONDS, self.last_refresh_seconds / UNUSED_REFRESH_SHARE)
+        return age >= min(interval, UNUSED_STALEST_SECONDS)
 
     def read_if_empty(self, conn: Connection, cache: ProviderCache) -> None:
         """Read the board now if it holds no tree (a worker whose board was read before the cloud
