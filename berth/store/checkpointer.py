@@ -5,7 +5,7 @@ them back into the database file. By default the commit that finds the log past 
 that checkpoint itself: it copies megabytes and waits for two fsyncs while it still holds the lock
 every other writer of the file waits for. The commit of a gang of 100 members (300 allocations, 100
 consumers, the indexes' pages they touch) took 12.6 ms on average that way, 6.5 ms without the
-checkpoints, at 10,000 hosts.
+checkpoints, at 10,000 hosts (by hand, in process: docs/performance.md).
 
 A PASSIVE checkpoint waits for no reader and stops no writer, so a daemon thread of each process
 that writes makes one every ``CHECKPOINT_SECONDS``, on a connection of its own. The commits keep
