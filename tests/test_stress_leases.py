@@ -65,7 +65,7 @@ class Scripted(Claimer):
         self.answers = answers
         self.sent = []
 
-    def request(self, row, method, path, body=None):
+    def request(self, row, method, path, body=None, expected=()):
         self.sent.append((method, path))
         status, payload = self.answers(method, path)
         r = Response(status, json.dumps(payload).encode() if payload is not None else b"")
@@ -156,3 +156,39 @@ def test_a_confirmation_refused_as_expired_before_the_expiry_is_reported():
     c.answers = answers
     record = run_plan(c, "confirm")
     assert record["outcome"] == "confirm-expired" and problems(c) == ["lease released early"]
+
+
+class ScriptedClient:
+    """An HTTP client answering as a test chooses, so that the claimer's own judgement of each
+    answer (``Claimer.request``) runs."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def request(self, method, path, body=None):
+        status, payload = self.answers(method, path)
+        return Response(status, json.dumps(payload).encode() if payload is not None else b"")
+
+
+def test_a_confirmation_answered_404_after_the_expiry_is_no_violation():
+    # A failover outlasting the lease: the reaper released it before the confirmation arrived.
+    base = pick_answers(-0.5, lambda: False)
+    gone = {"errors": [{"status": 404, "title": "Not Found", "detail": "the lease expired", "code": "x"}]}
+
+    def answers(method, path):
+        return (404, gone) if path.endswith("/confirm") else base(method, path)
+
+    layout = {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None}
+    c = Claimer(0, "http://127.0.0.1:9", layout, 1, "failover", threading.Event(), None, 1.0)
+    c.client = ScriptedClient(answers)
+    record = run_plan(c, "confirm")
+    assert record["outcome"] == "confirm-expired" and problems(c) == []
+    assert c.stats[("confirm", "other")] == 1
+
+
+def test_an_unexpected_404_elsewhere_is_still_a_violation():
+    layout = {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None}
+    c = Claimer(0, "http://127.0.0.1:9", layout, 1, "failover", threading.Event(), None, 1.0)
+    c.client = ScriptedClient(lambda method, path: (404, {"errors": [{"status": 404, "title": "", "detail": ""}]}))
+    c.request("delete", "DELETE", f"/allocations/{A}")
+    assert problems(c) == ["unexpected HTTP 404"]

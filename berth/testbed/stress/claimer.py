@@ -72,8 +72,11 @@ class Claimer:
 
     # -- HTTP with classification
 
-    def request(self, row: str, method: str, path: str, body: Any = None) -> tuple[str, Response | None]:
-        """Returns (column, response or None)."""
+    def request(
+        self, row: str, method: str, path: str, body: Any = None, expected: tuple[int, ...] = ()
+    ) -> tuple[str, Response | None]:
+        """Returns (column, response or None).  A status in ``expected`` is an answer the caller
+        judges itself (a confirmation's 404 tells that the lease expired and was released)."""
         sent_at = time.time()
         self.connection_failed = False
         try:
@@ -92,7 +95,7 @@ class Claimer:
             problem = error_body_problem(r)
             if problem:
                 self.problem(f"error body not in Placement's format ({problem})", method, path, body, r, None, sent_at)
-        problem = status_problem(r.status_code, self.faulty)
+        problem = None if r.status_code in expected else status_problem(r.status_code, self.faulty)
         if problem:
             self.problem(problem, method, path, body, r, None, sent_at)
         return column, r
