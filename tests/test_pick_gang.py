@@ -30,7 +30,7 @@ from berth.domain.weighing import Multipliers, multipliers_for
 from berth.store import schema
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.pick.gang import GangRequest, pick_gang
-from berth.store.pick.gang_board import claim_gang_on_board, place_gang, plan_gang_on_board
+from berth.store.pick.gang_board import GangBoardPlan, PlanOutdated, claim_gang_on_board, place_gang, plan_gang_on_board
 from berth.store.pick.gang_plan import MAX_GANG, Dealer, GangTree, Plan, SpreadOver, Within, plan_gang
 from berth.store.pick.host_board import HostBoard
 from berth.store.pick.request import Consumer
@@ -591,13 +591,14 @@ def test_a_plan_whose_room_was_taken_since_writes_nothing_and_the_gang_goes_else
     )
     cache = ProviderCache()
     plan = db.read(lambda conn: plan_gang_on_board(conn, request, cache, HostBoard(min_age=0.0)))
-    assert plan is not None and len(plan.members) == 2
+    assert isinstance(plan, GangBoardPlan) and len(plan.members) == 2
     planned = {member.root_id for member in plan.members}
     # Packed: both on one host, which a claim then fills before the gang's write.
     assert len(planned) == 1
     uuid_of = {member.root_id: plan.providers[member.root_id].uuid for member in plan.members}
     _fill(api, uuid_of[next(iter(planned))])
-    assert db.write(lambda conn: claim_gang_on_board(conn, request, plan)) is None
+    with pytest.raises(PlanOutdated):
+        db.write(lambda conn: claim_gang_on_board(conn, request, plan))
     for consumer in consumers:
         assert api.get(f"/allocations/{consumer}").json_body["allocations"] == {}
     # Planned again from a new read, which sees the host full.
@@ -621,6 +622,26 @@ def test_a_board_behind_the_books_that_sees_no_room_does_not_refuse_a_gang_that_
         assert api.delete(f"/allocations/{consumer}").status_code == 204
     answer = _post(api, _gang(4)).json_body
     assert answer["placed"] == 4 and sorted(Counter(_roots(answer)).values()) == [2, 2]
+
+
+def test_a_rack_the_board_does_not_hold_yet_is_read_before_every_tree_is_searched(api, app, monkeypatch):
+    if not app.host_board.enabled:
+        pytest.skip("without a board every gang searches every tree")
+    app.host_board = HostBoard(min_age=3600.0)
+    hosts = _hosts(api, 3, vcpus=4)
+    _post(api, _gang(1))  # the board is read now, without the rack
+    rack = new_uuid()
+    for host in hosts[:2]:
+        generation = api.get(f"/resource_providers/{host}").json_body["generation"]
+        body = {"aggregates": [rack], "resource_provider_generation": generation}
+        assert api.put(f"/resource_providers/{host}/aggregates", body).status_code == 200
+
+    def every_tree(*args, **kwargs):
+        raise AssertionError("the gang was placed by a search of every tree in its write")
+
+    monkeypatch.setattr("berth.store.pick.gang_board.pick_gang", every_tree)
+    answer = _post(api, _gang(4, topology={"within": [rack]})).json_body
+    assert answer["placed"] == 4 and set(_roots(answer)) <= set(hosts[:2])
 
 
 def test_a_topology_may_name_every_rack_of_a_large_cloud_and_no_more_than_its_bound(api):

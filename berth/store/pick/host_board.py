@@ -251,14 +251,29 @@ class HostBoard:
         if not self.enabled or not (force or self.due()) or not self._refreshing.acquire(blocking=False):
             return
         try:
-            started = time.monotonic()
-            self._read(conn, cache)
-            self._read_at = time.monotonic()
-            self.last_refresh_seconds = self._read_at - started
-            self._age_needed = max(self.min_age, self.last_refresh_seconds / REFRESH_SHARE)
-            self._first_read.set()
+            self._refresh_now(conn, cache)
         finally:
             self._refreshing.release()
+
+    def catch_up(self, conn: Connection, cache: ProviderCache) -> None:
+        """Read the board again now, for a plan it fell short on: or, when another thread is
+        reading it, wait for that read, which ends after the plan was made."""
+        asked_at = time.monotonic()
+        if not self.enabled or not self._refreshing.acquire(timeout=FIRST_READ_WAIT):
+            return
+        try:
+            if self._read_at < asked_at:
+                self._refresh_now(conn, cache)
+        finally:
+            self._refreshing.release()
+
+    def _refresh_now(self, conn: Connection, cache: ProviderCache) -> None:
+        started = time.monotonic()
+        self._read(conn, cache)
+        self._read_at = time.monotonic()
+        self.last_refresh_seconds = self._read_at - started
+        self._age_needed = max(self.min_age, self.last_refresh_seconds / REFRESH_SHARE)
+        self._first_read.set()
 
     def _read(self, conn: Connection, cache: ProviderCache) -> None:
         stretches = {row[0]: (row[1], row[2], row[3]) for row in fetch(conn, _STRETCH_SIGNATURES)}
