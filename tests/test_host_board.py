@@ -399,3 +399,23 @@ def test_without_the_board_a_pick_weighs_the_books_as_they_stand(db):
         picked[pick_board] = picks
     assert picked[False] == [True, True]
     assert picked[True] == [True, False]
+
+
+def test_the_trees_a_sharing_provider_serves_are_those_of_its_aggregates_but_its_own_and_kept():
+    roots = np.array([10, 11, 12, 13], dtype=np.int64)
+    empty = np.zeros(4)
+    view = host_board.BoardView(
+        roots=roots,
+        index_of={10: 0, 11: 1, 12: 2, 13: 3},
+        room={},
+        ram=empty,
+        cpus=empty,
+        disk=empty,
+        by_aggregate={1: np.array([0, 1], dtype=np.intp), 2: np.array([1, 3], dtype=np.intp)},
+        by_root_trait={},
+    )
+    served = view.anchored(frozenset({1, 2}), own_root=13)
+    assert served.tolist() == [0, 1]
+    assert view.anchored(frozenset({1, 2}), own_root=13) is served  # worked out once per view
+    assert view.anchored(frozenset({2}), own_root=99).tolist() == [1, 3]
+    assert view.anchored(frozenset({7}), own_root=10).tolist() == []

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -127,6 +127,24 @@ class BoardView:
     by_aggregate: Mapping[int, IndexArray]
     # trait -> the trees whose root has it
     by_root_trait: Mapping[int, IndexArray]
+    # (aggregates, root) -> ``anchored``'s answer, for the view's life
+    _anchored: dict[tuple[frozenset[int], int], IndexArray] = field(default_factory=dict, compare=False, repr=False)
+
+    def anchored(self, aggregates: frozenset[int], own_root: int) -> IndexArray:
+        """The trees with a provider in any of ``aggregates``, but for ``own_root``'s: those a
+        sharing provider in them serves. Worked out once per view (every pick of a cloud with
+        sharing pools asked it again, a tenth of a worker's time): a view's aggregates change
+        only with a new view (``_updated`` makes one when a tree's do)."""
+        key = (aggregates, own_root)
+        found = self._anchored.get(key)
+        if found is None:
+            lists = [self.by_aggregate[a] for a in aggregates if a in self.by_aggregate]
+            found = np.unique(np.concatenate(lists)) if lists else _NONE
+            own = self.index_of.get(own_root)
+            if own is not None:
+                found = found[found != own]
+            self._anchored[key] = found
+        return found
 
     def roots_allowed(self, required: Sequence[frozenset[int]], forbidden: frozenset[int]) -> npt.NDArray[np.bool_]:
         """Which trees' roots have a trait of each of ``required`` (each a set of alternatives)

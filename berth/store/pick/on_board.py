@@ -218,12 +218,7 @@ def claim_on_board(
 
 def _anchored(board: BoardView, shared: ProviderData) -> npt.NDArray[np.intp]:
     """The trees in an aggregate with this sharing provider, other than its own."""
-    found = [board.by_aggregate[a] for a in shared.aggregates if a in board.by_aggregate]
-    if not found:
-        return np.zeros(0, dtype=np.intp)
-    trees = np.unique(np.concatenate(found))
-    own = board.index_of.get(shared.root_id)
-    return trees[trees != own] if own is not None else trees
+    return board.anchored(shared.aggregates, shared.root_id)
 
 
 def _group_mask(board: BoardView, policy: str | None, members: Counter[int]) -> npt.NDArray[np.bool_]:
