@@ -40,6 +40,21 @@ class ServerRecords:
         )
         self._by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
         self._live_by_id = self._by_id.where(servers.c.deleted_at.is_(None))
+        self._take_slot = (
+            servers.update()
+            .where(
+                servers.c.id == sa.bindparam("server_id"),
+                servers.c.operation_id.is_(None),
+                servers.c.deleted_at.is_(None),
+                servers.c.status.in_(sa.bindparam("allowed", expanding=True)),
+            )
+            .values(operation_id=sa.bindparam("holder"), updated_at=self._now)
+        )
+        self._create = servers.insert().values(
+            created_at=self._now, updated_at=self._now, old_request=None, host=None, move_id=None, fault=None
+        )
+        # An end's update, by the columns its outcome changes (a handful of sets in all).
+        self._end_by_columns: dict[frozenset[str], sa.Update] = {}
 
     # -- the journal's companion --------------------------------------------------------------------
 
@@ -51,14 +66,7 @@ class ServerRecords:
             return
         allowed = server_states.ALLOWED[operation.kind]
         taken = conn.execute(
-            servers.update()
-            .where(
-                servers.c.id == operation.instance_uuid,
-                servers.c.operation_id.is_(None),
-                servers.c.deleted_at.is_(None),
-                servers.c.status.in_(allowed),
-            )
-            .values(operation_id=operation.id, updated_at=self._now)
+            self._take_slot, {"server_id": operation.instance_uuid, "allowed": list(allowed), "holder": operation.id}
         ).rowcount
         if taken == 1:
             return
@@ -81,23 +89,18 @@ class ServerRecords:
         request = {key: value for key, value in operation.request.items() if key != "destination"}
         group = request.get("server_group") or {}
         conn.execute(
-            servers.insert().values(
-                id=operation.instance_uuid,
-                name=str(request.get("name") or ""),
-                project_id=str(request["project_id"]),
-                user_id=str(request["user_id"]),
-                request=request,
-                old_request=None,
-                group_id=group.get("uuid"),
-                status=server_states.BUILDING,
-                host=None,
-                operation_id=operation.id,
-                move_id=None,
-                fault=None,
-                created_at=self._now,
-                updated_at=self._now,
-                deleted_at=None,
-            )
+            self._create,
+            {
+                "id": operation.instance_uuid,
+                "name": str(request.get("name") or ""),
+                "project_id": str(request["project_id"]),
+                "user_id": str(request["user_id"]),
+                "request": request,
+                "group_id": group.get("uuid"),
+                "status": server_states.BUILDING,
+                "operation_id": operation.id,
+                "deleted_at": None,
+            },
         )
 
     def ending(self, conn: Connection, operation: Operation) -> None:
@@ -111,10 +114,20 @@ class ServerRecords:
         now = conn.execute(self._clock).scalar_one()
         changes = server_states.outcome(record(row), operation, now)
         conn.execute(
-            servers.update()
-            .where(servers.c.id == operation.instance_uuid, servers.c.operation_id == operation.id)
-            .values(**changes, operation_id=None, updated_at=now)
+            self._end(frozenset(changes)),
+            {**changes, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now},
         )
+
+    def _end(self, columns: frozenset[str]) -> sa.Update:
+        """The end's update of these columns (besides the slot and the time), built once."""
+        statement = self._end_by_columns.get(columns)
+        if statement is None:
+            statement = self._end_by_columns[columns] = (
+                servers.update()
+                .where(servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder"))
+                .values({**{name: sa.bindparam(name) for name in columns | {"updated_at"}}, "operation_id": None})
+            )
+        return statement
 
     # -- reads ----------------------------------------------------------------------------------------
 
