@@ -134,6 +134,3 @@ def compare_command(first_url: str, second_url: str, token: str, second_token: s
     click.echo(f"{len(real)} differences, {len(found) - len(real)} informational", err=True)
     if real:
         raise click.exceptions.Exit(1)
-
-
-BOOKS_COMMANDS: list[click.Command] = [export_command, import_command, compare_command]
