@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -159,3 +160,26 @@ def test_the_first_best_is_the_first_of_the_best_first_order_with_the_same_draw(
     first = first_best_of(values, random.Random(seed).randrange)
     assert first == next(best_first_of(values, random.Random(seed).randrange))
     assert values[first] >= values.max() - 1e-9
+
+
+_VALUES = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.0 + 1e-12, 2.0, -np.inf])
+
+
+@given(st.lists(_VALUES, min_size=1, max_size=300), st.integers(0, 1000), st.floats(0.0, 1.0))
+def test_the_best_drawn_first_from_a_sample_give_the_order_and_draws_of_the_whole(weights, seed, head_share):
+    values = np.array(weights)
+    whole = list(best_first_of(values, random.Random(seed).randrange, sample_from=len(values) + 1))
+    sampled = list(best_first_of(values, random.Random(seed).randrange, sample_from=1, head_share=head_share))
+    assert sampled == whole
+    assert sorted(whole) == [index for index, value in enumerate(weights) if value != -np.inf]
+
+
+def test_a_large_array_is_ordered_from_its_best_first():
+    values = np.random.default_rng(7).random(50_000)
+    values[123] = 5.0
+    values[[7, 40_000]] = 4.0  # a tie, drawn in the order of the whole array
+    for seed in range(5):
+        first = list(itertools.islice(best_first_of(values, random.Random(seed).randrange), 20))
+        whole = list(itertools.islice(best_first_of(values, random.Random(seed).randrange, sample_from=10**9), 20))
+        assert first == whole and first[0] == 123 and set(first[1:3]) == {7, 40_000}
+        assert list(values[first[3:]]) == sorted(values[first[3:]], reverse=True)

@@ -209,27 +209,74 @@ def weigh_arrays(
     return weights
 
 
+# From this many weights on, ``best_first_of`` works on the best of them first (``HEAD_SHARE``
+# of them, found from a sample of ``_SAMPLE`` spread over the array): each run of ties costs two
+# passes over the array, and a pick that tries the best 16 of 100,000 distinct weights spent
+# 1.3 ms on them.
+SAMPLE_FROM: Final = 4096
+_SAMPLE: Final = 1024
+HEAD_SHARE: Final = 8 / 1024
+
+
 def best_first_of(
-    weights: npt.NDArray[np.float64], randrange: Callable[[int, int], int] | None = None, epsilon: float = TIE_EPSILON
+    weights: npt.NDArray[np.float64],
+    randrange: Callable[[int, int], int] | None = None,
+    epsilon: float = TIE_EPSILON,
+    *,
+    sample_from: int = SAMPLE_FROM,
+    head_share: float = HEAD_SHARE,
 ) -> Iterator[int]:
     """The order of ``best_first`` as a generator over an array, each run of ties in random order
     (``randrange`` defaults to the ``random`` module's): only as much of the order is worked out as
     the caller takes, so that a pick, which usually takes the first, does not shuffle the ten
-    thousand equal hosts of a fresh cloud."""
+    thousand equal hosts of a fresh cloud.
+
+    On ``sample_from`` weights or more, the runs are first drawn from the weights above a bound
+    that a sample of them puts near the best ``head_share``, as long as a run cannot reach below
+    the bound (every weight it holds is then among those above); the rest of the order over the
+    whole array after that. The runs, their order and the draws are those of the whole array's."""
     randrange = randrange or random.randrange
+    count = len(weights)
+    given: list[npt.NDArray[np.intp]] = []
+    sample = np.sort(weights[:: max(1, count // _SAMPLE)]) if count >= sample_from else None
+    bound = float(sample[-max(1, int(len(sample) * head_share))]) if sample is not None else np.inf
+    # (When the sample's best are ties of its best, so is the head's first run, which then reaches
+    # below the bound: the whole array at once.)
+    if sample is not None and sample[-1] - epsilon > bound:
+        head = np.flatnonzero(weights > bound)
+        values = weights[head]
+        order = np.argsort(-values, kind="stable")
+        descending = -values[order]  # ascending: the head's weights, best first, negated
+        start = 0
+        while start < len(order):
+            top = float(values[order[start]])
+            if top == -np.inf or top - epsilon <= bound:
+                break
+            end = int(np.searchsorted(descending, -(top - epsilon), side="right"))
+            tied = np.sort(head[order[start:end]])  # in the whole array's order, as np.flatnonzero gives
+            given.append(tied)
+            start = end
+            yield from _shuffled(tied, randrange)
     left = weights.astype(np.float64, copy=True)
+    for tied in given:
+        left[tied] = -np.inf
     while len(left):
         top = left.max()
         if top == -np.inf:
             return
         tied = np.flatnonzero(left >= top - epsilon)
         left[tied] = -np.inf
-        # A Fisher-Yates shuffle from the front, one place at a time, as far as the caller goes.
-        count = len(tied)
-        for place in range(count):
-            other = randrange(place, count) if count - place > 1 else place
-            tied[place], tied[other] = tied[other], tied[place]
-            yield int(tied[place])
+        yield from _shuffled(tied, randrange)
+
+
+def _shuffled(tied: npt.NDArray[np.intp], randrange: Callable[[int, int], int]) -> Iterator[int]:
+    """A Fisher-Yates shuffle from the front, one place at a time, as far as the caller goes."""
+    tied = tied.copy()
+    count = len(tied)
+    for place in range(count):
+        other = randrange(place, count) if count - place > 1 else place
+        tied[place], tied[other] = tied[other], tied[place]
+        yield int(tied[place])
 
 
 def first_best_of(
