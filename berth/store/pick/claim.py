@@ -50,14 +50,7 @@ def _claim(
     conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]], provider_ids: Mapping[str, int]
 ) -> bool:
     """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
-    request = ConsumerAllocations(
-        consumer_uuid=consumer.uuid,
-        allocations=allocations,
-        project_id=consumer.project_id,
-        user_id=consumer.user_id,
-        consumer_generation=None,
-        consumer_type=consumer.consumer_type,
-    )
+    request = new_consumer_allocations(consumer, allocations)
     try:
         with attempt(conn):
             replace_allocations(conn, [request], provider_ids=provider_ids, new_consumers=True)
@@ -67,3 +60,16 @@ def _claim(
         # No room left, or a provider deleted since the search read it.
         return False
     return True
+
+
+def new_consumer_allocations(consumer: Consumer, allocations: dict[str, dict[str, int]]) -> ConsumerAllocations:
+    """What a pick writes for a consumer: its allocations, as a consumer that must not exist yet
+    (no generation)."""
+    return ConsumerAllocations(
+        consumer_uuid=consumer.uuid,
+        allocations=allocations,
+        project_id=consumer.project_id,
+        user_id=consumer.user_id,
+        consumer_generation=None,
+        consumer_type=consumer.consumer_type,
+    )

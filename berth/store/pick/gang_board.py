@@ -49,6 +49,7 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.avoided import avoided_roots, board_mask
+from berth.store.pick.claim import new_consumer_allocations
 from berth.store.pick.gang import (
     MOST_PLANS,
     GangMember,
@@ -66,7 +67,7 @@ from berth.store.pick.on_board import _anchored, _disk_with_sharing, _group_mask
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
-from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
+from berth.store.placement.allocations import replace_allocations
 from berth.store.server_groups import membership
 
 # Plans on the board, each in a read of its own, before the gang searches every tree in its write.
@@ -414,17 +415,7 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
                 set_lease(conn, consumer.uuid, request.lease_seconds)
         replace_allocations(
             conn,
-            [
-                ConsumerAllocations(
-                    consumer_uuid=consumer.uuid,
-                    allocations=allocations,
-                    project_id=consumer.project_id,
-                    user_id=consumer.user_id,
-                    consumer_generation=None,
-                    consumer_type=consumer.consumer_type,
-                )
-                for consumer, _, allocations in written
-            ],
+            [new_consumer_allocations(consumer, allocations) for consumer, _, allocations in written],
             provider_ids={providers[pid].uuid: pid for _, member, _ in written for pid in member.candidate.allocations},
             new_consumers=True,
         )
