@@ -212,7 +212,7 @@ def weigh_arrays(
 # From this many weights on, ``best_first_of`` works on the best of them first (``HEAD_SHARE``
 # of them, found from a sample of ``_SAMPLE`` spread over the array): each run of ties costs two
 # passes over the array, and a pick that tries the best 16 of 100,000 distinct weights spent
-# 1.3 ms on them.
+# 766 µs on them (135 µs so).
 SAMPLE_FROM: Final = 4096
 _SAMPLE: Final = 1024
 HEAD_SHARE: Final = 8 / 1024
@@ -256,7 +256,7 @@ def best_first_of(
             tied = np.sort(head[order[start:end]])  # in the whole array's order, as np.flatnonzero gives
             given.append(tied)
             start = end
-            yield from _shuffled(tied, randrange)
+            yield from _shuffled(tied.copy(), randrange)  # ``given`` keeps the run as found
     left = weights.astype(np.float64, copy=True)
     for tied in given:
         left[tied] = -np.inf
@@ -270,8 +270,8 @@ def best_first_of(
 
 
 def _shuffled(tied: npt.NDArray[np.intp], randrange: Callable[[int, int], int]) -> Iterator[int]:
-    """A Fisher-Yates shuffle from the front, one place at a time, as far as the caller goes."""
-    tied = tied.copy()
+    """A Fisher-Yates shuffle of ``tied`` in place, from the front, one place at a time, as far as
+    the caller goes."""
     count = len(tied)
     for place in range(count):
         other = randrange(place, count) if count - place > 1 else place

@@ -18,8 +18,8 @@ again, and the plan holds only if they are what the read found; the members' lea
 (one conditional write of the whole gang, ``replace_allocations``) and memberships are written.
 When the write refuses (a concurrent writer took the room meanwhile), ``PlanOutdated`` rolls the
 whole transaction back, nothing written, and the gang is planned again in a new read
-(``place_gang``), whose
-search of the planned trees sees what the writers took. When the board's plan does not place
+(``place_gang``), whose search of the planned trees sees what the writers took. When the board's
+plan does not place
 every member, the board is read again first (``HostBoard.catch_up``: it may not hold yet what
 the books do, such as the racks of a topology just changed) and the gang planned on it once more.
 After ``PLANS_IN_A_READ`` plans, or when the board still falls short, ``pick_gang`` places the
@@ -455,8 +455,9 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
 def place_gang(db: Database, request: GangRequest, cache: ProviderCache, board: HostBoard) -> GangPick:
     """The gang placed: planned on the board in a read (on SQLite the write transaction holds every
     writer back) and written in a write of its own, planned again from a new read when concurrent
-    writers took the room meanwhile, at most ``PLANS_IN_A_READ`` times; then, or when the board
-    does not place every member, by ``pick_gang``, which searches every tree in its write."""
+    writers took the room meanwhile, at most ``PLANS_IN_A_READ`` times in all; when the board does
+    not place every member, once more after the board is read again; then, or when the board still
+    falls short, by ``pick_gang``, which searches every tree in its write."""
     caught_up = False
     for _ in range(PLANS_IN_A_READ):
         plan = db.read(lambda conn: plan_gang_on_board(conn, request, cache, board))

@@ -133,7 +133,7 @@ class BoardView:
     def anchored(self, aggregates: frozenset[int], own_root: int) -> IndexArray:
         """The trees with a provider in any of ``aggregates``, but for ``own_root``'s: those a
         sharing provider in them serves. Worked out once per view (every pick of a cloud with
-        sharing pools asked it again, a tenth of a worker's time): a view's aggregates change
+        sharing pools asked it again, 7 % of a worker's samples): a view's aggregates change
         only with a new view (``_updated`` makes one when a tree's do)."""
         key = (aggregates, own_root)
         found = self._anchored.get(key)
