@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from berth.domain.capacity import Inventory, headroom
@@ -166,6 +166,11 @@ _VALUES = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.0 + 1e-12, 2.0
 
 
 @given(st.lists(_VALUES, min_size=1, max_size=300), st.integers(0, 1000), st.floats(0.0, 1.0))
+# A run of ties whose best comes after another of its weights: drawn in the whole array's order.
+@example(weights=[0.5, 1.0, 1.0 + 1e-12, 0.2], seed=0, head_share=1.0)
+# A run that reaches below the bound (1.0): drawn whole, over the array.
+@example(weights=[2.0, 1.0 + 1e-12, 1.0, 0.0], seed=0, head_share=0.75)
+@example(weights=[2.0, 1.0 + 1e-12, 1.0, 0.0], seed=1, head_share=0.75)
 def test_the_best_drawn_first_from_a_sample_give_the_order_and_draws_of_the_whole(weights, seed, head_share):
     values = np.array(weights)
     whole = list(best_first_of(values, random.Random(seed).randrange, sample_from=len(values) + 1))
