@@ -56,12 +56,24 @@ def stamp(moment: float) -> str:
     return datetime.datetime.fromtimestamp(moment, datetime.UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
+# One claimer of a run with faults, on a layout of one host.
+CLAIMER_ARGS = (
+    0,
+    "http://127.0.0.1:9",
+    {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None},
+    1,
+    "failover",
+    threading.Event(),
+    None,
+    1.0,
+)
+
+
 class Scripted(Claimer):
     """A claimer whose requests get the answers a test chooses: (status, body) per request."""
 
     def __init__(self, answers):
-        layout = {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None}
-        super().__init__(0, "http://127.0.0.1:9", layout, 1, "failover", threading.Event(), None, 1.0)
+        super().__init__(*CLAIMER_ARGS)
         self.answers = answers
         self.sent = []
 
@@ -178,8 +190,7 @@ def test_a_confirmation_answered_404_after_the_expiry_is_no_violation():
     def answers(method, path):
         return (404, gone) if path.endswith("/confirm") else base(method, path)
 
-    layout = {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None}
-    c = Claimer(0, "http://127.0.0.1:9", layout, 1, "failover", threading.Event(), None, 1.0)
+    c = Claimer(*CLAIMER_ARGS)
     c.client = ScriptedClient(answers)
     record = run_plan(c, "confirm")
     assert record["outcome"] == "confirm-expired" and problems(c) == []
@@ -187,8 +198,7 @@ def test_a_confirmation_answered_404_after_the_expiry_is_no_violation():
 
 
 def test_an_unexpected_404_elsewhere_is_still_a_violation():
-    layout = {"all": [HOST], "hosts": [HOST], "gpus": {}, "aggregate": "a", "sharing": None}
-    c = Claimer(0, "http://127.0.0.1:9", layout, 1, "failover", threading.Event(), None, 1.0)
+    c = Claimer(*CLAIMER_ARGS)
     c.client = ScriptedClient(lambda method, path: (404, {"errors": [{"status": 404, "title": "", "detail": ""}]}))
     c.request("delete", "DELETE", f"/allocations/{A}")
     assert problems(c) == ["unexpected HTTP 404"]
