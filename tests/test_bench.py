@@ -14,6 +14,7 @@ import click
 import pytest
 
 from berth.cli.bench import bench_command
+from berth.testbed.bench.candidates import ROUNDS, rounds_of
 from berth.testbed.bench.config import BenchConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
@@ -533,3 +534,11 @@ def test_a_gang_violation_or_over_commit_fails_the_run():
     assert gang_failures(result) == ["hosts=60: gangs of 10, within: 2 violations"]
     result["gangs"]["sizes"]["10"]["within"] = {**clean, "over_commits": 1}
     assert gang_failures(result) == ["hosts=60: gangs of 10, within: errors, over-commits or usage mismatches"]
+
+
+@pytest.mark.parametrize("queries", [1, 5, 10, 23, 100, 101])
+def test_each_variants_requests_are_split_into_even_rounds(queries):
+    shares = rounds_of(queries)
+    assert sum(shares) == queries
+    assert len(shares) == min(ROUNDS, queries)
+    assert max(shares) - min(shares) <= 1

@@ -5,8 +5,8 @@ For each host count the benchmark
 1. builds the layout (compute hosts, nested GPU children, sharing disk providers in aggregates) with
    ``create_clients`` threads and reports providers created per second (:mod:`.cloud`);
 2. times sequential ``GET /allocation_candidates`` requests of five kinds and of the six worst ones
-   (:mod:`.worst_queries`, after adding the wide trees of :mod:`.wide_trees`), median and p95
-   (:mod:`.candidates`);
+   (:mod:`.worst_queries`, after adding the wide trees of :mod:`.wide_trees`), median and p95, every
+   variant a tenth of its requests at a time, in turn (:mod:`.candidates`);
 3. runs ``clients`` threads that claim resources as a scheduler would (candidates, then
    ``PUT /allocations/{consumer}``) for ``claims_seconds`` and counts claims, conflicts and errors;
 4. checks that no provider that received claims is over-committed, and that the server's usages

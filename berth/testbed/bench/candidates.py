@@ -21,6 +21,8 @@ from berth.testbed.parallel import Stop
 from berth.testbed.report import percentile
 
 WARMUPS = 5
+# The timed requests of each variant are taken in this many rounds, every variant in each.
+ROUNDS = 10
 # berth serve generates at most this many candidates per request unless told otherwise
 # (--max-candidates / $BERTH_MAX_CANDIDATES); a bench against --url assumes the default.
 DEFAULT_MAX_CANDIDATES = 1000
@@ -87,58 +89,79 @@ def _first_answer_checks(name: str, body: dict[str, Any], layout_sets: dict[str,
     return sum(1 for req in body["allocation_requests"] if set(req["allocations"]) & layout_sets["sharing"])
 
 
-def measure_variant(
-    client: Client,
-    name: str,
-    queries: int,
-    expected: int,
-    layout_sets: dict[str, set[str]],
-    stop: Stop,
-    query: str | None = None,
-) -> dict[str, Any]:
-    """``WARMUPS`` untimed then ``queries`` timed requests of one variant (``query``, by default the
-    variant's own)."""
-    query = query or VARIANTS[name]
-    path = f"/allocation_candidates?{query}"
-    times: list[float] = []
-    counts: set[int] = set()
-    problems: list[str] = []
-    errors = sharing_used = 0
-    for n in range(WARMUPS + queries):
+class VariantTiming:
+    """The timed requests of one variant, taken a few at a time (``take``) between those of the
+    others, and what they answered."""
+
+    def __init__(self, name: str, query: str, expected: int, layout_sets: dict[str, set[str]]):
+        self.name = name
+        self.query = query
+        self.path = f"/allocation_candidates?{query}"
+        self.expected = expected
+        self.layout_sets = layout_sets
+        self.times: list[float] = []
+        self.counts: set[int] = set()
+        self.problems: list[str] = []
+        self.errors = 0
+        self.sharing_used = 0
+
+    def warm_up(self, client: Client, stop: Stop) -> None:
+        """``WARMUPS`` untimed requests; the first answer checked against the layout."""
+        for n in range(WARMUPS):
+            body = self._send(client, stop)[0]
+            if n == 0 and body is not None:
+                self.sharing_used = _first_answer_checks(self.name, body, self.layout_sets, self.problems)
+
+    def take(self, client: Client, queries: int, stop: Stop) -> None:
+        """``queries`` timed requests."""
+        for _ in range(queries):
+            body, elapsed = self._send(client, stop)
+            if body is not None:
+                self.times.append(elapsed * 1000)
+                self.counts.add(len(body["allocation_requests"]))
+
+    def _send(self, client: Client, stop: Stop) -> tuple[dict[str, Any] | None, float]:
         if stop:
             raise KeyboardInterrupt
         t0 = time.perf_counter()
-        r = client.get(path)
+        r = client.get(self.path)
         elapsed = time.perf_counter() - t0
-        if r.status_code != 200:
-            errors += 1
-            if len(problems) < 3:
-                problems.append(f"HTTP {r.status_code}: {r.text[:300]}")
-        elif n == 0:
-            sharing_used = _first_answer_checks(name, r.json(), layout_sets, problems)
-        elif n >= WARMUPS:
-            times.append(elapsed * 1000)
-            counts.add(len(r.json()["allocation_requests"]))
-    entry = {
-        "query": query,
-        "queries": len(times),
-        "errors": errors,
-        "median_ms": round(statistics.median(times), 2) if times else None,
-        "p95_ms": round(percentile(times, 95), 2) if times else None,
-        "allocation_requests": sorted(counts)[0] if len(counts) == 1 else sorted(counts),
-        "expected_allocation_requests": expected,
-        "requests_using_sharing_provider": sharing_used,
-        "problems": problems,
-    }
-    if counts and counts != {expected}:
-        problems.append(f"{name}: returned {sorted(counts)} allocation requests, expected {expected}")
-    return entry
+        if r.status_code == 200:
+            return r.json(), elapsed
+        self.errors += 1
+        if len(self.problems) < 3:
+            self.problems.append(f"HTTP {r.status_code}: {r.text[:300]}")
+        return None, elapsed
+
+    def entry(self) -> dict[str, Any]:
+        times, counts = self.times, self.counts
+        problems = list(self.problems)
+        if counts and counts != {self.expected}:
+            problems.append(f"{self.name}: returned {sorted(counts)} allocation requests, expected {self.expected}")
+        return {
+            "query": self.query,
+            "queries": len(times),
+            "errors": self.errors,
+            "median_ms": round(statistics.median(times), 2) if times else None,
+            "p95_ms": round(percentile(times, 95), 2) if times else None,
+            "allocation_requests": sorted(counts)[0] if len(counts) == 1 else sorted(counts),
+            "expected_allocation_requests": self.expected,
+            "requests_using_sharing_provider": self.sharing_used,
+            "problems": problems,
+        }
+
+
+def rounds_of(queries: int, rounds: int = ROUNDS) -> list[int]:
+    """``queries`` split into at most ``rounds`` rounds as even as can be."""
+    rounds = max(1, min(rounds, queries))
+    return [queries // rounds + (1 if n < queries % rounds else 0) for n in range(rounds)]
 
 
 def measure_candidates(
     client: Client, queries: int, hosts: int, layout: dict[str, Any], cap: int, stop: Stop
 ) -> dict[str, dict[str, Any]]:
-    """Every variant in turn; the worst ones need the wide trees of :mod:`.wide_trees` built first."""
+    """Every variant's latency, the variants taken in turn, round after round; the worst ones need the
+    wide trees of :mod:`.wide_trees` built first."""
     layout_sets = {
         "hosts": set(layout["hosts"]),
         "fast": {u for i, u in enumerate(layout["hosts"]) if i % 2 == 0},
@@ -148,13 +171,22 @@ def measure_candidates(
     }
     expected = {**expected_counts(hosts, cap), **worst_expected_counts(hosts, cap)}
     queries_by_name = {**VARIANTS, **worst_queries(layout)}
+    timings = [VariantTiming(name, query, expected[name], layout_sets) for name, query in queries_by_name.items()]
+    for timing in timings:
+        timing.warm_up(client, stop)
+    # Every variant a few requests at a time, in turn: a stretch of the server's own background work
+    # (a worker reading the cloud just built into its board takes a quarter of a second at 10,000
+    # hosts) then falls on all of them alike instead of on whichever variant it met.
+    for share in rounds_of(queries):
+        for timing in timings:
+            timing.take(client, share, stop)
     results = {}
-    for name, query in queries_by_name.items():
-        entry = results[name] = measure_variant(client, name, queries, expected[name], layout_sets, stop, query)
+    for timing in timings:
+        entry = results[timing.name] = timing.entry()
         for problem in entry["problems"]:
             log(f"  WARNING {problem}")
         log(
-            f"  {name}: median {entry['median_ms']} ms, p95 {entry['p95_ms']} ms, "
+            f"  {timing.name}: median {entry['median_ms']} ms, p95 {entry['p95_ms']} ms, "
             f"{entry['allocation_requests']} allocation requests"
         )
     return results
