@@ -168,6 +168,34 @@ def test_a_sharing_pools_disk_counts_for_the_trees_anchored_to_it(api, app, db, 
     assert answer["root_provider_uuid"] == anchored
 
 
+def test_a_pools_disk_taken_since_the_board_was_read_weighs_and_fits_as_it_now_is(api, app, db, board):
+    # Each pick reads the pools as they stand, while the board (and what it worked out from the
+    # pools once) stays as it was read.
+    first, second = new_uuid(), new_uuid()
+    host_a = api.create_provider("a", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[first])
+    host_b = api.create_provider("b", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[second])
+    for name, disk, aggregate in (("pool-a", 1000, first), ("pool-b", 600, second)):
+        api.create_provider(
+            name, inventory={"DISK_GB": disk}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+        )
+    _refresh(app, db)
+
+    def pick():
+        body = {
+            "query": {"resources": "VCPU:1,DISK_GB:500"},
+            "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+            "weigh": {"policy": "spread", "multipliers": {"ram": 0, "cpu": 0, "disk": 1}},
+        }
+        r = api.post("/berth/pick", body)
+        assert r.status_code == 200, r.data
+        return r.json_body["root_provider_uuid"]
+
+    assert pick() == host_a  # 1000 GB free against 600
+    assert pick() == host_b  # 500 against 600
+    assert pick() == host_a  # pool-b has 100 left: only pool-a can take 500
+    assert _pick(api, {"VCPU": 1, "DISK_GB": 500}, expect=409)["errors"][0]["code"] == "berth.pick.no_valid_host"
+
+
 # --- the arithmetic ------------------------------------------------------------------------------
 
 facts = st.lists(
@@ -191,6 +219,21 @@ def test_arrays_weigh_as_the_weighers_do(hosts, weights, policy):
     expected = weigh([HostFacts(r, c, d, 0, g) for r, c, d, g in hosts], weights, policy)
     columns = [np.array([host[i] for host in hosts], dtype=np.float64) for i in range(4)]
     assert weigh_arrays(*columns, weights, policy).tolist() == expected
+
+
+@given(
+    hosts=facts,
+    weights=multipliers,
+    policy=st.sampled_from([None, "soft-affinity", "soft-anti-affinity"]),
+    chosen=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_arrays_weighed_where_a_mask_says_weigh_as_those_hosts_alone(hosts, weights, policy, chosen):
+    mask = np.array(chosen[: len(hosts)])
+    columns = [np.array([host[i] for host in hosts], dtype=np.float64) for i in range(4)]
+    alone = weigh_arrays(*(column[mask] for column in columns), weights, policy)
+    where = weigh_arrays(*columns, weights, policy, where=mask)
+    assert where[mask].tolist() == alone.tolist()
+    assert (where[~mask] == -np.inf).all()
 
 
 @given(weights=st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.0 + 1e-12, 2.0]), min_size=1, max_size=20))

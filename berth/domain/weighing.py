@@ -191,9 +191,12 @@ def weigh_arrays(
     group_members: npt.NDArray[np.float64],
     multipliers: Multipliers,
     group_policy: SoftGroupPolicy | None = None,
+    *,
+    where: npt.NDArray[np.bool_] | None = None,
 ) -> npt.NDArray[np.float64]:
     """``weigh`` over hosts given as arrays of their facts (one entry per host, indexed alike),
-    without the instances weigher; the same arithmetic, so the same weights."""
+    without the instances weigher; the same arithmetic, so the same weights. ``where``: only the
+    hosts it marks are weighed, as if they were the only ones given; the others weigh ``-inf``."""
     columns = [(ram, multipliers.ram), (cpus, multipliers.cpu), (disk, multipliers.disk)]
     if group_policy == "soft-affinity":
         columns.append((group_members, multipliers.soft_affinity))
@@ -203,9 +206,18 @@ def weigh_arrays(
     for values, multiplier in columns:
         if not multiplier or not len(values):
             continue
-        lowest, highest = values.min(), values.max()
+        if where is None:
+            lowest, highest = values.min(), values.max()
+        else:
+            lowest, highest = values.min(where=where, initial=np.inf), values.max(where=where, initial=-np.inf)
         if highest > lowest:
-            weights += multiplier * ((values - lowest) / (highest - lowest))
+            # multiplier * ((values - lowest) / (highest - lowest)), in one array instead of three.
+            normalised = values - lowest
+            normalised /= highest - lowest
+            normalised *= multiplier
+            weights += normalised
+    if where is not None:
+        weights[~where] = -np.inf
     return weights
 
 

@@ -25,9 +25,9 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +129,8 @@ class BoardView:
     by_root_trait: Mapping[int, IndexArray]
     # (aggregates, root) -> ``anchored``'s answer, for the view's life
     _anchored: dict[tuple[frozenset[int], int], IndexArray] = field(default_factory=dict, compare=False, repr=False)
+    # ``derived``'s arrays, for the view's life
+    _derived: dict[Hashable, npt.NDArray[Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def anchored(self, aggregates: frozenset[int], own_root: int) -> IndexArray:
         """The trees with a provider in any of ``aggregates``, but for ``own_root``'s: those a
@@ -144,6 +146,14 @@ class BoardView:
             if own is not None:
                 found = found[found != own]
             self._anchored[key] = found
+        return found
+
+    def derived(self, key: Hashable, make: Callable[[], npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        """An array ``make`` works out from what a view never changes (its trees, their aggregates
+        and root traits) and what ``key`` names, made once per view; the caller must not write to it."""
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived[key] = make()
         return found
 
     def roots_allowed(self, required: Sequence[frozenset[int]], forbidden: frozenset[int]) -> npt.NDArray[np.bool_]:

@@ -43,6 +43,8 @@ from berth.store.pick.host_board import BoardView, FloatArray, HostBoard, IndexA
 from berth.store.pick.request import Pick, PickRequest, soft_policy
 from berth.store.server_groups import membership
 
+BoolArray = npt.NDArray[np.bool_]
+
 MOST_TRIES: Final = 16
 # Trees whose candidates are searched in the read, before the write transaction: the first is
 # nearly always the one claimed.
@@ -102,67 +104,131 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
     )
     sharing = finder.sharing
-    room = np.ones(len(view.roots), dtype=bool)
-    for rc, amount in plain:
-        may_fit = view.room_of(rc) >= amount
-        for shared in sharing.values():
-            inventory = shared.inventories.get(rc)
-            if inventory is not None and inventory.can_take(amount):
-                may_fit[_anchored(view, shared)] = True
-        room &= may_fit
+    room = _room_for(view, plain, sharing)
     # The search of one tree does not look at its root's traits (the search of every tree reads
-    # them with the trees): the board decides them.
-    roots_ok = view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
-    roots_ok &= board_mask(view.roots, avoided_roots(conn, request.avoid_trees))
-    fits = room & roots_ok
+    # them with the trees): the board decides them. Each mask below is left out (None: every tree)
+    # where it would keep every tree, since each is a pass over the whole board: at 100,000 trees
+    # the passes were most of a pick's time on the board.
+    roots_ok = _and(
+        view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
+        if resolved.request.root_required or resolved.request.root_forbidden
+        else None,
+        _avoided_mask(view, avoided_roots(conn, request.avoid_trees)),
+    )
+    fits = _both(room, roots_ok)
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
-    group_ok = _group_mask(view, group.policy if group is not None else None, members)
-    allowed = fits & group_ok
-    indexes = np.flatnonzero(allowed)
-    if not len(indexes):
+    group_ok = _group_mask_or_none(view, group.policy if group is not None else None, members)
+    allowed = _both(fits, group_ok)
+    allowed_count = int(np.count_nonzero(allowed))
+    if not allowed_count:
         return None
     weighed = weighed_classes(conn)
+    policy = soft_policy(group)
 
-    def weights_of(chosen: IndexArray) -> FloatArray:
+    def weights_of(mask: BoolArray | None) -> FloatArray:
+        """The weights of the trees ``mask`` marks (None: of every tree), the others ``-inf``:
+        weighed where they lie, since gathering the board's columns for the trees that fit cost
+        more than weighing them."""
         return weigh_arrays(
-            view.ram[chosen],
-            view.cpus[chosen],
-            _disk_with_sharing(view, sharing, weighed)[chosen],
-            _members_on(view, members)[chosen],
+            view.ram,
+            view.cpus,
+            _disk_with_sharing(view, sharing, weighed),
+            # Read by the soft policies' weighers only.
+            _members_on(view, members) if policy is not None else _NO_MEMBERS,
             request.multipliers,
-            soft_policy(group),
+            policy,
+            where=mask,
         )
 
-    weights = weights_of(indexes)
-    ranking = best_first_of(weights)
-    tried = [(int(indexes[chosen]), float(weights[chosen])) for chosen in itertools.islice(ranking, MOST_TRIES)]
+    weights = weights_of(None if allowed_count == len(view.roots) else allowed)
+    ranking = _weighed_best_first(weights)
+    tried = [(chosen, float(weights[chosen])) for chosen in itertools.islice(ranking, MOST_TRIES)]
     searched = finder.candidates_in_each([int(view.roots[index]) for index, _ in tried[:SEARCHED_IN_THE_READ]])
     trees = [
         PlannedTree(index, int(view.roots[index]), weight, searched.get(int(view.roots[index]), ()))
         for index, weight in tried
     ]
     rest = itertools.chain(
-        (
-            PlannedTree(int(indexes[chosen]), int(view.roots[indexes[chosen]]), float(weights[chosen]))
-            for chosen in ranking
-        ),
+        (PlannedTree(chosen, int(view.roots[chosen]), float(weights[chosen])) for chosen in ranking),
         # Then those the board thinks too full, for the alternates only: freed since it was read?
-        _freed_since(view, np.flatnonzero(~room & roots_ok & group_ok), weights_of),
+        _freed_since(view, lambda: _both(_both(~room, roots_ok), group_ok), weights_of),
     )
-    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, int(fits.sum()), len(indexes), rest)
+    fitted = int(np.count_nonzero(fits))
+    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, fitted, allowed_count, rest)
+
+
+def _weighed_best_first(weights: FloatArray) -> Iterator[int]:
+    """The trees ``weights`` weighed (not ``-inf``), best first."""
+    for chosen in best_first_of(weights):
+        if weights[chosen] == -np.inf:
+            return
+        yield int(chosen)
+
+
+_NO_MEMBERS: Final = np.zeros(0)
+
+
+def _and(mask: BoolArray | None, other: BoolArray | None) -> BoolArray | None:
+    """Both masks (None: every tree)."""
+    if mask is None:
+        return other
+    if other is None:
+        return mask
+    return mask & other
+
+
+def _both(mask: BoolArray, other: BoolArray | None) -> BoolArray:
+    """``mask``, narrowed by ``other`` if there is one."""
+    return mask if other is None else mask & other
+
+
+def _room_for(view: BoardView, plain: Sequence[tuple[int, int]], sharing: Mapping[int, ProviderData]) -> BoolArray:
+    """The trees with room for each of ``plain``'s amounts: on one of their providers, or on a sharing
+    provider anchored to them."""
+    amounts = dict(plain)
+    # The sharing providers with room for each class asked, in one pass over them.
+    taking: dict[int, list[ProviderData]] = {}
+    for shared in sharing.values():
+        for rc, inventory in shared.inventories.items():
+            amount = amounts.get(rc)
+            if amount is not None and inventory.can_take(amount):
+                taking.setdefault(rc, []).append(shared)
+    room: BoolArray | None = None
+    for rc, amount in plain:
+        may_fit = view.room_of(rc) >= amount
+        pools = taking.get(rc)
+        if pools:
+            may_fit[_anchored_to_any(view, pools)] = True
+        room = may_fit if room is None else np.logical_and(room, may_fit, out=room)
+    return room if room is not None else np.ones(len(view.roots), dtype=bool)
+
+
+def _anchored_to_any(view: BoardView, pools: Sequence[ProviderData]) -> IndexArray:
+    """The trees any of ``pools`` is anchored to; the same pools come back pick after pick, and
+    marking each one's trees cost a pick at 100,000 hosts more than its weighing."""
+    key = ("anchored to any", frozenset((shared.id, shared.aggregates, shared.root_id) for shared in pools))
+
+    def union() -> IndexArray:
+        return np.unique(np.concatenate([_anchored(view, shared) for shared in pools]))
+
+    return view.derived(key, union)
+
+
+def _avoided_mask(view: BoardView, avoided: frozenset[int]) -> BoolArray | None:
+    return board_mask(view.roots, avoided) if avoided else None
 
 
 def _freed_since(
-    view: BoardView, indexes: IndexArray, weights_of: Callable[[IndexArray], FloatArray]
+    view: BoardView, mask_of: Callable[[], BoolArray], weights_of: Callable[[BoolArray], FloatArray]
 ) -> Iterator[PlannedTree]:
-    """The trees at ``indexes``, best first, weighed only once the walk gets to them."""
-    if not len(indexes):
+    """The trees ``mask_of()`` marks, best first, found and weighed only once the walk gets to them."""
+    mask = mask_of()
+    if not mask.any():
         return
-    weights = weights_of(indexes)
-    for chosen in best_first_of(weights):
-        index = int(indexes[chosen])
-        yield PlannedTree(index, int(view.roots[index]), float(weights[chosen]))
+    weights = weights_of(mask)
+    for index in _weighed_best_first(weights):
+        yield PlannedTree(index, int(view.roots[index]), float(weights[index]))
 
 
 def claim_on_board(
@@ -223,8 +289,14 @@ def _anchored(board: BoardView, shared: ProviderData) -> npt.NDArray[np.intp]:
 
 def _group_mask(board: BoardView, policy: str | None, members: Counter[int]) -> npt.NDArray[np.bool_]:
     """The trees the group's hard policy leaves (all when it has no members yet)."""
+    found = _group_mask_or_none(board, policy, members)
+    return found if found is not None else np.ones(len(board.roots), dtype=bool)
+
+
+def _group_mask_or_none(board: BoardView, policy: str | None, members: Counter[int]) -> BoolArray | None:
+    """``_group_mask``, None where it leaves every tree."""
     if policy not in ("anti-affinity", "affinity") or not members:
-        return np.ones(len(board.roots), dtype=bool)
+        return None
     holding = np.isin(board.roots, np.fromiter(members, dtype=np.int64))
     return ~holding if policy == "anti-affinity" else holding
 
@@ -243,18 +315,26 @@ def _disk_with_sharing(
 ) -> npt.NDArray[np.float64]:
     """Each tree's free disk with the whole free disk of every sharing provider anchored to it, as
     ``berth.store.pick.host_facts`` counts it."""
-    disk = board.disk
     disk_class = next((rc for rc, name in weighed.items() if name == "DISK_GB"), None)
-    for shared in sharing.values():
-        inventory = shared.inventories.get(disk_class) if disk_class is not None else None
-        if inventory is None:
-            continue
-        anchored = _anchored(board, shared)
-        if len(anchored):
-            if disk is board.disk:
-                disk = disk.copy()
-            disk[anchored] += free_amount("DISK_GB", inventory, inventory.used)
-    return disk
+    pools = [
+        (shared, inventory)
+        for shared in sharing.values()
+        if disk_class is not None and (inventory := shared.inventories.get(disk_class)) is not None
+    ]
+    if not pools:
+        return board.disk
+    free = tuple((shared, free_amount("DISK_GB", inventory, inventory.used)) for shared, inventory in pools)
+    key = ("sharing disk", frozenset((shared.id, shared.aggregates, shared.root_id, amount) for shared, amount in free))
+
+    def shared_disk() -> FloatArray:
+        # (Whole numbers of GB: summed in any order, the same.)
+        extra = np.zeros(len(board.roots))
+        for shared, amount in free:
+            extra[_anchored(board, shared)] += amount
+        return extra
+
+    extra: FloatArray = board.derived(key, shared_disk)
+    return board.disk + extra
 
 
 def _own_amounts(allocations: Mapping[int, Mapping[int, int]], sharing: Collection[int]) -> dict[int, int]:
