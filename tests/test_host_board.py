@@ -18,6 +18,8 @@ from berth.api.app import PlacementApp
 from berth.api.settings import Settings
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
+from berth.store.database import Database
+from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 from berth.store.pick import host_board
 from berth.store.pick.host_board import HostBoard
 
@@ -194,6 +196,64 @@ def test_a_pools_disk_taken_since_the_board_was_read_weighs_and_fits_as_it_now_i
     assert pick() == host_b  # 500 against 600
     assert pick() == host_a  # pool-b has 100 left: only pool-a can take 500
     assert _pick(api, {"VCPU": 1, "DISK_GB": 500}, expect=409)["errors"][0]["code"] == "berth.pick.no_valid_host"
+
+
+def _pick_writes(monkeypatch, fill=None):
+    """The pick handler's writes, as whether each wrote its first claim bare; ``fill(plan)`` runs
+    between the plan and the write, from a connection of its own."""
+    from berth.api.handlers import pick as pick_handler
+
+    writes: list[bool] = []
+    real_plan, real_pick = pick_handler.plan_on_board, pick_handler.pick_and_claim
+
+    def plan_then_fill(conn, request, cache, board):
+        plan = real_plan(conn, request, cache, board)
+        if fill is not None:
+            fill(plan)
+        return plan
+
+    def recorded(conn, request, cache, plan, **options):
+        writes.append(options["bare_first_claim"])
+        return real_pick(conn, request, cache, plan, **options)
+
+    monkeypatch.setattr(pick_handler, "plan_on_board", plan_then_fill)
+    monkeypatch.setattr(pick_handler, "pick_and_claim", recorded)
+    return writes
+
+
+def test_a_pick_writes_its_first_claim_once_without_a_savepoint(api, app, db, board, monkeypatch):
+    host = api.create_provider("a", inventory=HOST)
+    _refresh(app, db)
+    writes = _pick_writes(monkeypatch)
+    assert _pick(api, {"VCPU": 1})["root_provider_uuid"] == host
+    assert writes == [True]
+
+
+def test_a_tree_filled_between_the_plan_and_the_write_is_given_up_whole_and_the_pick_written_again(
+    api, app, db, board, monkeypatch
+):
+    roomy = api.create_provider("roomy", inventory={"VCPU": 4, "MEMORY_MB": 8192})
+    other = api.create_provider("other", inventory={"VCPU": 4, "MEMORY_MB": 4096})
+    _refresh(app, db)
+    other_writer = Database(db.url)
+
+    def fill(plan):
+        # Another writer takes every VCPU of the tree the plan tries first, the one it searched.
+        assert plan.trees[0].candidates and plan.providers[plan.trees[0].root_id].uuid == roomy
+        taken = ConsumerAllocations(new_uuid(), {roomy: {"VCPU": 4}}, "p", "u", None, "INSTANCE")
+        other_writer.write(lambda conn: replace_allocations(conn, [taken], new_consumers=True))
+
+    writes = _pick_writes(monkeypatch, fill)
+    try:
+        answer = _pick(api, {"VCPU": 2, "MEMORY_MB": 1024})
+    finally:
+        other_writer.dispose()
+    assert writes == [True, False]
+    assert answer["root_provider_uuid"] == other
+    # Nothing of the refused write is left: the roomy tree holds the other writer's claim alone.
+    assert _usage(api, roomy) == {"VCPU": 4, "MEMORY_MB": 0}
+    assert _usage(api, other) == {"VCPU": 2, "MEMORY_MB": 1024}
+    assert set(answer["allocation_request"]["allocations"]) == {other}
 
 
 # --- the arithmetic ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
+from berth.store.pick.claim import BareClaimRefused
 from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids
 from berth.store.pick.gang_board import place_gang
 from berth.store.pick.on_board import plan_on_board
@@ -58,10 +59,17 @@ def pick(call: Call) -> Reply:
         call.db.read(lambda conn: board.refresh(conn, call.provider_cache))
     cache = call.provider_cache
     plan = call.db.read(lambda conn: plan_on_board(conn, request, cache, board))
-    chosen = call.db.write(
-        lambda conn: pick_and_claim(conn, request, cache, plan, last=True),
-        settings=settings_for_pick(call.db.engine, request.consumer),
-    )
+
+    def write(bare_first_claim: bool) -> Pick:
+        return call.db.write(
+            lambda conn: pick_and_claim(conn, request, cache, plan, last=True, bare_first_claim=bare_first_claim),
+            settings=settings_for_pick(call.db.engine, request.consumer),
+        )
+
+    try:
+        chosen = write(True)
+    except BareClaimRefused:
+        chosen = write(False)
     return json_response(call, _answer(chosen, request.preempt))
 
 

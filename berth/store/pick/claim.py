@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -25,39 +26,59 @@ class Claimed:
     mappings: dict[str, list[str]]
 
 
+class BareClaimRefused(Exception):
+    """A claim written without a SAVEPOINT (``claim_tree``'s ``bare``) was refused: the transaction
+    holds part of it and must be rolled back whole."""
+
+
 def claim_tree(
     conn: Connection,
     consumer: Consumer,
     candidates: Sequence[Candidate],
     providers: Mapping[int, ProviderData],
     class_names: Mapping[int, str],
+    *,
+    bare: bool = False,
 ) -> Claimed | None:
     """The first of the tree's candidates that could be written, or None when concurrent writers
-    left room for none."""
+    left room for none.
+
+    ``bare``: the first candidate is written without a SAVEPOINT, and a refusal raises
+    ``BareClaimRefused`` instead of trying the next. For the first write of a transaction that its
+    caller can run again: on SQLite a SAVEPOINT keeps a copy of every page the claim changes, and
+    single picks without one placed 8-15 % more a second at 10,000 hosts, where the refusal it
+    guards against is rare (the candidate was read just before the write)."""
     for candidate in candidates:
         allocations = {
             providers[pid].uuid: {class_names[rc]: amount for rc, amount in by_rc.items()}
             for pid, by_rc in candidate.allocations.items()
         }
         known = {providers[pid].uuid: pid for pid in candidate.allocations}
-        if _claim(conn, consumer, allocations, known):
+        if _claim(conn, consumer, allocations, known, bare=bare):
             mappings = {suffix: [providers[pid].uuid for pid in ids] for suffix, ids in candidate.mappings.items()}
             return Claimed(candidate, allocations, mappings)
     return None
 
 
 def _claim(
-    conn: Connection, consumer: Consumer, allocations: dict[str, dict[str, int]], provider_ids: Mapping[str, int]
+    conn: Connection,
+    consumer: Consumer,
+    allocations: dict[str, dict[str, int]],
+    provider_ids: Mapping[str, int],
+    *,
+    bare: bool = False,
 ) -> bool:
     """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
     request = new_consumer_allocations(consumer, allocations)
     try:
-        with attempt(conn):
+        with nullcontext() if bare else attempt(conn):
             replace_allocations(conn, [request], provider_ids=provider_ids, new_consumers=True)
     except ConcurrentUpdate:
         raise  # the consumer exists already: no other tree would change that
-    except (Conflict, BadRequest):
+    except (Conflict, BadRequest) as refused:
         # No room left, or a provider deleted since the search read it.
+        if bare:
+            raise BareClaimRefused() from refused
         return False
     return True
 

@@ -232,11 +232,19 @@ def _freed_since(
 
 
 def claim_on_board(
-    conn: Connection, request: PickRequest, resolved: ResolvedQuery, cache: ProviderCache, plan: BoardPlan
+    conn: Connection,
+    request: PickRequest,
+    resolved: ResolvedQuery,
+    cache: ProviderCache,
+    plan: BoardPlan,
+    *,
+    bare_first_claim: bool = False,
 ) -> Pick | None:
     """In the pick's write transaction (its server group locked): the first planned tree that the
     group's policy still allows and that can be claimed, claimed, with the alternates asked for from
-    the trees ranked after it; None when none can be claimed."""
+    the trees ranked after it; None when none can be claimed. ``bare_first_claim``: the first claim
+    written is written bare (``claim_tree``): refused, it raises ``BareClaimRefused``. (A bare claim
+    either holds or raises, so every claim here until one is written is the first.)"""
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
@@ -245,14 +253,15 @@ def claim_on_board(
         if not group_allows(group.policy if group is not None else None, members, tree.root_id):
             continue
         providers = plan.providers
-        claimed = claim_tree(conn, request.consumer, tree.candidates, providers, class_names)
+        claimed = claim_tree(conn, request.consumer, tree.candidates, providers, class_names, bare=bare_first_claim)
         if claimed is None:
             # Not searched in the read, or taken since: the tree as this transaction sees it.
             finder = finder or CandidateFinder(
                 conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
             )
             providers = finder.providers
-            claimed = claim_tree(conn, request.consumer, finder.candidates_in(tree.root_id), providers, class_names)
+            found = finder.candidates_in(tree.root_id)
+            claimed = claim_tree(conn, request.consumer, found, providers, class_names, bare=bare_first_claim)
         if claimed is None:
             continue
         if group is not None:

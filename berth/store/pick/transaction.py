@@ -13,7 +13,8 @@ The steps, all inside the caller's write transaction (``Database.write``):
    each try writes the consumer's allocations through ``replace_allocations`` inside a SAVEPOINT,
    so that a tree whose capacity a concurrent writer took meanwhile (on PostgreSQL, whose
    statements each see what is committed when they start) is given up for the next one and no
-   candidate is tried twice;
+   candidate is tried twice (the API's first try of a planned tree goes without one: refused, the
+   whole write is rolled back and run again with them, ``bare_first_claim``);
 5. record the group membership in the same transaction, and the lease if one is asked for (set
    before the allocations are written, in the lock order ``berth.store.leases.ledger`` gives);
 6. name the alternates asked for: the trees after the one claimed in the same order, searched
@@ -60,7 +61,13 @@ EVERY_CANDIDATE: Final = 2**62
 
 
 def pick_and_claim(
-    conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None = None, *, last: bool = False
+    conn: Connection,
+    request: PickRequest,
+    cache: ProviderCache,
+    plan: BoardPlan | None = None,
+    *,
+    last: bool = False,
+    bare_first_claim: bool = False,
 ) -> Pick:
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
@@ -68,15 +75,20 @@ def pick_and_claim(
     are tried first; when none of them can be claimed, every tree is searched. When none fits and the
     request may preempt, consumers of lower priority are removed to make room
     (``berth.store.pick.preemption``). The consumer's priority is kept with it. ``last``: nothing
-    follows the pick in the transaction (the API's), whose COMMIT may then carry its quota check."""
+    follows the pick in the transaction (the API's), whose COMMIT may then carry its quota check.
+    ``bare_first_claim``: the planned tree claimed first is written without a SAVEPOINT, and if it
+    is refused ``berth.store.pick.claim.BareClaimRefused`` is raised, for the caller to roll the
+    transaction back and run the pick again without it (``claim_tree``)."""
     counts_own = count_own_consumer(conn, request.consumer)
-    chosen = _pick_and_claim(conn, request, cache, plan)
+    chosen = _pick_and_claim(conn, request, cache, plan, bare_first_claim)
     set_priority(conn, request.consumer.uuid, request.priority)
     check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own, last=last)
     return chosen
 
 
-def _pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None) -> Pick:
+def _pick_and_claim(
+    conn: Connection, request: PickRequest, cache: ProviderCache, plan: BoardPlan | None, bare_first_claim: bool
+) -> Pick:
     group = request.server_group
     if group is not None:
         membership.lock_group(conn, group.uuid, group.policy)
@@ -85,7 +97,7 @@ def _pick_and_claim(conn: Connection, request: PickRequest, cache: ProviderCache
         set_lease(conn, request.consumer.uuid, request.lease_seconds)
     resolved = resolve(conn, request.query)
     if plan is not None:
-        chosen = claim_on_board(conn, request, resolved, cache, plan)
+        chosen = claim_on_board(conn, request, resolved, cache, plan, bare_first_claim=bare_first_claim)
         if chosen is not None:
             return chosen
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
