@@ -19,9 +19,9 @@ from berth.api.settings import Settings
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
 from berth.store.database import Database
-from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 from berth.store.pick import host_board
 from berth.store.pick.host_board import HostBoard
+from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
 
@@ -522,3 +522,27 @@ def test_the_trees_a_sharing_provider_serves_are_those_of_its_aggregates_but_its
     assert view.anchored(frozenset({1, 2}), own_root=13) is served  # worked out once per view
     assert view.anchored(frozenset({2}), own_root=99).tolist() == [1, 3]
     assert view.anchored(frozenset({7}), own_root=10).tolist() == []
+
+
+def test_a_view_keeps_a_bounded_number_of_derived_arrays():
+    view = host_board.BoardView(
+        roots=np.array([10], dtype=np.int64),
+        index_of={10: 0},
+        room={},
+        ram=np.zeros(1),
+        cpus=np.zeros(1),
+        disk=np.zeros(1),
+        by_aggregate={},
+        by_root_trait={},
+    )
+    made = []
+
+    def make():
+        made.append(1)
+        return np.zeros(1)
+
+    first = view.derived(("free disk", 0), make)
+    assert view.derived(("free disk", 0), make) is first and len(made) == 1  # made once
+    for amount in range(1, 10 * host_board.MOST_DERIVED):
+        view.derived(("free disk", amount), make)
+    assert len(view._derived) <= host_board.MOST_DERIVED

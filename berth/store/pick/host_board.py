@@ -47,6 +47,8 @@ IndexArray = npt.NDArray[np.intp]
 LOG = logging.getLogger(__name__)
 
 MIN_AGE: Final = 0.1
+# The arrays one board view keeps (``BoardView.derived``).
+MOST_DERIVED: Final = 32
 # The longest a pick waits for a worker's first read of the board.
 FIRST_READ_WAIT: Final = 60.0
 # The background thread's shortest wait between two looks at the board.
@@ -150,9 +152,15 @@ class BoardView:
 
     def derived(self, key: Hashable, make: Callable[[], npt.NDArray[Any]]) -> npt.NDArray[Any]:
         """An array ``make`` works out from what a view never changes (its trees, their aggregates
-        and root traits) and what ``key`` names, made once per view; the caller must not write to it."""
+        and root traits) and what ``key`` names, made once per view while it is among the last
+        ``MOST_DERIVED`` kept; the caller must not write to it."""
         found = self._derived.get(key)
         if found is None:
+            if len(self._derived) >= MOST_DERIVED:
+                # A key may name state that moves on (a sharing pool's free disk), and a view lives
+                # as long as no tree is added or regrouped: kept without a bound, its arrays (one
+                # entry per tree each) would pile up pick after pick.
+                self._derived.clear()
             found = self._derived[key] = make()
         return found
 

@@ -107,8 +107,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     room = _room_for(view, plain, sharing)
     # The search of one tree does not look at its root's traits (the search of every tree reads
     # them with the trees): the board decides them. Each mask below is left out (None: every tree)
-    # where it would keep every tree, since each is a pass over the whole board: at 100,000 trees
-    # the passes were most of a pick's time on the board.
+    # where it would keep every tree: each is a pass over the whole board.
     roots_ok = _and(
         view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
         if resolved.request.root_required or resolved.request.root_forbidden
@@ -128,8 +127,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
 
     def weights_of(mask: BoolArray | None) -> FloatArray:
         """The weights of the trees ``mask`` marks (None: of every tree), the others ``-inf``:
-        weighed where they lie, since gathering the board's columns for the trees that fit cost
-        more than weighing them."""
+        weighed where they lie, without a copy of each of the board's columns gathered for them."""
         return weigh_arrays(
             view.ram,
             view.cpus,
