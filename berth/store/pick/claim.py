@@ -46,7 +46,7 @@ def claim_tree(
     ``bare``: the first candidate is written without a SAVEPOINT, and a refusal raises
     ``BareClaimRefused`` instead of trying the next. For the first write of a transaction that its
     caller can run again: on SQLite a SAVEPOINT keeps a copy of every page the claim changes, and
-    single picks without one placed 8-15 % more a second at 10,000 hosts, where the refusal it
+    single picks without one placed 5-13 % more a second at 10,000 hosts, where the refusal it
     guards against is rare (the candidate was read just before the write)."""
     for candidate in candidates:
         allocations = {
