@@ -197,19 +197,45 @@ def weigh_arrays(
     """``weigh`` over hosts given as arrays of their facts (one entry per host, indexed alike),
     without the instances weigher; the same arithmetic, so the same weights. ``where``: only the
     hosts it marks are weighed, as if they were the only ones given; the others weigh ``-inf``."""
+    columns = weighed_columns(ram, cpus, disk, group_members, multipliers, group_policy)
+    return weigh_columns(columns, len(ram), where=where)[0]
+
+
+WeighedColumn: TypeAlias = tuple[npt.NDArray[np.float64], float]
+# A column's lowest and highest value among the hosts weighed.
+Bounds: TypeAlias = tuple[float, float]
+
+
+def weighed_columns(
+    ram: npt.NDArray[np.float64],
+    cpus: npt.NDArray[np.float64],
+    disk: npt.NDArray[np.float64],
+    group_members: npt.NDArray[np.float64],
+    multipliers: Multipliers,
+    group_policy: SoftGroupPolicy | None = None,
+) -> list[WeighedColumn]:
+    """The columns ``weigh_arrays`` weighs, each with its multiplier, in the order it adds them."""
     columns = [(ram, multipliers.ram), (cpus, multipliers.cpu), (disk, multipliers.disk)]
     if group_policy == "soft-affinity":
         columns.append((group_members, multipliers.soft_affinity))
     elif group_policy == "soft-anti-affinity":
         columns.append((-group_members, multipliers.soft_anti_affinity))
-    weights = np.zeros(len(ram))
+    return [(values, multiplier) for values, multiplier in columns if multiplier and len(values)]
+
+
+def weigh_columns(
+    columns: Sequence[WeighedColumn], count: int, *, where: npt.NDArray[np.bool_] | None = None
+) -> tuple[npt.NDArray[np.float64], list[Bounds]]:
+    """``weigh_arrays`` over ``weighed_columns``' columns (``count`` hosts), with each column's
+    bounds among the hosts weighed, which ``weight_of`` needs to weigh one host as this did."""
+    weights = np.zeros(count)
+    bounds: list[Bounds] = []
     for values, multiplier in columns:
-        if not multiplier or not len(values):
-            continue
         if where is None:
             lowest, highest = values.min(), values.max()
         else:
             lowest, highest = values.min(where=where, initial=np.inf), values.max(where=where, initial=-np.inf)
+        bounds.append((float(lowest), float(highest)))
         if highest > lowest:
             # multiplier * ((values - lowest) / (highest - lowest)), in one array instead of three.
             normalised = values - lowest
@@ -218,7 +244,18 @@ def weigh_arrays(
             weights += normalised
     if where is not None:
         weights[~where] = -np.inf
-    return weights
+    return weights, bounds
+
+
+def weight_of(values: Sequence[float], multipliers: Sequence[float], bounds: Sequence[Bounds]) -> float:
+    """The weight ``weigh_columns`` gives a host weighed with the others, whose columns' values are
+    ``values``, given the columns' multipliers and bounds: the same operations in the same order,
+    so the same float."""
+    weight = 0.0
+    for value, multiplier, (lowest, highest) in zip(values, multipliers, bounds, strict=True):
+        if highest > lowest:
+            weight += (value - lowest) / (highest - lowest) * multiplier
+    return weight
 
 
 # From this many weights on, ``best_first_of`` works on the best of them first (``HEAD_SHARE``

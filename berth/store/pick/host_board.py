@@ -27,7 +27,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,10 @@ LOG = logging.getLogger(__name__)
 MIN_AGE: Final = 0.1
 # The arrays one board view keeps (``BoardView.derived``).
 MOST_DERIVED: Final = 32
+# The weighings one board view keeps (``BoardView.kept``).
+MOST_KEPT: Final = 8
+# The changed trees a view notes before it forgets them (``BoardView.changes_since``).
+MOST_CHANGES_NOTED: Final = 4096
 # The longest a pick waits for a worker's first read of the board.
 FIRST_READ_WAIT: Final = 60.0
 # The background thread's shortest wait between two looks at the board.
@@ -115,6 +119,18 @@ class _Tree:
     root_traits: frozenset[int]
 
 
+_Kept = TypeVar("_Kept")
+
+
+class _ChangeLog:
+    """The indexes of the trees a view wrote in place, in order, as far back as it remembers."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.start = 0
+        self.indexes: list[int] = []
+
+
 @dataclass(frozen=True)
 class BoardView:
     """The board at one refresh: arrays indexed alike, one entry per tree."""
@@ -133,6 +149,10 @@ class BoardView:
     _anchored: dict[tuple[frozenset[int], int], IndexArray] = field(default_factory=dict, compare=False, repr=False)
     # ``derived``'s arrays, for the view's life
     _derived: dict[Hashable, npt.NDArray[Any]] = field(default_factory=dict, compare=False, repr=False)
+    # ``kept``'s objects, for the view's life
+    _kept: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the trees written in place since the view was made (``changes_since``)
+    _changes: _ChangeLog = field(default_factory=_ChangeLog, compare=False, repr=False)
 
     def anchored(self, aggregates: frozenset[int], own_root: int) -> IndexArray:
         """The trees with a provider in any of ``aggregates``, but for ``own_root``'s: those a
@@ -164,6 +184,36 @@ class BoardView:
             found = self._derived[key] = make()
         return found
 
+    def kept(self, key: Hashable, make: Callable[[], _Kept]) -> _Kept:
+        """An object ``make`` makes of the view (``berth.store.pick.kept_weights``), kept under
+        ``key`` while it is among the last ``MOST_KEPT`` made, which follows the view's changes
+        itself (``changes_since``)."""
+        found = self._kept.get(key)
+        if found is None:
+            if len(self._kept) >= MOST_KEPT:
+                self._kept.clear()
+            found = self._kept[key] = make()
+        return found
+
+    def note_changed(self, indexes: Sequence[int]) -> None:
+        """The trees at ``indexes`` were written in place (``take``, a refresh's ``_updated``)."""
+        log = self._changes
+        with log.lock:
+            if len(log.indexes) >= MOST_CHANGES_NOTED:
+                log.start += len(log.indexes)
+                log.indexes = []
+            log.indexes.extend(indexes)
+
+    def changes_since(self, seen: int | None) -> tuple[list[int] | None, int]:
+        """The indexes of the trees written in place since the position ``seen`` (None: not known,
+        or further back than the view remembers), and the position now."""
+        log = self._changes
+        with log.lock:
+            now = log.start + len(log.indexes)
+            if seen is None or seen < log.start:
+                return None, now
+            return log.indexes[seen - log.start :], now
+
     def roots_allowed(self, required: Sequence[frozenset[int]], forbidden: frozenset[int]) -> npt.NDArray[np.bool_]:
         """Which trees' roots have a trait of each of ``required`` (each a set of alternatives)
         and none of ``forbidden``."""
@@ -190,6 +240,7 @@ class BoardView:
             name = weighed.get(resource_class)
             if name is not None:
                 getattr(self, _WEIGHED[name])[index] -= amount
+        self.note_changed((index,))
 
 
 _NONE: Final = np.zeros(0, dtype=np.intp)
@@ -436,4 +487,5 @@ def _updated(
         for rc, column in view.room.items():
             column[index] = tree.room.get(rc, -np.inf)
         view.ram[index], view.cpus[index], view.disk[index] = tree.ram, tree.cpus, tree.disk
+    view.note_changed([view.index_of[root] for root in changed])
     return view

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -40,6 +40,7 @@ from berth.store.pick.alternates import alternates_after, group_allows
 from berth.store.pick.avoided import avoided_roots, board_mask
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
+from berth.store.pick.kept_weights import Weighed, WeighedRequest, kept_weights
 from berth.store.pick.request import Pick, PickRequest, soft_policy
 from berth.store.server_groups import membership
 
@@ -104,24 +105,18 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
     )
     sharing = finder.sharing
-    room = _room_for(view, plain, sharing)
+    required, forbidden = resolved.request.root_required, resolved.request.root_forbidden
     # The search of one tree does not look at its root's traits (the search of every tree reads
     # them with the trees): the board decides them. Each mask below is left out (None: every tree)
     # where it would keep every tree: each is a pass over the whole board.
-    roots_ok = _and(
-        view.roots_allowed(resolved.request.root_required, resolved.request.root_forbidden)
-        if resolved.request.root_required or resolved.request.root_forbidden
-        else None,
-        _avoided_mask(view, avoided_roots(conn, request.avoid_trees)),
+    roots_key = ("roots allowed", tuple(required), forbidden)
+    roots_ok = (
+        view.derived(roots_key, lambda: view.roots_allowed(required, forbidden)) if required or forbidden else None
     )
-    fits = _both(room, roots_ok)
+    avoided = avoided_roots(conn, request.avoid_trees)
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
     group_ok = _group_mask_or_none(view, group.policy if group is not None else None, members)
-    allowed = _both(fits, group_ok)
-    allowed_count = int(np.count_nonzero(allowed))
-    if not allowed_count:
-        return None
     weighed = weighed_classes(conn)
     policy = soft_policy(group)
 
@@ -139,7 +134,25 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
             where=mask,
         )
 
-    weights = weights_of(None if allowed_count == len(view.roots) else allowed)
+    def too_full() -> BoolArray:
+        """The trees the board thinks too full that the request would otherwise allow."""
+        return _both(_both(~_room_for(view, plain, sharing), _and(roots_ok, _avoided_mask(view, avoided))), group_ok)
+
+    if not avoided and group_ok is None and policy is None:
+        # Weights that depend on the view and the request alone: kept between picks.
+        kept = _kept_weights(view, plain, sharing, weighed, (roots_key, roots_ok), request.multipliers)
+        weights, fitted = kept.weights, kept.fitted
+        allowed_count = fitted
+        if not allowed_count:
+            return None
+    else:
+        fits = _both(_room_for(view, plain, sharing), _and(roots_ok, _avoided_mask(view, avoided)))
+        allowed = _both(fits, group_ok)
+        allowed_count = int(np.count_nonzero(allowed))
+        if not allowed_count:
+            return None
+        weights = weights_of(None if allowed_count == len(view.roots) else allowed)
+        fitted = int(np.count_nonzero(fits))
     ranking = _weighed_best_first(weights)
     tried = [(chosen, float(weights[chosen])) for chosen in itertools.islice(ranking, MOST_TRIES)]
     searched = finder.candidates_in_each([int(view.roots[index]) for index, _ in tried[:SEARCHED_IN_THE_READ]])
@@ -150,10 +163,33 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     rest = itertools.chain(
         (PlannedTree(chosen, int(view.roots[chosen]), float(weights[chosen])) for chosen in ranking),
         # Then those the board thinks too full, for the alternates only: freed since it was read?
-        _freed_since(view, lambda: _both(_both(~room, roots_ok), group_ok), weights_of),
+        _freed_since(view, too_full, weights_of),
     )
-    fitted = int(np.count_nonzero(fits))
     return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, fitted, allowed_count, rest)
+
+
+def _kept_weights(
+    view: BoardView,
+    plain: Sequence[tuple[int, int]],
+    sharing: Mapping[int, ProviderData],
+    weighed: Mapping[int, str],
+    roots: tuple[Hashable, BoolArray | None],
+    multipliers: Multipliers,
+) -> Weighed:
+    """``kept_weights`` of a request of ``plain``'s amounts on ``view``, as the sharing providers
+    are now."""
+    taking = _pools_taking(plain, sharing)
+    shared = _shared_disk(view, sharing, weighed)
+    served_keys = tuple(sorted((rc, _pools_key(pools)) for rc, pools in taking.items()))
+    request = WeighedRequest(
+        amounts=tuple(plain),
+        served={rc: _served_mask(view, pools) for rc, pools in taking.items()},
+        roots_ok=roots[1],
+        shared_disk=shared[1] if shared is not None else None,
+        multipliers=multipliers,
+    )
+    key = ("weights", request.amounts, served_keys, roots[0], shared and shared[0], multipliers)
+    return kept_weights(view, request, key)
 
 
 def _weighed_best_first(weights: FloatArray) -> Iterator[int]:
@@ -184,14 +220,7 @@ def _both(mask: BoolArray, other: BoolArray | None) -> BoolArray:
 def _room_for(view: BoardView, plain: Sequence[tuple[int, int]], sharing: Mapping[int, ProviderData]) -> BoolArray:
     """The trees with room for each of ``plain``'s amounts: on one of their providers, or on a sharing
     provider anchored to them."""
-    amounts = dict(plain)
-    # The sharing providers with room for each class asked, in one pass over them.
-    taking: dict[int, list[ProviderData]] = {}
-    for shared in sharing.values():
-        for rc, inventory in shared.inventories.items():
-            amount = amounts.get(rc)
-            if amount is not None and inventory.can_take(amount):
-                taking.setdefault(rc, []).append(shared)
+    taking = _pools_taking(plain, sharing)
     room: BoolArray | None = None
     for rc, amount in plain:
         may_fit = view.room_of(rc) >= amount
@@ -202,15 +231,44 @@ def _room_for(view: BoardView, plain: Sequence[tuple[int, int]], sharing: Mappin
     return room if room is not None else np.ones(len(view.roots), dtype=bool)
 
 
+def _pools_taking(
+    plain: Sequence[tuple[int, int]], sharing: Mapping[int, ProviderData]
+) -> dict[int, list[ProviderData]]:
+    """The sharing providers with room for each class ``plain`` asks, in one pass over them."""
+    amounts = dict(plain)
+    taking: dict[int, list[ProviderData]] = {}
+    for shared in sharing.values():
+        for rc, inventory in shared.inventories.items():
+            amount = amounts.get(rc)
+            if amount is not None and inventory.can_take(amount):
+                taking.setdefault(rc, []).append(shared)
+    return taking
+
+
+def _pools_key(pools: Sequence[ProviderData]) -> frozenset[tuple[int, frozenset[int], int]]:
+    """What of ``pools`` decides the trees they serve."""
+    return frozenset((shared.id, shared.aggregates, shared.root_id) for shared in pools)
+
+
 def _anchored_to_any(view: BoardView, pools: Sequence[ProviderData]) -> IndexArray:
     """The trees any of ``pools`` is anchored to; the same pools come back pick after pick, and
     marking each one's trees cost a pick at 100,000 hosts more than its weighing."""
-    key = ("anchored to any", frozenset((shared.id, shared.aggregates, shared.root_id) for shared in pools))
 
     def union() -> IndexArray:
         return np.unique(np.concatenate([_anchored(view, shared) for shared in pools]))
 
-    return view.derived(key, union)
+    return view.derived(("anchored to any", _pools_key(pools)), union)
+
+
+def _served_mask(view: BoardView, pools: Sequence[ProviderData]) -> BoolArray:
+    """``_anchored_to_any`` as a mask over the trees."""
+
+    def mask() -> BoolArray:
+        served = np.zeros(len(view.roots), dtype=bool)
+        served[_anchored_to_any(view, pools)] = True
+        return served
+
+    return view.derived(("served by", _pools_key(pools)), mask)
 
 
 def _avoided_mask(view: BoardView, avoided: frozenset[int]) -> BoolArray | None:
@@ -322,6 +380,15 @@ def _disk_with_sharing(
 ) -> npt.NDArray[np.float64]:
     """Each tree's free disk with the whole free disk of every sharing provider anchored to it, as
     ``berth.store.pick.host_facts`` counts it."""
+    shared = _shared_disk(board, sharing, weighed)
+    return board.disk if shared is None else board.disk + shared[1]
+
+
+def _shared_disk(
+    board: BoardView, sharing: Mapping[int, ProviderData], weighed: Mapping[int, str]
+) -> tuple[Hashable, FloatArray] | None:
+    """The free disk each tree sees on the sharing providers anchored to it, and a key naming
+    what it was worked out from; None when no sharing provider has disk."""
     disk_class = next((rc for rc, name in weighed.items() if name == "DISK_GB"), None)
     pools = [
         (shared, inventory)
@@ -329,7 +396,7 @@ def _disk_with_sharing(
         if disk_class is not None and (inventory := shared.inventories.get(disk_class)) is not None
     ]
     if not pools:
-        return board.disk
+        return None
     free = tuple((shared, free_amount("DISK_GB", inventory, inventory.used)) for shared, inventory in pools)
     key = ("sharing disk", frozenset((shared.id, shared.aggregates, shared.root_id, amount) for shared, amount in free))
 
@@ -340,8 +407,7 @@ def _disk_with_sharing(
             extra[_anchored(board, shared)] += amount
         return extra
 
-    extra: FloatArray = board.derived(key, shared_disk)
-    return board.disk + extra
+    return key, board.derived(key, shared_disk)
 
 
 def _own_amounts(allocations: Mapping[int, Mapping[int, int]], sharing: Collection[int]) -> dict[int, int]:
