@@ -19,8 +19,8 @@ from berth.api.settings import Settings
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
 from berth.store.database import Database
-from berth.store.pick import host_board
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board import host_board
+from berth.store.pick.board.host_board import HostBoard
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 
 HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}

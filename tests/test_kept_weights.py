@@ -1,4 +1,4 @@
-"""A board view's weights kept between picks (berth.store.pick.kept_weights): after any changes
+"""A board view's weights kept between picks (berth.store.pick.board.kept_weights): after any changes
 the view notes, they are exactly those a full weighing of the view as it is now gives."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from berth.domain.weighing import Multipliers, weigh_arrays
-from berth.store.pick import host_board
-from berth.store.pick.host_board import BoardView
-from berth.store.pick.kept_weights import KeptWeights, WeighedRequest
+from berth.store.pick.board import host_board
+from berth.store.pick.board.host_board import BoardView
+from berth.store.pick.board.kept_weights import KeptWeights, WeighedRequest
 
 VCPU, RAM, DISK = 1, 2, 3
 WEIGHED = {VCPU: "VCPU", RAM: "MEMORY_MB", DISK: "DISK_GB"}

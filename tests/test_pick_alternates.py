@@ -9,7 +9,7 @@ import pytest
 from apihelpers import Api, new_uuid
 
 from berth.store import schema
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 
 SMALL = {"VCPU": 1, "MEMORY_MB": 512}
 RAM_ONLY = {"ram": 1, "cpu": 0, "disk": 0}

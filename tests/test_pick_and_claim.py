@@ -17,7 +17,7 @@ from livehelpers import live_host, live_on
 from berth.domain import error_codes
 from berth.store import schema
 from berth.store.pick import transaction as pick_store
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
 from berth.store.placement.providers import delete_provider, get_provider
 

@@ -8,7 +8,7 @@ import pytest
 from apihelpers import new_uuid
 
 from berth.store import schema
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 
 
 @pytest.fixture(params=["board", "search"])

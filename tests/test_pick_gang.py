@@ -29,10 +29,16 @@ from berth.domain import error_codes
 from berth.domain.weighing import Multipliers, multipliers_for
 from berth.store import schema
 from berth.store.candidates.provider_cache import ProviderCache
-from berth.store.pick.gang import GangRequest, pick_gang
-from berth.store.pick.gang_board import GangBoardPlan, PlanOutdated, claim_gang_on_board, place_gang, plan_gang_on_board
-from berth.store.pick.gang_plan import MAX_GANG, Dealer, GangTree, Plan, SpreadOver, Within, plan_gang
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
+from berth.store.pick.gang.on_board import (
+    GangBoardPlan,
+    PlanOutdated,
+    claim_gang_on_board,
+    place_gang,
+    plan_gang_on_board,
+)
+from berth.store.pick.gang.plan import MAX_GANG, Dealer, GangTree, Plan, SpreadOver, Within, plan_gang
+from berth.store.pick.gang.transaction import GangRequest, pick_gang
 from berth.store.pick.request import Consumer
 
 
@@ -639,7 +645,7 @@ def test_a_rack_the_board_does_not_hold_yet_is_read_before_every_tree_is_searche
     def every_tree(*args, **kwargs):
         raise AssertionError("the gang was placed by a search of every tree in its write")
 
-    monkeypatch.setattr("berth.store.pick.gang_board.pick_gang", every_tree)
+    monkeypatch.setattr("berth.store.pick.gang.on_board.pick_gang", every_tree)
     answer = _post(api, _gang(4, topology={"within": [rack]})).json_body
     assert answer["placed"] == 4 and set(_roots(answer)) <= set(hosts[:2])
 

@@ -22,7 +22,7 @@ from livehelpers import live_on
 from berth.domain import error_codes
 from berth.store import schema
 from berth.store.leases.ledger import reap_expired
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.store.pick.preemption import EXACT_UP_TO, Holder, cheapest_victims, cost_of
 from berth.store.pick.priorities import MAX_PRIORITY, MIN_PRIORITY
 

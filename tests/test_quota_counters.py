@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from berth.domain import error_codes
 from berth.store import schema
 from berth.store.leases import ledger
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.store.quotas import own_count
 from berth.store.util import utcnow
 

@@ -13,7 +13,7 @@ from livehelpers import live_host, live_on
 
 from berth.api.app import PlacementApp, Settings
 from berth.domain import error_codes
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.store.quotas.enforcement import Change, Released, claim_changes
 from berth.store.quotas.usage import Usage
 

@@ -28,7 +28,7 @@ from berth.api.settings import Settings as Settings  # where the service's calle
 from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.web import auth, errors
 from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
 from berth.web.responses import JSON, Reply

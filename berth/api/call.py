@@ -11,7 +11,7 @@ from berth.api.settings import Settings
 from berth.api.validation import JsonSchema, parse_json_body
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
-from berth.store.pick.host_board import HostBoard
+from berth.store.pick.board.host_board import HostBoard
 from berth.web.auth import Caller
 from berth.web.policy import PolicyEnforcer
 

@@ -36,6 +36,6 @@ class Settings:
     # Check the projects' quotas on PUT and POST /allocations too, not only on the pick: off by
     # default, so that the Placement API means what it means in Placement (berth.store.quotas).
     enforce_quotas_on_allocations: bool = False
-    # Weigh picks on each worker's board of every tree (berth.store.pick.host_board): fast at any
+    # Weigh picks on each worker's board of every tree (berth.store.pick.board.host_board): fast at any
     # size, its ranking a refresh behind the books; off, every pick searches the database as it stands.
     pick_board: bool = True

@@ -35,7 +35,7 @@ class GangSizes(HostCounts):
     """``N[,N...]``: gang sizes, each from 1 to the most consumers one gang may name."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[int]:
-        from berth.store.pick.gang_plan import MAX_GANG
+        from berth.store.pick.gang.plan import MAX_GANG
 
         sizes = super().convert(value, param, ctx)
         if any(size > MAX_GANG for size in sizes):

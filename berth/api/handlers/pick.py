@@ -4,9 +4,9 @@ Berth's own, outside the Placement API (docs/pick-and-claim.md). The body carrie
 GET /allocation_candidates (read as at the highest microversion), how to weigh the trees, the
 consumer, and optionally a server group, a lease and how many alternates to name; the store does the rest in one write
 transaction (``berth.store.pick.transaction``), after weighing on the process's board of every tree
-(``berth.store.pick.host_board``, ``berth.store.pick.on_board``) in a read, when the request is one the
+(``berth.store.pick.board.host_board``, ``berth.store.pick.board.on_board``) in a read, when the request is one the
 board weighs. A body naming ``consumers`` instead is a gang, placed all (or at least ``min_count``)
-or none in one write transaction (``berth.store.pick.gang``).
+or none in one write transaction (``berth.store.pick.gang.transaction``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.errors import BadRequest
 from berth.domain.weighing import Multipliers, WeighPolicy, multipliers_for
+from berth.store.pick.board.on_board import plan_on_board
 from berth.store.pick.claim import BareClaimRefused
-from berth.store.pick.gang import GangPick, GangRequest, SpreadOverUuids, WithinUuids
-from berth.store.pick.gang_board import place_gang
-from berth.store.pick.on_board import plan_on_board
+from berth.store.pick.gang.on_board import place_gang
+from berth.store.pick.gang.transaction import GangPick, GangRequest, SpreadOverUuids, WithinUuids
 from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from berth.store.pick.quota_check import settings_for_pick
 from berth.store.pick.request import Alternate, Preempted

@@ -10,7 +10,7 @@ from berth.domain.weighing import MULTIPLIER_NAMES, POLICY_MULTIPLIERS
 from berth.store.leases.ledger import MAX_LEASE_SECONDS
 from berth.store.pick.alternates import MAX_ALTERNATES
 from berth.store.pick.avoided import MAX_AVOIDED
-from berth.store.pick.gang_plan import MAX_GANG, MAX_TOPOLOGY_AGGREGATES
+from berth.store.pick.gang.plan import MAX_GANG, MAX_TOPOLOGY_AGGREGATES
 from berth.store.server_groups.membership import GROUP_POLICIES
 
 _EXTERNAL_ID: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -37,7 +37,7 @@ _AGGREGATES: Final[dict[str, Any]] = {
     "maxItems": MAX_TOPOLOGY_AGGREGATES,
     "items": UUID,
 }
-# Where a gang's members go (berth.store.pick.gang_plan): all under one aggregate of a set, or
+# Where a gang's members go (berth.store.pick.gang.plan): all under one aggregate of a set, or
 # spread over a set's aggregates with counts at most ``max_skew`` apart.
 _TOPOLOGY: Final[dict[str, Any]] = {
     "oneOf": [

@@ -44,9 +44,9 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.alternates import alternates_after
 from berth.store.pick.avoided import avoided_roots, without_avoided
+from berth.store.pick.board.on_board import BoardPlan, claim_on_board
 from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
-from berth.store.pick.on_board import BoardPlan, claim_on_board
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.quota_check import check_claimed_quota, count_own_consumer
@@ -71,7 +71,7 @@ def pick_and_claim(
 ) -> Pick:
     """Choose the best tree for the request and claim it for the consumer; 409 when none fits.
 
-    With a ``plan`` (``berth.store.pick.on_board.plan_on_board``, made in a read just before), its trees
+    With a ``plan`` (``berth.store.pick.board.on_board.plan_on_board``, made in a read just before), its trees
     are tried first; when none of them can be claimed, every tree is searched. When none fits and the
     request may preempt, consumers of lower priority are removed to make room
     (``berth.store.pick.preemption``). The consumer's priority is kept with it. ``last``: nothing

@@ -1,4 +1,4 @@
-"""A pick weighed on the board (``berth.store.pick.host_board``): every tree's facts at once.
+"""A pick weighed on the board (``berth.store.pick.board.host_board``): every tree's facts at once.
 
 For a request of one group of resources, perhaps with traits of the root
 (``CandidateRequest.weighable_resources``), and no instances
@@ -38,9 +38,9 @@ from berth.store.candidates.names import ResolvedQuery, resolve
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.pick.alternates import alternates_after, group_allows
 from berth.store.pick.avoided import avoided_roots, board_mask
+from berth.store.pick.board.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
+from berth.store.pick.board.kept_weights import Weighed, WeighedRequest, kept_weights
 from berth.store.pick.claim import claim_tree
-from berth.store.pick.host_board import BoardView, FloatArray, HostBoard, IndexArray, weighed_classes
-from berth.store.pick.kept_weights import Weighed, WeighedRequest, kept_weights
 from berth.store.pick.request import Pick, PickRequest, soft_policy
 from berth.store.server_groups import membership
 

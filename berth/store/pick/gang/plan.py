@@ -1,5 +1,5 @@
 """Where a gang's members go: how many on each tree, under the server group's hard policy and the
-topology asked, with no database (``berth.store.pick.gang`` feeds it and writes what it plans).
+topology asked, with no database (``berth.store.pick.gang.transaction`` feeds it and writes what it plans).
 
 Every member of a gang asks the same, so each tree is known by how many members it can take
 (``tree_capacity``, from the room the search read) and the plan is a matter of counts:

@@ -1,7 +1,7 @@
 """A board view's weights for one kind of request, kept from pick to pick and brought up to date
 only where trees changed.
 
-A pick weighed on the board (``berth.store.pick.on_board``) marks the trees with room and weighs
+A pick weighed on the board (``berth.store.pick.board.on_board``) marks the trees with room and weighs
 them: about twenty passes over arrays of every tree, 1.3 ms of a pick's 3 ms at 100,000 hosts.
 Between two picks of the same request only the trees claimed through this process and those a
 refresh read again change (the view notes both: ``BoardView.changes_since``), so the marks and
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from berth.domain.weighing import Bounds, Multipliers, weigh_columns, weighed_columns, weight_of
-from berth.store.pick.host_board import BoardView, FloatArray
+from berth.store.pick.board.host_board import BoardView, FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -2,7 +2,7 @@
 write transaction.
 
 A gang whose query the host board weighs is planned on the board in a read first, and its write
-only writes that plan (``berth.store.pick.gang_board``); what follows is how a gang is placed
+only writes that plan (``berth.store.pick.gang.on_board``); what follows is how a gang is placed
 otherwise, or when that plan does not place every member or is overtaken by concurrent writers.
 
 The steps, all inside the caller's write transaction (``Database.write``):
@@ -44,7 +44,7 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.avoided import avoided_roots, without_avoided
 from berth.store.pick.claim import Claimed, claim_tree
-from berth.store.pick.gang_plan import (
+from berth.store.pick.gang.plan import (
     Dealer,
     GangTree,
     HardPolicy,
@@ -54,7 +54,7 @@ from berth.store.pick.gang_plan import (
     Within,
     plan_gang,
 )
-from berth.store.pick.gang_preemption import place_preempting
+from berth.store.pick.gang.preemption import place_preempting
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.quota_check import check_claimed_quotas
@@ -98,7 +98,7 @@ class GangRequest:
     # Kept with each member placed (``berth.store.pick.priorities``).
     priority: int = 0
     # Members the cloud cannot take as it stands are placed by preempting consumers of lower
-    # priority, for the whole gang or not at all (``berth.store.pick.gang_preemption``).
+    # priority, for the whole gang or not at all (``berth.store.pick.gang.preemption``).
     preempt: bool = False
     # Uuids of trees neither chosen nor made room on (``berth.store.pick.avoided``).
     avoid_trees: frozenset[str] = frozenset()

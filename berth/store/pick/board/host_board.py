@@ -3,7 +3,7 @@ as arrays over the trees, so that a pick weighs every tree in a few vector opera
 
 A pick of the commonest request (one group of resources, perhaps with traits of the root:
 ``CandidateRequest.weighable_resources``) reads the board instead of searching every tree
-(``berth.store.pick.on_board``); the board keeps which traits each tree's root has. The board is a
+(``berth.store.pick.board.on_board``); the board keeps which traits each tree's root has. The board is a
 ranking, not the books: the tree it ranks first is searched alone, as the database holds it, and
 its allocation is written by the same conditional write as any other. So a board that is behind
 the database can only make a pick choose a worse tree or try one more, never over-commit; and when
@@ -185,7 +185,7 @@ class BoardView:
         return found
 
     def kept(self, key: Hashable, make: Callable[[], _Kept]) -> _Kept:
-        """An object ``make`` makes of the view (``berth.store.pick.kept_weights``), kept under
+        """An object ``make`` makes of the view (``berth.store.pick.board.kept_weights``), kept under
         ``key`` while it is among the last ``MOST_KEPT`` made, which follows the view's changes
         itself (``changes_since``)."""
         found = self._kept.get(key)

@@ -1,4 +1,4 @@
-"""A gang planned on the board (``berth.store.pick.host_board``) in a read before its write
+"""A gang planned on the board (``berth.store.pick.board.host_board``) in a read before its write
 transaction, which then only writes what was planned.
 
 For a request the board weighs (``on_board``: one group of resources, perhaps with the root's
@@ -49,8 +49,18 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.avoided import avoided_roots, board_mask
+from berth.store.pick.board.host_board import _NONE, BoardView, HostBoard, weighed_classes
+from berth.store.pick.board.on_board import (
+    _anchored,
+    _disk_with_sharing,
+    _group_mask,
+    _members_on,
+    _own_amounts,
+    on_board,
+)
 from berth.store.pick.claim import new_consumer_allocations
-from berth.store.pick.gang import (
+from berth.store.pick.gang.plan import Dealer, GangTree, Plan, Shortfall, SpreadOver, Within, plan_gang
+from berth.store.pick.gang.transaction import (
     MOST_PLANS,
     GangMember,
     GangPick,
@@ -61,9 +71,6 @@ from berth.store.pick.gang import (
     pick_gang,
     tree_capacity,
 )
-from berth.store.pick.gang_plan import Dealer, GangTree, Plan, Shortfall, SpreadOver, Within, plan_gang
-from berth.store.pick.host_board import _NONE, BoardView, HostBoard, weighed_classes
-from berth.store.pick.on_board import _anchored, _disk_with_sharing, _group_mask, _members_on, _own_amounts, on_board
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.request import soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, candidates_by_root
