@@ -170,6 +170,46 @@ def test_a_sharing_pools_disk_counts_for_the_trees_anchored_to_it(api, app, db, 
     assert answer["root_provider_uuid"] == anchored
 
 
+def test_a_pool_another_writer_filled_since_the_boards_read_is_tried_and_passed_over(api, app, db, board):
+    # The picks weigh the pools as the board's last refresh read them: a pool filled since by
+    # another writer still ranks its tree first, whose claim is then refused, and the pick goes to
+    # the next tree, over-committing nothing; the next refresh reads the pool as it is.
+    aggregate = new_uuid()
+    anchored = api.create_provider("anchored", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[aggregate])
+    alone = api.create_provider("alone", inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 600})
+    pool = api.create_provider(
+        "pool", inventory={"DISK_GB": 1000}, traits=["MISC_SHARES_VIA_AGGREGATE"], aggregates=[aggregate]
+    )
+    _refresh(app, db)
+    api.allocate(new_uuid(), {pool: {"DISK_GB": 900}})
+
+    def pool_used():
+        (copy,) = (p for p in app.host_board.pools().values() if p.uuid == pool)
+        return [inventory.used for inventory in copy.inventories.values()]
+
+    assert pool_used() == [0]  # as the board read it, before the fill
+    disk_first = {"ram": 0, "cpu": 0, "disk": 1}
+    assert _pick_weighed(api, {"VCPU": 1, "DISK_GB": 500}, disk_first)["root_provider_uuid"] == alone
+    assert api.get(f"/resource_providers/{pool}/usages").json_body["usages"]["DISK_GB"] == 900
+    _refresh(app, db)
+    assert pool_used() == [900]
+    # Neither the anchored host (100 GB left in its pool) nor the other (100 left) can take 500.
+    refusal = _pick(api, {"VCPU": 1, "DISK_GB": 500, "MEMORY_MB": 1}, expect=409)
+    assert refusal["errors"][0]["code"] == "berth.pick.no_valid_host"
+    assert api.get(f"/resource_providers/{anchored}/usages").json_body["usages"]["VCPU"] == 0
+
+
+def _pick_weighed(api, resources, multipliers):
+    body = {
+        "query": {"resources": ",".join(f"{rc}:{n}" for rc, n in resources.items())},
+        "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        "weigh": {"policy": "spread", "multipliers": multipliers},
+    }
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 200, r.data
+    return r.json_body
+
+
 def test_a_pools_disk_taken_since_the_board_was_read_weighs_and_fits_as_it_now_is(api, app, db, board):
     # Each pick reads the pools as they stand, while the board (and what it worked out from the
     # pools once) stays as it was read.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from sqlalchemy import Connection
@@ -114,7 +114,8 @@ def _provider_id(provider: ProviderData) -> int:
     return provider.id
 
 
-def _sharing_providers(conn: Connection, cache: ProviderCache) -> dict[int, ProviderData]:
+def sharing_providers(conn: Connection, cache: ProviderCache) -> dict[int, ProviderData]:
+    """Every sharing provider (``MISC_SHARES_VIA_AGGREGATE``) as the database holds it, by id."""
     members: Sequence[MemberRow]
     if conn.dialect.name == "postgresql":
         trait_id = names.trait_ids(conn, [SHARING_TRAIT]).get(SHARING_TRAIT)
@@ -138,17 +139,20 @@ class CandidateFinder:
         randomize: bool = False,
         max_steps: int = 200_000,
         kept_shape: str | None = None,
+        sharing: Mapping[int, ProviderData] | None = None,
     ):
         """``kept_shape``: under a plain request, keep the answers of each tree with its root's copy
         in ``cache`` (``Candidate.kept``), under this key of what the caller makes of such answers,
-        and read them from there while they hold (``berth.store.candidates.kept``)."""
+        and read them from there while they hold (``berth.store.candidates.kept``). ``sharing``:
+        the sharing providers to search with (``sharing_providers``' answer, perhaps read a little
+        earlier), instead of reading them now."""
         self.conn = conn
         self.request = request
         self.cache = cache
         self.randomize = randomize
         self.want = min(limit, max_candidates) if limit is not None else max_candidates
         self.budget = SearchBudget(max_steps)
-        self.sharing = _sharing_providers(conn, cache)
+        self.sharing = dict(sharing) if sharing is not None else sharing_providers(conn, cache)
         self.sharing_by_aggregate: dict[int, list[ProviderData]] = defaultdict(list)
         for provider in self.sharing.values():
             for aggregate in provider.aggregates:

@@ -76,6 +76,7 @@ class BoardPlan:
     """What a pick weighed on the board before its write transaction: the trees to try, best first."""
 
     view: BoardView
+    board: HostBoard
     trees: Sequence[PlannedTree]
     # Every provider the planned candidates name.
     providers: Mapping[int, ProviderData]
@@ -101,8 +102,14 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         return None
     plain = resolved.request.weighable_resources
     assert plain is not None  # on_board
+    # The sharing providers as the board's last refresh read them (``HostBoard.pools``).
     finder = CandidateFinder(
-        conn, resolved.request, cache, limit=CANDIDATES_PER_TREE, max_candidates=CANDIDATES_PER_TREE
+        conn,
+        resolved.request,
+        cache,
+        limit=CANDIDATES_PER_TREE,
+        max_candidates=CANDIDATES_PER_TREE,
+        sharing=board.pools(),
     )
     sharing = finder.sharing
     required, forbidden = resolved.request.root_required, resolved.request.root_forbidden
@@ -165,7 +172,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         # Then those the board thinks too full, for the alternates only: freed since it was read?
         _freed_since(view, too_full, weights_of),
     )
-    return BoardPlan(view, trees, finder.providers, frozenset(sharing), weighed, fitted, allowed_count, rest)
+    return BoardPlan(view, board, trees, finder.providers, frozenset(sharing), weighed, fitted, allowed_count, rest)
 
 
 def _kept_weights(
@@ -323,6 +330,9 @@ def claim_on_board(
         if group is not None:
             membership.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
         plan.view.take(tree.index, _own_amounts(claimed.candidate.allocations, plan.sharing_ids), plan.weighed)
+        plan.board.took_from_pools(
+            {pid: by_class for pid, by_class in claimed.candidate.allocations.items() if pid in plan.sharing_ids}
+        )
         later = itertools.chain(plan.trees[position + 1 :], plan.rest)
         alternates = alternates_after(
             conn,
