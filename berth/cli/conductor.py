@@ -26,7 +26,7 @@ from berth.web.observability.request_log import LOG_FORMATS
 
 if TYPE_CHECKING:
     from berth.conductor.control.plane import ControlPlane
-    from berth.scheduler.flavor import PciAlias
+    from berth.scheduler.request.flavor import PciAlias
 
 DEFAULT_DATABASE = "sqlite:///conductor.sqlite"
 METRICS_MODES = ("off", "open", "guarded")
@@ -166,7 +166,7 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
     from berth.clients.placement import PlacementClient
     from berth.conductor.control.plane import ControlPlane, ControlSettings
     from berth.conductor.runner import ConductorConfig
-    from berth.scheduler.flavor import SchedulerConfig
+    from berth.scheduler.request.flavor import SchedulerConfig
     from berth.scheduler.settings import SelectionSettings
 
     placement = PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
@@ -194,7 +194,7 @@ def control_plane(settings: ConductorSettings) -> ControlPlane:
 def pci_aliases(text: str | None) -> list[PciAlias]:
     """The ``--pci-aliases`` list read; SettingsError saying what is wrong with it."""
     from berth.scheduler.errors import ConfigError
-    from berth.scheduler.flavor import PciAlias
+    from berth.scheduler.request.flavor import PciAlias
 
     if not text:
         return []

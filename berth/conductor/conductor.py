@@ -23,7 +23,7 @@ from berth.conductor.operations import evacuation, lifecycle, live_migration, mo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import RESUME_FAILED, TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
-from berth.scheduler.flavor import Flavor, SchedulerConfig
+from berth.scheduler.request.flavor import Flavor, SchedulerConfig
 from berth.scheduler.selector import Selector
 from berth.scheduler.settings import SelectionSettings
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from berth.domain.host.anti_affinity import AntiAffinity
 from berth.domain.host.request import InstanceSpec
-from berth.scheduler.candidates import AllocationRequest
-from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
-from berth.scheduler.request_spec import RequestSpec, build_request_spec
+from berth.scheduler.hosts.candidates import AllocationRequest
+from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig
+from berth.scheduler.request.request_spec import RequestSpec, build_request_spec
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Destination, Selection
-from berth.scheduler.server_group import ServerGroup
 
 
 def flavor_to_dict(flavor: Flavor) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from berth.conductor.errors import UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Journal, Operation
 from berth.conductor.service import ServiceCalls
 from berth.conductor.victims import VictimServers
-from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.request.flavor import SchedulerConfig
 from berth.scheduler.selector import Selector
 
 # The selection counting the times conductors took the operation over from one that died.

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from berth.clients.errors import LeaseExpired, PlacementError
 from berth.clients.placement import PlacementClient
 from berth.domain.host.allocations import Allocations
-from berth.scheduler.candidates import AllocationRequest
+from berth.scheduler.hosts.candidates import AllocationRequest
 from berth.scheduler.service import COMPUTE_NODE_TRAIT, INSTANCE_CONSUMER_TYPE, Service
 
 LOG = logging.getLogger(__name__)

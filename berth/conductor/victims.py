@@ -11,7 +11,7 @@ from typing import Protocol
 @dataclass(frozen=True)
 class VictimServer:
     host: str | None
-    action: str  # berth.scheduler.priority's DELETE or SHELVE_OFFLOAD
+    action: str  # berth.scheduler.request.priority's DELETE or SHELVE_OFFLOAD
     # A server deleted or offloaded already has nothing left to end.
     ended: bool = False
     # The resize or migration it awaits the confirmation of (VERIFY_RESIZE), confirmed before it ends.

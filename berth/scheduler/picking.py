@@ -7,7 +7,7 @@ filter that applies to the request is one it applies itself (the server group's)
 multiplier comes from aggregate metadata. The service counts the members of a server group it
 placed itself; the scheduler checks each pick against where all the members are (their
 allocations), and takes the Placement path for the request when a pick breaks the group's policy.
-Every pick carries the flavor's priority (``berth.scheduler.priority``); a pick above the
+Every pick carries the flavor's priority (``berth.scheduler.request.priority``); a pick above the
 preemptible level asks to preempt, so that the service, when nothing fits, removes consumers of
 lower priority from one tree and names them (``preempted``, ``victims_of``); a gang, for the whole gang
 or not at all.
@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from berth.domain.weighing import Multipliers
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.priority import PREEMPTIBLE
+from berth.scheduler.hosts.candidates import AllocationRequest
+from berth.scheduler.request.build_request import BuildRequest
+from berth.scheduler.request.priority import PREEMPTIBLE
 from berth.scheduler.selection import Victim
 from berth.scheduler.service import INSTANCE_CONSUMER_TYPE
 from berth.scheduler.settings import SelectionSettings

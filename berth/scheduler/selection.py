@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from berth.scheduler.candidates import AllocationRequest
-from berth.scheduler.request_spec import QUERY_MICROVERSION
+from berth.scheduler.hosts.candidates import AllocationRequest
+from berth.scheduler.request.request_spec import QUERY_MICROVERSION
 
 ALLOCATION_REQUEST_VERSION: Final = QUERY_MICROVERSION
 

@@ -39,24 +39,24 @@ from berth.clients.errors import PlacementError
 from berth.clients.placement import PlacementClient
 from berth.domain.host.allocations import Allocations
 from berth.domain.host.fitting import Plan
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.candidates import AllocationRequest, Candidates
 from berth.scheduler.errors import SpecError
 from berth.scheduler.explain import NoValidHost, describe_explain, nothing_left, nothing_offered
 from berth.scheduler.filters import enabled_filters
 from berth.scheduler.filters.compute import ComputeFilter
-from berth.scheduler.flavor import SchedulerConfig
-from berth.scheduler.host_state import HostState
-from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
+from berth.scheduler.hosts.build import HostReads, build_hosts, member_hosts, place_group
+from berth.scheduler.hosts.candidates import AllocationRequest, Candidates
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.hosts.ranked import RankedHosts
+from berth.scheduler.hosts.snapshots import AgentSnapshots, SnapshotSource
+from berth.scheduler.hosts.sorting import sorted_hosts
 from berth.scheduler.picking import alternates_of, breaks_group, gang_body, pick_body, pick_suits, victims_of
-from berth.scheduler.ranked_hosts import RankedHosts
-from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.request.build_request import BuildRequest
+from berth.scheduler.request.flavor import SchedulerConfig
+from berth.scheduler.request.request_spec import RequestSpec
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Destination, Selection, Victim
-from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.service import PICK_PATH, Service, detail_of
 from berth.scheduler.settings import SelectionSettings
-from berth.scheduler.snapshots import AgentSnapshots, SnapshotSource
-from berth.scheduler.sorting import sorted_hosts
 from berth.scheduler.weighers import counts_instances, enabled_weighers
 
 

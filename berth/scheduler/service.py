@@ -14,8 +14,8 @@ from urllib.parse import quote, urlencode
 from berth.clients.errors import GenerationConflict, PlacementError
 from berth.clients.placement import PlacementClient
 from berth.domain import error_codes
-from berth.scheduler.candidates import AllocationRequest, Candidates
 from berth.scheduler.errors import SchedulerError
+from berth.scheduler.hosts.candidates import AllocationRequest, Candidates
 
 LOG = logging.getLogger(__name__)
 

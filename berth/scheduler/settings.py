@@ -2,7 +2,7 @@
 they read from configuration (Nova's ``[filter_scheduler]`` options, under the same names).
 
 The request spec's own settings (PCI aliases, the zones' aggregates, the candidate limit) are
-``berth.scheduler.flavor.SchedulerConfig``; these are the ones the choice among candidates needs.
+``berth.scheduler.request.flavor.SchedulerConfig``; these are the ones the choice among candidates needs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from berth.scheduler.errors import ConfigError
 
 # Every filter by name, in the order they run by default: those that read only what Placement
 # answered first, those that ask each host's agent last (they always run last, on the ranked hosts,
-# only as far as the claims walk them: ``berth.scheduler.ranked_hosts``).
+# only as far as the claims walk them: ``berth.scheduler.hosts.ranked``).
 FILTER_NAMES: Final = (
     "ComputeFilter",
     "AvailabilityZoneFilter",

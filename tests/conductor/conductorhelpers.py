@@ -9,7 +9,7 @@ from agenthelpers import assert_remote_books_agree
 
 from berth.conductor.journal import RUNNING
 from berth.conductor.requests import ServerRequest
-from berth.scheduler.flavor import Flavor
+from berth.scheduler.request.flavor import Flavor
 
 # The hosts of the conductor's tests (conftest.py says why they are so).
 NARROW = {"cells": [{"cpus": 2, "memory_mb": 16384}, {"cpus": 2, "memory_mb": 16384}], "disk_gb": 100}

@@ -19,7 +19,7 @@ from conductorhelpers import (
 
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED
-from berth.scheduler.flavor import Flavor
+from berth.scheduler.request.flavor import Flavor
 
 pytestmark = pytest.mark.slow
 

@@ -86,7 +86,7 @@ def test_cold_migration_keeps_the_flavor(conductors, placement, clients, instanc
 
 def test_a_resize_no_host_can_take_changes_nothing(conductors, placement, clients, instance_uuid):
     from berth.conductor.errors import NoValidHost
-    from berth.scheduler.flavor import Flavor
+    from berth.scheduler.request.flavor import Flavor
 
     conductor = conductors()
     conductor.build(server(instance_uuid, PLAIN))

@@ -15,8 +15,8 @@ from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, cla
 
 from berth.conductor.journal import DONE
 from berth.conductor.requests import ServerRequest
-from berth.scheduler.flavor import Flavor
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.flavor import Flavor
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 
 pytestmark = pytest.mark.slow

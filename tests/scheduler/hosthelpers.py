@@ -10,10 +10,10 @@ from trackerhelpers import TOPOLOGY
 
 from berth.domain.host.snapshot import HostSnapshot
 from berth.domain.host.usage import HostUsage
-from berth.scheduler.books import ProviderBooks
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.candidates import Candidates
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.books import ProviderBooks
+from berth.scheduler.hosts.candidates import Candidates
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.settings import SelectionSettings
 from berth.tracker.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver

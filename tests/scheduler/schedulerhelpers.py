@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from berth.scheduler.flavor import Flavor, Image, SchedulerConfig, parse_pci_aliases
-from berth.scheduler.request_spec import RequestGroup, RequestSpec, build_request_spec
+from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig, parse_pci_aliases
+from berth.scheduler.request.request_spec import RequestGroup, RequestSpec, build_request_spec
 
 ZONE_AGGREGATE = "5f0c2a3e-8d7b-4c1a-9e6f-1b2c3d4e5f60"
 OTHER_AGGREGATE = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"

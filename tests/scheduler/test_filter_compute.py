@@ -6,7 +6,7 @@ from hosthelpers import make_filter, make_host, request
 from schedulerhelpers import CONFIG, spec
 
 from berth.scheduler.filters.compute import ComputeFilter
-from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.request.flavor import SchedulerConfig
 
 UNEXCLUDED = SchedulerConfig(pci_aliases=CONFIG.pci_aliases, exclude_disabled_hosts=False)
 

@@ -9,7 +9,7 @@ from schedulerhelpers import flavor, spec
 from berth.domain.host.fitting import Plan
 from berth.domain.host.snapshot import fits
 from berth.scheduler.filters.numa_topology import NUMATopologyFilter
-from berth.scheduler.snapshots import AgentSnapshots
+from berth.scheduler.hosts.snapshots import AgentSnapshots
 
 # Two cells of 4 CPUs and 8 GB (TOPOLOGY); CPUs 2-3 and 6-7 pinned.
 PINNED = {"cpu_dedicated_set": "2-3,6-7"}

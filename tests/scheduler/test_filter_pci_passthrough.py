@@ -8,7 +8,7 @@ from schedulerhelpers import flavor, spec
 
 from berth.domain.host.fitting import Plan
 from berth.scheduler.filters.pci_passthrough import PciPassthroughFilter
-from berth.scheduler.flavor import SchedulerConfig, parse_pci_aliases
+from berth.scheduler.request.flavor import SchedulerConfig, parse_pci_aliases
 
 # TOPOLOGY: a GPU (10de:1eb8) on each cell, a NIC of 4 virtual functions on cell 1.
 CONFIG = SchedulerConfig(

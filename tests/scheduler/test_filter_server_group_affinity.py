@@ -6,7 +6,7 @@ from hosthelpers import make_filter, make_host, request, uuid_of
 from schedulerhelpers import spec
 
 from berth.scheduler.filters.server_group_affinity import ServerGroupAffinityFilter
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 
 GROUP = ServerGroup("0b6a0bd5-5b8e-4f7f-9f62-0d9c6a1b2c3d", "affinity", frozenset({"m1", "m2"}))
 

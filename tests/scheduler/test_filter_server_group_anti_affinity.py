@@ -8,7 +8,7 @@ from schedulerhelpers import spec
 
 from berth.scheduler.errors import SpecError
 from berth.scheduler.filters.server_group_anti_affinity import ServerGroupAntiAffinityFilter
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 
 UUID = "7d1f1c8e-3c0a-4b7e-9a55-2f1c0e9d8b7a"
 

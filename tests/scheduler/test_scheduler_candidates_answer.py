@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hosthelpers import answer, uuid_of
 
-from berth.scheduler.books import ProviderBooks
-from berth.scheduler.candidates import AllocationRequest, Candidates
+from berth.scheduler.hosts.books import ProviderBooks
+from berth.scheduler.hosts.candidates import AllocationRequest, Candidates
 
 
 def test_requests_go_to_the_host_whose_tree_they_take_from():

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 from schedulerhelpers import CONFIG, ZONE_AGGREGATE, flavor, group, spec
 
-from berth.scheduler.request_spec import QUERY_MICROVERSION, RequestSpec
+from berth.scheduler.request.request_spec import QUERY_MICROVERSION, RequestSpec
 
 HOST = {"VCPU": 16, "MEMORY_MB": 32768, "DISK_GB": 500}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from berth.scheduler.errors import ConfigError
-from berth.scheduler.flavor import PciAlias, SchedulerConfig, parse_pci_aliases
+from berth.scheduler.request.flavor import PciAlias, SchedulerConfig, parse_pci_aliases
 
 
 def test_an_alias_with_vendor_and_product_asks_for_the_class_the_agent_reports():

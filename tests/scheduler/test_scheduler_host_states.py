@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hosthelpers import FixedSnapshots, answer, uuid_of
 
-from berth.scheduler.candidates import Candidates
-from berth.scheduler.hosts import HostReads, build_hosts, member_hosts, place_group
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.hosts.build import HostReads, build_hosts, member_hosts, place_group
+from berth.scheduler.hosts.candidates import Candidates
+from berth.scheduler.request.server_group import ServerGroup
 
 AGG = "6a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 

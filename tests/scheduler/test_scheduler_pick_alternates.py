@@ -8,8 +8,8 @@ import uuid
 from hosthelpers import request
 from schedulerhelpers import CONFIG, spec
 
-from berth.scheduler.candidates import AllocationRequest
 from berth.scheduler.filters import enabled_filters
+from berth.scheduler.hosts.candidates import AllocationRequest
 from berth.scheduler.picking import MOST_ALTERNATES, alternates_of, pick_body
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers import enabled_weighers

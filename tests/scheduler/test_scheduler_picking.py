@@ -7,8 +7,8 @@ from schedulerhelpers import CONFIG, flavor, spec
 
 from berth.scheduler.filters import enabled_filters
 from berth.scheduler.picking import breaks_group, gang_body, pick_body, pick_suits, victims_of
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Victim
-from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers import enabled_weighers
 

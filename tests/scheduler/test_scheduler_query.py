@@ -7,8 +7,8 @@ from urllib.parse import parse_qsl, urlencode
 from schedulerhelpers import OTHER_AGGREGATE, ZONE_AGGREGATE, spec
 
 from berth.domain.host.request import Flavor as HostFlavor
-from berth.scheduler.flavor import Flavor, Image
-from berth.scheduler.request_spec import QUERY_MICROVERSION, RequestGroup, RequestSpec
+from berth.scheduler.request.flavor import Flavor, Image
+from berth.scheduler.request.request_spec import QUERY_MICROVERSION, RequestGroup, RequestSpec
 
 TREE = "c7f2b1e4-3a5d-4e6f-8a9b-0c1d2e3f4a5b"
 

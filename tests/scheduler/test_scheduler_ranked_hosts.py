@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from schedulerhelpers import flavor, spec
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
 from berth.scheduler.filters.numa_topology import NUMATopologyFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.hosts.sorting import filter_hosts, sorted_hosts
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.settings import SelectionSettings
-from berth.scheduler.sorting import filter_hosts, sorted_hosts
 from berth.scheduler.weighers import enabled_weighers
 from berth.scheduler.weighers.ranking import rank
 

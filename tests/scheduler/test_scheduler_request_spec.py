@@ -6,7 +6,7 @@ import pytest
 from schedulerhelpers import CONFIG, OTHER_AGGREGATE, ZONE_AGGREGATE, flavor, group, spec
 
 from berth.domain.host.request import NumaRequest, PciRequest
-from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.request.flavor import SchedulerConfig
 
 
 def test_a_plain_flavor_asks_for_its_vcpus_memory_and_disk():

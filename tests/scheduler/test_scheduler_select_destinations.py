@@ -17,10 +17,10 @@ from berth.clients.http import Answer, JsonHttp
 from berth.clients.placement import PlacementClient
 from berth.domain.host.request import InstanceSpec
 from berth.scheduler.explain import NoValidHost
-from berth.scheduler.flavor import Flavor, SchedulerConfig, parse_pci_aliases
-from berth.scheduler.request_spec import build_request_spec
+from berth.scheduler.request.flavor import Flavor, SchedulerConfig, parse_pci_aliases
+from berth.scheduler.request.request_spec import build_request_spec
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selector import Selector
-from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.service import Service
 from berth.scheduler.settings import SelectionSettings
 

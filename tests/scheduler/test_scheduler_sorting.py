@@ -11,8 +11,8 @@ from schedulerhelpers import CONFIG, ZONE_AGGREGATE, flavor, spec
 from berth.scheduler.explain import FilterRun, describe_explain, nothing_left
 from berth.scheduler.filters import enabled_filters
 from berth.scheduler.filters.numa_topology import NUMATopologyFilter
+from berth.scheduler.hosts.sorting import ROOM_LEFT, filter_hosts, sorted_hosts
 from berth.scheduler.settings import SelectionSettings
-from berth.scheduler.sorting import ROOM_LEFT, filter_hosts, sorted_hosts
 from berth.scheduler.weighers import enabled_weighers
 
 NUMA = request(spec(flavor_=flavor({"hw:numa_nodes": "1"}, vcpus=2), availability_zone="nova"))

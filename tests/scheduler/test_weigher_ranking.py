@@ -11,7 +11,7 @@ from schedulerhelpers import spec
 from weigherhelpers import names, ranked
 
 from berth.domain.weighing import multipliers_for, weigh
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers import enabled_weighers
 from berth.scheduler.weighers.ram import RAMWeigher

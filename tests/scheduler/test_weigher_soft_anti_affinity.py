@@ -6,7 +6,7 @@ from hosthelpers import make_hosts, request
 from schedulerhelpers import spec
 from weigherhelpers import ranked
 
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.weighers.soft_anti_affinity import ServerGroupSoftAntiAffinityWeigher
 
 UUID = "2c9d3f0a-7b1e-4c5d-8e9f-0a1b2c3d4e5f"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.requests import ServerRequest
-from berth.scheduler.flavor import Flavor
+from berth.scheduler.request.flavor import Flavor
 from berth.testbed.sim.instances import (
     ACTIVE,
     ALLOWED,

@@ -13,7 +13,7 @@ from berth.conductor.records import server_states
 from berth.conductor.records.tables import Record
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
-from berth.scheduler.flavor import Flavor
+from berth.scheduler.request.flavor import Flavor
 
 # What one action runs, given the runner, the server's row and request, and the action's arguments
 # as the API read them (a resize's flavor).

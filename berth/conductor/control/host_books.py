@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from berth.clients.placement import PlacementClient, retry_on_conflict
 from berth.conductor.records.hosts import Hosts
-from berth.scheduler.request_spec import DISABLED_TRAIT
+from berth.scheduler.request.request_spec import DISABLED_TRAIT
 
 LOG = logging.getLogger(__name__)
 

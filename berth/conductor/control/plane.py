@@ -34,10 +34,10 @@ from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, StepHook
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
-from berth.scheduler.flavor import Image, SchedulerConfig
-from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.request.flavor import Image, SchedulerConfig
+from berth.scheduler.request.request_spec import RequestSpec
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Selection
-from berth.scheduler.server_group import ServerGroup
 from berth.scheduler.settings import SelectionSettings
 
 LOG = logging.getLogger(__name__)

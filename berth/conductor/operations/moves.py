@@ -37,7 +37,7 @@ from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
 from berth.domain.host.records import SourceContext
 from berth.domain.host.request import InstanceSpec
-from berth.scheduler.flavor import Flavor
+from berth.scheduler.request.flavor import Flavor
 
 RESIZE = "resize"
 MIGRATE = "migrate"

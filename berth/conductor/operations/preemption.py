@@ -33,7 +33,7 @@ from berth.conductor.runner import Runner
 from berth.conductor.victims import VictimServer
 from berth.domain.errors import BerthError
 from berth.scheduler.errors import SchedulerError
-from berth.scheduler.priority import DELETE, SHELVE_OFFLOAD, preemption_action
+from berth.scheduler.request.priority import DELETE, SHELVE_OFFLOAD, preemption_action
 from berth.scheduler.selection import Victim
 
 LOG = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from berth.conductor.journal import database_clock
 from berth.conductor.records.tables import Record, flavors, record, records
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.errors import SchedulerError
-from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
-from berth.scheduler.request_spec import build_request_spec
+from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig
+from berth.scheduler.request.request_spec import build_request_spec
 
 
 def to_flavor(row: Mapping[str, Any]) -> Flavor:

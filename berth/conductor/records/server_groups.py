@@ -16,7 +16,7 @@ from berth.conductor.records.servers import ServerRecords
 from berth.conductor.records.tables import Record, record, records, server_groups
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.errors import SpecError
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 
 
 class ServerGroups:

@@ -25,7 +25,7 @@ from berth.scheduler.filters.numa_topology import NUMATopologyFilter
 from berth.scheduler.filters.pci_passthrough import PciPassthroughFilter
 from berth.scheduler.filters.server_group_affinity import ServerGroupAffinityFilter
 from berth.scheduler.filters.server_group_anti_affinity import ServerGroupAntiAffinityFilter
-from berth.scheduler.flavor import SchedulerConfig
+from berth.scheduler.request.flavor import SchedulerConfig
 from berth.scheduler.settings import SelectionSettings
 
 FILTERS: Final[dict[str, type[HostFilter]]] = {

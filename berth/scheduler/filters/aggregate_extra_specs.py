@@ -9,10 +9,10 @@ Placement's aggregates have none.
 
 from __future__ import annotations
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
 from berth.scheduler.filters.spec_match import matches
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class AggregateInstanceExtraSpecsFilter(HostFilter):

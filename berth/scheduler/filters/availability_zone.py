@@ -8,9 +8,9 @@ filter has nothing left to do; it matters for the default zone and for zones wit
 
 from __future__ import annotations
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class AvailabilityZoneFilter(HostFilter):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.flavor import SchedulerConfig
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
+from berth.scheduler.request.flavor import SchedulerConfig
 from berth.scheduler.settings import SelectionSettings
 
 

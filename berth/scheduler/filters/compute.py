@@ -11,10 +11,10 @@ query forbids the trait (without that, the Placement API's path is taken, where 
 
 from __future__ import annotations
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
-from berth.scheduler.request_spec import DISABLED_TRAIT
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
+from berth.scheduler.request.request_spec import DISABLED_TRAIT
 
 
 class ComputeFilter(HostFilter):

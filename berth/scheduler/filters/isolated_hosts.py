@@ -10,9 +10,9 @@ is a request for an image that is not isolated.
 
 from __future__ import annotations
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class IsolatedHostsFilter(HostFilter):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 from berth.domain.host.snapshot import Refusal
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class NUMATopologyFilter(HostFilter):

@@ -10,9 +10,9 @@ for the whole request, so that a host it passes is one whose agent takes the ins
 from __future__ import annotations
 
 from berth.domain.host.snapshot import Refusal
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class PciPassthroughFilter(HostFilter):

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from berth.domain.weighing import HostFacts, Multipliers
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 LOG = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from berth.domain.weighing import HostFacts
-from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.weighers.base import HostWeigher
 
 

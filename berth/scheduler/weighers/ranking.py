@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from berth.domain.weighing import best_first, normalise
-from berth.scheduler.build_request import BuildRequest
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers.base import HostWeigher
 

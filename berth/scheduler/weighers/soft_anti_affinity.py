@@ -4,7 +4,7 @@ the group a host holds the better; other requests weigh 0 everywhere."""
 from __future__ import annotations
 
 from berth.domain.weighing import HostFacts
-from berth.scheduler.build_request import BuildRequest
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.weighers.base import HostWeigher
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import threading
 
 from berth.conductor.requests import ServerRequest
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.server_group import ServerGroup
 
 
 class Groups:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from berth.scheduler.flavor import Flavor, PciAlias, SchedulerConfig
+from berth.scheduler.request.flavor import Flavor, PciAlias, SchedulerConfig
 
 # Every uuid the layout makes is derived from the seed's namespace, so a run is reproducible.
 NAMESPACE: Final = uuid.UUID("5f0d3a52-33c1-4a43-9b1c-6f4d0d7a2b90")

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from berth.conductor.journal import Operation, operations
-from berth.scheduler.request_spec import RequestSpec
+from berth.scheduler.request.request_spec import RequestSpec
 from berth.testbed.databases import Databases
 from berth.testbed.report import Log, write_json
 from berth.testbed.sim.books import read_books

@@ -18,10 +18,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.explain import FilterRun
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.request.build_request import BuildRequest
 
 
 class RankedHosts:

@@ -18,8 +18,8 @@ from typing import Final
 
 from berth.domain.host.request import PciRequest
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Flavor, Image, SchedulerConfig, hw_values
-from berth.scheduler.groups import GroupDraft
+from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig, hw_values
+from berth.scheduler.request.groups import GroupDraft
 
 ALIAS_KEY: Final = "pci_passthrough:alias"
 AFFINITY_POLICIES: Final = ("required", "legacy", "preferred", "socket")

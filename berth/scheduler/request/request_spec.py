@@ -16,10 +16,10 @@ from typing import Final
 
 from berth.domain.host.errors import InvalidHostRequest
 from berth.domain.host.request import Flavor as HostFlavor
-from berth.scheduler.cpu import translate_cpu_policy
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Flavor, Image, SchedulerConfig
-from berth.scheduler.groups import (
+from berth.scheduler.request.cpu import translate_cpu_policy
+from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig
+from berth.scheduler.request.groups import (
     GroupDraft,
     GroupPolicy,
     Groups,
@@ -28,10 +28,10 @@ from berth.scheduler.groups import (
     parse_granular,
     parse_group_policy,
 )
-from berth.scheduler.image import add_image_traits, prefilter_traits
-from berth.scheduler.numa import PageSize, numa_request, page_size
-from berth.scheduler.pci import PciDemand, pci_demands, pci_groups
-from berth.scheduler.priority import preemption_action, priority_of
+from berth.scheduler.request.image import add_image_traits, prefilter_traits
+from berth.scheduler.request.numa import PageSize, numa_request, page_size
+from berth.scheduler.request.pci import PciDemand, pci_demands, pci_groups
+from berth.scheduler.request.priority import preemption_action, priority_of
 
 QUERY_MICROVERSION: Final = "1.39"
 DISABLED_TRAIT: Final = "COMPUTE_STATUS_DISABLED"
@@ -94,7 +94,7 @@ class RequestSpec:
     pci_devices: tuple[PciDemand, ...] = ()
     # The image's id, for the isolated hosts filter (None: no image, or its id is not known).
     image_id: str | None = None
-    # The flavor's ``berth:priority`` (``berth.scheduler.priority``): what every pick carries, and
+    # The flavor's ``berth:priority`` (``berth.scheduler.request.priority``): what every pick carries, and
     # above 0, a pick that may preempt.
     priority: int = 0
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Flavor
-from berth.scheduler.names import check_resource_class, check_trait
+from berth.scheduler.request.flavor import Flavor
+from berth.scheduler.request.names import check_resource_class, check_trait
 
 GroupPolicy = Literal["none", "isolate"]
 GROUP_POLICIES: Final[tuple[GroupPolicy, ...]] = ("none", "isolate")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Flavor, Image, hw_values
-from berth.scheduler.groups import Groups
+from berth.scheduler.request.flavor import Flavor, Image, hw_values
+from berth.scheduler.request.groups import Groups
 
 CPU_POLICIES: Final = ("shared", "dedicated", "mixed")
 THREAD_POLICIES: Final = ("prefer", "isolate", "require")

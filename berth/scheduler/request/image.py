@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Final
 
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Image
-from berth.scheduler.groups import GroupDraft
-from berth.scheduler.names import STANDARD_TRAITS, check_trait
+from berth.scheduler.request.flavor import Image
+from berth.scheduler.request.groups import GroupDraft
+from berth.scheduler.request.names import STANDARD_TRAITS, check_trait
 
 TRAIT_PREFIX: Final = "trait:"
 PREFILTER_TRAIT_PREFIXES: Final = {

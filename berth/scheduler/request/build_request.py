@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from berth.scheduler.request_spec import RequestSpec
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.request.request_spec import RequestSpec
+from berth.scheduler.request.server_group import ServerGroup
 
 
 @dataclass

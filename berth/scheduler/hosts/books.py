@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from berth.scheduler.candidates import AllocationRequest, ProviderSummary
+from berth.scheduler.hosts.candidates import AllocationRequest, ProviderSummary
 
 
 class ProviderBooks:

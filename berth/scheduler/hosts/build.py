@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from berth.scheduler.books import ProviderBooks
-from berth.scheduler.candidates import Candidates, ProviderSummary
-from berth.scheduler.host_state import HostState
-from berth.scheduler.server_group import ServerGroup
+from berth.scheduler.hosts.books import ProviderBooks
+from berth.scheduler.hosts.candidates import Candidates, ProviderSummary
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.hosts.snapshots import SnapshotSource
+from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.service import Service
-from berth.scheduler.snapshots import SnapshotSource
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Final, Literal, TypeAlias
 
 from berth.domain.host.request import NumaRequest
 from berth.scheduler.errors import SpecError
-from berth.scheduler.flavor import Flavor, Image, hw_values
+from berth.scheduler.request.flavor import Flavor, Image, hw_values
 
 PageSize: TypeAlias = Literal["small", "large", "any"] | int  # an int is a size in KiB
 _NAMED_PAGE_SIZES: Final[tuple[Literal["small", "large", "any"], ...]] = ("small", "large", "any")

@@ -21,9 +21,9 @@ from berth.domain.host.request import Flavor
 from berth.domain.host.snapshot import HostSnapshot, Refusal, fits
 from berth.domain.host.usage import HostUsage
 from berth.domain.weighing import HostFacts, host_facts
-from berth.scheduler.books import ProviderBooks
-from berth.scheduler.candidates import AllocationRequest
-from berth.scheduler.snapshots import SnapshotSource
+from berth.scheduler.hosts.books import ProviderBooks
+from berth.scheduler.hosts.candidates import AllocationRequest
+from berth.scheduler.hosts.snapshots import SnapshotSource
 
 _WEIGHED_CLASSES = ("VCPU", "PCPU", "MEMORY_MB", "DISK_GB")
 

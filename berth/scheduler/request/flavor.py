@@ -23,7 +23,7 @@ import jsonschema
 import orjson
 
 from berth.scheduler.errors import ConfigError
-from berth.scheduler.names import normalize_resource_class, normalize_trait
+from berth.scheduler.request.names import normalize_resource_class, normalize_trait
 
 
 @dataclass(frozen=True)

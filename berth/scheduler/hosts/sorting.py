@@ -18,11 +18,11 @@ import random
 from collections.abc import Sequence
 from typing import Final
 
-from berth.scheduler.build_request import BuildRequest
 from berth.scheduler.explain import FilterRun
 from berth.scheduler.filters.base import HostFilter
-from berth.scheduler.host_state import HostState
-from berth.scheduler.ranked_hosts import RankedHosts
+from berth.scheduler.hosts.host_state import HostState
+from berth.scheduler.hosts.ranked import RankedHosts
+from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.settings import SelectionSettings
 from berth.scheduler.weighers.base import HostWeigher
 from berth.scheduler.weighers.ranking import rank
