@@ -8,7 +8,7 @@ import pytest
 
 from berth.cli import agent
 from berth.cli.settings import SettingsError
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 
 
 def parse(*argv: str) -> dict[str, Any]:

@@ -337,9 +337,9 @@ def test_the_table_names_only_its_own_layers():
         ("berth.scheduler.example", "from berth.clients.agent import AgentClient\n", []),
         (
             "berth.scheduler.example",
-            "from berth.tracker.moves import start_move\n",
+            "from berth.tracker.moving.moves import start_move\n",
             [
-                "berth/scheduler/example.py:1: berth.scheduler.example imports berth.tracker.moves: "
+                "berth/scheduler/example.py:1: berth.scheduler.example imports berth.tracker.moving.moves: "
                 "layer scheduler may not import layer tracker"
             ],
         ),
@@ -418,9 +418,9 @@ def test_the_check_finds_forbidden_imports_anywhere_in_a_file(module, source, ex
 
 def test_an_exception_lets_through_the_imports_it_names_only(monkeypatch):
     module = "berth.scheduler.example"
-    source = "from berth.tracker.moves import start_move\nfrom berth.tracker.errors import TrackerError\n"
+    source = "from berth.tracker.moving.moves import start_move\nfrom berth.tracker.errors import TrackerError\n"
     found = imports_of(ROOT / "berth/scheduler/example.py", source, module)
-    monkeypatch.setitem(EXCEPTIONS, (module, "berth.tracker.moves"), "a reason")
+    monkeypatch.setitem(EXCEPTIONS, (module, "berth.tracker.moving.moves"), "a reason")
     assert violations(found) == [
         "berth/scheduler/example.py:2: berth.scheduler.example imports berth.tracker.errors: "
         "layer scheduler may not import layer tracker"

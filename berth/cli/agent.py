@@ -3,7 +3,7 @@
     berth agent --host $(hostname) --placement http://127.0.0.1:8778 --driver linux [--config FILE]
 
 It reports the host to Placement, finishes whatever a crash interrupted, runs the periodic audit, and
-serves the tracker's claim operations over HTTP (see berth/tracker/agent_api.py).
+serves the tracker's claim operations over HTTP (see berth/tracker/agent/agent_api.py).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from berth.clients.placement import SERVICE_ROLES, PlacementClient
 
 # The tracker is imported only when the agent runs: every other ``berth`` command goes without it.
 if TYPE_CHECKING:
-    from berth.tracker.config import TrackerConfig
-    from berth.tracker.registration import Registration
+    from berth.tracker.agent.registration import Registration
+    from berth.tracker.configuration.config import TrackerConfig
 
 LOG = logging.getLogger("berth.agent")
 
@@ -113,8 +113,8 @@ FILE_KEYS: dict[str, tuple[str, ...]] = {
 
 def load_config(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[AgentSettings, TrackerConfig]:
     """The agent's settings and the tracker's configuration, the first overriding the second where both speak."""
-    from berth.tracker.config import TrackerConfig
-    from berth.tracker.documents import read_document
+    from berth.tracker.configuration.config import TrackerConfig
+    from berth.tracker.configuration.documents import read_document
 
     document: dict[str, Any] = {}
     config = TrackerConfig()
@@ -164,7 +164,7 @@ def placement_client(settings: AgentSettings) -> PlacementClient:
 def registration(settings: AgentSettings, bind: str, agent_token: str | None) -> Registration | None:
     """The agent's registration with the conductors, if it is told of any."""
     from berth.clients.conductor import ConductorClient
-    from berth.tracker.registration import Registration
+    from berth.tracker.agent.registration import Registration
 
     if not settings.conductor:
         return None
@@ -222,7 +222,7 @@ def agent_command(**params: Any) -> int:
 
 def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
-    from berth.tracker.agent_api import serve_agent
+    from berth.tracker.agent.agent_api import serve_agent
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
     from berth.tracker.tracker import ResourceTracker

@@ -17,9 +17,9 @@ model's (``berth.domain.host``), which schedulers share, and so are the claims a
 HTTP are the clients' (``berth.clients``). See docs/tracker.md.
 """
 
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.errors import TrackerError
-from berth.tracker.participant import MoveParticipant
+from berth.tracker.moving.participant import MoveParticipant
 from berth.tracker.tracker import ResourceTracker
 
 __all__ = ["MoveParticipant", "ResourceTracker", "TrackerConfig", "TrackerError"]

@@ -14,7 +14,7 @@ from berth.domain.host.fitting import CellLimits
 from berth.domain.host.records import ClaimRecord
 from berth.domain.host.tree import ProviderTree
 from berth.domain.host.usage import HostUsage, usage_of
-from berth.tracker.provider_config import ProviderConfig
+from berth.tracker.configuration.provider_config import ProviderConfig
 
 
 def capacity_report(

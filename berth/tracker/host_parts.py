@@ -18,7 +18,7 @@ from berth.domain.host.records import ClaimRecord
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.domain.host.tree import ProviderTree
 from berth.domain.host.usage import HostUsage
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.consumer_writer import ConsumerWriter, DesiredFn
 from berth.tracker.drivers.base import Driver
 from berth.tracker.recovery import PendingOperations

@@ -20,10 +20,10 @@ from dataclasses import replace
 
 from berth.domain.capacity import Inventory
 from berth.domain.host.tree import CellInfo, PciPool, ProviderNode, ProviderTree
-from berth.tracker.config import PciDeviceSpec, TrackerConfig, format_cpu_set
+from berth.tracker.configuration.config import PciDeviceSpec, TrackerConfig, format_cpu_set
+from berth.tracker.configuration.provider_config import ProviderConfig
 from berth.tracker.errors import ProviderConfigError
 from berth.tracker.facts import HostFacts, PciDevice
-from berth.tracker.provider_config import ProviderConfig
 
 LOG = logging.getLogger(__name__)
 

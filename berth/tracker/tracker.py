@@ -11,7 +11,7 @@ Every operation follows the same three steps, so that a crash at any point is re
 
 ``berth.tracker.recovery`` holds the operations a mark names and settles the marks a crash left.
 Moves use a migration consumer: the source hands over its claim (``begin_move_out``), the
-destination claims (``berth.tracker.move_claims``); ``berth.tracker.moves`` drives both sides.
+destination claims (``berth.tracker.moving.move_claims``); ``berth.tracker.moving.moves`` drives both sides.
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ from berth.domain.host.request import Flavor, InstanceSpec
 from berth.domain.host.snapshot import HostSnapshot
 from berth.domain.host.tree import ProviderTree
 from berth.domain.host.usage import HostUsage, usage_of
-from berth.tracker import evacuation, move_claims
-from berth.tracker.audit import AuditReport, run_audit
+from berth.tracker.auditing.audit import AuditReport, run_audit
 from berth.tracker.capacity_report import capacity_report, shrink_warnings
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
 from berth.tracker.drivers.base import Driver
 from berth.tracker.errors import host_model_refusals
+from berth.tracker.moving import evacuation, move_claims
 from berth.tracker.recovery import PendingOp, PendingOperations
 from berth.tracker.store import ClaimStore
 from berth.tracker.sync import SyncResult, TreeSync
@@ -469,7 +469,8 @@ class ResourceTracker:
             return evacuation.cleanup_evacuated(self, instance_uuid, migration_uuid)
 
     def cleanup_evacuations(self, snapshot: ByConsumer | None = None) -> list[dict[str, str | None]]:
-        """Find instances evacuated while this host was down and clean up after them (``berth.tracker.evacuation``)."""
+        """Find instances evacuated while this host was down and clean up after them
+        (``berth.tracker.moving.evacuation``)."""
         with self.lock:
             return evacuation.cleanup_evacuations(self, snapshot)
 

@@ -15,7 +15,7 @@ from berth.scheduler.hosts.candidates import Candidates
 from berth.scheduler.hosts.host_state import HostState
 from berth.scheduler.request.build_request import BuildRequest
 from berth.scheduler.settings import SelectionSettings
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
 
 HOST = {"VCPU": (16, 0), "MEMORY_MB": (32768, 0), "DISK_GB": (500, 0)}

@@ -17,7 +17,7 @@ from trackerhelpers import flavor, instance, new_uuid
 from berth.clients.errors import AgentError, ClaimFailed, ClaimNotFound, InvalidRequest
 from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED
 from berth.domain.host.request import PciRequest
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 @pytest.fixture(scope="module")

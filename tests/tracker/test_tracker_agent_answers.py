@@ -12,7 +12,7 @@ from werkzeug.test import Client
 from berth.clients.errors import ClaimFailed, ClaimNotFound, PlacementUnavailable, TrackerUnavailable
 from berth.domain.host.records import ClaimRecord
 from berth.domain.host.request import Flavor
-from berth.tracker.agent_api import AgentApp
+from berth.tracker.agent.agent_api import AgentApp
 
 INSTANCE = {
     "uuid": "7c9e6679-7425-40de-944b-e07fc1f90ae7",

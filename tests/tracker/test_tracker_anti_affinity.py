@@ -14,7 +14,7 @@ from berth.clients.errors import ClaimFailed
 from berth.domain.host.anti_affinity import AntiAffinity
 from berth.domain.host.errors import InvalidHostRequest
 from berth.domain.host.request import InstanceSpec
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 def members(count):

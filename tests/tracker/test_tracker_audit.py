@@ -7,8 +7,7 @@ import time
 
 from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
-from berth.tracker import moves
-from berth.tracker.audit import (
+from berth.tracker.auditing.audit import (
     ALLOCATION_MISMATCH,
     ALLOCATIONS_WITHOUT_CLAIM,
     CLAIM_WITHOUT_ALLOCATIONS,
@@ -16,6 +15,7 @@ from berth.tracker.audit import (
     INSTANCE_WITHOUT_CLAIM,
     USAGE_MISMATCH,
 )
+from berth.tracker.moving import moves
 
 
 def _kinds(report):

@@ -15,7 +15,7 @@ from trackerhelpers import SMALL, flavor, new_uuid
 
 from berth.clients.placement import PlacementClient
 from berth.domain.host.request import InstanceSpec
-from berth.tracker.audit import ALLOCATIONS_WITHOUT_CLAIM
+from berth.tracker.auditing.audit import ALLOCATIONS_WITHOUT_CLAIM
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from trackerhelpers import GPU, flavor, instance, new_uuid
 
 from berth.clients.placement import PlacementClient
 from berth.domain.host.request import PciRequest
-from berth.tracker.audit import ALLOCATION_MISMATCH, CLAIM_WITHOUT_ALLOCATIONS, USAGE_MISMATCH
+from berth.tracker.auditing.audit import ALLOCATION_MISMATCH, CLAIM_WITHOUT_ALLOCATIONS, USAGE_MISMATCH
 
 
 def _sharing_provider(placement) -> tuple[str, str]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from berth.domain.capacity import Inventory
-from berth.tracker.config import ConfigError, TrackerConfig, format_cpu_set, parse_cpu_set
-from berth.tracker.drivers.fake import FakeDriver
-from berth.tracker.provider_config import (
+from berth.tracker.configuration.config import ConfigError, TrackerConfig, format_cpu_set, parse_cpu_set
+from berth.tracker.configuration.provider_config import (
     ProviderConfigError,
     load_provider_config,
     load_provider_configs,
     parse_provider_config,
 )
+from berth.tracker.drivers.fake import FakeDriver
 
 YAML = """
 meta: {schema_version: "1.0"}

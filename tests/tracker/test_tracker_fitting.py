@@ -10,7 +10,7 @@ from berth.domain.host.fitting import plan_claim
 from berth.domain.host.records import ClaimRecord
 from berth.domain.host.request import NumaRequest, PciRequest
 from berth.domain.host.usage import usage_of
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.drivers.fake import FakeDriver
 
 

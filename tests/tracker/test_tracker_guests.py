@@ -14,7 +14,7 @@ from trackerhelpers import SMALL, flavor, instance, new_uuid
 
 from berth.clients import agent_error_codes
 from berth.clients.errors import AgentError, InvalidRequest
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 @pytest.fixture(scope="module")

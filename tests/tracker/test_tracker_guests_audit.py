@@ -11,10 +11,11 @@ from agenthelpers import Agent
 from trackerhelpers import SMALL, flavor, instance, new_uuid
 
 from berth.clients.errors import AgentError, InvalidRequest
-from berth.tracker import guests, moves
-from berth.tracker.audit import ALLOCATIONS_WITHOUT_CLAIM, CLAIM_WITHOUT_INSTANCE, INSTANCE_WITHOUT_CLAIM
+from berth.tracker import guests
+from berth.tracker.auditing.audit import ALLOCATIONS_WITHOUT_CLAIM, CLAIM_WITHOUT_INSTANCE, INSTANCE_WITHOUT_CLAIM
 from berth.tracker.drivers.fake import FakeDriver
 from berth.tracker.facts import STOPPED, Guest
+from berth.tracker.moving import moves
 
 # No grace: a claim without a guest is a finding at once; no periodic audit in the tests' way.
 AUDIT = {"audit": {"interval": 0, "orphan_grace_seconds": 0}}

@@ -8,7 +8,7 @@ from trackerhelpers import GPU, TOPOLOGY, assert_books_agree, flavor, instance, 
 from berth.clients.errors import ClaimFailed, GenerationConflict
 from berth.clients.placement import PlacementClient
 from berth.domain.host.request import PciRequest
-from berth.tracker.provider_config import load_provider_configs
+from berth.tracker.configuration.provider_config import load_provider_configs
 
 
 def _tree(placement, root_uuid):

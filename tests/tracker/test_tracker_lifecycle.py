@@ -7,7 +7,7 @@ from trackerhelpers import SMALL, assert_books_agree, flavor, instance, new_uuid
 
 from berth.clients.errors import ClaimError, ClaimNotFound
 from berth.domain.host.records import ACTIVE, SHELVED, SOFT_DELETED
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 def test_delete_frees_everything(hosts, placement):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from berth.tracker.config import TrackerConfig, parse_cpu_set
+from berth.tracker.configuration.config import TrackerConfig, parse_cpu_set
 from berth.tracker.drivers.linux import LinuxDriver
 
 

@@ -8,7 +8,7 @@ from trackerhelpers import assert_books_agree, flavor, instance, new_uuid
 
 from berth.clients.placement import PlacementClient
 from berth.domain.host.records import INCOMING, OUTGOING
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 def test_a_move_claim_whose_answer_was_lost_is_found_done(hosts, placement, placement_service):

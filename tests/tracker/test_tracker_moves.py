@@ -9,7 +9,7 @@ from berth.clients.errors import ClaimError, ClaimFailed, InvalidRequest
 from berth.domain.host.claims import NopClaim
 from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING
 from berth.domain.host.request import NumaRequest, PciRequest
-from berth.tracker import moves
+from berth.tracker.moving import moves
 
 
 def _consumer(placement, uuid):

@@ -12,7 +12,7 @@
   agent writing its host's real inventory back; still over after that (the host really shrank),
   an operator moves instances away.
 - ``claims_disagree``: an agent's own audit says its claims, its guests and the service disagree
-  (``agent_kind`` is the tracker's finding: berth.tracker.audit). Healed by that agent's audit;
+  (``agent_kind`` is the tracker's finding: berth.tracker.auditing.audit). Healed by that agent's audit;
   what it cannot heal (a guest whose allocations are gone) needs an operator. An agent's
   ``allocations_without_claim`` of a consumer found above is that finding, not another; its
   ``usage_mismatch`` is the symptom of its other findings and is reported only alone.

@@ -3,7 +3,7 @@
 ClaimHandle          a context manager that aborts the claim when its block raises
 ├── Claim            a persisted claim (``record``), undone by its owner: a tracker or an agent's client
 │   └── MoveClaim    the destination's claim of a move, whose abort reverts both sides
-│                    (``berth.tracker.moves``)
+│                    (``berth.tracker.moving.moves``)
 └── NopClaim         a claim that needed nothing (rebuild in place); aborting it does nothing
 
 with tracker.instance_claim(instance) as claim:

@@ -24,8 +24,8 @@ import orjson
 from gunicorn.app.base import BaseApplication
 
 from berth.clients.placement import PlacementClient
-from berth.tracker.agent_api import AgentApp
-from berth.tracker.config import TrackerConfig
+from berth.tracker.agent.agent_api import AgentApp
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.drivers import make_driver
 from berth.tracker.tracker import ResourceTracker
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.drivers.base import Driver
 from berth.tracker.drivers.fake import FakeDriver
 from berth.tracker.drivers.linux import LinuxDriver

@@ -25,11 +25,11 @@ from typing import Any
 
 from berth.domain.host.records import ClaimRecord
 from berth.domain.host.tree import ProviderTree
-from berth.tracker.config import TrackerConfig
+from berth.tracker.configuration.config import TrackerConfig
+from berth.tracker.configuration.provider_config import ProviderConfig
 from berth.tracker.errors import GuestNotSupported
 from berth.tracker.facts import Guest, HostFacts
 from berth.tracker.hosttree import build_provider_tree
-from berth.tracker.provider_config import ProviderConfig
 
 
 class Driver(abc.ABC):

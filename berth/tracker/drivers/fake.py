@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from berth.domain.host.records import ClaimRecord
-from berth.tracker.config import parse_cpu_set
+from berth.tracker.configuration.config import parse_cpu_set
 from berth.tracker.drivers.base import Driver
 from berth.tracker.drivers.faults import SpawnFaults
 from berth.tracker.errors import ConfigError, SpawnFailed

@@ -19,7 +19,7 @@ import re
 import uuid as uuidlib
 from pathlib import Path
 
-from berth.tracker.config import parse_cpu_set
+from berth.tracker.configuration.config import parse_cpu_set
 from berth.tracker.drivers.base import Driver
 from berth.tracker.facts import Guest, HostFacts, NumaCell, PciDevice
 

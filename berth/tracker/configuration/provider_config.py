@@ -37,7 +37,7 @@ import os_resource_classes
 import os_traits
 
 from berth.domain.capacity import Inventory
-from berth.tracker.documents import read_document
+from berth.tracker.configuration.documents import read_document
 from berth.tracker.errors import ConfigError, ProviderConfigError
 
 COMPUTE_NODE = "$COMPUTE_NODE"

@@ -1,6 +1,6 @@
 """What a host offers in a move, whether it is a tracker in this process or an agent over HTTP.
 
-``berth.tracker.moves`` drives a move through two participants: the source hands its claim over
+``berth.tracker.moving.moves`` drives a move through two participants: the source hands its claim over
 (``begin_move_out``), the destination claims (``resize_claim``, ``live_migration_claim``,
 ``evacuate_claim``), then each side confirms or reverts its own half. ``ResourceTracker`` and
 ``AgentClient`` both satisfy ``MoveParticipant``; mypy checks it below.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from berth.domain.host.claims import Claim
 from berth.domain.host.request import Flavor, InstanceSpec
-from berth.tracker.participant import MoveParticipant
+from berth.tracker.moving.participant import MoveParticipant
 
 MOVE_KINDS = ("resize", "live_migration")
 

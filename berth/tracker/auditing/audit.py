@@ -3,7 +3,7 @@
 Usage is summed from the persisted claims, never from instance states, and the audit holds the host's
 lock, so a claim in progress is either entirely counted or not yet begun: the audit cannot mistake it
 for a leak. It first settles interrupted operations and cleans up after evacuations, then compares
-each consumer's allocations with its claims over the consumer's scope (``berth.tracker.audit_books``:
+each consumer's allocations with its claims over the consumer's scope (``berth.tracker.auditing.audit_books``:
 the host's providers, and the sharing providers for a consumer that holds a claim's shared disk).
 
 - ``instance_without_claim``: a guest is on the host (running or stopped, as the driver reports it)
@@ -40,7 +40,7 @@ from berth.domain.host.assignments import PciAssignment
 from berth.domain.host.records import ACTIVE, INSTANCE, MIGRATION, ClaimRecord
 from berth.domain.host.request import Flavor
 from berth.domain.host.usage import usage_of
-from berth.tracker.audit_books import ConsumerBooks, HostBooks, read_books
+from berth.tracker.auditing.audit_books import ConsumerBooks, HostBooks, read_books
 from berth.tracker.facts import Guest
 from berth.tracker.host_parts import HostParts
 from berth.tracker.recovery import PendingOp

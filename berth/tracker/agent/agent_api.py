@@ -51,9 +51,9 @@ from berth.domain.host.errors import HostModelError
 from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker import guests
+from berth.tracker.agent.registration import Registration
 from berth.tracker.errors import GuestError, claim_error
 from berth.tracker.facts import RUNNING, STOPPED
-from berth.tracker.registration import Registration
 from berth.tracker.tracker import ResourceTracker
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ One YAML (``.yaml``/``.yml``) or TOML (``.toml``) file, every key optional::
     pci_device_spec:
       - {vendor_id: "8086", product_id: "1572", resource_class: CUSTOM_NIC_X710, traits: [CUSTOM_FAST]}
     shared_storage:       {provider_uuid: ..., aggregate_uuid: ...}
-    provider_config:      [extra-resources.yaml]        # see berth.tracker.provider_config
+    provider_config:      [extra-resources.yaml]        # see berth.tracker.configuration.provider_config
     audit:                {interval: 60, heal: false, orphan_grace_seconds: 300, reclaim_instance_interval: 0}
     agent:                {bind: "127.0.0.1:8779", token: null}
     fake:                 {...}                          # the fake driver's topology
@@ -28,10 +28,15 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from berth.tracker.documents import read_document
+from berth.tracker.configuration.documents import read_document
+from berth.tracker.configuration.provider_config import (
+    ProviderConfig,
+    check_resource_class,
+    check_trait,
+    load_provider_configs,
+)
 from berth.tracker.errors import ConfigError
 from berth.tracker.facts import PciDevice
-from berth.tracker.provider_config import ProviderConfig, check_resource_class, check_trait, load_provider_configs
 
 __all__ = ["ConfigError", "TrackerConfig", "format_cpu_set", "parse_cpu_set"]
 
