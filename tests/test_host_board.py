@@ -241,7 +241,7 @@ def test_a_pools_disk_taken_since_the_board_was_read_weighs_and_fits_as_it_now_i
 def _pick_writes(monkeypatch, fill=None):
     """The pick handler's writes, as whether each wrote its first claim bare; ``fill(plan)`` runs
     between the plan and the write, from a connection of its own."""
-    from berth.api.handlers import pick as pick_handler
+    from berth.api.handlers.claims import pick as pick_handler
 
     writes: list[bool] = []
     real_plan, real_pick = pick_handler.plan_on_board, pick_handler.pick_and_claim

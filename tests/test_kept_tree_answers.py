@@ -15,7 +15,7 @@ import pytest
 from apihelpers import Api, new_uuid
 
 from berth.api.app import PlacementApp, Settings
-from berth.api.handlers import allocation_candidates as candidates_handler
+from berth.api.handlers.placement import allocation_candidates as candidates_handler
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.domain.candidates import TreeView, plain_tree_answer
 from berth.store.candidates import finder as finder_module

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from berth.api.app import PlacementApp, Settings
-from berth.api.handlers import allocation_candidates as candidates_handler
+from berth.api.handlers.placement import allocation_candidates as candidates_handler
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.domain.candidates import TreeView, lone_host_candidate
 from berth.store.candidates import finder as finder_module

@@ -8,24 +8,20 @@ from typing import Any
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.dashboard import dashboard_routes
-from berth.api.handlers import (
+from berth.api.handlers import health, metrics
+from berth.api.handlers.claims import leases, pick, preemptions, quotas
+from berth.api.handlers.placement import (
     aggregates,
     allocation_candidates,
     allocations,
-    health,
     inventories,
-    leases,
-    metrics,
-    pick,
-    preemptions,
-    quotas,
     reshaper,
     resource_classes,
     root,
     traits,
     usages,
 )
-from berth.api.handlers import (
+from berth.api.handlers.placement import (
     resource_providers as rps,
 )
 from berth.api.microversion import Version

@@ -12,7 +12,7 @@ from werkzeug.datastructures import MultiDict
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.handlers.provider_lookup import provider_json_body
+from berth.api.handlers.placement.provider_lookup import provider_json_body
 from berth.api.microversion import Version
 from berth.api.query import parse_member_of, parse_required, parse_resources
 from berth.api.responses import json_response, link, location

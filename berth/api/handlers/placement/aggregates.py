@@ -8,7 +8,7 @@ from sqlalchemy import Connection
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.handlers.provider_lookup import provider_json_body
+from berth.api.handlers.placement.provider_lookup import provider_json_body
 from berth.api.responses import json_response
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid

@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.handlers.provider_lookup import repeated_not_found
+from berth.api.handlers.placement.provider_lookup import repeated_not_found
 from berth.api.responses import json_response, location
 from berth.api.schemas.common import CUSTOM_NAME_PATTERN
 from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY

@@ -1,0 +1,1 @@
+"""The handlers of the Placement API, one module per noun, as the reference splits them."""
