@@ -8,7 +8,7 @@ import pytest
 
 from berth.testbed.client import Client
 from berth.testbed.server import Server
-from berth.testbed.sim.books import read_books
+from berth.testbed.sim.checks.books import read_books
 
 pytestmark = pytest.mark.slow
 

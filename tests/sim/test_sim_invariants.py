@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from berth.testbed.sim.invariants import Books, Expected, LiveInstance, Provider, check
+from berth.testbed.sim.checks.invariants import Books, Expected, LiveInstance, Provider, check
 
 HOST_A, HOST_B = "host-a", "host-b"
 ROOT_A, CELL_A, ROOT_B, POOL = "rp-a", "rp-a-numa0", "rp-b", "rp-pool"

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from berth.clients.conductor import ConductorError
 from berth.clients.http import JsonHttp, NotConnected, ReadTimedOut, TransportError
-from berth.testbed.sim.layout import FLAVORS, HIGH_FLAVORS
+from berth.testbed.sim.cloud.layout import FLAVORS, HIGH_FLAVORS
 
 TOKEN: Final = "admin"
 # Long enough that only a conductor killed under a request leaves it unanswered.

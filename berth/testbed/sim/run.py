@@ -23,16 +23,16 @@ from berth.conductor.journal import Operation, operations
 from berth.scheduler.request.request_spec import RequestSpec
 from berth.testbed.databases import Databases
 from berth.testbed.report import Log, write_json
-from berth.testbed.sim.books import read_books
-from berth.testbed.sim.cloud import Cloud
+from berth.testbed.sim.checks.books import read_books
+from berth.testbed.sim.checks.invariants import Expected, LiveInstance, check
+from berth.testbed.sim.cloud.faults import Faults
+from berth.testbed.sim.cloud.layout import Layout, make_layout
+from berth.testbed.sim.cloud.processes import Cloud
 from berth.testbed.sim.config import SimConfig
-from berth.testbed.sim.cpu import CpuMeter
-from berth.testbed.sim.faults import Faults
 from berth.testbed.sim.instances import DELETED, DELETING, OFFLOADED, RESIZED, Instances
-from berth.testbed.sim.invariants import Expected, LiveInstance, check
-from berth.testbed.sim.layout import Layout, make_layout
 from berth.testbed.sim.quota import QUOTA_EXCEEDED, set_quota
-from berth.testbed.sim.report import SimReport, Tally
+from berth.testbed.sim.reporting.cpu import CpuMeter
+from berth.testbed.sim.reporting.report import SimReport, Tally
 from berth.testbed.sim.workload import Workload
 
 log = Log("sim")

@@ -19,11 +19,12 @@ from berth.conductor.journal import DONE, FAILED, RUNNING, Journal, Operation
 from berth.conductor.operations import evacuation
 from berth.conductor.records.tables import servers
 from berth.conductor.requests import ServerRequest
-from berth.testbed.sim import preempted
 from berth.testbed.sim.api import Lost
-from berth.testbed.sim.cloud import Cloud
+from berth.testbed.sim.checks import preempted
+from berth.testbed.sim.cloud.faults import Faults
+from berth.testbed.sim.cloud.layout import FLAVORS, HIGH_FLAVORS, ZONES, Layout
+from berth.testbed.sim.cloud.processes import Cloud
 from berth.testbed.sim.config import SimConfig
-from berth.testbed.sim.faults import Faults
 from berth.testbed.sim.groups import Groups
 from berth.testbed.sim.instances import (
     ACTIVE,
@@ -34,8 +35,7 @@ from berth.testbed.sim.instances import (
     Instances,
     outcome,
 )
-from berth.testbed.sim.layout import FLAVORS, HIGH_FLAVORS, ZONES, Layout
-from berth.testbed.sim.report import Tally
+from berth.testbed.sim.reporting.report import Tally
 from berth.testbed.sim.watch import Ends
 
 LOG = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
 from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.postgres import PostgresServer
-from berth.testbed.sim.cloud import Cloud
-from berth.testbed.sim.report import Tally
+from berth.testbed.sim.cloud.processes import Cloud
+from berth.testbed.sim.reporting.report import Tally
 
 KINDS: Final[dict[str, int]] = {
     "spawn_failure": 35,

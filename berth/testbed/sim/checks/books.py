@@ -11,7 +11,7 @@ from typing import Any
 from berth.clients.agent import AgentClient
 from berth.clients.placement import PlacementClient
 from berth.domain.capacity import capacity
-from berth.testbed.sim.invariants import Books, Provider, ProviderAmounts
+from berth.testbed.sim.checks.invariants import Books, Provider, ProviderAmounts
 
 READERS = 8
 

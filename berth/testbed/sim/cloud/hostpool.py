@@ -6,7 +6,7 @@ each, only a lock, a claim store and a driver each, which is what they have here
 agent's own (``AgentApp``), so a conductor drives a pooled host exactly as it drives a real agent,
 through ``AgentClient("http://pool/hosts/<name>")``.
 
-    python -m berth.testbed.sim.hostpool POOL.json
+    python -m berth.testbed.sim.cloud.hostpool POOL.json
 
 where POOL.json is ``{"bind", "placement", "state_dir", "hosts": {name: tracker config}}``. The
 server is gunicorn with one worker (the trackers' locks are in-process) and a few threads.

@@ -1,5 +1,5 @@
 """The simulated cloud's processes: a ``berth serve`` with several workers, ``berth conductor``
-processes on one database, the host pools (many hosts per process, ``berth.testbed.sim.hostpool``)
+processes on one database, the host pools (many hosts per process, ``berth.testbed.sim.cloud.hostpool``)
 and a few hosts as ``berth agent`` processes of their own, which faults may kill; the shared disk
 pools set in the service. Every host registers with the conductors in its availability zone: the
 agent processes themselves, the pooled hosts in batches (``PUT /hosts``) from a thread of the run."""
@@ -32,9 +32,9 @@ from berth.testbed.loopback import free_port
 from berth.testbed.processes import stop_group
 from berth.testbed.server import Server
 from berth.testbed.sim.api import ConductorsApi
+from berth.testbed.sim.cloud.hostpool import PREFIX
+from berth.testbed.sim.cloud.layout import GPU_ALIAS, POOL_DISK_GB, HostSpec, Layout
 from berth.testbed.sim.config import SimConfig
-from berth.testbed.sim.hostpool import PREFIX
-from berth.testbed.sim.layout import GPU_ALIAS, POOL_DISK_GB, HostSpec, Layout
 
 LOG = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class HostPoolProcess:
     def spawn(self) -> None:
         with open(self.logpath, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "berth.testbed.sim.hostpool", self.spec_path],
+                [sys.executable, "-m", "berth.testbed.sim.cloud.hostpool", self.spec_path],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from berth.testbed.sim.invariants import Verdict
+from berth.testbed.sim.checks.invariants import Verdict
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""What a simulation tells: its report (``report``) and the control plane's CPU (``cpu``)."""
