@@ -9,7 +9,7 @@ import pytest
 from werkzeug.datastructures import MultiDict
 
 from berth.api import microversion as mv
-from berth.api.candidate_query import parse_query
+from berth.api.candidates.candidate_query import parse_query
 from berth.domain.candidate_query import AggregateQuery, CandidateQuery, GroupQuery, TraitQuery
 from berth.domain.errors import BadRequest
 

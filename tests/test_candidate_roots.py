@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.datastructures import MultiDict
 
-from berth.api.candidate_query import parse_query
+from berth.api.candidates.candidate_query import parse_query
 from berth.api.microversion import Version
 from berth.domain.candidate_request import CandidateRequest, RequestGroup
 from berth.store.candidates import finder as finder_module

@@ -12,8 +12,8 @@ from schemathesis.core import NOT_SET
 from werkzeug.test import Client
 
 from berth.api.app import PlacementApp
-from berth.api.openapi import build_document
-from berth.api.routes import ROUTES
+from berth.api.routing.openapi import build_document
+from berth.api.routing.routes import ROUTES
 from berth.web.request_checks import MAX_BODY_BYTES
 
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement latest"}

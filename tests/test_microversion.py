@@ -7,7 +7,7 @@ import pytest
 
 from berth.api import microversion as mv
 from berth.api.microversion import Version
-from berth.api.routes import ROUTES
+from berth.api.routing.routes import ROUTES
 
 
 def test_the_table_holds_every_version_from_1_0_up_once_and_in_order():

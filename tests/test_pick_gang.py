@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from livehelpers import live_host, live_on
 
 from berth.api import microversion as mv
-from berth.api.candidate_query import parse_query
+from berth.api.candidates.candidate_query import parse_query
 from berth.api.request import QueryArgs
 from berth.domain import error_codes
 from berth.domain.weighing import Multipliers, multipliers_for

@@ -23,7 +23,7 @@ from berth.api.observability.database_metrics import observe_database
 from berth.api.observability.placement_observer import PlacementRequestObserver
 from berth.api.policy import placement_policy
 from berth.api.request import PlacementRequest
-from berth.api.routes import METRICS_PATH, PROBE_PATHS, served_routes
+from berth.api.routing.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache

@@ -6,7 +6,7 @@ whose lookup by key answers the last value, and checks the query's JSON schema a
 last values.  Werkzeug's lookup answers the first.  Parameters that may be repeated (``required``
 from 1.39, ``member_of`` from 1.24, ``same_subtree``) are read with ``getlist``, which is
 unaffected, and so are ``limit`` and ``group_policy`` of ``GET /allocation_candidates``, of which
-Placement uses the first value (``berth.api.candidate_query.FIRST_VALUE_KEYS``).
+Placement uses the first value (``berth.api.candidates.candidate_query.FIRST_VALUE_KEYS``).
 """
 
 from __future__ import annotations

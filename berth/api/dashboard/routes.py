@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from berth.api.dashboard import assets, figures, pages
 from berth.api.microversion import BASE
-from berth.api.route import Route, RouteTable
+from berth.api.routing.route import Route, RouteTable
 
 RULE = "berth:dashboard"
 

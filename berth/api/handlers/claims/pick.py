@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from berth.api import microversion as mv
 from berth.api.call import Call
-from berth.api.candidate_query import parse_query
+from berth.api.candidates.candidate_query import parse_query
 from berth.api.request import QueryArgs
 from berth.api.responses import json_response
 from berth.api.schemas.pick import PICK_BODY

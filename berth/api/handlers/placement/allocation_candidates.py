@@ -1,9 +1,9 @@
 """GET /allocation_candidates: where could this request go?
 
-The query string becomes a ``CandidateQuery`` (``berth.api.candidate_query``), whose names the store
+The query string becomes a ``CandidateQuery`` (``berth.api.candidates.candidate_query``), whose names the store
 turns into ids (``berth.store.candidates.names.resolve``); the store's ``CandidateFinder`` loads trees
 batch by batch (through the process's ``ProviderCache``) and has the domain search them; the answer
-is rendered by ``berth.api.candidate_answer``, with the connection still at hand for the few names
+is rendered by ``berth.api.candidates.candidate_answer``, with the connection still at hand for the few names
 not already kept with the providers' copies.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from berth.api.call import Call
-from berth.api.candidate_answer import kept_shape, render
-from berth.api.candidate_query import parse_query
+from berth.api.candidates.candidate_answer import kept_shape, render
+from berth.api.candidates.candidate_query import parse_query
 from berth.api.responses import json_response
 from berth.store.candidates.explain import Report, explain
 from berth.store.candidates.finder import CandidateFinder

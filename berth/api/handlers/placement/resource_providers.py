@@ -12,9 +12,9 @@ from werkzeug.datastructures import MultiDict
 
 from berth.api import microversion as mv
 from berth.api.call import Call
+from berth.api.candidates.query import parse_member_of, parse_required, parse_resources
 from berth.api.handlers.placement.provider_lookup import provider_json_body
 from berth.api.microversion import Version
-from berth.api.query import parse_member_of, parse_required, parse_resources
 from berth.api.responses import json_response, link, location
 from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
 from berth.api.validation import normalize_uuid, query_schema_check

@@ -11,7 +11,7 @@ import re
 from typing import Any, Final
 
 from berth.api import microversion
-from berth.api.route import Route, RouteTable
+from berth.api.routing.route import Route, RouteTable
 from berth.api.schemas.aggregates import aggregates_put_schema
 from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE

@@ -25,9 +25,9 @@ from berth.api.handlers.placement import (
     resource_providers as rps,
 )
 from berth.api.microversion import Version
-from berth.api.openapi import build_document
 from berth.api.responses import json_response
-from berth.api.route import Handler, Route, RouteTable
+from berth.api.routing.openapi import build_document
+from berth.api.routing.route import Handler, Route, RouteTable
 from berth.web.responses import Reply
 
 METRICS_PATH = "/metrics"
