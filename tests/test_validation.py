@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 from berth.api import microversion as mv
 from berth.api.microversion import Version
 from berth.api.schemas import every_schema
-from berth.api.schemas.aggregates import aggregates_put_schema
-from berth.api.schemas.allocation_candidates import allocation_candidates_query_schema
-from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
-from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
-from berth.api.schemas.reshaper import reshaper_schema
-from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
-from berth.api.schemas.resource_providers import provider_body_schema
-from berth.api.schemas.traits import PROVIDER_TRAITS_PUT
-from berth.api.schemas.usages import usages_query_schema
+from berth.api.schemas.placement.aggregates import aggregates_put_schema
+from berth.api.schemas.placement.allocation_candidates import allocation_candidates_query_schema
+from berth.api.schemas.placement.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.placement.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.placement.reshaper import reshaper_schema
+from berth.api.schemas.placement.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.placement.resource_providers import provider_body_schema
+from berth.api.schemas.placement.traits import PROVIDER_TRAITS_PUT
+from berth.api.schemas.placement.usages import usages_query_schema
 from berth.api.validation import compile_validators, validate
 from berth.domain.errors import BadRequest
 from berth.web.json_schemas import FORMAT_CHECKER, fast_validator

@@ -15,7 +15,7 @@ from werkzeug.datastructures import MultiDict
 from berth.api import microversion as mv
 from berth.api.candidates.query import parse_member_of, parse_required, parse_resources
 from berth.api.microversion import Version
-from berth.api.schemas.allocation_candidates import GROUP_KEYS, allocation_candidates_query_schema
+from berth.api.schemas.placement.allocation_candidates import GROUP_KEYS, allocation_candidates_query_schema
 from berth.api.validation import JsonSchema, is_uuid, normalize_uuid, query_schema_check, validate
 from berth.domain import error_codes
 from berth.domain.candidate_query import (

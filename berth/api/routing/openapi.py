@@ -12,17 +12,17 @@ from typing import Any, Final
 
 from berth.api import microversion
 from berth.api.routing.route import Route, RouteTable
-from berth.api.schemas.aggregates import aggregates_put_schema
-from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
-from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
-from berth.api.schemas.leases import LEASE_PUT
-from berth.api.schemas.pick import PICK_BODY
-from berth.api.schemas.quotas import QUOTA_PUT
-from berth.api.schemas.reshaper import reshaper_schema
-from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
-from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
-from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
-from berth.api.schemas.usages import usages_query_schema
+from berth.api.schemas.claims.leases import LEASE_PUT
+from berth.api.schemas.claims.pick import PICK_BODY
+from berth.api.schemas.claims.quotas import QUOTA_PUT
+from berth.api.schemas.placement.aggregates import aggregates_put_schema
+from berth.api.schemas.placement.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.placement.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.placement.reshaper import reshaper_schema
+from berth.api.schemas.placement.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.placement.resource_providers import provider_body_schema, provider_list_query_schema
+from berth.api.schemas.placement.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
+from berth.api.schemas.placement.usages import usages_query_schema
 from berth.api.validation import JsonSchema
 
 MAX: Final = microversion.MAX

@@ -1,4 +1,6 @@
-"""JSON schemas of request bodies and query strings, per microversion, one module per noun.
+"""JSON schemas of request bodies and query strings, per microversion, one module per noun:
+``placement/`` for the Placement API's, ``claims/`` for Berth's own under ``/berth``, ``common``
+for what they share.
 
 Each ``*_schema(version)`` function returns the schema in force at that microversion, built once
 and then shared; the same schemas feed request validation and the published OpenAPI document.
@@ -9,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from berth.api import microversion
-from berth.api.schemas.aggregates import aggregates_put_schema
-from berth.api.schemas.allocation_candidates import allocation_candidates_query_schema
-from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
-from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
-from berth.api.schemas.leases import LEASE_PUT
-from berth.api.schemas.pick import PICK_BODY
-from berth.api.schemas.reshaper import reshaper_schema
-from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
-from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
-from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
-from berth.api.schemas.usages import usages_query_schema
+from berth.api.schemas.claims.leases import LEASE_PUT
+from berth.api.schemas.claims.pick import PICK_BODY
+from berth.api.schemas.placement.aggregates import aggregates_put_schema
+from berth.api.schemas.placement.allocation_candidates import allocation_candidates_query_schema
+from berth.api.schemas.placement.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.placement.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.placement.reshaper import reshaper_schema
+from berth.api.schemas.placement.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.placement.resource_providers import provider_body_schema, provider_list_query_schema
+from berth.api.schemas.placement.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
+from berth.api.schemas.placement.usages import usages_query_schema
 from berth.api.validation import JsonSchema
 
 

@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 
 from berth.api.call import Call
 from berth.api.responses import json_response
-from berth.api.schemas.leases import LEASE_PUT
+from berth.api.schemas.claims.leases import LEASE_PUT
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest, Conflict, NotFound

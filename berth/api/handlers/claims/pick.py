@@ -19,7 +19,7 @@ from berth.api.call import Call
 from berth.api.candidates.candidate_query import parse_query
 from berth.api.request import QueryArgs
 from berth.api.responses import json_response
-from berth.api.schemas.pick import PICK_BODY
+from berth.api.schemas.claims.pick import PICK_BODY
 from berth.api.validation import normalize_uuid, validate
 from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery

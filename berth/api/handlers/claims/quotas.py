@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from berth.api.call import Call
 from berth.api.responses import json_response
-from berth.api.schemas.quotas import QUOTA_PUT
+from berth.api.schemas.claims.quotas import QUOTA_PUT
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement.names import resource_class_ids

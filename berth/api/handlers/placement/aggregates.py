@@ -10,7 +10,7 @@ from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.handlers.placement.provider_lookup import provider_json_body
 from berth.api.responses import json_response
-from berth.api.schemas.aggregates import aggregates_put_schema
+from berth.api.schemas.placement.aggregates import aggregates_put_schema
 from berth.api.validation import normalize_uuid
 from berth.store.placement import aggregates, providers
 from berth.web.responses import Reply

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, RowMapping
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.responses import json_response
-from berth.api.schemas.allocations import allocations_post_schema, allocations_put_schema
+from berth.api.schemas.placement.allocations import allocations_post_schema, allocations_put_schema
 from berth.api.validation import is_uuid, normalize_uuid
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import allocations, consumers, providers

@@ -12,7 +12,7 @@ from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.handlers.placement.provider_lookup import provider_json_body, repeated_not_found
 from berth.api.responses import json_response, location
-from berth.api.schemas.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
+from berth.api.schemas.placement.inventories import INVENTORIES_PUT, INVENTORY_POST, INVENTORY_PUT_ONE
 from berth.domain.capacity import INVENTORY_DEFAULTS, INVENTORY_FIELDS, Inventory
 from berth.domain.errors import ConcurrentUpdate, NotFound
 from berth.store.placement import inventories, names, providers

@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 from berth.api.call import Call
 from berth.api.handlers.placement.allocations import request_from_body
 from berth.api.handlers.placement.inventories import inventory_from_body
-from berth.api.schemas.reshaper import reshaper_schema
+from berth.api.schemas.placement.reshaper import reshaper_schema
 from berth.api.validation import normalize_uuid
 from berth.domain import error_codes
 from berth.domain.capacity import Inventory

@@ -7,7 +7,7 @@ from typing import Any
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.responses import json_response, link, location
-from berth.api.schemas.resource_classes import RESOURCE_CLASS_BODY
+from berth.api.schemas.placement.resource_classes import RESOURCE_CLASS_BODY
 from berth.api.validation import validate
 from berth.domain.errors import DuplicateName, NotFound
 from berth.store.placement import names

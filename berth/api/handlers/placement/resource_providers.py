@@ -16,7 +16,7 @@ from berth.api.candidates.query import parse_member_of, parse_required, parse_re
 from berth.api.handlers.placement.provider_lookup import provider_json_body
 from berth.api.microversion import Version
 from berth.api.responses import json_response, link, location
-from berth.api.schemas.resource_providers import provider_body_schema, provider_list_query_schema
+from berth.api.schemas.placement.resource_providers import provider_body_schema, provider_list_query_schema
 from berth.api.validation import normalize_uuid, query_schema_check
 from berth.domain.candidate_query import AggregateQuery, TraitQuery
 from berth.domain.errors import BadRequest, DuplicateName, NotFound

@@ -12,7 +12,7 @@ from berth.api.call import Call
 from berth.api.handlers.placement.provider_lookup import repeated_not_found
 from berth.api.responses import json_response, location
 from berth.api.schemas.common import CUSTOM_NAME_PATTERN
-from berth.api.schemas.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
+from berth.api.schemas.placement.traits import PROVIDER_TRAITS_PUT, TRAITS_LIST_QUERY
 from berth.api.validation import query_schema_check
 from berth.domain.errors import BadRequest, NotFound
 from berth.store.placement import names, provider_traits, providers

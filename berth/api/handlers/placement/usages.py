@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 from berth.api import microversion as mv
 from berth.api.call import Call
 from berth.api.responses import json_response
-from berth.api.schemas.usages import usages_query_schema
+from berth.api.schemas.placement.usages import usages_query_schema
 from berth.api.validation import query_schema_check
 from berth.store.placement import consumers, providers, usages
 from berth.web.responses import Reply

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 
 from berth.api.microversion import Version
-from berth.api.schemas.allocations import allocations_post_schema
 from berth.api.schemas.common import UUID_PATTERN
-from berth.api.schemas.inventories import INVENTORIES_PUT
+from berth.api.schemas.placement.allocations import allocations_post_schema
+from berth.api.schemas.placement.inventories import INVENTORIES_PUT
 from berth.api.validation import JsonSchema
 
 

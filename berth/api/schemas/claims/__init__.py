@@ -1,0 +1,1 @@
+"""The schemas of Berth's own API under ``/berth``: picks, leases and quotas."""
