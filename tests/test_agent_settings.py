@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from berth.cli import agent
+from berth.cli.services import agent
 from berth.cli.settings import SettingsError
 from berth.tracker.configuration.config import TrackerConfig
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from berth.cli.bench import bench_command
+from berth.cli.load.bench import bench_command
 from berth.testbed.bench.candidates import ROUNDS, rounds_of
 from berth.testbed.bench.config import BenchConfig
 

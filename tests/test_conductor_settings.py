@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from berth.cli import settings
-from berth.cli.conductor import ConductorSettings, load_settings
 from berth.cli.main import main
+from berth.cli.services.conductor import ConductorSettings, load_settings
 
 
 def test_every_setting_has_an_environment_variable():

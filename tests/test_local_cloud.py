@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from livehelpers import free_port
 
-from berth.cli.cloud_processes import group_members
+from berth.cli.services.cloud_processes import group_members
 from berth.clients.conductor import ConductorClient
 from berth.testbed.processes import process_tree
 

@@ -11,7 +11,7 @@ from apihelpers import Api, reshape_new_provider
 from berth.api import server
 from berth.api.app import PlacementApp
 from berth.cli import main, settings
-from berth.cli.serve import ServeSettings
+from berth.cli.services.serve import ServeSettings
 
 
 @pytest.fixture

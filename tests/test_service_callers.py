@@ -10,8 +10,8 @@ import uuid
 import pytest
 from livehelpers import LiveServer
 
-from berth.cli import agent
 from berth.cli.client.connection import connect
+from berth.cli.services import agent
 from berth.clients.errors import PlacementError
 from berth.clients.placement import SERVICE_ROLES, PlacementClient
 from berth.testbed.client import Client

@@ -17,7 +17,7 @@ import click
 import pytest
 from stresshelpers import kinds, observe, write
 
-from berth.cli.stress import stress_command
+from berth.cli.load.stress import stress_command
 from berth.testbed.client import Client, RequestFailed
 from berth.testbed.loopback import free_port
 from berth.testbed.postgres import start_postgres

@@ -17,14 +17,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 120}
 # and every conductor process paid (started again after a crash, in the simulator's faults too),
 # for the one command it runs. ``tests/test_cli_commands.py`` checks the list against the modules.
 COMMANDS: Final[dict[str, str]] = {
-    "agent": "berth.cli.agent:agent_command",
+    "agent": "berth.cli.services.agent:agent_command",
     "allocation": "berth.cli.client.allocations:allocation_group",
     "audit": "berth.cli.audit:audit_command",
-    "bench": "berth.cli.bench:bench_command",
+    "bench": "berth.cli.load.bench:bench_command",
     "candidates": "berth.cli.client.candidates:candidates_command",
-    "cloud": "berth.cli.cloud:cloud_command",
+    "cloud": "berth.cli.services.cloud:cloud_command",
     "compare": "berth.cli.books:compare_command",
-    "conductor": "berth.cli.conductor:conductor_command",
+    "conductor": "berth.cli.services.conductor:conductor_command",
     "export": "berth.cli.books:export_command",
     "flavor": "berth.cli.compute.flavors:flavor_group",
     "host": "berth.cli.compute.hosts:host_group",
@@ -34,11 +34,11 @@ COMMANDS: Final[dict[str, str]] = {
     "operation": "berth.cli.compute.operations:operation_group",
     "provider": "berth.cli.client.providers:provider_group",
     "quota": "berth.cli.client.quotas:quota_group",
-    "serve": "berth.cli.serve:serve_command",
+    "serve": "berth.cli.services.serve:serve_command",
     "server": "berth.cli.compute.actions:servers_group",  # with the actions it adds
     "server-group": "berth.cli.compute.server_groups:server_groups_group",
-    "sim": "berth.cli.sim:sim_command",
-    "stress": "berth.cli.stress:stress_command",
+    "sim": "berth.cli.load.sim:sim_command",
+    "stress": "berth.cli.load.stress:stress_command",
     "trait": "berth.cli.client.traits:trait_group",
     "usage": "berth.cli.client.usage:usage_group",
 }

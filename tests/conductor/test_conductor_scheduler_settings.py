@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from berth.cli.conductor import control_plane, load_settings, pci_aliases
+from berth.cli.services.conductor import control_plane, load_settings, pci_aliases
 from berth.cli.settings import SettingsError
 
 GPU = '[{"name": "gpu", "vendor_id": "10de", "product_id": "1eb8"}]'

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from berth.api.settings import METRICS_MODES, Settings
-from berth.cli.exposure import bind_host, is_loopback
 from berth.cli.harness import DEFAULT_WORKERS
+from berth.cli.services.exposure import bind_host, is_loopback
 from berth.cli.settings import (
     SettingsError,
     click_options,

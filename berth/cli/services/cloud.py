@@ -20,7 +20,7 @@ from types import FrameType
 import click
 import yaml
 
-from berth.cli.cloud_processes import Child, StartFailed, answers_at, child_environment, port_taken, stop_all
+from berth.cli.services.cloud_processes import Child, StartFailed, answers_at, child_environment, port_taken, stop_all
 from berth.clients.conductor import ConductorClient, ConductorError
 from berth.testbed.loopback import free_port
 

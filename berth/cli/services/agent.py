@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from berth.cli.exposure import bind_host, is_loopback
+from berth.cli.services.exposure import bind_host, is_loopback
 from berth.cli.settings import click_options, command_line_layer, resolve, setting
 from berth.clients.placement import SERVICE_ROLES, PlacementClient
 
