@@ -8,17 +8,16 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Final
 
-from berth.conductor.api import (
+from berth.conductor.api import schemas, views
+from berth.conductor.api.handlers import (
     actions,
     dashboard,
     flavors,
     hosts,
     operations,
-    schemas,
     server_groups,
     servers,
     service,
-    views,
 )
 from berth.conductor.api.policy import RULES
 from berth.conductor.control.plane import ControlPlane

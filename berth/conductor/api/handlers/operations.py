@@ -4,7 +4,7 @@ servers, the admin every one."""
 from __future__ import annotations
 
 from berth.conductor.api import views
-from berth.conductor.api.servers import owned_row, plane_of
+from berth.conductor.api.handlers.servers import owned_row, plane_of
 from berth.conductor.errors import OPERATION_NOT_FOUND
 from berth.conductor.journal import STATES
 from berth.domain.errors import BadRequest, Forbidden, NotFound

@@ -9,8 +9,8 @@ from importlib.metadata import version
 import sqlalchemy as sa
 
 from berth.conductor.api import views
+from berth.conductor.api.handlers.servers import plane_of
 from berth.conductor.api.operation_figures import OperationFigures
-from berth.conductor.api.servers import plane_of
 from berth.domain.errors import Unavailable
 from berth.web.app import WebCall
 from berth.web.observability.exposition import Exposition

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from berth.conductor.api import schemas, views
-from berth.conductor.api.servers import plane_of
+from berth.conductor.api.handlers.servers import plane_of
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.conductor.api import policy, schemas, views
-from berth.conductor.api.servers import owned_row, plane_of
+from berth.conductor.api.handlers.servers import owned_row, plane_of
 from berth.conductor.records.flavors import to_flavor
 from berth.domain.errors import BadRequest, NotFound
 from berth.web.app import WebCall

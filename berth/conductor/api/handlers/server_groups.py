@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth.conductor.api import schemas, views
-from berth.conductor.api.servers import plane_of
+from berth.conductor.api.handlers.servers import plane_of
 from berth.conductor.errors import SERVER_GROUP_NOT_FOUND
 from berth.domain.errors import Forbidden, NotFound
 from berth.web.app import WebCall

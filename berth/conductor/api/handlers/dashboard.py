@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from berth.conductor.api import views
-from berth.conductor.api.servers import plane_of
+from berth.conductor.api.handlers.servers import plane_of
 from berth.conductor.journal import FAILED, ROLLED_BACK, Operation
 from berth.web.app import WebCall
 from berth.web.responses import Reply

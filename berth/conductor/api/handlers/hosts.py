@@ -4,7 +4,7 @@ which are up, disables and enables them, retires them, and evacuates the servers
 from __future__ import annotations
 
 from berth.conductor.api import schemas, views
-from berth.conductor.api.servers import plane_of
+from berth.conductor.api.handlers.servers import plane_of
 from berth.domain.errors import BadRequest
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
