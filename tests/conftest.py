@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    from berth.testbed.postgres import start_postgres
+    from berth.testbed.services.postgres import start_postgres
 
     server = start_postgres()
     yield server

@@ -12,7 +12,7 @@ import pytest
 
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port  # noqa: F401 - the tracker's tests take their ports here
-from berth.testbed.server import Server
+from berth.testbed.services.server import Server
 
 
 class LiveServer:

@@ -14,8 +14,8 @@ import click
 import pytest
 
 from berth.cli.load.bench import bench_command
-from berth.testbed.bench.candidates import ROUNDS, rounds_of
 from berth.testbed.bench.config import BenchConfig
+from berth.testbed.bench.phases.candidates import ROUNDS, rounds_of
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
 
@@ -447,7 +447,7 @@ def test_without_pycurl_the_bench_names_the_extra_to_install():
 
 
 def test_group_members_are_handed_out_one_group_at_a_time():
-    from berth.testbed.bench.pick_phase import Members
+    from berth.testbed.bench.phases.pick_phase import Members
 
     members = Members(3)
     groups = [members.next_group() for _ in range(7)]
@@ -457,7 +457,7 @@ def test_group_members_are_handed_out_one_group_at_a_time():
 
 def test_the_worst_queries_expect_what_the_layout_gives():
     from berth.testbed.bench.cloud import HOST_INVENTORY, host_spec
-    from berth.testbed.bench.worst_queries import (
+    from berth.testbed.bench.phases.worst_queries import (
         BEYOND_MAX_UNIT,
         TOO_MUCH_MEMORY,
         worst_expected_counts,
@@ -487,8 +487,8 @@ def test_the_worst_queries_expect_what_the_layout_gives():
 
 
 def test_the_baselines_anti_affinity_breaks_are_said_as_its_figures_not_as_violations():
-    from berth.testbed.bench.placement_checks import anti_affinity_lines
-    from berth.testbed.bench.placing import ClientSideClaimer, Picker
+    from berth.testbed.bench.phases.placement_checks import anti_affinity_lines
+    from berth.testbed.bench.phases.placing import ClientSideClaimer, Picker
 
     sample = {"group": "g1", "host": "h1", "members": 2}
     baseline = anti_affinity_lines(ClientSideClaimer.name, [sample])
@@ -498,8 +498,8 @@ def test_the_baselines_anti_affinity_breaks_are_said_as_its_figures_not_as_viola
 
 
 def test_each_gang_rule_is_checked_against_the_hosts_its_members_are_on():
-    from berth.testbed.bench.gang_phase import gang_violations
-    from berth.testbed.bench.placing import Placement
+    from berth.testbed.bench.phases.gang_phase import gang_violations
+    from berth.testbed.bench.phases.placing import Placement
 
     rack_of = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r3"}
     zone_of = {"h1": "z1", "h2": "z1", "h3": "z2", "h4": "z3"}

@@ -24,7 +24,7 @@ from servicehelpers import ended, ensure_flavors, wait_for  # noqa: E402 - as ab
 
 from berth.clients.conductor import ConductorClient  # noqa: E402 - after the path, as above
 from berth.domain.capacity import capacity  # noqa: E402 - after the path, as above
-from berth.testbed.conductor import ConductorProcess  # noqa: E402 - after the path, as above
+from berth.testbed.services.conductor import ConductorProcess  # noqa: E402 - after the path, as above
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from stresshelpers import kinds, observe, write
 from berth.cli.load.stress import stress_command
 from berth.testbed.client import Client, RequestFailed
 from berth.testbed.loopback import free_port
-from berth.testbed.postgres import start_postgres
-from berth.testbed.server import Server
+from berth.testbed.services.postgres import start_postgres
+from berth.testbed.services.server import Server
 from berth.testbed.stress.audit import audit_providers
 from berth.testbed.stress.config import KINDS, StressConfig
 from berth.testbed.stress.responses import error_body_problem

@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL of the tests and tools (berth.testbed.postgres): a restart, as the
+"""The throwaway PostgreSQL of the tests and tools (berth.testbed.services.postgres): a restart, as the
 simulator's fault does it, ends with the server up and no error, also when its own start is beaten."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from berth.testbed.errors import TestbedError
-from berth.testbed.postgres import PostgresServer, start_postgres
+from berth.testbed.services.postgres import PostgresServer, start_postgres
 
 pytestmark = pytest.mark.slow
 

@@ -29,7 +29,7 @@ from berth.testbed.client import Client
 from berth.testbed.layout import ProviderSpec, create_tree
 from berth.testbed.parallel import Stop, parallel
 from berth.testbed.report import Log
-from berth.testbed.server import Server
+from berth.testbed.services.server import Server
 
 log = Log("dashboard-timing")
 

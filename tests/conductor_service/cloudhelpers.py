@@ -15,7 +15,7 @@ from agenthelpers import Agent  # noqa: E402 - the tracker's helpers are on the 
 
 from berth.clients.conductor import ConductorClient  # noqa: E402 - after the path, as above
 from berth.clients.placement import PlacementClient  # noqa: E402 - after the path, as above
-from berth.testbed.conductor import ConductorProcess  # noqa: E402 - after the path, as above
+from berth.testbed.services.conductor import ConductorProcess  # noqa: E402 - after the path, as above
 
 # Heartbeats and deaths in seconds, short so that a test sees a host go down and a conductor's
 # operations taken over within seconds.

@@ -32,7 +32,7 @@ from placement import policies
 from placement.tests import functional as placement_functional
 
 from berth.store.database import Database
-from berth.testbed.server import Server
+from berth.testbed.services.server import Server
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from berth.testbed.client import Client
-from berth.testbed.server import Server
+from berth.testbed.services.server import Server
 from berth.testbed.sim.checks.books import read_books
 
 pytestmark = pytest.mark.slow

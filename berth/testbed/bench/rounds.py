@@ -5,19 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from berth.testbed.bench import log
-from berth.testbed.bench.candidates import DEFAULT_MAX_CANDIDATES, measure_candidates, server_max_candidates
-from berth.testbed.bench.claims import run_claims, verify_capacity
 from berth.testbed.bench.cloud import build_layout, check_empty, preload_allocations, remove
 from berth.testbed.bench.config import REQUEST_TIMEOUT, BenchConfig
-from berth.testbed.bench.gang_phase import GangPhase
-from berth.testbed.bench.pick_phase import WEIGH_ALL_PICKS, PickPhase
-from berth.testbed.bench.wide_trees import add_wide_trees
+from berth.testbed.bench.phases.candidates import DEFAULT_MAX_CANDIDATES, measure_candidates, server_max_candidates
+from berth.testbed.bench.phases.claims import run_claims, verify_capacity
+from berth.testbed.bench.phases.gang_phase import GangPhase
+from berth.testbed.bench.phases.pick_phase import WEIGH_ALL_PICKS, PickPhase
+from berth.testbed.bench.phases.wide_trees import add_wide_trees
 from berth.testbed.client import Client, RequestFailed
 from berth.testbed.cpu import cpu_check_ms, cpu_times, stolen_percent
-from berth.testbed.databases import Databases
 from berth.testbed.errors import ApiError, TestbedError
 from berth.testbed.parallel import Stop
-from berth.testbed.server import Server
+from berth.testbed.services.databases import Databases
+from berth.testbed.services.server import Server
 
 
 def percent(value: float | None) -> str:

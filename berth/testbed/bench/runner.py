@@ -15,12 +15,12 @@ from berth.testbed.bench.config import BenchConfig
 from berth.testbed.bench.rounds import bench_round
 from berth.testbed.bench.table import format_table
 from berth.testbed.client import VERSION, require_curl
-from berth.testbed.databases import Databases
 from berth.testbed.errors import TestbedError
 from berth.testbed.loopback import loopback_url
 from berth.testbed.parallel import Stop
 from berth.testbed.report import write_json
-from berth.testbed.server import Server
+from berth.testbed.services.databases import Databases
+from berth.testbed.services.server import Server
 
 
 def json_document(config: BenchConfig, databases: Databases | None, results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth.testbed.bench.phases.worst_queries import WORST_VARIANTS
 from berth.testbed.bench.rounds import percent
-from berth.testbed.bench.worst_queries import WORST_VARIANTS
 from berth.testbed.report import RULE, Column, Table
 
 COLUMNS = [

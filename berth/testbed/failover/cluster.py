@@ -45,7 +45,7 @@ from berth.testbed import processes
 from berth.testbed.errors import TestbedError
 from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
-from berth.testbed.postgres import DBNAME, USER, _as_postgres_user, find_bindir
+from berth.testbed.services.postgres import DBNAME, USER, _as_postgres_user, find_bindir
 
 START_TIMEOUT = 90.0
 STOP_GRACE = 10.0

@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from berth.conductor.journal import Operation, operations
 from berth.scheduler.request.request_spec import RequestSpec
-from berth.testbed.databases import Databases
 from berth.testbed.report import Log, write_json
+from berth.testbed.services.databases import Databases
 from berth.testbed.sim.checks.books import read_books
 from berth.testbed.sim.checks.invariants import Expected, LiveInstance, check
 from berth.testbed.sim.cloud.faults import Faults

@@ -10,8 +10,8 @@ import time
 from berth.testbed import processes
 from berth.testbed.errors import TestbedError
 from berth.testbed.failover.cluster import PatroniCluster
-from berth.testbed.postgres import PostgresServer
-from berth.testbed.server import Server
+from berth.testbed.services.postgres import PostgresServer
+from berth.testbed.services.server import Server
 from berth.testbed.stress.config import StressConfig
 
 FAILOVER_TIMEOUT = 60.0

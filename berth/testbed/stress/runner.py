@@ -13,13 +13,13 @@ from collections import Counter
 from typing import Any
 
 from berth.testbed.client import Client, require_curl
-from berth.testbed.databases import Databases, backend_of
 from berth.testbed.errors import TestbedError
 from berth.testbed.failover.cluster import PatroniCluster, start_cluster
 from berth.testbed.loopback import loopback_url
-from berth.testbed.postgres import PostgresServer
 from berth.testbed.report import write_json
-from berth.testbed.server import START_TIMEOUT, Server
+from berth.testbed.services.databases import Databases, backend_of
+from berth.testbed.services.postgres import PostgresServer
+from berth.testbed.services.server import START_TIMEOUT, Server
 from berth.testbed.stress import log
 from berth.testbed.stress.audit import audit_consumers, audit_providers
 from berth.testbed.stress.claimers import ClaimerPool

@@ -28,7 +28,7 @@ from berth.clients.agent import AgentClient
 from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient
 from berth.testbed.failover.cluster import PatroniCluster
-from berth.testbed.postgres import PostgresServer
+from berth.testbed.services.postgres import PostgresServer
 from berth.testbed.sim.cloud.processes import Cloud
 from berth.testbed.sim.reporting.report import Tally
 

@@ -25,12 +25,12 @@ import yaml
 from berth.clients.agent import AgentClient
 from berth.clients.http import connection_pools
 from berth.clients.placement import PlacementClient
-from berth.testbed.conductor import ConductorProcess
 from berth.testbed.errors import TestbedError
 from berth.testbed.logs import tail
 from berth.testbed.loopback import free_port
 from berth.testbed.processes import stop_group
-from berth.testbed.server import Server
+from berth.testbed.services.conductor import ConductorProcess
+from berth.testbed.services.server import Server
 from berth.testbed.sim.api import ConductorsApi
 from berth.testbed.sim.cloud.hostpool import PREFIX
 from berth.testbed.sim.cloud.layout import GPU_ALIAS, POOL_DISK_GB, HostSpec, Layout

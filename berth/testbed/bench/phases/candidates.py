@@ -10,7 +10,7 @@ from typing import Any
 
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import AVX2_TRAIT, FAST_TRAIT, sharing_host_count
-from berth.testbed.bench.worst_queries import (
+from berth.testbed.bench.phases.worst_queries import (
     check_worst_variant,
     worst_expected_counts,
     worst_layout_sets,

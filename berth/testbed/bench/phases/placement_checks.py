@@ -9,8 +9,8 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from berth.testbed.bench import log
-from berth.testbed.bench.claims import verify_capacity
-from berth.testbed.bench.placing import ClientSideClaimer, Placement
+from berth.testbed.bench.phases.claims import verify_capacity
+from berth.testbed.bench.phases.placing import ClientSideClaimer, Placement
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
 

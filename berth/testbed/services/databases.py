@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from berth.testbed import postgres
 from berth.testbed.errors import TestbedError
 from berth.testbed.failover.cluster import PatroniCluster, start_cluster
+from berth.testbed.services import postgres
 
 
 def backend_of(url: str) -> str:

@@ -29,9 +29,9 @@ from typing import Any
 
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT
-from berth.testbed.bench.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
-from berth.testbed.bench.placing import ClientSideClaimer, Picker, PlacementTally, release_consumers
-from berth.testbed.bench.preempt_phase import PREEMPT_HOSTS, measure_preemption
+from berth.testbed.bench.phases.placement_checks import BASELINE, add_placements, check_anti_affinity, check_over_commit
+from berth.testbed.bench.phases.placing import ClientSideClaimer, Picker, PlacementTally, release_consumers
+from berth.testbed.bench.phases.preempt_phase import PREEMPT_HOSTS, measure_preemption
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop, parallel
 from berth.testbed.report import percentile

@@ -20,7 +20,7 @@ from typing import Any
 from berth.domain.capacity import capacity
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT, BENCH_USER
-from berth.testbed.bench.placing import FLAVOR_RESOURCES, release_consumers
+from berth.testbed.bench.phases.placing import FLAVOR_RESOURCES, release_consumers
 from berth.testbed.client import Client
 from berth.testbed.parallel import Stop
 

@@ -28,9 +28,9 @@ from typing import Any, Final
 from berth.domain import error_codes
 from berth.testbed.bench import log
 from berth.testbed.bench.cloud import BENCH_PROJECT, BENCH_USER
-from berth.testbed.bench.pick_phase import summary
-from berth.testbed.bench.placement_checks import add_placements, check_over_commit
-from berth.testbed.bench.placing import FLAVOR_RESOURCES, Placement, PlacementTally, release_consumers
+from berth.testbed.bench.phases.pick_phase import summary
+from berth.testbed.bench.phases.placement_checks import add_placements, check_over_commit
+from berth.testbed.bench.phases.placing import FLAVOR_RESOURCES, Placement, PlacementTally, release_consumers
 from berth.testbed.client import Client, error_code
 from berth.testbed.errors import ApiError
 from berth.testbed.parallel import Stop, parallel

@@ -25,7 +25,7 @@ from berth.testbed.bench.cloud import (
     rare_host_count,
     sharing_host_count,
 )
-from berth.testbed.bench.wide_trees import PCI_CLASS, PCI_PER_HOST, wide_host_count, wide_tree_query
+from berth.testbed.bench.phases.wide_trees import PCI_CLASS, PCI_PER_HOST, wide_host_count, wide_tree_query
 
 FLAVOR = "resources=VCPU:2,MEMORY_MB:4096,DISK_GB:20"
 _MEMORY = HOST_INVENTORY["MEMORY_MB"]
