@@ -31,10 +31,18 @@ def berth(cloud):
 
     def run(*args: str, expect: int = 0) -> Result:
         result = runner.invoke(cli, list(args), env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
-        assert result.exit_code == expect, (result.output, result.exception)
+        if result.exit_code != expect:
+            # The whole output, and the faults of the servers it names: a repr of them is cut short.
+            faults = [_fault(runner, urls, server) for server in sorted(set(re.findall(UUID, result.output)))]
+            pytest.fail(f"exit {result.exit_code}, not {expect}:\n{result.output}\n{result.exception!r}\n{faults}")
         return result
 
     return run
+
+
+def _fault(runner: CliRunner, urls: str, server: str) -> str:
+    shown = runner.invoke(cli, ["server", "show", server], env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
+    return f"{server}: {shown.output}"
 
 
 def as_json(result: Result) -> dict:
