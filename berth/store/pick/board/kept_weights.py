@@ -36,10 +36,10 @@ from berth.store.pick.board.host_board import BoardView, FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
 
-# Past this many trees changed, weighing them all again is cheaper than one at a time: a tree
-# weighed alone costs about what a full weighing of a thousand trees does.
-_MOST_CHANGED: Final = 8
-_MOST_CHANGED_SHARE: Final = 1 / 1024
+# Past this share of the trees changed, weighing them all again is cheaper than one at a time: a
+# tree weighed alone costs about what a full weighing of a thousand trees does (so a small cloud's
+# picks, whose full weighing costs less than one tree alone, always weigh all again).
+MOST_CHANGED_SHARE: Final = 1 / 1024
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,12 @@ class Weighed:
 class KeptWeights:
     """The marks and weights of one request on one view; threads share it."""
 
-    def __init__(self, view: BoardView, request: WeighedRequest):
+    def __init__(self, view: BoardView, request: WeighedRequest, *, most_changed_share: float = MOST_CHANGED_SHARE):
+        """``most_changed_share``: the share of the trees that may have changed for them to be
+        weighed alone."""
         self._view = view
         self._request = request
+        self._most_changed_share = most_changed_share
         self._lock = threading.Lock()
         self._seen = view.changes_since(None)[1]
         self._weigh_all()
@@ -80,7 +83,7 @@ class KeptWeights:
         """The weights as they are now, worked out again where the view changed since the last pick."""
         with self._lock:
             changed, seen = self._view.changes_since(self._seen)
-            if changed is None or len(changed) > _MOST_CHANGED + _MOST_CHANGED_SHARE * len(self._fits):
+            if changed is None or len(changed) > self._most_changed_share * len(self._fits):
                 self._seen = seen
                 self._weigh_all()
             elif changed:
