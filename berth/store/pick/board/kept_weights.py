@@ -31,7 +31,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from berth.domain.weighing import Bounds, Multipliers, weigh_columns, weighed_columns, weight_of
+from berth.domain.weighing import Bounds, Multipliers, weigh_columns, weight_of
 from berth.store.pick.board.host_board import BoardView, FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -103,7 +103,18 @@ class KeptWeights:
             room &= may_fit
         fits = room if request.roots_ok is None else room & request.roots_ok
         disk = view.disk + request.shared_disk if request.shared_disk is not None else view.disk.copy()
-        columns = weighed_columns(view.ram.copy(), view.cpus.copy(), disk, np.zeros(0), request.multipliers)
+        multipliers = request.multipliers
+        # The columns ``weighed_columns`` weighs (no group policy), in its order, with their names.
+        named = [
+            (name, values, multiplier)
+            for name, values, multiplier in (
+                ("ram", view.ram.copy(), multipliers.ram),
+                ("cpus", view.cpus.copy(), multipliers.cpu),
+                ("disk", disk, multipliers.disk),
+            )
+            if multiplier and len(values)
+        ]
+        columns = [(values, multiplier) for _, values, multiplier in named]
         fitted = int(np.count_nonzero(fits))
         self._weights, self._bounds = weigh_columns(columns, len(fits), where=None if fitted == len(fits) else fits)
         self._fits, self._fitted = fits, fitted
@@ -112,7 +123,7 @@ class KeptWeights:
         self._columns = [values for values, _ in columns]
         self._multipliers = [multiplier for _, multiplier in columns]
         self._holding: list[list[int | None]] = [[None, None] for _ in columns]
-        self._names = [name for name, multiplier in _column_names(request.multipliers) if multiplier]
+        self._names = [name for name, _, _ in named]
 
     def _weigh_changed(self, changed: Sequence[int]) -> bool:
         """Each changed tree marked and weighed again alone; False when a bound moved (all must be)."""
@@ -150,11 +161,6 @@ class KeptWeights:
         if name == "disk":
             return float(view.disk[index] + shared[index]) if shared is not None else float(view.disk[index])
         return float(view.ram[index] if name == "ram" else view.cpus[index])
-
-
-def _column_names(multipliers: Multipliers) -> list[tuple[str, float]]:
-    """The board's weighed columns, in ``weighed_columns``' order, with their multipliers."""
-    return [("ram", multipliers.ram), ("cpus", multipliers.cpu), ("disk", multipliers.disk)]
 
 
 def kept_weights(view: BoardView, request: WeighedRequest, key: object) -> Weighed:
