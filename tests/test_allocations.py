@@ -99,6 +99,29 @@ def test_unit_constraints(api):
     api.allocate(new_uuid(), {rp: {"VCPU": 8}})
 
 
+@pytest.mark.parametrize(
+    ("amounts", "fits"),
+    [
+        ((4, 6), True),  # each a multiple of the step, within the bounds: their sum (10) is above max_unit
+        ((4, 5), False),  # 5 is not a multiple of the step, though 4 and 5 have no common factor but 1
+        ((6, 2), True),
+        ((2, 10), False),  # 10 is above max_unit
+        ((8, 1), False),  # 1 is below min_unit
+    ],
+)
+def test_the_unit_constraints_hold_for_each_allocation_of_a_write_not_their_sum(api, amounts, fits):
+    rp = api.create_provider("p", inventory={"VCPU": {"total": 32, "min_unit": 2, "max_unit": 8, "step_size": 2}})
+    common = {"project_id": "p", "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"}
+    body = {new_uuid(): {"allocations": {rp: {"resources": {"VCPU": amount}}}, **common} for amount in amounts}
+    r = api.post("/allocations", body)
+    if fits:
+        assert r.status_code == 204
+        assert _usage(api, rp) == {"VCPU": sum(amounts)}
+    else:
+        assert r.status_code == 409 and "violate inventory constraints" in error_detail(r)
+        assert _usage(api, rp) == {"VCPU": 0}
+
+
 def test_unknown_provider_class_or_missing_inventory(api):
     rp = api.create_provider("p", inventory={"VCPU": 8})
     r = api.allocate(new_uuid(), {new_uuid(): {"VCPU": 1}}, expect=400)

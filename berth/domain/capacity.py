@@ -82,6 +82,13 @@ def units_sql(row: str, amount: str) -> str:
     return f"{row}.min_unit <= {amount} AND {row}.max_unit >= {amount} AND {amount} % {row}.step_size = 0"
 
 
+def units_of_all_sql(row: str, lowest: str, highest: str, divisor: str) -> str:
+    """SQL that is true when each of several amounts meets the row's unit constraints, given their
+    ``lowest``, ``highest`` and greatest common ``divisor`` (SQL expressions): a step divides every
+    amount exactly when it divides their greatest common divisor."""
+    return f"{row}.min_unit <= {lowest} AND {row}.max_unit >= {highest} AND {divisor} % {row}.step_size = 0"
+
+
 @dataclass(slots=True)
 class Inventory:
     """One provider's inventory of one resource class, as Placement defines its fields."""

@@ -5,11 +5,11 @@ A write replaces every allocation of the named consumers in one transaction:
 1. the consumers' generations are compared and swapped (row lock on each consumer);
 2. their old allocations are removed and the inventories' ``used`` counters lowered;
 3. each new allocation raises its inventory's ``used`` with a conditional UPDATE that only matches
-   while the result stays within capacity.  On PostgreSQL the inventory rows are locked first
-   (``SELECT ... FOR UPDATE`` in id order) and then raised together by one UPDATE, which re-checks
-   the condition on the rows' newest versions, so two writers can never both take the last units;
-   on SQLite writers are serialised by ``BEGIN IMMEDIATE`` and raise one row at a time;
-4. the generation of every provider that receives allocations is bumped.
+   while the result stays within capacity (``berth.store.placement.taking``).  On PostgreSQL the
+   inventory rows are locked first (``FOR UPDATE`` in id order) and then raised together, the
+   condition checked on the rows' newest versions, so two writers can never both take the last
+   units; on SQLite writers are serialised by ``BEGIN IMMEDIATE``;
+4. the generation of every provider that receives allocations is bumped, and the rows inserted.
 
 Rows are touched in a fixed order (consumers by uuid, inventories by id) so that concurrent writers
 on PostgreSQL queue behind each other instead of deadlocking.
@@ -17,7 +17,6 @@ on PostgreSQL queue behind each other instead of deadlocking.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,12 +25,11 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy import Connection, RowMapping
 
-from berth.domain import error_codes
-from berth.domain.capacity import fits_units, room_sql
-from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
+from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement import consumers as consumer_store
 from berth.store.placement import names
 from berth.store.placement.providers import revise
+from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, Targets, take_and_insert
 from berth.store.rawsql import db_time, execute, fetch, insert_rows
 from berth.store.schema import (
     allocations,
@@ -119,48 +117,6 @@ _OF_CONSUMER = "SELECT resource_provider_id, resource_class_id, used FROM alloca
 _DELETE_OF_CONSUMER = "DELETE FROM allocations WHERE consumer_id = ?"
 _FREE = "UPDATE inventories SET used = used - ? WHERE resource_provider_id = ? AND resource_class_id = ?"
 _PROVIDERS = "SELECT uuid, id FROM resource_providers WHERE uuid IN {ids}"
-_INVENTORIES_OF = """
-SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
-FROM inventories WHERE resource_provider_id IN {ids} ORDER BY id"""
-# One provider's (a claim on one host, the common case): PostgreSQL plans a statement over a list
-# parameter again on every run (its plan for any list looks dearer than the one for the list at hand,
-# about 0.05 ms each time), and keeps one plan for this one.
-_INVENTORIES_OF_ONE = """
-SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
-FROM inventories WHERE resource_provider_id = ? ORDER BY id"""
-_TAKE = f"""
-UPDATE inventories SET used = used + ?
-WHERE id = ? AND {room_sql("inventories", "?")}"""
-# PostgreSQL: the inventory rows are first locked in id order (by the SELECT above, FOR UPDATE), so
-# that concurrent writers queue instead of deadlocking, then all of them are raised by one statement:
-# a round trip per resource class fewer.  The capacity condition stays the guard.
-# The generations of the providers that received units are bumped by the same statement.
-_TAKE_ALL_PG = f"""
-WITH wanted (id, amount) AS (VALUES {{values}}),
-taken AS (
-    UPDATE inventories SET used = inventories.used + wanted.amount
-    FROM wanted
-    WHERE inventories.id = wanted.id
-      AND {room_sql("inventories", "wanted.amount")}
-    RETURNING inventories.id, inventories.resource_provider_id
-),
-touched AS (
-    UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
-    WHERE id IN (SELECT resource_provider_id FROM taken)
-)
-SELECT id FROM taken"""
-# SQLite's (3.35 on): VALUES names its columns column1, column2; the capacity condition the guard.
-_TAKE_ALL_SQLITE = f"""
-UPDATE inventories SET used = inventories.used + wanted.column2
-FROM (VALUES {{values}}) AS wanted
-WHERE inventories.id = wanted.column1
-  AND {room_sql("inventories", "wanted.column2")}
-RETURNING inventories.id"""
-# Rows per statement: two parameters each, far below PostgreSQL's limit of 65,535 per statement
-# even for the largest POST /allocations.
-_TAKE_CHUNK = 5000
-_INSERT = "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)"
-_INSERTED_ROW = "(?, ?, ?, ?, ?, ?)"
 _INSERT_CONSUMERS = (
     "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)"
 )
@@ -181,15 +137,6 @@ _UPDATE_CONSUMER = """
 UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = COALESCE(?, project_id),
                      user_id = COALESCE(?, user_id), consumer_type_id = COALESCE(?, consumer_type_id)
 WHERE id = ? AND generation = ?"""
-# Allocation writes take no provider generation from the client (the reference ignores one), so the
-# bump only tells other writers of the provider that something changed.
-_TOUCH_PROVIDER = (
-    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? WHERE id = ?"
-)
-_TOUCH_PROVIDERS = (
-    "UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ? "
-    "WHERE id IN {ids}"
-)
 
 
 def _remove_allocations(conn: Connection, consumer_uuid: str) -> set[int]:
@@ -261,55 +208,15 @@ def replace_allocations(
     # Each provider's generation moves once: those that receive allocations move below.
     left_alone = emptied - {provider_id for provider_id, _ in wanted}
     if left_alone:
-        execute(conn, _TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
+        execute(conn, TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
     if not wanted:
         return
-    inventory_rows = _lock_inventories(conn, wanted)
-    _check_unit_constraints(rows_to_insert, inventory_rows, targets)
-    _take_capacity(conn, wanted, inventory_rows, targets, now)
-    insert_rows(conn, _INSERT, _INSERTED_ROW, rows_to_insert)
+    take_and_insert(conn, wanted, rows_to_insert, targets, now)
     if consumers_after:
         _write_consumers(conn, requests, now, new_consumers)
 
 
-@dataclass
-class _Targets:
-    """The providers and resource classes a write names, by uuid and name, with their row ids."""
-
-    provider_ids: dict[str, int]
-    class_ids: dict[str, int]
-
-    def no_inventory(self, key: tuple[int, int]) -> Conflict:
-        rc_name, provider_uuid = self._names(key)
-        return Conflict(
-            f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider '{provider_uuid}' invalid.",
-            reason=error_codes.REASON_NO_INVENTORY,
-        )
-
-    def breaks_unit_constraints(self, key: tuple[int, int]) -> Conflict:
-        rc_name, provider_uuid = self._names(key)
-        return Conflict(
-            f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on resource "
-            f"provider '{provider_uuid}'. The requested amount would violate inventory constraints.",
-            reason=error_codes.REASON_UNIT_CONSTRAINTS,
-        )
-
-    def no_room(self, key: tuple[int, int]) -> Conflict:
-        rc_name, provider_uuid = self._names(key)
-        return Conflict(
-            f"Unable to allocate inventory: Unable to create allocation for '{rc_name}' on "
-            f"resource provider '{provider_uuid}'. The requested amount would exceed the capacity.",
-            reason=error_codes.REASON_CAPACITY_EXCEEDED,
-        )
-
-    def _names(self, key: tuple[int, int]) -> tuple[str, str]:
-        provider_id, rc_id = key
-        provider_uuid = next(uuid for uuid, id_ in self.provider_ids.items() if id_ == provider_id)
-        rc_name = next(name for name, id_ in self.class_ids.items() if id_ == rc_id)
-        return rc_name, provider_uuid
-
-
-def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], known: Mapping[str, int]) -> _Targets:
+def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], known: Mapping[str, int]) -> Targets:
     """Every provider and resource class named must exist (400 otherwise)."""
     provider_uuids = {uuid for r in requests for uuid in r.allocations}
     provider_ids: dict[str, int]
@@ -327,7 +234,7 @@ def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], know
             raise BadRequest(
                 f"Unable to allocate inventory for consumer {request.consumer_uuid}: No such resource class {rc}."
             )
-    return _Targets(provider_ids, class_ids)
+    return Targets(provider_ids, class_ids)
 
 
 def _write_consumers(
@@ -364,17 +271,12 @@ def _write_consumers(
     return emptied_from
 
 
-_AllocationRow = tuple[int, str, int, int, object, object]
-# id, provider id, class id, min_unit, max_unit, step_size
-_InventoryRow = tuple[Any, ...]
-
-
 def _wanted_amounts(
-    requests: list[ConsumerAllocations], targets: _Targets, now: object
-) -> tuple[dict[tuple[int, int], int], list[_AllocationRow]]:
+    requests: list[ConsumerAllocations], targets: Targets, now: object
+) -> tuple[dict[tuple[int, int], int], list[AllocationRow]]:
     """What each (provider, class) must take in all, and the allocation rows to insert."""
     wanted: dict[tuple[int, int], int] = defaultdict(int)
-    rows: list[_AllocationRow] = []
+    rows: list[AllocationRow] = []
     for request in requests:
         for provider_uuid, by_rc in request.allocations.items():
             provider_id = targets.provider_ids[provider_uuid]
@@ -383,71 +285,6 @@ def _wanted_amounts(
                 wanted[(provider_id, rc_id)] += amount
                 rows.append((provider_id, request.consumer_uuid, rc_id, amount, now, now))
     return wanted, rows
-
-
-def _lock_inventories(conn: Connection, wanted: dict[tuple[int, int], int]) -> dict[tuple[int, int], _InventoryRow]:
-    """The inventory rows of the providers written to, by (provider, class); locked on PostgreSQL, in id order."""
-    lock = " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
-    provider_ids = sorted({provider_id for provider_id, _ in wanted})
-    if len(provider_ids) == 1:
-        rows = fetch(conn, _INVENTORIES_OF_ONE + lock, (provider_ids[0],))
-    else:
-        rows = fetch(conn, _INVENTORIES_OF + lock, ids=provider_ids)
-    return {(row[1], row[2]): row for row in rows}
-
-
-def _check_unit_constraints(
-    rows_to_insert: list[_AllocationRow], inventory_rows: dict[tuple[int, int], _InventoryRow], targets: _Targets
-) -> None:
-    """Each allocation needs an inventory of its class and meets its unit constraints (409 otherwise)."""
-    for provider_id, _consumer, rc_id, amount, _created, _updated in rows_to_insert:
-        inventory = inventory_rows.get((provider_id, rc_id))
-        if inventory is None:
-            raise targets.no_inventory((provider_id, rc_id))
-        _id, _provider, _class, min_unit, max_unit, step_size = inventory
-        if not fits_units(amount, min_unit, max_unit, step_size):
-            raise targets.breaks_unit_constraints((provider_id, rc_id))
-
-
-def _take_capacity(
-    conn: Connection,
-    wanted: dict[tuple[int, int], int],
-    inventory_rows: dict[tuple[int, int], _InventoryRow],
-    targets: _Targets,
-    now: object,
-) -> None:
-    """Raise each inventory's ``used`` while it stays within capacity, or refuse the whole write (409)."""
-    ordered = sorted(wanted, key=lambda key: inventory_rows[key][0])
-    if conn.dialect.name == "postgresql":
-        taken: set[int] = set()
-        for start in range(0, len(ordered), _TAKE_CHUNK):
-            chunk = ordered[start : start + _TAKE_CHUNK]
-            sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(chunk)))
-            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
-            taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, [*params, now]))
-        for key in ordered:
-            if inventory_rows[key][0] not in taken:
-                raise targets.no_room(key)
-        return
-    if len(ordered) > 1 and sqlite3.sqlite_version_info >= (3, 35):
-        # One statement for the whole write (UPDATE ... FROM and RETURNING: SQLite 3.35 on), which
-        # holds every other writer back while it runs.
-        taken = set()
-        for start in range(0, len(ordered), _TAKE_CHUNK):
-            chunk = ordered[start : start + _TAKE_CHUNK]
-            sql = _TAKE_ALL_SQLITE.replace("{values}", ", ".join(["(?, ?)"] * len(chunk)))
-            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
-            taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, params))
-        for key in ordered:
-            if inventory_rows[key][0] not in taken:
-                raise targets.no_room(key)
-        execute(conn, _TOUCH_PROVIDERS, (now,), ids=sorted({provider_id for provider_id, _ in wanted}))
-        return
-    for key in ordered:
-        if execute(conn, _TAKE, (wanted[key], inventory_rows[key][0], wanted[key])) != 1:
-            raise targets.no_room(key)
-    for provider_id in sorted({provider_id for provider_id, _ in wanted}):
-        execute(conn, _TOUCH_PROVIDER, (now, provider_id))
 
 
 _OWNER_IDS = """
