@@ -45,6 +45,8 @@ class FinalStatement:
 _final = threading.local()
 # The transaction-local settings this thread's write was begun with (``berth.store.database``).
 _settings = threading.local()
+# What this thread's write learned of its transaction (``learn``), cleared with its settings.
+_learned = threading.local()
 
 
 def set_locally_sql(settings: Mapping[str, str]) -> str:
@@ -57,8 +59,29 @@ def set_locally_sql(settings: Mapping[str, str]) -> str:
 
 
 def note_local_settings(settings: Mapping[str, str]) -> None:
-    """The settings this thread's write transaction was begun with (set or cleared per write)."""
+    """The settings this thread's write transaction was begun with (set or cleared per write); what
+    the last write learned (``learn``) is forgotten with them."""
     _settings.current = dict(settings)
+    _learned.facts = {}
+
+
+def note_local_setting(name: str, value: str) -> None:
+    """A setting the write's work set itself, after the BEGIN."""
+    current: dict[str, str] = getattr(_settings, "current", {})
+    _settings.current = {**current, name: value}
+
+
+def learn(name: str, value: str) -> None:
+    """Something a statement of this thread's write established for the rest of its transaction
+    (a consumer whose project has no quota limits, ``berth.store.pick.claim``), for its later work to
+    read (``learned``) instead of asking the database again."""
+    facts: dict[str, str] = getattr(_learned, "facts", {})
+    _learned.facts = {**facts, name: value}
+
+
+def learned(name: str) -> str | None:
+    facts: dict[str, str] = getattr(_learned, "facts", {})
+    return facts.get(name)
 
 
 def local_setting(name: str) -> str | None:

@@ -12,7 +12,14 @@ from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.store.pick.request import Consumer
 from berth.store.placement.allocations import ConsumerAllocations, replace_allocations
+from berth.store.placement.taking import ConsumerNotWritten
+from berth.store.quotas import own_count
 from berth.store.rawsql import attempt
+from berth.store.write_edges import learn, local_setting
+
+# What a claim learns (``berth.store.write_edges.learn``) of a consumer whose project had neither a
+# quota counter nor a limit when its row was written.
+UNLIMITED_CONSUMER = "berth.pick.unlimited_consumer"
 
 
 @dataclass(frozen=True)
@@ -68,18 +75,40 @@ def _claim(
     *,
     bare: bool = False,
 ) -> bool:
-    """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile."""
+    """Write the consumer's allocations, or nothing when a concurrent writer took the room meanwhile.
+
+    A bare claim on PostgreSQL writes the consumer's row in the statement that takes the capacity
+    (``replace_allocations``' ``consumer_counted_by_writer``); where the row cannot go in that way
+    (its owners to be created, or its project's quota counted by the triggers), the claim is refused
+    as bare claims are, and written again the usual way."""
     request = new_consumer_allocations(consumer, allocations)
+    counted_by_writer = None
+    if bare and conn.dialect.name == "postgresql":
+        counted_by_writer = local_setting(own_count.SETTING) == consumer.uuid
     try:
         with nullcontext() if bare else attempt(conn):
-            replace_allocations(conn, [request], provider_ids=provider_ids, new_consumers=True)
+            replace_allocations(
+                conn,
+                [request],
+                provider_ids=provider_ids,
+                new_consumers=True,
+                consumer_counted_by_writer=counted_by_writer,
+            )
     except ConcurrentUpdate:
         raise  # the consumer exists already: no other tree would change that
+    except ConsumerNotWritten as unwritten:
+        if unwritten.counted:
+            own_count.remember(conn.engine, consumer.project_id, True)
+        raise BareClaimRefused() from unwritten
     except (Conflict, BadRequest) as refused:
         # No room left, or a provider deleted since the search read it.
         if bare:
             raise BareClaimRefused() from refused
         return False
+    if counted_by_writer is False:
+        # Written only because its project has neither a counter nor a limit, which it cannot gain
+        # before this transaction ends: the quota check after the write has nothing to read.
+        learn(UNLIMITED_CONSUMER, consumer.uuid)
     return True
 
 

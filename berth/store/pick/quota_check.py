@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, Engine
 
 from berth.domain.candidate_query import CandidateQuery
+from berth.store.pick.claim import UNLIMITED_CONSUMER
 from berth.store.pick.request import Consumer, Preempted
 from berth.store.quotas import own_count
 from berth.store.quotas.enforcement import Released, asked_by_query, check_claims
 from berth.store.quotas.limits import CONSUMERS
-from berth.store.write_edges import local_setting
+from berth.store.write_edges import learned, local_setting
 
 
 def settings_for_pick(engine: Engine, consumer: Consumer) -> dict[str, str]:
@@ -58,6 +59,9 @@ def check_claimed_quota(
     user over a limit; the victims removed for it free what they held in their own project and user.
     ``counts_own``: what ``count_own_consumer`` answered; ``last``: nothing follows in the transaction."""
     if not counts_own:
+        if learned(UNLIMITED_CONSUMER) == consumer.uuid:
+            own_count.remember(conn.engine, consumer.project_id, False)
+            return
         limited = check_claimed_quotas(conn, query, [consumer], preempted)
         if conn.dialect.name == "postgresql":
             own_count.remember(conn.engine, consumer.project_id, consumer.project_id in limited)

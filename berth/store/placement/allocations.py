@@ -29,7 +29,7 @@ from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement import consumers as consumer_store
 from berth.store.placement import names
 from berth.store.placement.providers import revise
-from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, Targets, take_and_insert
+from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, NewConsumer, Targets, take_and_insert
 from berth.store.rawsql import db_time, execute, fetch, insert_rows
 from berth.store.schema import (
     allocations,
@@ -181,6 +181,7 @@ def replace_allocations(
     emptied_from: Collection[int] = (),
     provider_ids: Mapping[str, int] | None = None,
     new_consumers: bool = False,
+    consumer_counted_by_writer: bool | None = None,
 ) -> None:
     """Replace the allocations of every consumer in ``requests`` at once, or of none.
 
@@ -191,6 +192,9 @@ def replace_allocations(
     inventory left to lock, and the write is refused (409) as for any allocation without one.
     ``new_consumers``: every consumer must be new (a pick's); one that exists is refused (409
     ``placement.concurrent_update``) by its row's insert, without a look for it first.
+    ``consumer_counted_by_writer`` (PostgreSQL, one new consumer with allocations): its row is written
+    by the statement that takes the capacity (``berth.store.placement.taking.NewConsumer``: the
+    value says whether the writer counts its quota usage itself), or ``ConsumerNotWritten`` raised.
     """
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
     targets = _resolve_targets(conn, requests, provider_ids or {})
@@ -201,8 +205,15 @@ def replace_allocations(
     # have taken four, inside the write lock every writer waits for. (PostgreSQL's triggers count a
     # statement's rows together, at its end.)
     consumers_after = new_consumers and conn.dialect.name == "sqlite"
+    new_consumer = None
+    if consumer_counted_by_writer is not None:
+        assert new_consumers and len(requests) == 1 and any(requests[0].allocations.values())
+        project_id, user_id = _owners_named(requests[0])
+        new_consumer = NewConsumer(
+            requests[0].consumer_uuid, project_id, user_id, requests[0].consumer_type, consumer_counted_by_writer
+        )
     emptied = set(emptied_from)
-    if not consumers_after:
+    if not consumers_after and new_consumer is None:
         emptied |= _write_consumers(conn, requests, now, new_consumers)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
     # Each provider's generation moves once: those that receive allocations move below.
@@ -211,7 +222,7 @@ def replace_allocations(
         execute(conn, TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
     if not wanted:
         return
-    take_and_insert(conn, wanted, rows_to_insert, targets, now)
+    take_and_insert(conn, wanted, rows_to_insert, targets, now, new_consumer)
     if consumers_after:
         _write_consumers(conn, requests, now, new_consumers)
 

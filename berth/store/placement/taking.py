@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Any, Final
 
+import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.domain import error_codes
 from berth.domain.capacity import fits_units, room_sql, units_of_all_sql
-from berth.domain.errors import Conflict
+from berth.domain.errors import ConcurrentUpdate, Conflict
 from berth.store.rawsql import execute, fetch, insert_rows
 
 # What a write takes in all, by (provider id, class id).
@@ -131,7 +132,7 @@ TOUCH_PROVIDERS = (
 # checks units and room on their newest versions. The allocations go in only when every inventory
 # was raised; the locked rows come back with whether each was, from which a refusal is told.
 _CLAIM_PG = f"""
-WITH wanted (provider_id, class_id, amount, lowest, highest, divisor) AS (VALUES {{wanted}}),
+WITH {{new_consumer}}wanted (provider_id, class_id, amount, lowest, highest, divisor) AS (VALUES {{wanted}}),
 locked AS MATERIALIZED (
     SELECT i.id, i.resource_provider_id, i.resource_class_id, i.min_unit, i.max_unit, i.step_size
     FROM inventories i JOIN wanted w ON i.resource_provider_id = w.provider_id AND i.resource_class_id = w.class_id
@@ -154,10 +155,34 @@ placed AS (
     INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at, updated_at)
     SELECT a.provider_id, a.consumer_id, a.class_id, a.amount, ?, ?
     FROM (VALUES {{rows}}) AS a (provider_id, consumer_id, class_id, amount)
-    WHERE (SELECT COUNT(*) FROM taken) = ?
+    WHERE (SELECT COUNT(*) FROM taken) = ?{{consumer_written}}
 )
-SELECT l.id, l.resource_provider_id, l.resource_class_id, l.min_unit, l.max_unit, l.step_size, t.id IS NOT NULL
+SELECT l.id, l.resource_provider_id, l.resource_class_id, l.min_unit, l.max_unit, l.step_size,
+       t.id IS NOT NULL{{consumer_columns}}
 FROM locked l LEFT JOIN taken t ON t.id = l.id"""
+# A single new consumer (a pick's) may be written by the same statement, its owners' ids looked up
+# in it (``NewConsumer``); its allocations then go in only with its row. Unless the writer counts the
+# consumer's quota usage itself (``berth.store.quotas.own_count``, which tells the triggers to pass
+# it by), the row goes in only when its project is neither counted nor limited: the counters'
+# triggers would otherwise count the allocations twice, once for the consumer's row (which finds
+# them written) and once for their own insert. A project that is not counted cannot become so, nor
+# gain a limit, while the statement's transaction lasts (``berth.store.quotas.usage.start_counting``
+# waits for every writer of consumers), so a consumer written this way has no quota to check.
+_NEW_CONSUMER_PG = """owner AS (
+    SELECT p.id AS project_pk, u.id AS user_pk, ct.id AS type_pk,
+           EXISTS (SELECT 1 FROM quota_counted_projects q WHERE q.project_pk = p.id)
+           OR EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = p.external_id) AS counted
+    FROM projects p JOIN users u ON u.external_id = ? LEFT JOIN consumer_types ct ON ct.name = ?
+    WHERE p.external_id = ? AND (ct.id IS NOT NULL OR ?)
+),
+consumer AS (
+    INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id, created_at, updated_at)
+    SELECT ?, project_pk, user_pk, 1, type_pk, ?, ? FROM owner WHERE ? OR NOT counted
+    RETURNING uuid
+),
+"""
+_CONSUMER_WRITTEN = " AND EXISTS (SELECT 1 FROM consumer)"
+_CONSUMER_COLUMNS = ", (SELECT COUNT(*) FROM consumer), (SELECT COUNT(*) FROM owner)"
 _WANTED_ROW = "(?::integer, ?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint)"
 _CLAIMED_ROW = "(?::integer, ?::varchar, ?::integer, ?::bigint)"
 # Allocation rows in one statement at most: four parameters each (and six for each provider and
@@ -166,12 +191,45 @@ _CLAIMED_ROW = "(?::integer, ?::varchar, ?::integer, ?::bigint)"
 _MOST_ROWS_IN_ONE: Final = 8000
 
 
-def take_and_insert(conn: Connection, wanted: Wanted, rows: list[AllocationRow], targets: Targets, now: object) -> None:
+@dataclass(frozen=True)
+class NewConsumer:
+    """A new consumer for ``take_and_insert`` to write with its allocations (PostgreSQL), and whether
+    its writer counts its quota usage itself (``counted_by_writer``)."""
+
+    uuid: str
+    project_id: str
+    user_id: str
+    consumer_type: str | None
+    counted_by_writer: bool
+
+
+class ConsumerNotWritten(Exception):
+    """A ``NewConsumer`` whose row was not written: a project, user or consumer type it names does not
+    exist yet, or (``counted``) its project is counted (or has limits) and its writer does not count
+    it. The inventories were raised: the write must be rolled back, and the consumer written the
+    usual way."""
+
+    def __init__(self, counted: bool):
+        super().__init__("counted project" if counted else "owners to create")
+        self.counted = counted
+
+
+def take_and_insert(
+    conn: Connection,
+    wanted: Wanted,
+    rows: list[AllocationRow],
+    targets: Targets,
+    now: object,
+    new_consumer: NewConsumer | None = None,
+) -> None:
     """Take what ``wanted`` sums up of ``rows`` from the inventories, bump the providers' generations
-    and insert ``rows``; or refuse the whole write (409), which its caller then rolls back."""
+    and insert ``rows``; or refuse the whole write (409), which its caller then rolls back.
+    ``new_consumer`` (PostgreSQL only): the consumer of every row, written by the same statement, or
+    ``ConsumerNotWritten`` raised."""
     if conn.dialect.name == "postgresql" and len(rows) <= _MOST_ROWS_IN_ONE:
-        _take_and_insert_pg(conn, wanted, rows, targets, now)
+        _take_and_insert_pg(conn, wanted, rows, targets, now, new_consumer)
         return
+    assert new_consumer is None, "a new consumer goes with its allocations only on PostgreSQL"
     inventory_rows = _lock_inventories(conn, wanted)
     _check_unit_constraints(rows, inventory_rows, targets)
     _take_capacity(conn, wanted, inventory_rows, targets, now)
@@ -179,16 +237,29 @@ def take_and_insert(conn: Connection, wanted: Wanted, rows: list[AllocationRow],
 
 
 def _take_and_insert_pg(
-    conn: Connection, wanted: Wanted, rows: list[AllocationRow], targets: Targets, now: object
+    conn: Connection,
+    wanted: Wanted,
+    rows: list[AllocationRow],
+    targets: Targets,
+    now: object,
+    new_consumer: NewConsumer | None,
 ) -> None:
     amounts: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
     for provider_id, _consumer, rc_id, amount, _created, _updated in rows:
         amounts[(provider_id, rc_id)].append(amount)
     keys = sorted(wanted)
-    sql = _CLAIM_PG.replace("{wanted}", ", ".join([_WANTED_ROW] * len(keys))).replace(
-        "{rows}", ", ".join([_CLAIMED_ROW] * len(rows))
+    with_consumer = new_consumer is not None
+    sql = (
+        _CLAIM_PG.replace("{new_consumer}", _NEW_CONSUMER_PG if with_consumer else "")
+        .replace("{wanted}", ", ".join([_WANTED_ROW] * len(keys)))
+        .replace("{rows}", ", ".join([_CLAIMED_ROW] * len(rows)))
+        .replace("{consumer_written}", _CONSUMER_WRITTEN if with_consumer else "")
+        .replace("{consumer_columns}", _CONSUMER_COLUMNS if with_consumer else "")
     )
     params: list[Any] = []
+    if new_consumer is not None:
+        params += [new_consumer.user_id, new_consumer.consumer_type, new_consumer.project_id]
+        params += [new_consumer.consumer_type is None, new_consumer.uuid, now, now, new_consumer.counted_by_writer]
     for key in keys:
         each = amounts[key]
         params += [*key, wanted[key], min(each), max(each), gcd(*each)]
@@ -196,9 +267,18 @@ def _take_and_insert_pg(
     for provider_id, consumer_uuid, rc_id, amount, _created, _updated in rows:
         params += [provider_id, consumer_uuid, rc_id, amount]
     params.append(len(keys))
-    locked = fetch(conn, sql, params)
+    try:
+        locked = fetch(conn, sql, params)
+    except sa.exc.IntegrityError:
+        if new_consumer is None:
+            raise
+        raise ConcurrentUpdate(
+            "consumer generation conflict - another request created this consumer meanwhile"
+        ) from None
     taken = {row[0] for row in locked if row[6]}
     if len(taken) == len(keys):
+        if new_consumer is not None and not locked[0][7]:
+            raise ConsumerNotWritten(counted=bool(locked[0][8]))
         return
     # Refused: the first condition that fails, as the checks one by one would find it.
     inventory_rows = {(row[1], row[2]): tuple(row[:6]) for row in locked}

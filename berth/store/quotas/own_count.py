@@ -46,7 +46,7 @@ from sqlalchemy.exc import DBAPIError
 from berth.store.quotas.enforcement import exceeded
 from berth.store.quotas.limits import CONSUMERS, PROJECT_WIDE
 from berth.store.rawsql import execute, fetch
-from berth.store.write_edges import FinalStatement, commit_with, commits_with_statement
+from berth.store.write_edges import FinalStatement, commit_with, commits_with_statement, note_local_setting
 
 SETTING = "berth.counted_by_writer"
 
@@ -114,6 +114,7 @@ def remember(engine: Engine, project_id: str, counted: bool) -> None:
 def count_own(conn: Connection, consumer_uuid: str) -> None:
     """Before the consumer's first allocation: the triggers leave its rows to ``count_and_check``."""
     execute(conn, _COUNT_OWN, (consumer_uuid,))
+    note_local_setting(SETTING, consumer_uuid)
 
 
 def count_and_check(
