@@ -37,7 +37,7 @@ MOST_MEMOS_PER_COPY = 16
 MemberRow = tuple[int, int | None, int, int]
 
 
-# Whole providers, for those the cache has no current copy of: with their inventories in one statement
+# Whole providers, for those the cache has no current copy of. SQLite: with their inventories in one statement
 # (a provider without inventory comes once, with NULLs), then their traits and aggregates in another.
 _PROVIDER_FIELDS = (
     "p.id, p.uuid, p.parent_provider_id, p.root_provider_id, i.resource_class_id, i.total, i.reserved, "
@@ -47,22 +47,28 @@ _PROVIDERS = (
     "SELECT " + _PROVIDER_FIELDS + "FROM resource_providers p LEFT JOIN inventories i "
     "ON i.resource_provider_id = p.id WHERE p.id IN {ids}"
 )
-_PROVIDERS_PG = (
-    "SELECT " + _PROVIDER_FIELDS + "FROM unnest(?::integer[]) AS r(id) "
-    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = r.id OFFSET 0) p ON true "
-    "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true"
-)
-_TRAITS_AND_AGGREGATES_PG = (
-    "SELECT 0, r.id, t.trait_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
-    "(SELECT trait_id FROM resource_provider_traits t WHERE t.resource_provider_id = r.id OFFSET 0) t ON true "
-    "UNION ALL SELECT 1, r.id, a.aggregate_id FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
-    "(SELECT aggregate_id FROM resource_provider_aggregates a WHERE a.resource_provider_id = r.id OFFSET 0) a ON true"
-)
 # By provider id, so that SQLite reads them through the (provider, ...) indexes.
 _TRAITS_AND_AGGREGATES = (
     "SELECT 0, resource_provider_id, trait_id FROM resource_provider_traits WHERE resource_provider_id IN {ids} "
     "UNION ALL "
     "SELECT 1, resource_provider_id, aggregate_id FROM resource_provider_aggregates WHERE resource_provider_id IN {ids}"
+)
+# PostgreSQL: all of it in one statement, a round trip each time a copy is stale (half of the single
+# picks at 10,000 hosts, whose chosen tree another worker had claimed on since this one last read it):
+# the providers with their inventories (kind NULL), then their traits (kind 0) and aggregates (kind
+# 1), each as one value after the kind. Snapshot-consistent, so the traits and aggregates are those
+# of the providers found.
+_WHOLE_PROVIDERS_PG = (
+    "SELECT NULL::integer, " + _PROVIDER_FIELDS + "FROM unnest(?::integer[]) AS r(id) "
+    "JOIN LATERAL (SELECT * FROM resource_providers p WHERE p.id = r.id OFFSET 0) p ON true "
+    "LEFT JOIN LATERAL (SELECT * FROM inventories i WHERE i.resource_provider_id = p.id OFFSET 0) i ON true "
+    "UNION ALL SELECT 0, r.id, NULL, NULL, NULL, t.trait_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+    "FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
+    "(SELECT trait_id FROM resource_provider_traits t WHERE t.resource_provider_id = r.id OFFSET 0) t ON true "
+    "UNION ALL SELECT 1, r.id, NULL, NULL, NULL, a.aggregate_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+    "FROM unnest(?::integer[]) AS r(id) JOIN LATERAL "
+    "(SELECT aggregate_id FROM resource_provider_aggregates a WHERE a.resource_provider_id = r.id OFFSET 0) a "
+    "ON true"
 )
 
 
@@ -83,18 +89,19 @@ def _providers_from(rows: Iterable[Sequence[Any]]) -> tuple[dict[int, ProviderDa
 
 def _load_providers(conn: Connection, ids: list[int]) -> tuple[dict[int, ProviderData], dict[int, int]]:
     """These providers with their inventories, traits and aggregates, and the revision they are at."""
-    postgres = conn.dialect.name == "postgresql"
-    if postgres:
-        providers, revisions = _providers_from(fetch(conn, _PROVIDERS_PG, (ids,)))
-    else:
-        providers, revisions = _providers_from(fetch(conn, _PROVIDERS, ids=ids))
-    if not providers:
+    if conn.dialect.name == "postgresql":
+        rows = fetch(conn, _WHOLE_PROVIDERS_PG, (ids, ids, ids))
+        providers, revisions = _providers_from(row[1:] for row in rows if row[0] is None)
+        _add_traits_and_aggregates(providers, ((row[0], row[1], row[5]) for row in rows if row[0] is not None))
         return providers, revisions
-    found_ids = list(providers)
-    if postgres:
-        rows = fetch(conn, _TRAITS_AND_AGGREGATES_PG, (found_ids, found_ids))
-    else:
-        rows = fetch(conn, _TRAITS_AND_AGGREGATES, ids=found_ids)
+    providers, revisions = _providers_from(fetch(conn, _PROVIDERS, ids=ids))
+    if providers:
+        _add_traits_and_aggregates(providers, fetch(conn, _TRAITS_AND_AGGREGATES, ids=list(providers)))
+    return providers, revisions
+
+
+def _add_traits_and_aggregates(providers: dict[int, ProviderData], rows: Iterable[Sequence[Any]]) -> None:
+    """Each provider's traits (rows of kind 0) and aggregates (kind 1): ``(kind, provider id, value)``."""
     found: tuple[defaultdict[int, set[int]], defaultdict[int, set[int]]] = (defaultdict(set), defaultdict(set))
     for kind, provider_id, value in rows:
         found[kind][provider_id].add(value)
@@ -102,7 +109,6 @@ def _load_providers(conn: Connection, ids: list[int]) -> tuple[dict[int, Provide
         providers[provider_id].traits = frozenset(trait_set)
     for provider_id, agg_set in found[1].items():
         providers[provider_id].aggregates = frozenset(agg_set)
-    return providers, revisions
 
 
 class _Copy:
