@@ -1,6 +1,7 @@
 """How fixed SQL is written for each driver (``berth.store.rawsql``)."""
 
 import datetime
+import sqlite3
 
 import pytest
 import sqlalchemy as sa
@@ -61,6 +62,25 @@ def test_insert_rows_writes_every_row_across_chunks(db):
     rows = [(i, f"n{i}") for i in range(2_345)]
     db.write(lambda conn: insert_rows(conn, "INSERT INTO scratch_rows (id, note)", "(?, ?)", rows))
     db.write(lambda conn: insert_rows(conn, "INSERT INTO scratch_rows (id, note)", "(?, ?)", []))
+    assert _notes(db) == rows
+
+
+def test_insert_rows_keeps_each_sqlite_statement_within_its_parameter_limit(db):
+    if not db.is_sqlite:
+        pytest.skip("SQLite's limit on a statement's parameters")
+    _scratch(db)
+    rows = [(i, f"n{i}") for i in range(25)]
+
+    def insert(conn):
+        dbapi_connection = conn.connection.dbapi_connection
+        before = dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 7)
+        try:
+            # Three rows of two parameters a statement: nine statements, the last of one row.
+            insert_rows(conn, "INSERT INTO scratch_rows (id, note)", "(?, ?)", rows)
+        finally:
+            dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, before)
+
+    db.write(insert)
     assert _notes(db) == rows
 
 
