@@ -2,15 +2,21 @@
 
 - **Settings with the BEGIN.** ``Database.write(work, settings=…)`` sets transaction-local
   settings (``set_config(…, true)``) in the round trip that opens the transaction; the work asks
-  ``local_setting`` whether it was begun with one, rather than setting it again.
+  ``local_setting`` whether it was begun with one (or set one since: ``note_local_setting``),
+  rather than setting it again.
+- **What the transaction established.** A statement of the work may have established something
+  for the rest of the transaction (a pick's consumer written only because its project has no quota
+  limit, ``berth.store.pick.claim``); ``learn`` keeps it for the work's later steps (``learned``),
+  which then need not ask the database again.
 - **A last statement with the COMMIT.** The work may leave its last statement to the Database
   (``commit_with``), which sends it and the COMMIT together once the work returns, so that the rows
   that statement locks are held for the server's time alone. A failure of it never reaches the
   COMMIT; a connection lost on the way is resolved by the transaction's commit mark, as a lost
   COMMIT is (``berth.store.database``).
 
-Both live in thread-local state: a write runs on its thread from BEGIN to COMMIT, and the Database
-clears them when each attempt at a write starts.
+All live in thread-local state: a write runs on its thread from BEGIN to COMMIT, and the Database
+clears them when each attempt at a write starts, so that nothing a rolled-back attempt learned
+reaches the next.
 """
 
 from __future__ import annotations
