@@ -591,3 +591,36 @@ def test_a_view_keeps_a_bounded_number_of_derived_arrays():
     for amount in range(1, 10 * host_board.MOST_DERIVED):
         view.derived(("free disk", amount), make)
     assert len(view._derived) <= host_board.MOST_DERIVED
+
+
+def _pick_with_alternates(api):
+    body = {
+        "query": {"resources": "VCPU:1"},
+        "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        "alternates": 4,
+    }
+    r = api.post("/berth/pick", body)
+    assert r.status_code == 200, r.data
+    return {r.json_body["root_provider_uuid"]} | {a["root_provider_uuid"] for a in r.json_body["alternates"]}
+
+
+def test_the_first_pick_after_a_quiet_spell_reads_the_board_again_when_that_is_quick(api, app, db):
+    board = app.host_board = HostBoard(min_age=0.05)
+    # As a server's worker, whose thread keeps the board: a pick does not read a board due.
+    board.background = True
+    hosts = {api.create_provider("h0", inventory=HOST)}
+    _refresh(app, db)
+    hosts.add(api.create_provider("h1", inventory=HOST))
+    time.sleep(board._age_needed)
+    # No pick read it yet, and older than a busy board gets: read again before the pick, which
+    # names both hosts.
+    assert _pick_with_alternates(api) == hosts
+    # A board whose refresh takes long (a large cloud's) is not waited for: the host added since
+    # is neither chosen nor named.
+    board._used_at, board.last_refresh_seconds = -math.inf, 1.0
+    late = api.create_provider("h2", inventory=HOST)
+    time.sleep(board._age_needed)
+    assert late not in _pick_with_alternates(api)
+    # Nor is a board picks read lately.
+    board._used_at, board.last_refresh_seconds = time.monotonic(), 0.001
+    assert late not in _pick_with_alternates(api)

@@ -80,6 +80,12 @@ UNUSED_REFRESH_SHARE: Final = 0.02
 UNUSED_STALEST_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
 REFRESH_SHARE: Final = 0.1
+# A pick that finds the board quiet (no pick read it for ``UNUSED_SECONDS``: its thread read it once
+# a second or less often) reads it again first, when it is older than a busy board gets and a
+# refresh takes at most this long: so that the first pick after a quiet spell sees the hosts added,
+# filled or freed meanwhile (a host registered half a second before it was on no board, and so
+# neither chosen nor named as an alternate). A large cloud's slower refresh is not waited for.
+QUIET_CATCH_UP_SECONDS: Final = 0.05
 
 # Whether a tree changed, from three numbers: every write a tree's providers see moves a revision
 # on by one, and a provider added or removed changes the count or the sum of ids. Revisions start
@@ -344,6 +350,17 @@ class HostBoard:
             return True
         interval = max(UNUSED_REFRESH_SECONDS, self.last_refresh_seconds / UNUSED_REFRESH_SHARE)
         return age >= min(interval, UNUSED_STALEST_SECONDS)
+
+    def catch_up_if_quiet(self, conn: Connection, cache: ProviderCache) -> None:
+        """Read the board again now if no pick read it lately and it is older than a busy board
+        gets, when a refresh is quick (``QUIET_CATCH_UP_SECONDS``)."""
+        now = time.monotonic()
+        if (
+            now - self._used_at >= UNUSED_SECONDS
+            and now - self._read_at >= self._age_needed
+            and self.last_refresh_seconds <= QUIET_CATCH_UP_SECONDS
+        ):
+            self.catch_up(conn, cache)
 
     def read_if_empty(self, conn: Connection, cache: ProviderCache) -> None:
         """Read the board now if it holds no tree (a worker whose board was read before the cloud
