@@ -49,6 +49,8 @@ HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
 OPERATION_NOT_FOUND: Final = "berth.operation.not_found"
 OPERATION_REFUSED: Final = "berth.operation.refused"
+# The conductors' database could not be reached (restarting, or failing over to its standby).
+DATABASE_UNAVAILABLE: Final = "berth.database.unavailable"
 
 
 class ServerBusy(Conflict):

@@ -177,7 +177,7 @@ class Journal:
                 with self._writing() as conn:
                     return statement(conn)
             except sa.exc.DBAPIError as error:
-                if not _connection_lost(error) or time.monotonic() > deadline:
+                if not connection_lost(error) or time.monotonic() > deadline:
                     raise
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
@@ -193,7 +193,7 @@ class Journal:
                 with self.engine.connect() as conn:
                     return query(conn)
             except sa.exc.DBAPIError as error:
-                if not _connection_lost(error) or time.monotonic() > deadline:
+                if not connection_lost(error) or time.monotonic() > deadline:
                     raise
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
@@ -420,7 +420,7 @@ class _Statements:
         )
 
 
-def _connection_lost(error: sa.exc.DBAPIError) -> bool:
+def connection_lost(error: sa.exc.DBAPIError) -> bool:
     """A connection that broke or could not be made (psycopg's OperationalError: refused, closed,
     shutting down), after which the transaction may or may not have committed."""
     if error.connection_invalidated:

@@ -81,7 +81,8 @@ class JsonApp:
     ``public_paths``, ``policy`` holds the routes' rules, and ``context`` is handed to every handler
     (the service's own parts). ``metrics`` says whether requests are counted and ``GET /metrics``
     served: ``off``, ``open`` (to anyone), or ``guarded`` (to a caller ``metrics_policy`` grants, or
-    any authenticated one without it); ``service`` names the service in the request log."""
+    any authenticated one without it); ``service`` names the service in the request log;
+    ``known_error`` turns an exception a handler raised into the error it answers (None: a 500)."""
 
     def __init__(
         self,
@@ -94,6 +95,7 @@ class JsonApp:
         metrics_policy: str | None = None,
         service: str,
         context: Any = None,
+        known_error: Callable[[Exception], BerthError | None] | None = None,
     ):
         if metrics not in METRICS_MODES:
             raise ValueError(f"unknown metrics mode {metrics!r}")
@@ -107,6 +109,7 @@ class JsonApp:
         self.authenticate = authenticate
         self.policy = policy
         self.context = context
+        self.known_error = known_error
         self.routes = RouteMap(self.route_table)
         self.observer = RequestObserver(self.route_table, metrics=metrics != "off", service=service)
         self._exposition: Exposition | None = None
@@ -125,7 +128,7 @@ class JsonApp:
             require_content_type(request)
             if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
                 raise RequestEntityTooLarge()
-            response = self._dispatch(request, request_id, caller)
+            response = self._dispatch_known(request, request_id, caller)
         except BerthError as error:
             code = error_codes.BERTH_UNDEFINED if error.code == error_codes.UNDEFINED else error.code
             reason = error.reason
@@ -138,6 +141,17 @@ class JsonApp:
         response.headers["x-openstack-request-id"] = request_id
         self.observer.observe_request(request, self.routes, response.status, started, request_id, caller, code, reason)
         return response(environ, start_response)
+
+    def _dispatch_known(self, request: Request, request_id: str, caller: Caller | None) -> Reply:
+        try:
+            return self._dispatch(request, request_id, caller)
+        except BerthError:
+            raise
+        except Exception as error:
+            known = self.known_error(error) if self.known_error is not None else None
+            if known is None:
+                raise
+            raise known from error
 
     def _dispatch(self, request: Request, request_id: str, caller: Caller | None) -> Reply:
         _, route, params = self.routes.route(request)

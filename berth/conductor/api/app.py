@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Final
 
+import sqlalchemy as sa
+
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers import (
     actions,
@@ -21,6 +23,9 @@ from berth.conductor.api.handlers import (
 )
 from berth.conductor.api.policy import RULES
 from berth.conductor.control.plane import ControlPlane
+from berth.conductor.errors import DATABASE_UNAVAILABLE
+from berth.conductor.journal import connection_lost
+from berth.domain.errors import BerthError, Unavailable
 from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.auth import authenticator
 from berth.web.cors import with_cors
@@ -32,6 +37,19 @@ if TYPE_CHECKING:
 
 OPENAPI_PATH: Final = "/berth/openapi.json"
 PUBLIC_PATHS: Final = frozenset({"/", "/healthz", "/readyz", OPENAPI_PATH})
+
+
+def _database_unreachable(error: Exception) -> BerthError | None:
+    """A connection to the conductors' database lost or not made (a restart, a failover) answers
+    503 with a code, which a client may retry, rather than an unexpected error's 500. A change may
+    have been made before the connection was lost: an operation's start is then in the journal."""
+    if isinstance(error, sa.exc.DBAPIError) and connection_lost(error):
+        return Unavailable(
+            "The conductors' database cannot be reached (restarting or failing over); try the request again "
+            "(an action's operation may have started: see GET /servers/{id}/operations).",
+            code=DATABASE_UNAVAILABLE,
+        )
+    return None
 
 
 def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
@@ -122,6 +140,7 @@ def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> WSGI
         metrics="off",
         service="conductor",
         context=plane,
+        known_error=_database_unreachable,
     )
     if settings.cors_allowed_origins:
         app = with_cors(app, settings.cors_allowed_origins)

@@ -4,6 +4,7 @@ the books read and the invariants checked."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from berth.testbed.sim.instances import DELETED, DELETING, OFFLOADED, RESIZED, I
 from berth.testbed.sim.quota import QUOTA_EXCEEDED, set_quota
 from berth.testbed.sim.reporting.cpu import CpuMeter
 from berth.testbed.sim.reporting.report import SimReport, Tally
-from berth.testbed.sim.workload import Workload
+from berth.testbed.sim.workload import OPERATIONS_LOG, Workload
 
 log = Log("sim")
 # Agents audited at once at the end.
@@ -54,6 +55,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
     ours = databases.postgres is not None or databases.cluster is not None
     journal = databases.new("conductors") if ours else f"sqlite:///{folder}/conductors.sqlite"
     cloud = Cloud(layout, service, config, folder, journal)
+    operations_log = _log_operations(os.path.join(folder, "operations.log"))
     meter = CpuMeter({"service": cloud.server_pids, "conductors": cloud.conductor_pids})
     try:
         cloud.start(log)
@@ -127,6 +129,8 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         log("stopping the cloud: agents, host pools, conductors and the server")
         report_logs = cloud.stop()
         databases.close()
+        OPERATIONS_LOG.removeHandler(operations_log)
+        operations_log.close()
     report.log_problems = report_logs
     if report.violations or report.exited or report.left_running:
         # What explains the failure is in the processes' logs and the databases: kept. (A log with a
@@ -135,6 +139,16 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return report
+
+
+def _log_operations(path: str) -> logging.Handler:
+    """What each of the run's requests got back, and how its operation ended, in ``path``."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    OPERATIONS_LOG.addHandler(handler)
+    OPERATIONS_LOG.setLevel(logging.INFO)
+    OPERATIONS_LOG.propagate = False
+    return handler
 
 
 def _memory_folder() -> str | None:

@@ -39,6 +39,8 @@ from berth.testbed.sim.reporting.report import Tally
 from berth.testbed.sim.watch import Ends
 
 LOG = logging.getLogger(__name__)
+# What each request of the run got back (the run's folder keeps it: ``berth.testbed.sim.run``).
+OPERATIONS_LOG = logging.getLogger("berth.testbed.sim.operations")
 
 # How often each operation is drawn, among those some idle instance allows.
 WEIGHTS: Final[dict[str, int]] = {
@@ -202,11 +204,21 @@ class Workload:
         operation_id: str | None = None
         try:
             operation_id = self._send(kind, instance, rng, extra)
-        except Lost:
+            answer = "started"
+        except Lost as e:
             # Its conductor was killed under it: the operation may have started (and is then taken over).
             operation_id = self._started_since(instance, kind, since, extra)
-        except ConductorError:
-            operation_id = None  # refused, or no conductor answered: nothing started
+            answer = f"lost ({e}), {'found' if operation_id else 'not found'} in the journal"
+        except ConductorError as e:
+            if e.status >= 500:
+                # The conductor's own failure (its database failing over): the operation may have
+                # started before it, as after a lost answer.
+                operation_id = self._started_since(instance, kind, since, extra)
+                answer = f"failed ({e}), {'found' if operation_id else 'not found'} in the journal"
+            else:
+                operation_id = None  # refused, or no conductor answered: nothing started
+                answer = f"refused: {e}"
+        OPERATIONS_LOG.info("%s %s: %s %s", kind, _uuid_of(instance, extra), answer, operation_id or "")
         if instance is None and operation_id is None:
             return self.tally.operation(kind, False, time.monotonic() - began, 0)
         if instance is not None and kind in ("migrate", "live_migrate", "resize") and operation_id is not None:
@@ -225,6 +237,16 @@ class Workload:
         if operation is not None and kind == "build":
             extra["server"] = ServerRequest.from_dict(operation.request)
         ok = operation is not None and operation.state == DONE
+        if operation is not None:
+            OPERATIONS_LOG.info(
+                "%s %s: operation %s ended %s at step %r%s",
+                kind,
+                operation.instance_uuid,
+                operation.id,
+                operation.state,
+                operation.step,
+                f" ({operation.error})" if operation.error else "",
+            )
         self.tally.operation(kind, ok, time.monotonic() - began, len(operation.attempts) if operation else 0)
         if operation is not None and operation.state == FAILED and operation.step and kind in FINISHING:
             self.tally.half_finished[kind] += 1

@@ -1,0 +1,57 @@
+"""The conductors' API while its database cannot be reached (restarting, or failing over to its
+standby): a 503 with a code that a client may retry, not an unexpected error's 500; and answers
+again once the database is back. Through the real WSGI application over a real PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from conductorhelpers import PLAIN
+from psycopg import sql
+from werkzeug.test import Client
+
+from berth.conductor.api.app import create_app
+from berth.conductor.control.plane import ControlPlane
+from berth.scheduler.settings import SelectionSettings
+
+pytestmark = pytest.mark.slow
+
+ADMIN = {"X-Auth-Token": "admin"}
+
+
+def _allow_connections(postgres_server, name: str, allowed: bool) -> None:
+    """The database takes new connections or refuses them; refusing, its open ones are ended."""
+    with psycopg.connect(postgres_server.admin_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as c:
+        c.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(sql.Identifier(name), sql.Literal(allowed)))
+        if not allowed:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+
+def test_a_database_out_of_reach_answers_503_with_a_code_and_then_answers_again(postgres_server, placement):
+    name = f"conductors_{uuid.uuid4().hex[:8]}"
+    plane = ControlPlane(
+        postgres_server.create_database(name), placement, selection=SelectionSettings(enabled_filters=[])
+    )
+    try:
+        plane.flavors.create({"name": PLAIN.name, "vcpus": 1, "ram": 512, "disk": 1})
+        web = Client(create_app(plane))
+        assert web.get("/flavors", headers=ADMIN).status_code == 200
+        _allow_connections(postgres_server, name, False)
+        try:
+            for method, path, body in [
+                ("GET", "/flavors", None),
+                ("POST", "/servers", {"server": {"name": "s", "flavorRef": PLAIN.name}}),
+            ]:
+                r = web.open(path, method=method, json=body, headers=ADMIN)
+                assert r.status_code == 503, (method, path, r.get_data(as_text=True))
+                [error] = r.get_json()["errors"]
+                assert error["code"] == "berth.database.unavailable"
+                assert "try the request again" in error["detail"]
+        finally:
+            _allow_connections(postgres_server, name, True)
+        r = web.get("/flavors", headers=ADMIN)
+        assert r.status_code == 200 and [f["name"] for f in r.get_json()["flavors"]] == [PLAIN.name]
+    finally:
+        plane.close()
