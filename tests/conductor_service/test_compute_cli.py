@@ -368,7 +368,8 @@ def test_a_multi_create_is_placed_whole_or_refused_with_nothing_made(berth, clou
             )
         )["servers"]
         made = [s["id"] for s in built]
-        assert len(built) == 3 and {s["status"] for s in built} == {"ACTIVE"}
+        # (On a failure, the servers' faults say why.)
+        assert len(built) == 3 and {s["status"] for s in built} == {"ACTIVE"}, built
         assert sorted(s["OS-EXT-SRV-ATTR:host"] for s in built) == sorted(HOSTS)
         # Every build's lease was confirmed.
         assert _leases(cloud) <= leases_before
