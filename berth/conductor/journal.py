@@ -182,20 +182,7 @@ class Journal:
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
     def _read(self, query: Callable[[Connection], T]) -> T:
-        """``query`` on a connection of its own; run again after a connection that broke or could
-        not be made (a database restarting, or failing over to its standby), as writes are, for up
-        to ``RETRY_SECONDS``: a read changes nothing, so running it again is always right."""
-        deadline = time.monotonic() + RETRY_SECONDS
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with self.engine.connect() as conn:
-                    return query(conn)
-            except sa.exc.DBAPIError as error:
-                if not connection_lost(error) or time.monotonic() > deadline:
-                    raise
-            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+        return read_through_failover(self.engine, query)
 
     def create_tables(self, tables: sa.MetaData) -> None:
         """``tables`` made where missing; run again after a lost connection, as reads are, so that a
@@ -418,6 +405,23 @@ class _Statements:
             )
             .values(owner=sa.bindparam("taker"), heartbeat=now)
         )
+
+
+def read_through_failover(engine: Engine, query: Callable[[Connection], T]) -> T:
+    """``query`` on a connection of its own; run again after a connection that broke or could not
+    be made (a database restarting, or failing over to its standby), as the journal's writes are,
+    for up to ``RETRY_SECONDS``: a read changes nothing, so running it again is always right."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with engine.connect() as conn:
+                return query(conn)
+        except sa.exc.DBAPIError as error:
+            if not connection_lost(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
 
 def connection_lost(error: sa.exc.DBAPIError) -> bool:

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from berth.conductor.errors import FLAVOR_DUPLICATE, FLAVOR_INVALID, FLAVOR_NOT_FOUND
-from berth.conductor.journal import database_clock
+from berth.conductor.journal import database_clock, read_through_failover
 from berth.conductor.records.tables import Record, flavors, record, records
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.errors import SchedulerError
@@ -71,18 +71,22 @@ class Flavors:
 
     def get(self, id_or_name: str) -> Record:
         """By id, else by name (an operator types names; Nova's clients look them up the same way)."""
-        with self.engine.connect() as conn:
+
+        def find(conn: Connection) -> RowMapping | None:
             for column in (flavors.c.id, flavors.c.name):
                 row = conn.execute(flavors.select().where(column == id_or_name)).mappings().first()
                 if row is not None:
-                    return record(row)
+                    return row
+            return None
+
+        found = read_through_failover(self.engine, find)
+        if found is not None:
+            return record(found)
         raise NotFound(f"No flavor with the id or name {id_or_name!r}.", code=FLAVOR_NOT_FOUND)
 
     def all(self) -> list[Record]:
-        with self.engine.connect() as conn:
-            return records(
-                conn.execute(flavors.select().order_by(flavors.c.vcpus, flavors.c.ram, flavors.c.name)).mappings()
-            )
+        query = flavors.select().order_by(flavors.c.vcpus, flavors.c.ram, flavors.c.name)
+        return read_through_failover(self.engine, lambda conn: records(conn.execute(query).mappings()))
 
     def delete(self, id_or_name: str) -> None:
         """Servers keep a copy of their flavor (as Nova's do): deleting one never touches them."""

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from berth.conductor.errors import HOST_IN_USE, HOST_NOT_FOUND, HOST_REGISTERED_BY_ANOTHER
-from berth.conductor.journal import database_clock
+from berth.conductor.journal import database_clock, read_through_failover
 from berth.conductor.records.tables import hosts, record, servers
 from berth.domain.errors import BerthError, Conflict, NotFound
 
@@ -138,8 +138,8 @@ class Hosts:
 
     def zones(self) -> set[str]:
         """Every zone some registered host is in."""
-        with self.engine.connect() as conn:
-            return {z for (z,) in conn.execute(sa.select(hosts.c.zone).distinct()) if z}
+        query = sa.select(hosts.c.zone).distinct()
+        return read_through_failover(self.engine, lambda conn: {z for (z,) in conn.execute(query) if z})
 
     def all(self) -> list[Host]:
         return self._read(sa.true())
@@ -152,8 +152,7 @@ class Hosts:
         return sa.select(hosts, silent).where(where).order_by(hosts.c.name)
 
     def _rows(self, query: sa.Select[Any], parameters: Mapping[str, Any] | None = None) -> list[Host]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(query, parameters).mappings().all()
+        rows = read_through_failover(self.engine, lambda conn: conn.execute(query, parameters).mappings().all())
         return [_host(record(r), self.down_after) for r in rows]
 
     def set_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:

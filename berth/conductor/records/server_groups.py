@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from berth.conductor.errors import SERVER_GROUP_IN_USE, SERVER_GROUP_NOT_FOUND
-from berth.conductor.journal import database_clock
+from berth.conductor.journal import database_clock, read_through_failover
 from berth.conductor.records.servers import ServerRecords
 from berth.conductor.records.tables import Record, record, records, server_groups
 from berth.domain.errors import BadRequest, Conflict, NotFound
@@ -46,8 +46,8 @@ class ServerGroups:
         return group_id
 
     def get(self, group_id: str) -> Record:
-        with self.engine.connect() as conn:
-            row = conn.execute(server_groups.select().where(server_groups.c.id == group_id)).mappings().first()
+        query = server_groups.select().where(server_groups.c.id == group_id)
+        row = read_through_failover(self.engine, lambda conn: conn.execute(query).mappings().first())
         if row is None:
             raise NotFound(f"No server group with id {group_id}.", code=SERVER_GROUP_NOT_FOUND)
         return record(row)
@@ -56,8 +56,7 @@ class ServerGroups:
         query = server_groups.select().order_by(server_groups.c.created_at)
         if project_id is not None:
             query = query.where(server_groups.c.project_id == project_id)
-        with self.engine.connect() as conn:
-            return records(conn.execute(query).mappings())
+        return read_through_failover(self.engine, lambda conn: records(conn.execute(query).mappings()))
 
     def delete(self, group_id: str) -> None:
         self.get(group_id)

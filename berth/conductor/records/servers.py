@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from berth.conductor.errors import SERVER_NOT_FOUND, InvalidState, ServerBusy
-from berth.conductor.journal import Operation, database_clock
+from berth.conductor.journal import Operation, database_clock, read_through_failover
 from berth.conductor.operations import build
 from berth.conductor.records import server_states
 from berth.conductor.records.tables import Record, record, records, servers
@@ -133,8 +133,9 @@ class ServerRecords:
 
     def get(self, server_id: str, *, deleted: bool = False) -> Record:
         query = self._by_id if deleted else self._live_by_id
-        with self.engine.connect() as conn:
-            row = conn.execute(query, {"server_id": server_id}).mappings().first()
+        row = read_through_failover(
+            self.engine, lambda conn: conn.execute(query, {"server_id": server_id}).mappings().first()
+        )
         if row is None:
             raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND)
         return record(row)
@@ -153,8 +154,7 @@ class ServerRecords:
                 query = query.where(column == value)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
-            return records(conn.execute(query).mappings())
+        return read_through_failover(self.engine, lambda conn: records(conn.execute(query).mappings()))
 
     def count_by_host(self) -> dict[str, int]:
         query = (
@@ -162,8 +162,7 @@ class ServerRecords:
             .where(servers.c.deleted_at.is_(None), servers.c.host.is_not(None))
             .group_by(servers.c.host)
         )
-        with self.engine.connect() as conn:
-            return {str(host): int(n) for host, n in conn.execute(query)}
+        return read_through_failover(self.engine, lambda conn: {str(host): int(n) for host, n in conn.execute(query)})
 
     def count_by_status(self) -> dict[str, int]:
         """The servers not deleted, by their status (ACTIVE, ERROR, ...)."""
@@ -172,8 +171,9 @@ class ServerRecords:
             .where(servers.c.deleted_at.is_(None))
             .group_by(servers.c.status)
         )
-        with self.engine.connect() as conn:
-            return {str(status): int(n) for status, n in conn.execute(query)}
+        return read_through_failover(
+            self.engine, lambda conn: {str(status): int(n) for status, n in conn.execute(query)}
+        )
 
     def in_group(self, group_id: str) -> list[str]:
         query = (
@@ -181,5 +181,4 @@ class ServerRecords:
             .where(servers.c.group_id == group_id, servers.c.deleted_at.is_(None))
             .order_by(servers.c.created_at)
         )
-        with self.engine.connect() as conn:
-            return [str(r) for r in conn.execute(query).scalars()]
+        return read_through_failover(self.engine, lambda conn: [str(r) for r in conn.execute(query).scalars()])
