@@ -81,11 +81,12 @@ UNUSED_STALEST_SECONDS: Final = 30.0
 # The board refreshes at most this often relative to how long a refresh takes.
 REFRESH_SHARE: Final = 0.1
 # A pick that finds the board quiet (no pick read it for ``UNUSED_SECONDS``: its thread read it once
-# a second or less often) reads it again first, when it is older than a busy board gets and a
-# refresh takes at most this long: so that the first pick after a quiet spell sees the hosts added,
-# filled or freed meanwhile (a host registered half a second before it was on no board, and so
-# neither chosen nor named as an alternate). A large cloud's slower refresh is not waited for.
-QUIET_CATCH_UP_SECONDS: Final = 0.05
+# a second or less often) and older than a busy board gets wakes the thread to read it again, and
+# waits for that read this long at most: so that the first pick after a quiet spell sees the hosts
+# added, filled or freed meanwhile (a host registered half a second before was on no board, and so
+# neither chosen nor named as an alternate), while a large cloud's slower read, which may have much
+# to catch up on, holds its first picks back no longer than this.
+QUIET_WAIT_SECONDS: Final = 0.05
 
 # Whether a tree changed, from three numbers: every write a tree's providers see moves a revision
 # on by one, and a provider added or removed changes the count or the sum of ids. Revisions start
@@ -277,6 +278,11 @@ class HostBoard:
         self.background = False
         self._first_read = threading.Event()
         self._stopped = threading.Event()
+        # Set to have the thread read the board now (``catch_up_if_quiet``), which then waits on
+        # ``_refreshed`` for a read begun after it asked (``_fresh_from``).
+        self._wake = threading.Event()
+        self._refreshed = threading.Condition()
+        self._fresh_from = -float("inf")
         # When a pick last read the board: one that no pick reads is refreshed seldom.
         self._used_at = -float("inf")
         self._pools: dict[int, ProviderData] | None = None
@@ -322,6 +328,7 @@ class HostBoard:
     def stop_refreshing(self) -> None:
         """End the background thread (before its database goes away: tests)."""
         self._stopped.set()
+        self._wake.set()
 
     def _keep_fresh(self, db: Database, cache: ProviderCache) -> None:
         # Read at once, picks or not: a large cloud's first read takes seconds.
@@ -329,11 +336,19 @@ class HostBoard:
             db.read(lambda conn: self.refresh(conn, cache, force=True))
         except Exception:  # noqa: BLE001 - the loop below tries again
             LOG.exception("reading the host board failed; trying again")
-        while not self._stopped.wait(max(_NAP, self._age_needed - (time.monotonic() - self._read_at))):
-            if not self.due():
+        while not self._stopped.is_set():
+            self._wake.wait(max(_NAP, self._age_needed - (time.monotonic() - self._read_at)))
+            woken = self._wake.is_set()
+            self._wake.clear()
+            if self._stopped.is_set():
+                break
+            if not (woken or self.due()):
                 continue
             try:
-                db.read(lambda conn: self.refresh(conn, cache))
+                if woken:
+                    db.read(lambda conn: self.refresh(conn, cache, force=True))
+                else:
+                    db.read(lambda conn: self.refresh(conn, cache))
             except Exception:  # noqa: BLE001 - a failed read must not end the thread; the next one retries
                 LOG.exception("reading the host board failed; trying again")
                 self._stopped.wait(1.0)
@@ -351,16 +366,17 @@ class HostBoard:
         interval = max(UNUSED_REFRESH_SECONDS, self.last_refresh_seconds / UNUSED_REFRESH_SHARE)
         return age >= min(interval, UNUSED_STALEST_SECONDS)
 
-    def catch_up_if_quiet(self, conn: Connection, cache: ProviderCache) -> None:
-        """Read the board again now if no pick read it lately and it is older than a busy board
-        gets, when a refresh is quick (``QUIET_CATCH_UP_SECONDS``)."""
+    def catch_up_if_quiet(self) -> None:
+        """When no pick read the board lately and it is older than a busy board gets, have its
+        thread read it again now, and wait for that read up to ``QUIET_WAIT_SECONDS``."""
         now = time.monotonic()
-        if (
-            now - self._used_at >= UNUSED_SECONDS
-            and now - self._read_at >= self._age_needed
-            and self.last_refresh_seconds <= QUIET_CATCH_UP_SECONDS
-        ):
-            self.catch_up(conn, cache)
+        if not (self.enabled and self.background):
+            return
+        if now - self._used_at < UNUSED_SECONDS or now - self._read_at < self._age_needed:
+            return
+        with self._refreshed:
+            self._wake.set()
+            self._refreshed.wait_for(lambda: self._fresh_from >= now, timeout=QUIET_WAIT_SECONDS)
 
     def read_if_empty(self, conn: Connection, cache: ProviderCache) -> None:
         """Read the board now if it holds no tree (a worker whose board was read before the cloud
@@ -405,6 +421,9 @@ class HostBoard:
         self.last_refresh_seconds = self._read_at - started
         self._age_needed = max(self.min_age, self.last_refresh_seconds / REFRESH_SHARE)
         self._first_read.set()
+        with self._refreshed:
+            self._fresh_from = started
+            self._refreshed.notify_all()
 
     def _read(self, conn: Connection, cache: ProviderCache) -> None:
         stretches = {row[0]: (row[1], row[2], row[3]) for row in fetch(conn, _STRETCH_SIGNATURES)}

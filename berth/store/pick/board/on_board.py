@@ -97,7 +97,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     if not on_board(resolved.request, request.multipliers):
         return None
     board.read_if_empty(conn, cache)
-    board.catch_up_if_quiet(conn, cache)
+    board.catch_up_if_quiet()
     view = board.use()
     if not len(view.roots):
         return None

@@ -134,7 +134,7 @@ def plan_gang_on_board(
         return BoardMiss.NOT_WEIGHED
     topology = _topology(conn, request.topology)
     board.read_if_empty(conn, cache)
-    board.catch_up_if_quiet(conn, cache)
+    board.catch_up_if_quiet()
     view = board.use()
     if not len(view.roots):
         return BoardMiss.SHORT
