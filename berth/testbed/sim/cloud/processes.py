@@ -114,6 +114,8 @@ class AgentProcess:
         command += ["--placement", self.placement_url, "--driver", "fake", "--config", self.config_path]
         command += ["--bind", f"127.0.0.1:{self.port}", "--state-dir", self.state_dir, "--audit-interval", "0"]
         command += [*self.registration, "--zone", self.host.zone]
+        # Each request in its log: what a failed run kept is read from the logs.
+        command += ["--access-log"]
         with open(self.logpath, "ab") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
