@@ -4,6 +4,7 @@ finished or undone, and nothing stays allocated, claimed or running for it."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -22,8 +23,9 @@ from conductorhelpers import (
 from livehelpers import free_port
 
 from berth.clients.agent import AgentClient
+from berth.conductor.control.host_books import set_disabled
 from berth.conductor.errors import NoValidHost
-from berth.conductor.journal import DONE, ROLLED_BACK, RUNNING
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +43,20 @@ def kill_at(step, *, after=0):
             seen.append(reached)
             if len(seen) > after:
                 raise Killed(step)
+
+    return hook
+
+
+class AgentLost(Exception):
+    """A step failed (an agent or the service did not answer)."""
+
+
+def fail_at(step):
+    """A hook that makes ``step`` fail, as an unanswered request would."""
+
+    def hook(operation, reached):
+        if reached == step:
+            raise AgentLost(step)
 
     return hook
 
@@ -146,6 +162,54 @@ def test_a_resize_killed_before_its_guest_moved_is_undone(conductors, placement,
     assert placement.consumer(instance_uuid).allocations == before
     assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
     assert_nothing_left(placement, clients, migration)
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+@contextlib.contextmanager
+def only_host_enabled(placement, clients, host):
+    """Every other host disabled (``COMPUTE_STATUS_DISABLED``), so that the scheduler picks ``host``."""
+    others = [name for name in clients if name != host]
+    for name in others:
+        set_disabled(placement, name, True)
+    try:
+        yield
+    finally:
+        for name in others:
+            set_disabled(placement, name, False)
+
+
+@pytest.mark.parametrize("ending", ["killed", "failed"])
+def test_a_same_host_resize_stopped_before_its_claim_is_undone_to_the_old_flavor(
+    conductors, placement, clients, instance_uuid, ending
+):
+    """The scheduler's reservation is on the instance's own host and still leased when the move
+    stops (its conductor killed and the move resumed, or the step failing and the move undone at
+    once): the undo must not hand that reservation (the new flavor) to the instance when the
+    source takes the instance back."""
+    built = conductors().build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    with only_host_enabled(placement, clients, source):
+        if ending == "killed":
+            with pytest.raises(Killed):
+                conductors(hook=kill_at("release_reservation")).resize(server(instance_uuid, PLAIN), BIGGER)
+            dead = left_running(conductors, instance_uuid, "resize")
+            assert dead.selections["destinations"][0]["host"] == source
+            assert placement.consumer(dead.request["migration_uuid"]).allocations  # the reservation
+            (stopped,) = conductors(dead_after=0).resume()
+            assert stopped.state == ROLLED_BACK
+        else:
+            with pytest.raises(AgentLost):
+                conductors(hook=fail_at("release_reservation")).resize(server(instance_uuid, PLAIN), BIGGER)
+            (stopped,) = [o for o in conductors.made[-1].journal.for_instance(instance_uuid) if o.kind == "resize"]
+            assert stopped.state == FAILED
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.claim_id == built.selections["claim_id"] and claim.state == "active"
+    assert list(claims_of(clients, instance_uuid)) == [source]
+    assert placement.consumer(instance_uuid).allocations == before
+    assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    assert_nothing_left(placement, clients, stopped.request["migration_uuid"])
     conductors.made[-1].delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
 

@@ -84,21 +84,7 @@ def test_small_simulation_on_a_patroni_cluster_rides_through_failovers():
         find_programs()
     except TestbedError as e:
         pytest.skip(f"{e} (scripts/test installs them)")
-    # Without the faults that leave a move to be undone by a resume (a conductor killed, an agent
-    # killed mid-migration): with them, two CI runs under load of the whole suite ended with a
-    # same-host resize undone around a failover and Placement holding the new flavor for the
-    # instance where the agent's claim holds the old one (an open defect, docs/high-availability.md,
-    # "Known defect"); 42 runs of this test alone did not show it. Those faults run in the other
-    # simulations, without failovers.
-    config = SimConfig(
-        hosts=40,
-        ops=300,
-        concurrency=16,
-        faults=0.1,
-        seed=3,
-        database="patroni",
-        fault_weights={"conductor_crash": 0, "agent_kill_migration": 0},
-    )
+    config = SimConfig(hosts=40, ops=300, concurrency=16, faults=0.1, seed=3, database="patroni")
     report = run_sim(config)
     assert_clean(report, 300)
     assert report.to_dict()["faults"].get("failover", 0) >= 1

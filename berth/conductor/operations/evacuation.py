@@ -71,11 +71,12 @@ def _confirm(runner: Runner, operation: Operation) -> None:
 
 
 def _undo(runner: Runner, operation: Operation) -> None:
-    """The destination lets go (the migration's allocations go back to the instance), then the
-    reservation if still leased; the source, down, is not asked."""
+    """The reservation if still leased (as every move's undo, ``moving.undo``), then the
+    destination lets go (the migration's allocations go back to the instance); the source, down,
+    is not asked."""
     migration = str(operation.request["migration_uuid"])
-    undo_destination(runner, operation, other_host=True)
     runner.calls.release_lease(migration)
+    undo_destination(runner, operation, other_host=True)
     runner.calls.release(migration)
 
 

@@ -11,10 +11,9 @@ that consumer empty (it gives it the source's allocations), so the reservation i
 before the destination claims: another claim landing in that gap makes the destination refuse,
 and the next alternate is tried.
 
-The undo gives the destination's side back first (the migration's allocations go back to the
-instance), then releases the reservation if still leased (so that the source's revert does not
-take it for the instance's own), then reverts the source's side and makes sure its guest runs in
-its active claim.
+The undo releases the reservation first if still leased (so that no side's revert takes it for
+the instance's own), then gives the destination's side back (the migration's allocations go back
+to the instance), then reverts the source's side and makes sure its guest runs in its active claim.
 """
 
 from __future__ import annotations
@@ -124,13 +123,16 @@ def claim_destination(
 
 
 def undo(runner: Runner, operation: Operation) -> None:
-    """The destination's side first (it hands the migration's allocations back to the instance),
-    then the reservation, then the source's side and its guest."""
+    """The reservation first (if still leased), then the destination's side (it hands the
+    migration's allocations back to the instance), then the source's side and its guest."""
     instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
-    undo_destination(runner, operation)
-    # Still leased, the migration holds the scheduler's reservation, which the source must not
-    # take for the instance's own when it swaps back: released first.
+    # Still leased, the migration holds the scheduler's reservation, which no side must take for
+    # the instance's own when it swaps back: released before either is asked. On the same host the
+    # destination's revert is also the source's, so the reservation would become the instance's
+    # allocations there (the new flavor's) while its claim went back to the old. Once the
+    # destination has claimed there is no lease (it was released just before), and this does nothing.
     runner.calls.release_lease(migration)
+    undo_destination(runner, operation)
     source = runner.agents.get(str(operation.request["source"]))
     if source is not None:
         source.revert_migration(migration)
