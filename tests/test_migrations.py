@@ -144,3 +144,54 @@ def test_a_project_with_limits_before_the_counters_is_counted_from_its_sums(empt
         },
     )
     assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]
+
+
+def test_a_project_limited_before_its_first_consumer_under_0011_is_counted_after_the_upgrade(empty_db):
+    # Limits set under 0011 before the project had a consumer (so no projects row): 0012 left it
+    # uncounted, and so did everything since; 0017 counts it, from the sums of what it holds by then.
+    upgrade(empty_db)
+    _migrate(empty_db, "0011", command.downgrade)
+    with empty_db.engine.begin() as conn:
+        conn.execute(
+            sa.text("INSERT INTO quota_projects (project_id, created_at, updated_at) VALUES ('early', :now, :now)"),
+            {"now": "2026-01-01 00:00:00"},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO quota_limits (project_id, user_id, resource, hard_limit, created_at, updated_at) "
+                "VALUES ('early', '', 'VCPU', 6, :now, :now)"
+            ),
+            {"now": "2026-01-01 00:00:00"},
+        )
+    _migrate(empty_db, "0016")
+    api = Api(PlacementApp(empty_db))
+    host = api.create_provider("host", inventory={"VCPU": 16})
+    api.allocate(new_uuid(), {host: {"VCPU": 4}}, project="early", user="u1")
+    counted_sql = (
+        "SELECT COUNT(*) FROM quota_counted_projects c JOIN projects p ON p.id = c.project_pk "
+        "WHERE p.external_id = 'early'"
+    )
+    with empty_db.engine.connect() as conn:
+        assert conn.execute(sa.text(counted_sql)).scalar_one() == 0  # the defect 0017 mends
+    _migrate(empty_db, "head")
+    with empty_db.engine.connect() as conn:
+        assert conn.execute(sa.text(counted_sql)).scalar_one() == 1
+        counters = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT u.resource_class_id, u.used FROM quota_usage u JOIN projects p ON p.id = u.project_pk "
+                    "WHERE p.external_id = 'early' AND u.user_pk = 0"
+                )
+            ).all()
+        )
+    assert sorted(counters.values()) == [1, 4]  # one consumer, 4 VCPU
+    api.allocate(new_uuid(), {host: {"VCPU": 1}}, project="early", user="u2")
+    assert api.get("/berth/quotas/early").json_body["usage"] == {"VCPU": 5, "consumers": 2}
+    r = api.post(
+        "/berth/pick",
+        {
+            "query": {"resources": "VCPU:2"},
+            "consumer": {"uuid": new_uuid(), "project_id": "early", "user_id": "u1", "consumer_type": "INSTANCE"},
+        },
+    )
+    assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]
