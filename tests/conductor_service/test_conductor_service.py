@@ -30,9 +30,12 @@ def claims_on(cloud, server_id) -> set[str]:
     return {name for name, agent in cloud.agents.items() if agent.client.claims_for_instance(server_id)}
 
 
+ZONES = {"alpha": "zone-a", "beta": "zone-a", "gamma": "zone-b"}
+
+
 def test_the_agents_registered_themselves_with_their_zones(cloud):
     hosts = {h["name"]: h for h in cloud.client(1).get("/hosts")["hosts"]}
-    assert {name: h["zone"] for name, h in hosts.items()} == {"alpha": "zone-a", "beta": "zone-a", "gamma": "zone-b"}
+    assert {name: h["zone"] for name, h in hosts.items()} == ZONES
     assert all(h["state"] == "up" and h["status"] == "enabled" for h in hosts.values())
 
 
@@ -76,6 +79,11 @@ def test_a_live_migration_moves_the_server_and_its_claim(cloud):
     assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] != source
     assert claims_on(cloud, server["id"]) == {shown["OS-EXT-SRV-ATTR:host"]}
     books_agree(cloud)
+    # Asked for no zone, the server is shown in its host's, as Nova shows it, and moves with it.
+    assert server["OS-EXT-AZ:availability_zone"] == ZONES[source]
+    assert shown["OS-EXT-AZ:availability_zone"] == ZONES[shown["OS-EXT-SRV-ATTR:host"]]
+    (listed,) = [s for s in client.get("/servers")["servers"] if s["id"] == server["id"]]
+    assert listed["OS-EXT-AZ:availability_zone"] == ZONES[shown["OS-EXT-SRV-ATTR:host"]]
     ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
 
 

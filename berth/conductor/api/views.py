@@ -41,7 +41,12 @@ def flavor_of_request(request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def server(row: Record, running: Operation | None = None, allocations: object = None) -> dict[str, Any]:
+def server(
+    row: Record, running: Operation | None = None, allocations: object = None, host_zone: str | None = None
+) -> dict[str, Any]:
+    """``host_zone``: the zone of the server's host. Nova shows a placed server in its host's zone,
+    whether or not one was asked for (the conductor records it once the server is placed, and a
+    move records the destination's); a server on no host shows the zone it asked for."""
     request = row["request"]
     kind = running.kind if running is not None else None
     shown: dict[str, Any] = {
@@ -53,7 +58,7 @@ def server(row: Record, running: Operation | None = None, allocations: object = 
         "flavor": flavor_of_request(request),
         "image": {"properties": dict(request.get("image") or {})},
         "OS-EXT-SRV-ATTR:host": row["host"],
-        "OS-EXT-AZ:availability_zone": request.get("availability_zone"),
+        "OS-EXT-AZ:availability_zone": (host_zone if row["host"] else None) or request.get("availability_zone"),
         "OS-EXT-STS:vm_state": row["status"].lower(),
         "OS-EXT-STS:task_state": server_states.task_state(kind),
         "server_groups": [row["group_id"]] if row["group_id"] else [],

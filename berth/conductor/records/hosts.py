@@ -9,7 +9,7 @@ is refused (an admin excepted), so that nobody registers, moves or retires a hos
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +140,13 @@ class Hosts:
         """Every zone some registered host is in."""
         query = sa.select(hosts.c.zone).distinct()
         return read_through_failover(self.engine, lambda conn: {z for (z,) in conn.execute(query) if z})
+
+    def zones_of(self, names: Collection[str]) -> dict[str, str]:
+        """The zone of each of the hosts ``names`` that is in one."""
+        if not names:
+            return {}
+        query = sa.select(hosts.c.name, hosts.c.zone).where(hosts.c.name.in_(sorted(names)), hosts.c.zone.is_not(None))
+        return read_through_failover(self.engine, lambda conn: {n: z for n, z in conn.execute(query)})
 
     def all(self) -> list[Host]:
         return self._read(sa.true())

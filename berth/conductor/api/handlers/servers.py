@@ -89,7 +89,9 @@ def index(call: WebCall) -> Reply:
     plane = plane_of(call)
     rows = plane.servers.all(where, limit=LIST_LIMIT)
     running = {op.id: op for op in plane.journal.running()} if any(r["operation_id"] for r in rows) else {}
-    return views.reply({"servers": [views.server(r, running.get(r["operation_id"])) for r in rows]})
+    zones = plane.hosts.zones_of({r["host"] for r in rows if r["host"]})
+    shown = [views.server(r, running.get(r["operation_id"]), host_zone=zones.get(r["host"])) for r in rows]
+    return views.reply({"servers": shown})
 
 
 def show(call: WebCall, server_id: str) -> Reply:
@@ -97,7 +99,8 @@ def show(call: WebCall, server_id: str) -> Reply:
     plane = plane_of(call)
     running = plane.journal.get(row["operation_id"]) if row["operation_id"] else None
     allocations = plane.placement.get(f"/allocations/{server_id}")["allocations"]
-    return views.reply({"server": views.server(row, running, allocations)})
+    zone = plane.hosts.zones_of([row["host"]]).get(row["host"]) if row["host"] else None
+    return views.reply({"server": views.server(row, running, allocations, host_zone=zone)})
 
 
 def delete(call: WebCall, server_id: str) -> Reply:
