@@ -32,7 +32,7 @@ before confirming leaks nothing; an instance released is released with its lease
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from berth.clients.agent import AgentClient
 from berth.clients.errors import PlacementError
@@ -92,12 +92,14 @@ class Selector:
         instance_uuids: Sequence[str],
         min_count: int | None = None,
         lease_seconds: int | None = None,
+        ignore_hosts: Collection[str] = (),
     ) -> list[Selection]:
         """A claimed host and up to ``alternates`` unclaimed ones for each instance placed, in order:
         every instance, or (``min_count`` below ``num_instances``) at least ``min_count`` of them,
-        those left out having nothing claimed; fewer raise ``NoValidHost`` with nothing claimed."""
+        those left out having nothing claimed; fewer raise ``NoValidHost`` with nothing claimed.
+        The hosts named in ``ignore_hosts`` are neither chosen nor named as alternates."""
         _check_arguments(num_instances, alternates, instance_uuids, min_count)
-        request = BuildRequest(spec, server_group)
+        request = BuildRequest(spec, server_group, ignore_hosts=frozenset(ignore_hosts))
         if self._pick_applies(request):
             if num_instances > 1:
                 placed = self._gang(request, instance_uuids, min_count, lease_seconds)
@@ -156,7 +158,9 @@ class Selector:
         reads = HostReads(
             aggregates=self._aggregates_read(request), instances=counts_instances(self.weighers, self.settings)
         )
-        hosts = build_hosts(candidates, self.service, snapshots, reads)
+        hosts = [
+            h for h in build_hosts(candidates, self.service, snapshots, reads) if h.name not in request.ignore_hosts
+        ]
         if request.group is not None:
             request.group_hosts = place_group(request.group, hosts, candidates, self.service)
         return hosts
@@ -246,13 +250,13 @@ class Selector:
             and PICK_PATH in self.service.extensions()
         )
 
-    def _trees_down(self) -> list[str]:
-        """The root providers of the hosts down, for the pick to avoid, as ComputeFilter would leave
-        them out (only while it is enabled)."""
-        down = self.config.hosts_down
-        if not down or not any(f.name == ComputeFilter.name for f in self.filters):
-            return []
-        return self.service.host_roots(down)
+    def _avoided(self, request: BuildRequest) -> list[str]:
+        """The root providers for the pick to avoid: those of the hosts the request ignores, and of
+        the hosts down, as ComputeFilter would leave them out (only while it is enabled)."""
+        avoid = set(request.ignore_hosts)
+        if any(f.name == ComputeFilter.name for f in self.filters):
+            avoid.update(self.config.hosts_down)
+        return self.service.host_roots(avoid) if avoid else []
 
     def _pick(
         self, request: BuildRequest, instance_uuids: Sequence[str], alternates: int, lease_seconds: int | None
@@ -268,7 +272,7 @@ class Selector:
         offered: list[tuple[str, AllocationRequest]] = []
         # The last pick's alternates may name the hosts of the earlier instances: asked for that many more.
         wanted = alternates + len(instance_uuids) - 1 if alternates else 0
-        avoid = self._trees_down()
+        avoid = self._avoided(request)
         try:
             for index, instance in enumerate(instance_uuids):
                 last = index == len(instance_uuids) - 1
@@ -329,7 +333,7 @@ class Selector:
             self.settings,
             min_count=min_count,
             lease_seconds=lease_seconds,
-            avoid=self._trees_down(),
+            avoid=self._avoided(request),
         )
         try:
             answer = self.service.pick(body)

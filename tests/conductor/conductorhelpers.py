@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import requests
 from agenthelpers import assert_remote_books_agree
 
+from berth.conductor.control.host_books import set_disabled
 from berth.conductor.journal import RUNNING
 from berth.conductor.requests import ServerRequest
 from berth.scheduler.request.flavor import Flavor
@@ -26,6 +28,19 @@ TOO_BIG_FOR_ANY = Flavor("m1.cell3big", vcpus=3, memory_mb=12288, root_gb=1, ext
 
 def server(instance_uuid, flavor=PLAIN) -> ServerRequest:
     return ServerRequest(instance_uuid, flavor, "project", "user")
+
+
+@contextlib.contextmanager
+def only_host_enabled(placement, clients, host):
+    """Every other host disabled (``COMPUTE_STATUS_DISABLED``), so that the scheduler picks ``host``."""
+    others = [name for name in clients if name != host]
+    for name in others:
+        set_disabled(placement, name, True)
+    try:
+        yield
+    finally:
+        for name in others:
+            set_disabled(placement, name, False)
 
 
 def lease_of(placement, consumer):

@@ -5,8 +5,17 @@ finished by its successor."""
 from __future__ import annotations
 
 import pytest
-from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
+from conductorhelpers import (
+    PLAIN,
+    assert_books_agree,
+    assert_nothing_left,
+    claims_of,
+    guests_of,
+    only_host_enabled,
+    server,
+)
 
+from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED, RUNNING
 
 pytestmark = pytest.mark.slow
@@ -33,9 +42,29 @@ def test_live_migration_moves_the_guest_and_the_claims(conductors, placement, cl
     assert moved.state == DONE and moved.step == "confirm_dest"
     source, dest = built.selections["host"], moved.selections["dest"]
     assert dest != source and moved.request["source"] == source
+    assert source not in [d["host"] for d in moved.selections["destinations"]]
     claim = assert_landed(placement, clients, instance_uuid, dest, moved.request["migration_uuid"])
     assert claim.claim_id == moved.selections["claim_id"]
     assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_live_migration_with_no_other_host_is_refused_by_the_scheduler(conductors, placement, clients, instance_uuid):
+    """The scheduler ignores the source, as Nova's does: with no other host enabled there is no
+    valid host, said with the scheduler's reason, and the server stays as it was."""
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    with only_host_enabled(placement, clients, source), pytest.raises(NoValidHost) as refused:
+        conductor.live_migrate(server(instance_uuid, PLAIN))
+    (operation,) = [o for o in conductor.journal.for_instance(instance_uuid) if o.kind == "live_migrate"]
+    assert operation.state == FAILED and not operation.step  # nothing done
+    assert [a["host"] for a in refused.value.attempts] == [None] and refused.value.attempts[0]["reason"]
+    claim = assert_landed(placement, clients, instance_uuid, source, operation.request["migration_uuid"])
+    assert claim.claim_id == built.selections["claim_id"]
+    assert placement.consumer(instance_uuid).allocations == before
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
 

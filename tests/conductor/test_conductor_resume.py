@@ -4,7 +4,6 @@ finished or undone, and nothing stays allocated, claimed or running for it."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 
@@ -18,12 +17,12 @@ from conductorhelpers import (
     claims_of,
     guests_of,
     lease_of,
+    only_host_enabled,
     server,
 )
 from livehelpers import free_port
 
 from berth.clients.agent import AgentClient
-from berth.conductor.control.host_books import set_disabled
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
 
@@ -164,19 +163,6 @@ def test_a_resize_killed_before_its_guest_moved_is_undone(conductors, placement,
     assert_nothing_left(placement, clients, migration)
     conductors.made[-1].delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
-
-
-@contextlib.contextmanager
-def only_host_enabled(placement, clients, host):
-    """Every other host disabled (``COMPUTE_STATUS_DISABLED``), so that the scheduler picks ``host``."""
-    others = [name for name in clients if name != host]
-    for name in others:
-        set_disabled(placement, name, True)
-    try:
-        yield
-    finally:
-        for name in others:
-            set_disabled(placement, name, False)
 
 
 @pytest.mark.parametrize("ending", ["killed", "failed"])

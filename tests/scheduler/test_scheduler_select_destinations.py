@@ -460,3 +460,19 @@ def test_with_a_host_down_the_pick_is_still_used_and_never_lands_there(cloud, in
     sent = [body for method, path, body in session.bodies if method == "POST" and path == "/berth/pick"]
     roots = {str(p["uuid"]) for p in placement.get("/resource_providers?name=small-a")["resource_providers"]}
     assert sent and all(set(body["avoid_trees"]) == roots for body in sent)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_ignored_hosts_are_neither_chosen_nor_alternates(placement, cloud, instances, use_pick):
+    """``ignore_hosts`` (a live migration's source), as Nova's scheduler takes it: three instances
+    anti-affine fit on the three hosts, and only on the two not ignored once one is."""
+    selector = _selector(placement, cloud, use_pick_extension=use_pick)
+    (selection,) = selector.select_destinations(_spec(PLAIN), 1, 2, instance_uuids=instances(1), ignore_hosts=["numa"])
+    assert selector.last_path == ("pick" if use_pick else "placement")
+    assert sorted([selection.host] + [a.host for a in selection.alternates]) == ["small-a", "small-b"]
+    uuids = instances(3)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset(uuids))
+    placed = selector.select_destinations(
+        _spec(PLAIN), 3, instance_uuids=uuids, server_group=group, min_count=2, ignore_hosts=["small-b"]
+    )
+    assert sorted(s.host for s in placed) == ["numa", "small-a"]

@@ -47,7 +47,7 @@ def evacuate(runner: Runner, server: ServerRequest, source_host: str | None = No
 def _evacuate(runner: Runner, operation: Operation, server: ServerRequest) -> None:
     migration, source = str(operation.request["migration_uuid"]), str(operation.request["source"])
     runner.reach(operation, "schedule")
-    schedule(runner, operation, server, migration)
+    schedule(runner, operation, server, migration, other_host=True)
     release_reservation(runner, operation)
     instance = server.instance(runner.scheduler_config)
     claim_destination(

@@ -48,7 +48,7 @@ def hand_over(
     # journal names, so only the destinations are written before the next step (the undo needs
     # them); the others' records go with the next write.
     runner.reach(operation, "schedule")
-    schedule(runner, operation, server, migration)
+    schedule(runner, operation, server, migration, other_host=other_host)
     runner.reach(operation, "move_out")
     context = source.begin_move_out(server.instance_uuid, migration)
     runner.done(operation, "move_out", write=False, source_context=context.to_dict())
@@ -71,10 +71,13 @@ def release_reservation(runner: Runner, operation: Operation) -> None:
     runner.run(operation, "release_reservation", release, write=False)
 
 
-def schedule(runner: Runner, operation: Operation, server: ServerRequest, migration: str) -> None:
+def schedule(
+    runner: Runner, operation: Operation, server: ServerRequest, migration: str, *, other_host: bool = False
+) -> None:
     """The destination claimed for the migration's consumer under a lease the scheduler takes with
     the claim (in the pick's own transaction on the service's path, just before the claim on
-    Placement's), and the alternates."""
+    Placement's), and the alternates; with ``other_host``, none of them the instance's own host
+    (its reservation there would be wasted, and the move refused with a host left untried)."""
     spec = server.spec(runner.scheduler_config)
     try:
         selections = runner.selector.select_destinations(
@@ -84,6 +87,7 @@ def schedule(runner: Runner, operation: Operation, server: ServerRequest, migrat
             server_group=server.group_for_move(),
             instance_uuids=[migration],
             lease_seconds=runner.config.lease_seconds,
+            ignore_hosts=[str(operation.request["source"])] if other_host else (),
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})

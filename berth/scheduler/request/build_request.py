@@ -17,6 +17,8 @@ class BuildRequest:
     group_hosts: set[str] = field(default_factory=set)
     # The instance being placed now.
     instance_uuid: str | None = None
+    # Hosts (by name) never chosen, as Nova's ``ignore_hosts``: a live migration's source.
+    ignore_hosts: frozenset[str] = frozenset()
 
     def group_policy(self) -> str | None:
         return self.group.policy if self.group is not None else None
