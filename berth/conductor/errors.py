@@ -44,6 +44,8 @@ FLAVOR_INVALID: Final = "berth.flavor.invalid"
 SERVER_GROUP_NOT_FOUND: Final = "berth.server_group.not_found"
 SERVER_GROUP_IN_USE: Final = "berth.server_group.in_use"
 HOST_NOT_FOUND: Final = "berth.host.not_found"
+# A server asked for a zone no registered host is in.
+ZONE_NOT_FOUND: Final = "berth.availability_zone.not_found"
 HOST_UP: Final = "berth.host.up"
 HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"

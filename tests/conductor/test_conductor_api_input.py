@@ -95,7 +95,7 @@ def _bad(server):
             {"server": {"name": "x", "flavorRef": PLAIN.name, "availability_zone": "atlantis"}},
             ADMIN,
             400,
-            "berth.undefined_code",
+            "berth.availability_zone.not_found",
         ),
         (
             "POST",

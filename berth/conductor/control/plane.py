@@ -21,7 +21,7 @@ from berth.conductor.conductor import Conductor
 from berth.conductor.control import actions, host_books, preemptions
 from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
-from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ConductorError, Refused, ServerBusy
+from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ZONE_NOT_FOUND, ConductorError, Refused, ServerBusy
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, evacuation
 from berth.conductor.records import tables
@@ -156,7 +156,7 @@ class ControlPlane:
         be placed and why; placed, one build per server placed, each carrying its destination."""
         flavor = to_flavor(self.flavors.get(flavor_ref))
         if zone is not None and zone not in self.scheduler_config.availability_zones:
-            raise BadRequest(f"No host has registered in the availability zone {zone!r}.")
+            raise BadRequest(f"No host has registered in the availability zone {zone!r}.", code=ZONE_NOT_FOUND)
         group = self.groups.scheduling(group_id) if group_id else None
         if min_count is not None and not 1 <= min_count <= count:
             raise BadRequest(f"min_count ({min_count}) must be between 1 and the count ({count}).")
