@@ -16,7 +16,7 @@ from berth.clients.errors import ClientError
 from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.conductor.errors import ConductorError
-from berth.conductor.journal import Journal, Operation
+from berth.conductor.journal import Journal, Operation, TakenOver
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
 from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, preemption
@@ -170,6 +170,9 @@ class Conductor:
             taken.selections[TAKEN_OVER] = int(taken.selections.get(TAKEN_OVER, 0)) + 1
             try:
                 resumed.append(_RESUMERS[taken.kind](self.runner, taken))
+            except TakenOver as e:
+                # Silent again for dead_after while resuming it (a failover), and taken by another.
+                LOG.warning("resuming %s %s stopped: %s", taken.kind, taken.id, e)
             except (ClientError, ConductorError, TransportError) as e:
                 # A host or the service away: expected while they are down, said without a traceback.
                 LOG.warning("resuming %s %s failed (%s); it is left for the next resume", taken.kind, taken.id, e)

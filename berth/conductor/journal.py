@@ -56,6 +56,19 @@ RETRY_SECONDS: Final = 60.0
 
 T = TypeVar("T")
 
+
+class TakenOver(BaseException):
+    """The operation's row names another owner: a conductor took it over while this one, alive,
+    had not beaten for ``dead_after`` (its database failing over, say). Raised by the writes of the
+    conductor that lost it, so that it does nothing more on it: a BaseException, which the
+    operation's failure path does not handle (its undo would run beside the new owner's work), as
+    if its process had died there."""
+
+    def __init__(self, operation: Operation):
+        super().__init__(f"operation {operation.id} was taken over from {operation.owner or 'nobody'}")
+        self.operation_id = operation.id
+
+
 RUNNING: Final = "running"
 DONE: Final = "done"
 FAILED: Final = "failed"
@@ -213,7 +226,8 @@ class Journal:
         return self._write(insert, lambda: self.get(operation.id))
 
     def save(self, operation: Operation) -> None:
-        """Write the operation as it now is (its step, state, selections and attempts)."""
+        """Write the operation as it now is (its step, state, selections and attempts), as long as
+        its row still names its owner; else ``TakenOver`` is raised and nothing is written."""
 
         def update(conn: Connection) -> float | None:
             now: float | None = conn.execute(
@@ -225,9 +239,11 @@ class Journal:
                     "selections": operation.selections,
                     "attempts": operation.attempts,
                     "error": operation.error,
-                    "owner": operation.owner,
+                    "owned_by": operation.owner,
                 },
             ).scalar_one_or_none()
+            if now is None:
+                raise TakenOver(operation)
             if operation.state != RUNNING:
                 for companion in self.companions:
                     companion.ending(conn, operation)
@@ -326,16 +342,20 @@ class Journal:
         return self.get(operation.id)
 
     def abandon(self, operation: Operation, error: str) -> None:
-        """Nobody's: the next resume() of any conductor takes it over (a resume that failed)."""
-        operation.owner, operation.error = "", error
-        self._write(
-            lambda conn: conn.execute(
+        """Nobody's: the next resume() of any conductor takes it over (a resume that failed). Only
+        by its owner: one that lost it meanwhile gets ``TakenOver``."""
+
+        def update(conn: Connection) -> None:
+            result = conn.execute(
                 operations.update()
-                .where(operations.c.id == operation.id)
+                .where(operations.c.id == operation.id, operations.c.owner == operation.owner)
                 .values(owner="", heartbeat=0.0, error=error, updated_at=self._now)
             )
-        )
-        operation.heartbeat = 0.0
+            if result.rowcount != 1:
+                raise TakenOver(operation)
+
+        self._write(update)
+        operation.owner, operation.error, operation.heartbeat = "", error, 0.0
 
 
 class _Statements:
@@ -363,16 +383,16 @@ class _Statements:
             )
             .returning(operations.c.heartbeat)
         )
+        # Only by the owner the row names (a take-over changes it; ``TakenOver``).
         self.save = (
             operations.update()
-            .where(operations.c.id == sa.bindparam("operation_id"))
+            .where(operations.c.id == sa.bindparam("operation_id"), operations.c.owner == sa.bindparam("owned_by"))
             .values(
                 step=sa.bindparam("step"),
                 state=sa.bindparam("state"),
                 selections=sa.bindparam("selections"),
                 attempts=sa.bindparam("attempts"),
                 error=sa.bindparam("error"),
-                owner=sa.bindparam("owner"),
                 heartbeat=now,
                 updated_at=now,  # the same moment: one statement, one time
             )

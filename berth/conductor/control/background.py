@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
-from berth.conductor.journal import RUNNING, Operation
+from berth.conductor.journal import RUNNING, Operation, TakenOver
 from berth.conductor.runner import Runner
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +54,11 @@ class Background:
         a host away) still running under this live conductor, whose heartbeat would keep everyone
         else from it for ever. Such a one is abandoned: the next resume of any conductor finishes or
         undoes it."""
+        if isinstance(error, TakenOver):
+            LOG.warning(
+                "operation %s %s stopped: %s; its new owner finishes or undoes it", operation.kind, operation.id, error
+            )
+            return
         journal = self.runner.journal
         current = journal.get(operation.id)
         if current is None or current.state != RUNNING or current.owner != self.runner.owner:
