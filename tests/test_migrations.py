@@ -100,6 +100,18 @@ def test_the_headroom_index_is_the_expression_the_schema_declares(empty_db):
         transaction.rollback()
 
 
+def _assert_a_pick_of_2_vcpus_passes_the_limit_of_6(api, project):
+    """A project holding 5 VCPU under a limit of 6 is refused a pick of 2, by its counters."""
+    r = api.post(
+        "/berth/pick",
+        {
+            "query": {"resources": "VCPU:2"},
+            "consumer": {"uuid": new_uuid(), "project_id": project, "user_id": "u1", "consumer_type": "INSTANCE"},
+        },
+    )
+    assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]
+
+
 def test_a_project_with_limits_before_the_counters_is_counted_from_its_sums(empty_db):
     # Limits and allocations written under 0011, when usage was summed on every claim: the upgrade
     # starts the project's counters from what its consumers hold, and the claims then read them.
@@ -136,14 +148,7 @@ def test_a_project_with_limits_before_the_counters_is_counted_from_its_sums(empt
     consumers = next(used for _, class_id, used in counted if class_id == 0)
     assert (vcpu, consumers) == (5, 2)
     assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 5, "consumers": 2}
-    r = api.post(
-        "/berth/pick",
-        {
-            "query": {"resources": "VCPU:2"},
-            "consumer": {"uuid": new_uuid(), "project_id": "p1", "user_id": "u1", "consumer_type": "INSTANCE"},
-        },
-    )
-    assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]
+    _assert_a_pick_of_2_vcpus_passes_the_limit_of_6(api, "p1")
 
 
 def test_a_project_limited_before_its_first_consumer_under_0011_is_counted_after_the_upgrade(empty_db):
@@ -187,11 +192,4 @@ def test_a_project_limited_before_its_first_consumer_under_0011_is_counted_after
     assert sorted(counters.values()) == [1, 4]  # one consumer, 4 VCPU
     api.allocate(new_uuid(), {host: {"VCPU": 1}}, project="early", user="u2")
     assert api.get("/berth/quotas/early").json_body["usage"] == {"VCPU": 5, "consumers": 2}
-    r = api.post(
-        "/berth/pick",
-        {
-            "query": {"resources": "VCPU:2"},
-            "consumer": {"uuid": new_uuid(), "project_id": "early", "user_id": "u1", "consumer_type": "INSTANCE"},
-        },
-    )
-    assert r.status_code == 409 and "limit 6, usage 5, asked 2" in r.json_body["errors"][0]["detail"]
+    _assert_a_pick_of_2_vcpus_passes_the_limit_of_6(api, "early")
