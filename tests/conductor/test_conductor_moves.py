@@ -6,9 +6,18 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
+from conductorhelpers import (
+    BIGGER,
+    PLAIN,
+    assert_books_agree,
+    assert_nothing_left,
+    claims_of,
+    guests_of,
+    only_host_enabled,
+    server,
+)
 
-from berth.conductor.errors import ConductorError
+from berth.conductor.errors import ConductorError, NoValidHost
 from berth.conductor.journal import DONE
 
 pytestmark = pytest.mark.slow
@@ -75,6 +84,7 @@ def test_cold_migration_keeps_the_flavor(conductors, placement, clients, instanc
     conductor.build(server(instance_uuid, PLAIN))
     moved = conductor.migrate(server(instance_uuid, PLAIN))
     assert moved.kind == "migrate" and moved.state == DONE
+    assert moved.selections["dest"] != moved.request["source"]
     conductor.confirm_resize(moved.id)
     (claim,) = claims_of(clients, instance_uuid)[moved.selections["dest"]]
     assert totals(claim.allocations) == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
@@ -84,8 +94,23 @@ def test_cold_migration_keeps_the_flavor(conductors, placement, clients, instanc
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
 
 
+def test_a_cold_migration_never_stays_on_its_host(conductors, placement, clients, instance_uuid):
+    """A resize may stay on its host; a cold migration, every other host disabled, has nowhere to go."""
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    with only_host_enabled(placement, clients, source), pytest.raises(NoValidHost):
+        conductor.migrate(server(instance_uuid, PLAIN))
+    assert placement.consumer(instance_uuid).allocations == before
+    (claim,) = claims_of(clients, instance_uuid)[source]
+    assert claim.claim_id == built.selections["claim_id"] and claim.state == "active"
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
 def test_a_resize_no_host_can_take_changes_nothing(conductors, placement, clients, instance_uuid):
-    from berth.conductor.errors import NoValidHost
     from berth.scheduler.request.flavor import Flavor
 
     conductor = conductors()

@@ -1,4 +1,5 @@
-"""Resize and cold migration (to another host or the same one), then confirm or revert.
+"""Resize (to another host or the same one) and cold migration (to another host), then confirm or
+revert.
 
     schedule (and lease) ─▶ move_out ─▶ release_reservation ─▶ claim_dest ─▶ spawn_dest ─▶ done (awaiting
                                │                                  │  ▲              │          confirm or revert)
@@ -71,7 +72,9 @@ def _move(runner: Runner, operation: Operation, server: ServerRequest) -> None:
     def resize_claim(agent: AgentClient, instance: InstanceSpec, context: SourceContext) -> Claim:
         return agent.resize_claim(instance, new_flavor, migration, context)
 
-    hand_over(runner, operation, server, resize_claim)
+    # A cold migration leaves its host (Nova's libvirt driver cannot migrate to the same one); a
+    # resize may stay.
+    hand_over(runner, operation, server, resize_claim, other_host=operation.kind == MIGRATE)
     dest = runner.agent(str(operation.selections["dest"]))
 
     def spawn_dest() -> None:
