@@ -13,6 +13,13 @@ class ConductorError(Exception):
     """An operation could not be done (its journal row says what was undone)."""
 
 
+class CannotGoOn(ConductorError):
+    """An operation past its point of no return whose next step can never be done: what it was for
+    is gone (a server rebuilt while a pick preempted it, its claim dropped). It ends failed, with
+    nothing left to undo, rather than being left to resumes that would fail the same way for ever
+    (and keep the server busy, so that nothing else could end it)."""
+
+
 class UnknownHost(ConductorError):
     """No agent is known for a host an operation needs."""
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from berth.clients.agent import AgentClient
-from berth.conductor.errors import UnknownHost
+from berth.conductor.errors import CannotGoOn, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Journal, Operation
 from berth.conductor.service import ServiceCalls
 from berth.conductor.victims import VictimServers
@@ -125,9 +125,12 @@ class Runner:
     ) -> Operation:
         """Run an operation's ``steps`` to the end; on a failure, ``undo`` what was done unless the
         operation got past the point of no return (a step of ``forward_steps``), where it is left for
-        a resume to finish."""
+        a resume to finish; one that ``CannotGoOn`` ends failed."""
         try:
             steps()
+        except CannotGoOn as e:
+            self.end(operation, FAILED, str(e))
+            raise
         except Exception as e:
             if operation.step in forward_steps:
                 self.journal.abandon(operation, f"finishing failed: {e}")

@@ -10,8 +10,8 @@ import pytest
 from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
 
 from berth.clients.errors import AgentError
-from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, RUNNING
+from berth.conductor.errors import CannotGoOn, ConductorError
+from berth.conductor.journal import DONE, FAILED, RUNNING
 
 pytestmark = pytest.mark.slow
 
@@ -121,6 +121,41 @@ def test_a_rebuild_whose_guest_does_not_start_is_left_to_resume(conductors, plac
     assert guests_of(clients, instance_uuid) == {host: claim_id}
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def _preempted(placement, clients, host, instance_uuid):
+    """What a preempting pick and build leave of an instance: no allocations, no claim on its host."""
+    clients[host].delete_instance(instance_uuid)
+    assert placement.consumer(instance_uuid).allocations == {}
+
+
+@pytest.mark.parametrize("ending", ["running", "resumed"])
+def test_a_rebuild_whose_instance_was_preempted_meanwhile_ends_failed(
+    conductors, placement, clients, instance_uuid, ending
+):
+    """Past ``destroy``, the instance lost its claim (a pick preempted it, its preemptor's claim
+    dropped the instance's): nothing will ever give it back, so the rebuild ends failed, saying so,
+    instead of being left to resumes that fail the same way and keep the server busy for ever."""
+    built = conductors().build(server(instance_uuid, PLAIN))
+    host = built.selections["host"]
+
+    def preempt_at_spawn(operation, reached):
+        if operation.kind == "rebuild" and reached == "spawn":
+            _preempted(placement, clients, host, instance_uuid)
+            if ending == "resumed":
+                raise Killed(reached)
+
+    conductor = conductors(hook=preempt_at_spawn)
+    with pytest.raises(Killed if ending == "resumed" else CannotGoOn):
+        conductor.rebuild(instance_uuid)
+    if ending == "resumed":
+        (ended,) = conductors(dead_after=0).resume()
+    else:
+        (ended,) = [o for o in conductor.journal.for_instance(instance_uuid) if o.kind == "rebuild"]
+    assert (ended.state, ended.step) == (FAILED, "destroy")
+    assert "no claim left" in (ended.error or "")
+    assert guests_of(clients, instance_uuid) == {}
     assert_nothing_left(placement, clients, instance_uuid)
 
 

@@ -17,19 +17,21 @@ refusal before the guest is destroyed (the claim is not in a state the step need
 instance soft deleted, a moving one offloaded, a rebuild with no active claim) fails the operation
 and changes nothing. Once ``destroy`` is done the operation only goes forward: a failure after it
 (the agent not answering, the new guest not starting) leaves it to the next resume(), which runs
-the steps after the recorded one, so that no claim stays without the guest it was kept for.
+the steps after the recorded one, so that no claim stays without the guest it was kept for; a
+rebuild whose instance has no claim left there by then (preempted) ends failed (``CannotGoOn``).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from berth.clients.agent import AgentClient
-from berth.conductor.errors import ConductorError
-from berth.conductor.journal import DONE, Operation
+from berth.conductor.errors import CannotGoOn, ConductorError
+from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.runner import Runner
+from berth.domain.host.claims import Claim
 from berth.domain.host.records import ACTIVE, MOVING
 
 SOFT_DELETE: Final = "soft_delete"
@@ -42,8 +44,10 @@ REBUILD: Final = "rebuild"
 Step = Callable[[AgentClient, str], Any]
 
 
-def _active_claim(agent: AgentClient, instance_uuid: str) -> str:
-    active = [c for c in agent.claims_for_instance(instance_uuid) if c.state == ACTIVE]
+def _active_claim(agent: AgentClient, instance_uuid: str, claims: Sequence[Claim] | None = None) -> str:
+    """The instance's active claim on ``agent``'s host (among ``claims`` when read already)."""
+    found = agent.claims_for_instance(instance_uuid) if claims is None else claims
+    active = [c for c in found if c.state == ACTIVE]
     if not active:
         raise ConductorError(f"instance {instance_uuid} has no active claim on {agent.host} to rebuild in")
     return active[0].claim_id
@@ -57,7 +61,14 @@ def _not_moving(agent: AgentClient, instance_uuid: str) -> None:
 
 
 def _spawn_in_active_claim(agent: AgentClient, instance_uuid: str) -> Any:
-    return agent.spawn_guest(instance_uuid, _active_claim(agent, instance_uuid))
+    """Past ``destroy``: an instance with no claim left on its host (a pick preempted it, and the
+    preempting build's claim dropped its claim) has nothing to be rebuilt in, now or ever."""
+    claims = agent.claims_for_instance(instance_uuid)
+    if not claims:
+        raise CannotGoOn(
+            f"instance {instance_uuid} has no claim left on {agent.host} (preempted?): nothing to rebuild in"
+        )
+    return agent.spawn_guest(instance_uuid, _active_claim(agent, instance_uuid, claims))
 
 
 STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
@@ -111,5 +122,8 @@ def _change(runner: Runner, operation: Operation) -> None:
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:
-    _change(runner, operation)
+    try:
+        _change(runner, operation)
+    except CannotGoOn as e:
+        return runner.end(operation, FAILED, str(e))
     return runner.end(operation, DONE)
