@@ -6,12 +6,12 @@
                 (moving): the destination's guest destroyed and side reverted, the source's side
                 reverted, its guest running ─▶ failed
 
-The destination is never the instance's own host (the scheduler ignores it, as Nova's does; a destination
-named that is the source is passed over).
-The destination takes the guest in its incoming claim (``accept_guest``), then the source lets it
-go (``migrate_out``). From then on the move only goes forward: the source's side is released
-(``drop_move_claim``) and the destination's claim becomes the instance's (``confirm_migration``).
-A failure there leaves the operation to the next resume(), which finishes it.
+The destination is never the instance's own host (the scheduler ignores it, as Nova's does; a
+destination named that is the source is passed over). The destination takes the guest in its
+incoming claim (``accept_guest``), then the source lets it go (``migrate_out``). From then on the
+move only goes forward: the source's side is released (``drop_move_claim``) and the destination's
+claim becomes the instance's (``confirm_migration``). A failure there leaves the operation to the
+next resume(), which finishes it.
 """
 
 from __future__ import annotations
