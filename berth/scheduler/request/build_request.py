@@ -17,7 +17,7 @@ class BuildRequest:
     group_hosts: set[str] = field(default_factory=set)
     # The instance being placed now.
     instance_uuid: str | None = None
-    # Hosts (by name) never chosen, as Nova's ``ignore_hosts``: a live migration's source.
+    # Hosts (by name) never chosen, as Nova's ``ignore_hosts``: the source of a move that leaves it.
     ignore_hosts: frozenset[str] = frozenset()
 
     def group_policy(self) -> str | None:
