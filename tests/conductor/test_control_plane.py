@@ -76,8 +76,6 @@ def test_a_server_is_built_resized_confirmed_and_deleted_with_its_row_following(
     assert row["request"]["flavor"]["name"] == BIGGER.name
     assert row["old_request"]["flavor"]["name"] == PLAIN.name
 
-    with pytest.raises(InvalidState):  # its claims on two hosts: confirmed or reverted first
-        plane.delete(server_id)
     confirm = plane.act(server_id, "confirmResize")
     assert ended(plane, confirm.id).state == DONE
     row = plane.servers.get(server_id)
@@ -91,6 +89,29 @@ def test_a_server_is_built_resized_confirmed_and_deleted_with_its_row_following(
         plane.servers.get(server_id)
     assert plane.servers.get(server_id, deleted=True)["status"] == server_states.DELETED
     assert placement.consumer(server_id).allocations == {}
+
+
+def test_deleting_a_server_awaiting_its_resizes_confirmation_confirms_it_first(plane, placement, clients):
+    """As Nova does: the move is confirmed (its source's side goes), then the server is deleted;
+    the caller is told of the delete's operation."""
+    [build] = plane.create_servers(WHO, name="short-lived", flavor_ref=PLAIN.name)
+    server_id = build.instance_uuid
+    ended(plane, build.id)
+    resize = plane.act(server_id, "resize", {"flavor": BIGGER})
+    assert ended(plane, resize.id).state == DONE
+    assert plane.servers.get(server_id)["status"] == server_states.VERIFY_RESIZE
+    assert len(claims_of(clients, server_id)) in (1, 2)  # the old claim and the new, maybe on one host
+
+    deleted = plane.delete(server_id)
+    assert deleted.kind == "delete"
+    assert ended(plane, deleted.id).state == DONE
+    (confirmed,) = [o for o in plane.journal.for_instance(server_id) if o.kind == "confirm_resize"]
+    assert confirmed.state == DONE and confirmed.request["move"] == resize.id
+    assert plane.servers.get(server_id, deleted=True)["status"] == server_states.DELETED
+    assert claims_of(clients, server_id) == {}
+    assert placement.consumer(server_id).allocations == {}
+    assert placement.consumer(resize.request["migration_uuid"]).allocations == {}
+    assert_books_agree(placement, clients)
 
 
 def test_a_revert_puts_the_old_flavor_and_host_back(plane, placement, clients):

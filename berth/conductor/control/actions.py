@@ -51,8 +51,22 @@ def _evacuate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Wo
 
 
 def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
-    host = row["host"]
-    return lambda runner: delete.delete(runner, server.instance_uuid, host)
+    host, move = row["host"], row["move_id"]
+    if move is None:
+        return lambda runner: delete.delete(runner, server.instance_uuid, host)
+
+    def confirm_then_delete(runner: Runner) -> Operation:
+        # As Nova deletes a server awaiting its resize's confirmation: the move is confirmed first
+        # (the source's side goes), then the server is deleted where it went. The caller is told of
+        # the delete's operation, not of the confirmation's.
+        moves.finish(runner.listening(_untold), str(move), moves.CONFIRM)
+        return delete.delete(runner, server.instance_uuid, host)
+
+    return confirm_then_delete
+
+
+def _untold(operation: Operation) -> None:
+    """An operation started on the way to the one the caller is told of."""
 
 
 # Action (the API's key) -> the conductor's operation kind and how it is started.
@@ -80,6 +94,8 @@ def check_state(row: Record, kind: str) -> None:
     """Refused at once, before any read of the service, when the server's state cannot allow it
     (its operation's start checks again, atomically)."""
     allowed = server_states.ALLOWED[kind]
+    if kind == delete.KIND and row["status"] == server_states.VERIFY_RESIZE and row["move_id"] is not None:
+        return  # confirmed first (``_delete``)
     if row["status"] not in allowed:
         raise InvalidState(
             f"Cannot '{kind}' server {row['id']} while it is {row['status']}; it must be one of {', '.join(allowed)}."

@@ -5,7 +5,7 @@
       ▼                │ │              └──────unshelve (either)──────▶ ACTIVE
     ERROR              │ ├─soft_delete──▶ SOFT_DELETED ──restore──▶ ACTIVE
                        │ └─live_migrate, evacuate, rebuild──▶ ACTIVE (elsewhere, or anew)
-                       └─delete (from any state but VERIFY_RESIZE)──▶ DELETED
+                       └─delete (from any state; VERIFY_RESIZE confirmed first)──▶ DELETED
 
 An operation that fails or is rolled back leaves the server as it was (the conductor undid what it
 did), with the reason kept as its fault; a build that fails leaves it in ERROR, to be deleted or
@@ -31,8 +31,8 @@ DELETED: Final = "DELETED"
 STATUSES: Final = (BUILDING, ACTIVE, ERROR, VERIFY_RESIZE, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED, DELETED)
 
 # The states each operation may start from (a build makes its server: it starts from none). A
-# server awaiting a resize's confirmation holds claims on two hosts: it is confirmed or reverted
-# before it is deleted.
+# server awaiting a resize's confirmation holds claims on two hosts: a delete asked of it confirms
+# the move first, as Nova's does, and starts from ACTIVE then (``control.actions``).
 ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
     delete.KIND: (ACTIVE, ERROR, SHELVED, SHELVED_OFFLOADED, SOFT_DELETED),
     lifecycle.SOFT_DELETE: (ACTIVE,),
