@@ -4,6 +4,9 @@ the others taking its operations over; the run must end with no violation."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 from berth.testbed.sim.config import SimConfig
 from berth.testbed.sim.run import run_sim
 
@@ -21,8 +24,13 @@ def test_a_small_simulation_through_the_api_with_a_conductor_killed_ends_without
         # one: about 10 faults are drawn, each a crash 9 times in 10 (at a weight of 60, 44 in 100,
         # and about one run in 80 had none).
         fault_weights={"conductor_crash": 600},
+        keep_files=True,
     )
     d = run_sim(config).to_dict()
+    kept = d["kept_folder"]
+    assert kept is not None and os.path.isfile(os.path.join(kept, "operations.log"))
+    assert {"conductor-0.log", "conductor-1.log"} <= set(os.listdir(kept))
+    shutil.rmtree(kept)
     assert d["violations"] == 0, (d["violation_list"], d["histories"])
     assert d["operations"] + d["skipped"] >= 200
     assert d["faults"].get("conductor_crash", 0) >= 1, d["faults"]

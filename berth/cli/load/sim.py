@@ -54,6 +54,11 @@ import click
     help="the run's project's VCPU limit, as a share of the cloud's VCPUs, enforced on every allocation write",
 )
 @click.option("--json", "json_path", default=None, metavar="FILE", help="write the report as JSON")
+@click.option(
+    "--keep-files",
+    is_flag=True,
+    help="keep the run's folder (logs, databases) after a clean run too; a run with a problem keeps it anyway",
+)
 def sim_command(json_path: str | None, **params: Any) -> None:
     from berth.testbed.client import require_curl
     from berth.testbed.errors import TestbedError

@@ -46,6 +46,9 @@ class SimConfig:
     # service on every allocation write (``--enforce-quotas-on-allocations``). None: no limit.
     quota: float | None = None
     json: str | None = None
+    # Keep the run's folder (the processes' logs, the databases) after a clean run too; a run that
+    # found a problem always keeps it.
+    keep_files: bool = False
 
     def __post_init__(self) -> None:
         if self.hosts < self.real_agents + 2:

@@ -132,10 +132,11 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         OPERATIONS_LOG.removeHandler(operations_log)
         operations_log.close()
     report.log_problems = report_logs
-    if report.violations or report.exited or report.left_running:
-        # What explains the failure is in the processes' logs and the databases: kept. (A log with a
+    if report.violations or report.exited or report.left_running or config.keep_files:
+        # What explains a failure is in the processes' logs and the databases: kept. (A log with a
         # traceback is not one: a conductor logs one for each resume that waits for a host.)
         log(f"the run's files are kept in {folder}")
+        report.kept_folder = folder
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return report

@@ -77,6 +77,8 @@ class SimReport:
     victims_ended: int = 0
     # Operations refused by the run's project's quota (``--quota``).
     quota_refusals: int = 0
+    # The run's folder, when it was kept (a problem found, or ``--keep-files``).
+    kept_folder: str | None = None
 
     @property
     def violations(self) -> int:
@@ -96,6 +98,7 @@ class SimReport:
         kinds = sorted(set(t.done) | set(t.refused))
         return {
             "config": self.config,
+            "kept_folder": self.kept_folder,
             "setup_seconds": round(self.setup_seconds, 1),
             "seconds": round(self.elapsed, 1),
             "operations": t.operations,
