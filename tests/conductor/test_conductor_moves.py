@@ -17,6 +17,7 @@ from conductorhelpers import (
     server,
 )
 
+from berth.clients.http import TransportError
 from berth.conductor.errors import ConductorError, NoValidHost
 from berth.conductor.journal import DONE
 
@@ -108,6 +109,46 @@ def test_a_cold_migration_never_stays_on_its_host(conductors, placement, clients
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
+
+
+class AnswerLostOnce:
+    """An agent's client whose first move claim (of any host's) lands and then loses its answer,
+    as when the agent is killed between its write and its reply."""
+
+    def __init__(self, client, lost):
+        self.client, self.lost = client, lost
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def resize_claim(self, *args, **kwargs):
+        claim = self.client.resize_claim(*args, **kwargs)
+        if not self.lost:
+            self.lost.append(self.client.host)
+            raise TransportError("Connection aborted: the agent closed the connection without a response")
+        return claim
+
+
+def test_a_destination_whose_claim_answer_was_lost_lets_go_before_the_next_is_tried(
+    conductors, placement, clients, instance_uuid
+):
+    built = conductors().build(server(instance_uuid, PLAIN))
+    lost: list[str] = []
+    conductor = conductors(agents={name: AnswerLostOnce(client, lost) for name, client in clients.items()})
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    (first,) = lost
+    dest = moved.selections["dest"]
+    assert dest != first and moved.attempts[0]["host"] == first
+    assert "did not answer" in moved.attempts[0]["reason"]
+    assert first == built.selections["host"] or first not in claims_of(clients, instance_uuid)
+    assert_books_agree(placement, clients)
+    conductor.confirm_resize(moved.id)
+    (claim,) = claims_of(clients, instance_uuid)[dest]
+    assert list(claims_of(clients, instance_uuid)) == [dest]
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
 
 
 def test_a_resize_no_host_can_take_changes_nothing(conductors, placement, clients, instance_uuid):

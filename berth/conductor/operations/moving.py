@@ -117,9 +117,19 @@ def claim_destination(
         runner.reach(operation, "claim_dest")
         try:
             claim = claim_on(runner.agent(host))
-        except (UnknownHost, ClaimError, TransportError) as e:
+        except (UnknownHost, ClaimError) as e:
             operation.attempts.append({"host": host, "reason": f"the destination refused the move: {e}"})
             runner.journal.save(operation)
+            continue
+        except TransportError as e:
+            operation.attempts.append({"host": host, "reason": f"the destination did not answer: {e}"})
+            runner.journal.save(operation)
+            # Its claim may have landed (the agent killed after its write, before its answer): it
+            # lets go before another host is tried, or the next one would find the migration
+            # holding the instance's allocations and this host a claim nobody undoes. Not reached,
+            # it raises: the move stops with the journal naming this host, whose undo (now, or a
+            # resume's) reverts it.
+            runner.agent(host).revert_migration(str(operation.request["migration_uuid"]))
             continue
         runner.done(operation, "claim_dest", dest=host, claim_id=claim.claim_id)
         return
