@@ -17,7 +17,7 @@ from conductorhelpers import (
     server,
 )
 
-from berth.clients.http import TransportError
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import ConductorError, NoValidHost
 from berth.conductor.journal import DONE
 
@@ -111,36 +111,49 @@ def test_a_cold_migration_never_stays_on_its_host(conductors, placement, clients
     assert_nothing_left(placement, clients, instance_uuid)
 
 
-class AnswerLostOnce:
-    """An agent's client whose first move claim (of any host's) lands and then loses its answer,
-    as when the agent is killed between its write and its reply."""
+class FirstClaimUnanswered:
+    """An agent's client whose first move claim (of any host's) is not answered: ``lost``, it lands
+    and its answer is lost, as when the agent is killed between its write and its reply; else the
+    connection is refused and nothing is sent. The hosts asked to revert are kept."""
 
-    def __init__(self, client, lost):
-        self.client, self.lost = client, lost
+    def __init__(self, client, first, lost, reverted):
+        self.client, self.first, self.lost, self.reverted = client, first, lost, reverted
 
     def __getattr__(self, name):
         return getattr(self.client, name)
 
     def resize_claim(self, *args, **kwargs):
-        claim = self.client.resize_claim(*args, **kwargs)
+        if self.first:
+            return self.client.resize_claim(*args, **kwargs)
+        self.first.append(self.client.host)
         if not self.lost:
-            self.lost.append(self.client.host)
-            raise TransportError("Connection aborted: the agent closed the connection without a response")
-        return claim
+            raise NotConnected("connection refused")
+        self.client.resize_claim(*args, **kwargs)
+        raise TransportError("Connection aborted: the agent closed the connection without a response")
+
+    def revert_migration(self, migration_uuid):
+        self.reverted.append(self.client.host)
+        return self.client.revert_migration(migration_uuid)
 
 
-def test_a_destination_whose_claim_answer_was_lost_lets_go_before_the_next_is_tried(
-    conductors, placement, clients, instance_uuid
+@pytest.mark.parametrize("lost", [True, False], ids=["answer_lost", "never_sent"])
+def test_a_destination_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
+    conductors, placement, clients, instance_uuid, lost
 ):
+    """One whose claim may have landed is asked to revert first; one never reached is not."""
     built = conductors().build(server(instance_uuid, PLAIN))
-    lost: list[str] = []
-    conductor = conductors(agents={name: AnswerLostOnce(client, lost) for name, client in clients.items()})
+    first: list[str] = []
+    reverted: list[str] = []
+    conductor = conductors(
+        agents={name: FirstClaimUnanswered(client, first, lost, reverted) for name, client in clients.items()}
+    )
     moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
-    (first,) = lost
+    (tried,) = first
     dest = moved.selections["dest"]
-    assert dest != first and moved.attempts[0]["host"] == first
-    assert "did not answer" in moved.attempts[0]["reason"]
-    assert first == built.selections["host"] or first not in claims_of(clients, instance_uuid)
+    assert dest != tried and moved.attempts[0]["host"] == tried
+    assert ("did not answer" if lost else "refused") in moved.attempts[0]["reason"]
+    assert reverted == ([tried] if lost else [])
+    assert tried == built.selections["host"] or tried not in claims_of(clients, instance_uuid)
     assert_books_agree(placement, clients)
     conductor.confirm_resize(moved.id)
     (claim,) = claims_of(clients, instance_uuid)[dest]

@@ -23,7 +23,7 @@ from typing import Any
 
 from berth.clients.agent import AgentClient
 from berth.clients.errors import ClaimError
-from berth.clients.http import TransportError
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import Operation
 from berth.conductor.requests import ServerRequest, destinations_of
@@ -117,7 +117,8 @@ def claim_destination(
         runner.reach(operation, "claim_dest")
         try:
             claim = claim_on(runner.agent(host))
-        except (UnknownHost, ClaimError) as e:
+        except (UnknownHost, ClaimError, NotConnected) as e:
+            # Refused, or never reached (nothing of the request was sent): nothing to let go of.
             operation.attempts.append({"host": host, "reason": f"the destination refused the move: {e}"})
             runner.journal.save(operation)
             continue
