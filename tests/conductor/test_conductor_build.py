@@ -17,6 +17,7 @@ from conductorhelpers import (
     server,
 )
 
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED
 from berth.scheduler.request.flavor import Flavor
@@ -126,3 +127,54 @@ def test_a_guest_that_does_not_start_is_rescheduled(conductors, placement, clien
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
     assert all(instance_uuid not in {g["uuid"] for g in c.guests()} for c in clients.values())
+
+
+class FirstClaimUnanswered:
+    """An agent's client whose first instance claim (of any host's) is not answered: ``lost``, it
+    lands and its answer is lost, as when the agent is killed between its write and its reply; else
+    the connection is refused and nothing is sent. The hosts asked to let the instance go are kept."""
+
+    def __init__(self, client, first, lost, let_go):
+        self.client, self.first, self.lost, self.let_go = client, first, lost, let_go
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def instance_claim(self, *args, **kwargs):
+        if self.first:
+            return self.client.instance_claim(*args, **kwargs)
+        self.first.append(self.client.host)
+        if not self.lost:
+            raise NotConnected("connection refused")
+        self.client.instance_claim(*args, **kwargs)
+        raise TransportError("Connection aborted: the agent closed the connection without a response")
+
+    def delete_instance(self, instance_uuid):
+        self.let_go.append(self.client.host)
+        return self.client.delete_instance(instance_uuid)
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["answer_lost", "never_sent"])
+def test_a_host_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
+    conductors, placement, clients, instance_uuid, lost
+):
+    """One whose claim may have landed is asked to let the instance go first; one never reached is
+    not, and the build goes on to the next alternate either way."""
+    first: list[str] = []
+    let_go: list[str] = []
+    conductor = conductors(
+        max_attempts=3,
+        agents={name: FirstClaimUnanswered(client, first, lost, let_go) for name, client in clients.items()},
+    )
+    operation = conductor.build(server(instance_uuid, PLAIN))
+    (tried,) = first
+    host = operation.selections["host"]
+    assert operation.state == DONE and host != tried
+    assert operation.attempts[0]["host"] == tried and "did not answer" in operation.attempts[0]["reason"]
+    assert let_go == ([tried] if lost else [])
+    assert list(claims_of(clients, instance_uuid)) == [host]
+    (claim,) = claims_of(clients, instance_uuid)[host]
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from berth.clients.errors import ClaimError, ClientError
-from berth.clients.http import TransportError
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
 from berth.conductor.operations import preemption
@@ -272,7 +272,14 @@ def _try_host(runner: Runner, operation: Operation, request: ServerRequest, dest
             claim = agent.instance_claim(instance, victims)
     except ClaimError as e:
         return f"the agent refused the claim: {e}"
+    except NotConnected as e:
+        return f"the agent did not answer: {e}"
     except TransportError as e:
+        # Its claim may have landed (the agent killed after its write, before its answer): it lets
+        # the instance go before another host is tried, or this host would keep a claim nobody
+        # undoes. Not reached, it raises: the build stops with the journal naming this host, whose
+        # undo (now, or a resume's) lets go.
+        agent.delete_instance(request.instance_uuid)
         return f"the agent did not answer: {e}"
     runner.done(operation, "claim", write=False, host=host, claim_id=claim.claim_id)
     for victim in victims:
