@@ -75,12 +75,11 @@ def nothing_offered(explain: Mapping[str, Any] | None) -> NoValidHost:
 
 
 def nothing_left(
-    instance: str, position: str, hosts: int, run: FilterRun, refused: Sequence[str], outcome: str
+    placing: str, position: str, hosts: int, run: FilterRun, refused: Sequence[str], outcome: str
 ) -> NoValidHost:
-    """Placement offered hosts, but the filters removed them all or every claim was refused."""
-    message = (
-        f"No valid host for instance {instance} ({position}): of {hosts} hosts Placement offered, {run.describe()}"
-    )
+    """Placement offered hosts, but the filters removed them all or every claim was refused;
+    ``placing`` names what was being placed (``BuildRequest.consumer_name``)."""
+    message = f"No valid host for {placing} ({position}): of {hosts} hosts Placement offered, {run.describe()}"
     if refused:
         message += f"; the service refused the claims on {', '.join(refused)}"
     message += f"; {outcome}"

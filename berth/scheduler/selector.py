@@ -93,13 +93,17 @@ class Selector:
         min_count: int | None = None,
         lease_seconds: int | None = None,
         ignore_hosts: Collection[str] = (),
+        moving_instance: str | None = None,
     ) -> list[Selection]:
         """A claimed host and up to ``alternates`` unclaimed ones for each instance placed, in order:
         every instance, or (``min_count`` below ``num_instances``) at least ``min_count`` of them,
         those left out having nothing claimed; fewer raise ``NoValidHost`` with nothing claimed.
-        The hosts named in ``ignore_hosts`` are neither chosen nor named as alternates."""
+        The hosts named in ``ignore_hosts`` are neither chosen nor named as alternates. A move's
+        consumer is its migration; ``moving_instance`` names its instance in the refusals."""
         _check_arguments(num_instances, alternates, instance_uuids, min_count)
-        request = BuildRequest(spec, server_group, ignore_hosts=frozenset(ignore_hosts))
+        request = BuildRequest(
+            spec, server_group, ignore_hosts=frozenset(ignore_hosts), moving_instance=moving_instance
+        )
         if self._pick_applies(request):
             if num_instances > 1:
                 placed = self._gang(request, instance_uuids, min_count, lease_seconds)
@@ -196,7 +200,7 @@ class Selector:
                 request.group_hosts.add(host.uuid)
             return Destination(host.name, host.uuid, allocation_request)
         outcome = "every claim was refused" if ranked.found else "no host is left"
-        raise nothing_left(instance, position, ranked.run.hosts, ranked.run, refused, outcome)
+        raise nothing_left(request.consumer_name(instance), position, ranked.run.hosts, ranked.run, refused, outcome)
 
     def _sorted(self, hosts: list[HostState], request: BuildRequest) -> RankedHosts:
         return sorted_hosts(hosts, request, self.filters, self.weighers, self.settings, self.rng)
@@ -391,7 +395,9 @@ class Selector:
         self, request: BuildRequest, instance: str, position: str, refusal: PlacementError
     ) -> NoValidHost:
         why = detail_of(refusal).removeprefix("No valid host: ")
-        message = f"No valid host for instance {instance} ({position}): the service's pick found none: {why}"
+        message = (
+            f"No valid host for {request.consumer_name(instance)} ({position}): the service's pick found none: {why}"
+        )
         report = self.service.explain(request.spec.candidates_query())
         if report is not None and not report.get("candidates"):
             message += f"; the service's count: {describe_explain(report)}"

@@ -61,8 +61,13 @@ def test_a_live_migration_with_no_other_host_is_refused_by_the_scheduler(conduct
         conductor.live_migrate(server(instance_uuid, PLAIN))
     (operation,) = [o for o in conductor.journal.for_instance(instance_uuid) if o.kind == "live_migrate"]
     assert operation.state == FAILED and not operation.step  # nothing done
-    assert [a["host"] for a in refused.value.attempts] == [None] and refused.value.attempts[0]["reason"]
-    claim = assert_landed(placement, clients, instance_uuid, source, operation.request["migration_uuid"])
+    assert [a["host"] for a in refused.value.attempts] == [None]
+    migration = operation.request["migration_uuid"]
+    # The reason names the instance being moved; its migration (the pick's consumer) only as such.
+    assert (
+        f"No valid host for instance {instance_uuid} (its migration {migration})" in refused.value.attempts[0]["reason"]
+    )
+    claim = assert_landed(placement, clients, instance_uuid, source, migration)
     assert claim.claim_id == built.selections["claim_id"]
     assert placement.consumer(instance_uuid).allocations == before
     conductor.delete(instance_uuid)

@@ -66,7 +66,7 @@ def test_the_message_names_each_filter_and_at_most_five_hosts():
     run.record("ComputeFilter", "h0", "disabled (COMPUTE_STATUS_DISABLED)")
     for i in range(1, 8):
         run.record("NUMATopologyFilter", f"h{i}", "NUMA cell 0: 1 MB free, 2 MB asked")
-    error = nothing_left("i-1", "2 of 3", 8, run, ["h9"], "no host is left")
+    error = nothing_left("instance i-1", "2 of 3", 8, run, ["h9"], "no host is left")
     assert error.filter_counts == {"ComputeFilter": 1, "NUMATopologyFilter": 7}
     text = str(error)
     assert text.startswith("No valid host for instance i-1 (2 of 3): of 8 hosts Placement offered, ")

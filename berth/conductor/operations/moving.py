@@ -88,6 +88,7 @@ def schedule(
             instance_uuids=[migration],
             lease_seconds=runner.config.lease_seconds,
             ignore_hosts=[str(operation.request["source"])] if other_host else (),
+            moving_instance=server.instance_uuid,
         )
     except SchedulerNoValidHost as e:
         operation.attempts.append({"host": None, "reason": str(e)})

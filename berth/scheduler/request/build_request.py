@@ -19,6 +19,14 @@ class BuildRequest:
     instance_uuid: str | None = None
     # Hosts (by name) never chosen, as Nova's ``ignore_hosts``: the source of a move that leaves it.
     ignore_hosts: frozenset[str] = frozenset()
+    # The instance a move places: its consumer is the move's migration, not the instance.
+    moving_instance: str | None = None
+
+    def consumer_name(self, consumer: str) -> str:
+        """How a refusal names what it could not place: a move's instance, not its migration."""
+        if self.moving_instance is None:
+            return f"instance {consumer}"
+        return f"instance {self.moving_instance} (its migration {consumer})"
 
     def group_policy(self) -> str | None:
         return self.group.policy if self.group is not None else None
