@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import subprocess
 import sys
 
 import click
+import pytest
 from click.testing import CliRunner
 
 import berth.cli
@@ -51,3 +53,19 @@ def test_starting_berth_imports_no_command_it_does_not_run():
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(loaded) == ["berth", "berth.cli", "berth.cli.main"]
+
+
+@pytest.mark.parametrize("command", ["bench", "stress", "sim"])
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(command, tmp_path):
+    """A run of many minutes must not end in a traceback because its ``--json`` file cannot be
+    written: the option is checked first, and says what to do."""
+    runner = CliRunner()
+    missing = runner.invoke(cli, [command, "--json", str(tmp_path / "absent" / "report.json")])
+    assert missing.exit_code == 2 and "does not exist; create it first" in missing.output
+    folder = runner.invoke(cli, [command, "--json", str(tmp_path)])
+    assert folder.exit_code == 2 and "is a directory" in folder.output
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if not os.access(locked, os.W_OK):  # root may write anywhere
+        denied = runner.invoke(cli, [command, "--json", str(locked / "report.json")])
+        assert denied.exit_code == 2 and "cannot be written" in denied.output

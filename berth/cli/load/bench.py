@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from berth.cli.harness import DEFAULT_WORKERS
+from berth.cli.load.report_file import ReportFile
 from berth.testbed.bench.config import BenchConfig
 
 POSITIVE_INT = click.IntRange(min=1)
@@ -149,7 +150,7 @@ class GangSizes(HostCounts):
     default=[10, 100],
     help="members of the gangs of the gang phase, one set of runs each (default 10,100)",
 )
-@click.option("--json", default=None, metavar="FILE", help="also write the results as JSON")
+@click.option("--json", default=None, type=ReportFile(), help="also write the results as JSON")
 def bench_command(**options: Any) -> int:
     # Imported here: every `berth` command (the server too) imports this module for its options.
     from berth.testbed.bench.runner import run_bench

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from berth.cli.load.report_file import ReportFile
+
 
 @click.command("sim", help="Simulate a cloud: hosts, a seeded mix of server operations, faults; check the books.")
 @click.option("--hosts", type=click.IntRange(6), default=1000, show_default=True)
@@ -53,7 +55,7 @@ import click
     default=None,
     help="the run's project's VCPU limit, as a share of the cloud's VCPUs, enforced on every allocation write",
 )
-@click.option("--json", "json_path", default=None, metavar="FILE", help="write the report as JSON")
+@click.option("--json", "json_path", default=None, type=ReportFile(), help="write the report as JSON")
 @click.option(
     "--keep-files",
     is_flag=True,

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from berth.cli.load.report_file import ReportFile
 from berth.testbed.stress.config import FAULTS, StressConfig
 
 POSITIVE_INT = click.IntRange(min=1)
@@ -105,7 +106,7 @@ POSITIVE_FLOAT = click.FloatRange(min=0, min_open=True)
 )
 @click.option("--seed", type=int, default=None, metavar="N", help="random seed (default: random)")
 @click.option("--keep", is_flag=True, help="with --url: leave the providers and consumers of the run behind")
-@click.option("--json", default=None, metavar="FILE", help="also write the summary as JSON")
+@click.option("--json", default=None, type=ReportFile(), help="also write the summary as JSON")
 @click.option("--server-log", default=None, metavar="FILE", help="copy the log of the server this run started to FILE")
 def stress_command(**options: Any) -> int:
     # Imported here: every `berth` command (the server too) imports this module for its options.
