@@ -15,7 +15,7 @@ class ReportFile(click.ParamType[str]):
     name = "FILE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        path = os.fspath(value)
+        path = str(os.fspath(value))
         if os.path.isdir(path):
             self.fail(f"{path!r} is a directory; name a file in it", param, ctx)
         folder = os.path.dirname(os.path.abspath(path))
