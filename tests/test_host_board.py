@@ -469,6 +469,40 @@ def test_nova_requests_with_root_traits_are_weighed_on_the_board(api, app, db, b
     assert {_pick_enabled(api, "VCPU:1", "COMPUTE_STATUS_DISABLED") for _ in range(3)} <= {disabled, first}
 
 
+def test_nova_requests_for_a_zone_are_weighed_on_the_board_among_its_trees(api, app, db, board, monkeypatch):
+    """A request naming aggregates (Nova's availability zone: ``member_of``) is weighed on the board
+    too, among the trees with a provider in them: a root in the zone, or only a child of it; the
+    emptiest host, in another zone, is never chosen."""
+    zone, elsewhere = new_uuid(), new_uuid()
+    outside = api.create_provider("outside", inventory={"VCPU": 64, "MEMORY_MB": 65536}, aggregates=[elsewhere])
+    root_in_zone = api.create_provider("root-in-zone", inventory=HOST, aggregates=[zone])
+    parent = api.create_provider("parent")
+    api.create_provider("child-in-zone", parent=parent, inventory=HOST, aggregates=[zone])
+    from berth.api.handlers.claims import pick
+
+    plans = []
+    plan_on_board = pick.plan_on_board
+    monkeypatch.setattr(pick, "plan_on_board", lambda *args: plans.append(plan_on_board(*args)) or plans[-1])
+    body = {
+        "query": {"resources": "VCPU:1,MEMORY_MB:512", "member_of": f"in:{zone}"},
+        "consumer": {"uuid": "", "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+    }
+    chosen = []
+    for _ in range(6):
+        body["consumer"]["uuid"] = new_uuid()
+        r = api.post("/berth/pick", body)
+        assert r.status_code == 200, r.data
+        chosen.append(r.json_body["root_provider_uuid"])
+    # Each planned on the board (the full search of every tree not needed), among the zone's trees.
+    assert len(plans) == 6 and all(plan is not None and len(plan.trees) <= 2 for plan in plans)
+    assert set(chosen) == {root_in_zone, parent}
+    assert not any(_usage(api, outside).values())
+    # Two sets: a tree must meet both, so none here can; the board's path refuses as the search does.
+    body["query"]["member_of"] = [f"in:{zone}", f"in:{elsewhere}"]
+    body["consumer"]["uuid"] = new_uuid()
+    assert api.post("/berth/pick", body).status_code == 409
+
+
 def _trait_id(db, name):
     with db.engine.connect() as conn:
         return conn.execute(

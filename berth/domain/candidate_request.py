@@ -61,15 +61,19 @@ class CandidateRequest:
         such a request, deciding the root's traits itself (Nova asks every request with
         ``root_required``, a disabled compute node's trait forbidden)."""
         group = self.unsuffixed
+        if group is None or group.member_of:
+            return None
+        return self.weighable_in_aggregates
+
+    @cached_property
+    def weighable_in_aggregates(self) -> list[tuple[int, int]] | None:
+        """As ``weighable_resources``, but the group may name aggregates too (``member_of``: Nova
+        asks so for an availability zone): a single pick weighs it on the board among the trees
+        with a provider in them, and searches each tree it tries as the request says."""
+        group = self.unsuffixed
         if group is None or self.suffixed or not group.resources or group.impossible:
             return None
-        if (
-            group.required
-            or group.forbidden
-            or group.member_of
-            or group.forbidden_aggregates
-            or group.in_tree_root is not None
-        ):
+        if group.required or group.forbidden or group.forbidden_aggregates or group.in_tree_root is not None:
             return None
         if self.same_subtree or self.one_provider_per_tree:
             return None

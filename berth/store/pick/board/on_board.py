@@ -1,7 +1,7 @@
 """A pick weighed on the board (``berth.store.pick.board.host_board``): every tree's facts at once.
 
-For a request of one group of resources, perhaps with traits of the root
-(``CandidateRequest.weighable_resources``), and no instances
+For a request of one group of resources, perhaps with traits of the root and aggregates
+(``CandidateRequest.weighable_in_aggregates``), and no instances
 weigher, a tree may fit when, for each class asked, one of its providers has room for the amount
 or a sharing provider with room is in an aggregate with one of them; the board tells the first for
 every tree in one comparison, and the few sharing providers the second. The trees that may fit
@@ -55,9 +55,11 @@ SEARCHED_IN_THE_READ: Final = 2
 CANDIDATES_PER_TREE: Final = 4
 
 
-def on_board(request: CandidateRequest, multipliers: Multipliers) -> bool:
-    """Whether a pick of ``request`` can be weighed on the board."""
-    return request.weighable_resources is not None and not multipliers.instances
+def on_board(request: CandidateRequest, multipliers: Multipliers, *, in_aggregates: bool = False) -> bool:
+    """Whether a pick of ``request`` can be weighed on the board; with ``in_aggregates``, one that
+    names aggregates too (``CandidateRequest.weighable_in_aggregates``)."""
+    resources = request.weighable_in_aggregates if in_aggregates else request.weighable_resources
+    return resources is not None and not multipliers.instances
 
 
 @dataclass(frozen=True)
@@ -94,15 +96,15 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     the trees of the board worth trying, best first, and the first ones' candidates; None when the
     request is not one the board weighs, or no tree on it may fit."""
     resolved = resolve(conn, request.query)
-    if not on_board(resolved.request, request.multipliers):
+    if not on_board(resolved.request, request.multipliers, in_aggregates=True):
         return None
     board.read_if_empty(conn, cache)
     board.catch_up_if_quiet()
     view = board.use()
     if not len(view.roots):
         return None
-    plain = resolved.request.weighable_resources
-    assert plain is not None  # on_board
+    plain = resolved.request.weighable_in_aggregates
+    assert plain is not None and resolved.request.unsuffixed is not None  # on_board
     # The sharing providers as the board's last refresh read them (``HostBoard.pools``).
     finder = CandidateFinder(
         conn,
@@ -117,10 +119,14 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     # The search of one tree does not look at its root's traits (the search of every tree reads
     # them with the trees): the board decides them. Each mask below is left out (None: every tree)
     # where it would keep every tree: each is a pass over the whole board.
-    roots_key = ("roots allowed", tuple(required), forbidden)
+    roots_key: Hashable = ("roots allowed", tuple(required), forbidden)
     roots_ok = (
         view.derived(roots_key, lambda: view.roots_allowed(required, forbidden)) if required or forbidden else None
     )
+    member_of = resolved.request.unsuffixed.member_of
+    if member_of:
+        members_key, in_them = _in_member_of(view, member_of, sharing)
+        roots_key, roots_ok = (roots_key, members_key), _and(roots_ok, in_them)
     avoided = avoided_roots(conn, request.avoid_trees)
     group = request.server_group
     members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
@@ -256,6 +262,33 @@ def _pools_taking(
 def _pools_key(pools: Sequence[ProviderData]) -> frozenset[tuple[int, frozenset[int], int]]:
     """What of ``pools`` decides the trees they serve."""
     return frozenset((shared.id, shared.aggregates, shared.root_id) for shared in pools)
+
+
+def _in_member_of(
+    view: BoardView, member_of: Sequence[frozenset[int]], sharing: Mapping[int, ProviderData]
+) -> tuple[Hashable, BoolArray]:
+    """The trees that may serve a group naming ``member_of`` (each set: any of its aggregates),
+    and the key it is kept under: for every set, those with a provider in one of its aggregates,
+    or served by a sharing provider in one. Each provider serving the group, or its tree's root,
+    must be in every set, so a tree outside this mask has no candidate; one inside it may still
+    have none, which the search of the tree decides."""
+    in_sets = [[shared for shared in sharing.values() if shared.aggregates & any_of] for any_of in member_of]
+    key = ("member of", tuple(member_of), tuple(_pools_key(pools) for pools in in_sets))
+
+    def mask() -> BoolArray:
+        found = np.ones(len(view.roots), dtype=bool)
+        for any_of, pools in zip(member_of, in_sets, strict=True):
+            in_set = np.zeros(len(view.roots), dtype=bool)
+            for aggregate in any_of:
+                trees = view.by_aggregate.get(aggregate)
+                if trees is not None:
+                    in_set[trees] = True
+            if pools:
+                in_set[_anchored_to_any(view, pools)] = True
+            found &= in_set
+        return found
+
+    return key, view.derived(key, mask)
 
 
 def _anchored_to_any(view: BoardView, pools: Sequence[ProviderData]) -> IndexArray:
