@@ -503,6 +503,39 @@ def test_nova_requests_for_a_zone_are_weighed_on_the_board_among_its_trees(api, 
     assert api.post("/berth/pick", body).status_code == 409
 
 
+def test_granular_requests_are_planned_on_the_board_and_searched_exactly(api, app, db, board, monkeypatch):
+    """A NUMA guest's request (a group per cell, ``group_policy=isolate``) is planned on the board
+    too: the board offers every tree with room for the most one group asks, and the search of each
+    tree it tries decides. The emptiest host, whose one provider cannot isolate two groups, is never
+    chosen; the two-cell host is, with one cell per group."""
+    from berth.api.handlers.claims import pick
+
+    one_cell = api.create_provider("one-cell", inventory={"VCPU": 64, "MEMORY_MB": 65536})
+    two_cells = api.create_provider("two-cells", inventory={"MEMORY_MB": 8192})
+    cells = [api.create_provider(f"cell-{i}", parent=two_cells, inventory={"VCPU": 4}) for i in range(2)]
+    plans = []
+    plan_on_board = pick.plan_on_board
+    monkeypatch.setattr(pick, "plan_on_board", lambda *args: plans.append(plan_on_board(*args)) or plans[-1])
+    query = {"resources": "MEMORY_MB:512", "resources1": "VCPU:1", "resources2": "VCPU:1", "group_policy": "isolate"}
+    for _ in range(2):
+        body = {
+            "query": query,
+            "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        }
+        r = api.post("/berth/pick", body)
+        assert r.status_code == 200, r.data
+        answer = r.json_body
+        assert answer["root_provider_uuid"] == two_cells
+        allocations = answer["allocation_request"]["allocations"]
+        assert {cell: allocations[cell]["resources"] for cell in cells} == {cell: {"VCPU": 1} for cell in cells}
+    assert len(plans) == 2 and all(plan is not None for plan in plans)
+    assert not any(_usage(api, one_cell).values())
+    # The cells full (4 VCPUs each, 2 taken): a third and a fourth fit, a fifth does not.
+    for expect in (200, 200, 409):
+        body["consumer"] = {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
+        assert api.post("/berth/pick", body).status_code == expect
+
+
 def _trait_id(db, name):
     with db.engine.connect() as conn:
         return conn.execute(

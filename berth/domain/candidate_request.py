@@ -61,20 +61,36 @@ class CandidateRequest:
         such a request, deciding the root's traits itself (Nova asks every request with
         ``root_required``, a disabled compute node's trait forbidden)."""
         group = self.unsuffixed
-        if group is None or group.member_of:
-            return None
-        return self.weighable_in_aggregates
-
-    @cached_property
-    def weighable_in_aggregates(self) -> list[tuple[int, int]] | None:
-        """As ``weighable_resources``, but the group may name aggregates too (``member_of``: Nova
-        asks so for an availability zone): a single pick weighs it on the board among the trees
-        with a provider in them, and searches each tree it tries as the request says."""
-        group = self.unsuffixed
         if group is None or self.suffixed or not group.resources or group.impossible:
             return None
-        if group.required or group.forbidden or group.forbidden_aggregates or group.in_tree_root is not None:
+        if (
+            group.required
+            or group.forbidden
+            or group.member_of
+            or group.forbidden_aggregates
+            or group.in_tree_root is not None
+        ):
             return None
         if self.same_subtree or self.one_provider_per_tree:
             return None
         return list(group.resources.items())
+
+    @cached_property
+    def board_amounts(self) -> list[tuple[int, int]] | None:
+        """What a single pick's plan on the host board asks of every tree: for each class, the
+        most that any one group asks. Each group takes a class from one provider, so a tree with
+        no provider (nor sharing provider) with that much room cannot serve the request; what else
+        it asks (granular groups, forbidden traits, policies) only leaves fewer trees, and the
+        search of each tree the plan tries applies it. None when no group asks resources, one can
+        match nothing, or one asks what few trees may have: a tree (``in_tree``), traits, or (a
+        granular group) aggregates. The board cannot tell those trees, and searching the best
+        trees one by one in the pick's write for them would hold every other writer back."""
+        amounts: dict[int, int] = {}
+        for group in self.groups:
+            if group.impossible or group.in_tree_root is not None or group.required:
+                return None
+            if group.suffix and group.member_of:
+                return None
+            for rc, amount in group.resources.items():
+                amounts[rc] = max(amounts.get(rc, 0), amount)
+        return list(amounts.items()) or None

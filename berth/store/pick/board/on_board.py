@@ -1,10 +1,14 @@
 """A pick weighed on the board (``berth.store.pick.board.host_board``): every tree's facts at once.
 
-For a request of one group of resources, perhaps with traits of the root and aggregates
-(``CandidateRequest.weighable_in_aggregates``), and no instances
-weigher, a tree may fit when, for each class asked, one of its providers has room for the amount
-or a sharing provider with room is in an aggregate with one of them; the board tells the first for
-every tree in one comparison, and the few sharing providers the second. The trees that may fit
+For a pick of a request that asks resources, but no tree nor traits of its providers (those of the
+root are the board's; ``CandidateRequest.board_amounts``),
+without the instances weigher, a tree may fit when, for each class asked, one of its providers has
+room for the most one group asks of it, or a sharing provider with that room is in an aggregate
+with one of them; the board tells the first for every tree in one comparison, and the few sharing
+providers the second. The root's traits, and the aggregates the unsuffixed group names, narrow
+the trees further (a tree may serve that group only with a provider in them, or one of the
+sharing providers in them); the rest of what the request asks (granular groups, their traits and
+aggregates, policies) is applied by the search of each tree the plan tries. The trees that may fit
 and that the server group allows are weighed together (``weigh_arrays``: the weights
 ``berth.domain.weighing.weigh`` gives), in a read before the pick's write transaction
 (``plan_on_board``), which on SQLite holds every other writer back. In the write
@@ -55,11 +59,9 @@ SEARCHED_IN_THE_READ: Final = 2
 CANDIDATES_PER_TREE: Final = 4
 
 
-def on_board(request: CandidateRequest, multipliers: Multipliers, *, in_aggregates: bool = False) -> bool:
-    """Whether a pick of ``request`` can be weighed on the board; with ``in_aggregates``, one that
-    names aggregates too (``CandidateRequest.weighable_in_aggregates``)."""
-    resources = request.weighable_in_aggregates if in_aggregates else request.weighable_resources
-    return resources is not None and not multipliers.instances
+def on_board(request: CandidateRequest, multipliers: Multipliers) -> bool:
+    """Whether a gang of ``request`` can be weighed on the board (``CandidateRequest.weighable_resources``)."""
+    return request.weighable_resources is not None and not multipliers.instances
 
 
 @dataclass(frozen=True)
@@ -96,15 +98,14 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     the trees of the board worth trying, best first, and the first ones' candidates; None when the
     request is not one the board weighs, or no tree on it may fit."""
     resolved = resolve(conn, request.query)
-    if not on_board(resolved.request, request.multipliers, in_aggregates=True):
+    plain = resolved.request.board_amounts
+    if plain is None or request.multipliers.instances:
         return None
     board.read_if_empty(conn, cache)
     board.catch_up_if_quiet()
     view = board.use()
     if not len(view.roots):
         return None
-    plain = resolved.request.weighable_in_aggregates
-    assert plain is not None and resolved.request.unsuffixed is not None  # on_board
     # The sharing providers as the board's last refresh read them (``HostBoard.pools``).
     finder = CandidateFinder(
         conn,
@@ -123,7 +124,8 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
     roots_ok = (
         view.derived(roots_key, lambda: view.roots_allowed(required, forbidden)) if required or forbidden else None
     )
-    member_of = resolved.request.unsuffixed.member_of
+    unsuffixed = resolved.request.unsuffixed
+    member_of = unsuffixed.member_of if unsuffixed is not None else ()
     if member_of:
         members_key, in_them = _in_member_of(view, member_of, sharing)
         roots_key, roots_ok = (roots_key, members_key), _and(roots_ok, in_them)
