@@ -19,6 +19,10 @@ from berth.scheduler.errors import SchedulerError
 from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig
 from berth.scheduler.request.request_spec import build_request_spec
 
+_BY_ID_OR_NAME = flavors.select().where(
+    sa.or_(flavors.c.id == sa.bindparam("value"), flavors.c.name == sa.bindparam("value"))
+)
+
 
 def to_flavor(row: Mapping[str, Any]) -> Flavor:
     """The scheduler's flavor of a row."""
@@ -73,11 +77,9 @@ class Flavors:
         """By id, else by name (an operator types names; Nova's clients look them up the same way)."""
 
         def find(conn: Connection) -> RowMapping | None:
-            for column in (flavors.c.id, flavors.c.name):
-                row = conn.execute(flavors.select().where(column == id_or_name)).mappings().first()
-                if row is not None:
-                    return row
-            return None
+            # One query (a build looks its flavor up by name): the row with that id comes first.
+            rows = conn.execute(_BY_ID_OR_NAME, {"value": id_or_name}).mappings().all()
+            return next((row for row in rows if row["id"] == id_or_name), rows[0] if rows else None)
 
         found = read_through_failover(self.engine, find)
         if found is not None:
