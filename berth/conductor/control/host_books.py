@@ -98,7 +98,7 @@ class DownHosts(Collection[str]):
         with self._lock:
             if now - self._read_at >= DOWN_FRESH_SECONDS:
                 with _keeping_what_was_known("the hosts that are down"):
-                    self._down = frozenset(h.name for h in self.hosts.all() if not h.up)
+                    self._down = self.hosts.down()
                     self._read_at = now
             return self._down
 

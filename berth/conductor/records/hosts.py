@@ -66,6 +66,9 @@ class Hosts:
         # Every step of an operation looks its hosts' agents up: built once (see the journal's
         # ``_Statements``).
         self._by_name = self._query(hosts.c.name == sa.bindparam("host_name"))
+        # Down as ``_host`` says (silent longer than ``down_after``): read every second by each
+        # conductor's scheduler, which needs the names alone, not every host's row.
+        self._down = sa.select(hosts.c.name).where(self._now - hosts.c.heartbeat > sa.bindparam("down_after"))
 
     def register(
         self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
@@ -150,6 +153,11 @@ class Hosts:
 
     def all(self) -> list[Host]:
         return self._read(sa.true())
+
+    def down(self) -> frozenset[str]:
+        """The names of the hosts that are down (``Host.up`` false)."""
+        query, parameters = self._down, {"down_after": self.down_after}
+        return read_through_failover(self.engine, lambda conn: frozenset(conn.execute(query, parameters).scalars()))
 
     def _read(self, where: sa.ColumnElement[bool]) -> list[Host]:
         return self._rows(self._query(where))
