@@ -3,7 +3,9 @@ operation ask for them. A host that registers after the conductor started is fou
 A host whose agent moved to another address (restarted on another port, or on another machine) is
 called there once its registration is read again: every few seconds, and at once when its old
 address refuses the connection, so that the first call after an agent's restart does not fail on
-the address it left (a refused connection sent nothing, so the call is made again at the new one)."""
+the address it left (a refused connection sent nothing, so the call is made again at the new one).
+The registrations are read every few seconds all at once, in one query: read one host at a time,
+as the operations asked for them, a cloud of a thousand hosts cost a query nearly every step."""
 
 from __future__ import annotations
 
@@ -28,13 +30,24 @@ class RegisteredAgents(Mapping[str, AgentClient]):
         self._lock = threading.Lock()
         # One client a host, kept (claims hold it) and pointed at its agent's address as registered.
         self._clients: dict[str, RegisteredAgent] = {}
+        # Every host's address and token as last read all at once, and when.
+        self._addresses: dict[str, tuple[str, str | None]] = {}
+        self._addresses_read_at = -FRESH_SECONDS
 
     def __getitem__(self, name: str) -> AgentClient:
         with self._lock:
             kept = self._clients.get(name)
-        if kept is not None and time.monotonic() - kept.read_at < FRESH_SECONDS:
+        now = time.monotonic()
+        if kept is not None and now - kept.read_at < FRESH_SECONDS:
             return kept
-        return self.read(name)
+        if now - self._addresses_read_at >= FRESH_SECONDS:
+            addresses = self.hosts.addresses()
+            with self._lock:
+                self._addresses, self._addresses_read_at = addresses, now
+        address = self._addresses.get(name)
+        if address is None:
+            return self.read(name)  # registered since the last read, or not at all
+        return self._point(name, *address, read_at=self._addresses_read_at)
 
     def read(self, name: str) -> RegisteredAgent:
         """The host's client, pointed at the address its registration names now."""
@@ -43,13 +56,17 @@ class RegisteredAgents(Mapping[str, AgentClient]):
             host = self.hosts.get(name)
         except NotFound:
             raise KeyError(name) from None
+        return self._point(name, host.url, host.agent_token, read_at=now)
+
+    def _point(self, name: str, url: str, token: str | None, *, read_at: float) -> RegisteredAgent:
+        """The host's client, pointed at ``url`` with ``token`` as read at ``read_at``."""
         with self._lock:
             client = self._clients.get(name)
             if client is None:
-                client = self._clients[name] = RegisteredAgent(self, name, host.url, host.agent_token)
-            else:
-                client.point_at(host.url, host.agent_token)
-            client.read_at = now
+                client = self._clients[name] = RegisteredAgent(self, name, url, token)
+            elif read_at >= client.read_at:
+                client.point_at(url, token)
+            client.read_at = max(client.read_at, read_at)
         return client
 
     def __iter__(self) -> Iterator[str]:

@@ -68,6 +68,7 @@ class Hosts:
         self._by_name = self._query(hosts.c.name == sa.bindparam("host_name"))
         # Down as ``_host`` says (silent longer than ``down_after``): read every second by each
         # conductor's scheduler, which needs the names alone, not every host's row.
+        self._addresses = sa.select(hosts.c.name, hosts.c.url, hosts.c.agent_token)
         self._down = sa.select(hosts.c.name).where(self._now - hosts.c.heartbeat > sa.bindparam("down_after"))
 
     def register(
@@ -153,6 +154,13 @@ class Hosts:
 
     def all(self) -> list[Host]:
         return self._read(sa.true())
+
+    def addresses(self) -> dict[str, tuple[str, str | None]]:
+        """Every registered host's agent address and token, by name."""
+        query = self._addresses
+        return read_through_failover(
+            self.engine, lambda conn: {name: (url, token) for name, url, token in conn.execute(query)}
+        )
 
     def down(self) -> frozenset[str]:
         """The names of the hosts that are down (``Host.up`` false)."""
