@@ -48,6 +48,17 @@ class ConsumerTaken(SchedulerError):
         self.consumer = consumer
 
 
+class QuotaExceeded(SchedulerError):
+    """The service refused the claim: it would take the project (or the user) over a limit. Not "no
+    valid host": no other host would do, as Nova's over-quota refusal says."""
+
+    code = error_codes.QUOTA_EXCEEDED
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
 class Service:
     def __init__(self, placement: PlacementClient):
         self.placement = placement
@@ -137,7 +148,7 @@ class Service:
 
     def pick(self, body: dict[str, Any]) -> dict[str, Any] | PlacementError:
         """Berth's pick-and-claim, for one consumer or a gang (``consumers``); its "no valid host"
-        refusal is returned, not raised."""
+        refusal is returned, not raised; a refusal by a quota raises ``QuotaExceeded``."""
         try:
             return cast(dict[str, Any], self.placement.request("POST", PICK_PATH, body))
         except GenerationConflict as e:
@@ -146,6 +157,8 @@ class Service:
                 raise ConsumerTaken(str(named), e.detail) from None
             raise
         except PlacementError as e:
+            if e.code == error_codes.QUOTA_EXCEEDED:
+                raise QuotaExceeded(detail_of(e)) from None
             if e.code not in (error_codes.PICK_NO_VALID_HOST, error_codes.PICK_GANG_NO_VALID_HOST):
                 raise
             return e

@@ -12,13 +12,13 @@ from conductorhelpers import PLAIN, assert_books_agree, claims_of, lease_of
 from test_control_plane import WHO, ended
 
 from berth.conductor.control import plane as plane_module
-from berth.conductor.control.plane import ControlPlane, ControlSettings
+from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
 from berth.conductor.errors import SERVER_NO_VALID_HOST
-from berth.conductor.journal import DONE
+from berth.conductor.journal import DONE, FAILED
 from berth.conductor.records import server_states
 from berth.conductor.records.servers import ServerFilter
 from berth.conductor.runner import ConductorConfig
-from berth.domain.errors import Conflict
+from berth.domain.errors import Conflict, Forbidden
 from berth.scheduler.settings import SelectionSettings
 
 pytestmark = pytest.mark.slow
@@ -121,3 +121,30 @@ def test_an_anti_affinity_gang_lands_on_distinct_hosts(plane, placement, clients
         assert ended(plane, build.id).state == DONE
     assert sorted(plane.servers.get(b.instance_uuid)["host"] for b in builds) == sorted(clients)
     assert_books_agree(placement, clients)
+
+
+def test_a_gang_over_the_projects_quota_is_forbidden_and_leaves_nothing(plane, placement, new_uuids):
+    """As Nova answers a create over quota: 403 with the limit passed, and none of the servers made.
+    (A single build over quota fails as its operation, with the same words: the next test.)"""
+    owner = Who(f"project-{uuid.uuid4().hex[:8]}", "user")
+    placement.request("PUT", f"/berth/quotas/{owner.project_id}", {"limits": {"VCPU": PLAIN.vcpus}})
+    try:
+        with pytest.raises(Forbidden) as raised:
+            plane.create_servers(owner, name="over", flavor_ref=PLAIN.name, count=2)
+        assert raised.value.code == "berth.quota.exceeded"
+        assert "None of the 2 servers was created" in raised.value.detail
+        assert "Quota exceeded for VCPU" in raised.value.detail
+        assert plane.servers.all(ServerFilter()) == []
+        for instance in new_uuids:
+            assert plane.journal.find(instance_uuid=instance) == []
+            assert placement.get(f"/allocations/{instance}")["allocations"] == {}
+        [build] = plane.create_servers(owner, name="one", flavor_ref=PLAIN.name)
+        assert ended(plane, build.id).state == DONE
+        [over] = plane.create_servers(owner, name="two", flavor_ref=PLAIN.name)
+        failed = ended(plane, over.id)
+        assert failed.state == FAILED and failed.error.startswith("Quota exceeded for VCPU of project")
+        row = plane.servers.get(over.instance_uuid)
+        assert row["status"] == server_states.ERROR and "Quota exceeded" in row["fault"]
+        assert placement.get(f"/allocations/{over.instance_uuid}")["allocations"] == {}
+    finally:
+        placement.request("DELETE", f"/berth/quotas/{owner.project_id}")

@@ -32,12 +32,13 @@ from berth.conductor.records.servers import ServerFilter, ServerRecords
 from berth.conductor.records.tables import Record
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import ConductorConfig, StepHook
-from berth.domain.errors import BadRequest, Conflict, NotFound
+from berth.domain.errors import BadRequest, Conflict, Forbidden, NotFound
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 from berth.scheduler.request.flavor import Image, SchedulerConfig
 from berth.scheduler.request.request_spec import RequestSpec
 from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Selection
+from berth.scheduler.service import QuotaExceeded
 from berth.scheduler.settings import SelectionSettings
 
 LOG = logging.getLogger(__name__)
@@ -219,6 +220,9 @@ class ControlPlane:
                 f"None of the {len(instances)} servers was created: fewer than {least} can be placed. {e}",
                 code=SERVER_NO_VALID_HOST,
             ) from None
+        except QuotaExceeded as e:
+            # As Nova answers a create over quota: 403, nothing created.
+            raise Forbidden(f"None of the {len(instances)} servers was created: {e.detail}", code=e.code) from None
 
     def server_request(self, row: Record) -> ServerRequest:
         """The server as the scheduler and its host take it, with its group's members as they are now."""
