@@ -381,3 +381,18 @@ def test_a_multi_create_is_placed_whole_or_refused_with_nothing_made(berth, clou
 
 def _leases(cloud) -> set[str]:
     return {lease["consumer_uuid"] for lease in cloud.placement.get("/berth/leases")["leases"]}
+
+
+def test_a_multi_create_over_the_projects_quota_is_refused_saying_where_to_look(berth, cloud):
+    """403 with the limit passed, a hint naming the quota commands (not the token's roles), and
+    nothing made."""
+    cloud.placement.request("PUT", "/berth/quotas/admin", {"limits": {"VCPU": 0}})
+    try:
+        refused = berth("server", "create", "over-quota", "--flavor", "small", "--count", "2", expect=1)
+        assert "403 berth.quota.exceeded" in refused.output, refused.output
+        assert "Quota exceeded for VCPU of project admin" in refused.output
+        assert "hint: the project's quota does not allow it: `berth quota show PROJECT`" in refused.output
+        listed = as_json(berth("server", "list", "--all-projects", "-f", "json"))["servers"]
+        assert not [s for s in listed if s["name"].startswith("over-quota")]
+    finally:
+        cloud.placement.request("DELETE", "/berth/quotas/admin")

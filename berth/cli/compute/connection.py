@@ -30,6 +30,8 @@ CODE_HINTS = {
     "(a resize waits for `berth server confirm` or `revert`, a shelved server for `unshelve`)",
     "berth.server.no_valid_host": "no server was created: ask for fewer (a lower --min-count builds as many as fit), "
     "a smaller flavor, or a server group whose policy the hosts can keep; `berth host list` shows the hosts",
+    "berth.quota.exceeded": "the project's quota does not allow it: `berth quota show PROJECT` shows its limits "
+    "and usage; ask for fewer servers or a smaller flavor, or raise a limit with `berth quota set`",
     "berth.flavor.not_found": "`berth flavor list` shows the flavors",
     "berth.flavor.duplicate": "a flavor of that name or id exists: `berth flavor show` it, or choose another name",
     "berth.flavor.invalid": "check the flavor's sizes against `berth flavor create --help`",
