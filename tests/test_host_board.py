@@ -553,6 +553,31 @@ def _arrays(view):
     )
 
 
+def test_a_pick_refused_at_its_commit_leaves_the_board_as_it_was(api, app, db, board):
+    """A pick the quota refuses as its transaction commits wrote nothing: the board must not keep
+    what it would have taken (a tree the refresh has no reason to read again would look fuller than
+    it is until it next changed, and picks would pass it over)."""
+    for i in range(2):
+        api.create_provider(f"h{i}", inventory=HOST)
+    _refresh(app, db)
+    before = _arrays(board.view)
+    assert api.put("/berth/quotas/p", {"limits": {"VCPU": 1}}).status_code == 200
+    try:
+        body = {
+            "query": {"resources": "VCPU:2,MEMORY_MB:512"},
+            "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
+        }
+        r = api.post("/berth/pick", body)
+        assert r.status_code == 409 and r.json_body["errors"][0]["code"] == "berth.quota.exceeded", r.data
+        assert _arrays(board.view) == before
+        # Taken as it commits: a pick that lands is on the board at once.
+        _pick(api, {"VCPU": 1, "MEMORY_MB": 512})
+        after = _arrays(board.view)
+        assert after != before and sum(after[2]) == sum(before[2]) - 1  # one VCPU off one tree
+    finally:
+        api.delete("/berth/quotas/p")
+
+
 def test_a_refresh_reading_only_the_stretches_that_moved_sees_every_change(api, app, db, board, monkeypatch):
     hosts = [api.create_provider(f"h{i}", inventory=HOST) for i in range(400)]
     _refresh(app, db)

@@ -70,6 +70,8 @@ def pick(call: Call) -> Reply:
         chosen = write(True)
     except BareClaimRefused:
         chosen = write(False)
+    if plan is not None:
+        plan.committed()
     return json_response(call, _answer(chosen, request.preempt))
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 import numpy as np
@@ -91,6 +92,17 @@ class BoardPlan:
     # The trees ranked after ``trees``, then those the board thought too full (freed since it was
     # read?), worked out only as far as the pick's alternates go.
     rest: Iterator[PlannedTree]
+    # What the claim took, for the board once the transaction has committed (``committed``).
+    taken: list[Callable[[], None]] = field(default_factory=list)
+
+    def committed(self) -> None:
+        """The claim's transaction committed: what it took comes off the worker's board now, so that
+        the next picks of this worker see it before the next refresh. Not before: a pick refused as
+        it commits (a quota's refusal) wrote nothing, and a tree the refresh has no reason to read
+        again would have looked fuller than it is until it next changed."""
+        for take in self.taken:
+            take()
+        self.taken.clear()
 
 
 def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, board: HostBoard) -> BoardPlan | None:
@@ -348,6 +360,7 @@ def claim_on_board(
     members = membership.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     finder: CandidateFinder | None = None
+    plan.taken.clear()  # a transaction run again claims again
     for position, tree in enumerate(plan.trees):
         if not group_allows(group.policy if group is not None else None, members, tree.root_id):
             continue
@@ -365,10 +378,10 @@ def claim_on_board(
             continue
         if group is not None:
             membership.add_member(conn, group.uuid, request.consumer.uuid, tree.root_id)
-        plan.view.take(tree.index, _own_amounts(claimed.candidate.allocations, plan.sharing_ids), plan.weighed)
-        plan.board.took_from_pools(
-            {pid: by_class for pid, by_class in claimed.candidate.allocations.items() if pid in plan.sharing_ids}
-        )
+        own = _own_amounts(claimed.candidate.allocations, plan.sharing_ids)
+        pools = {pid: by_class for pid, by_class in claimed.candidate.allocations.items() if pid in plan.sharing_ids}
+        plan.taken.append(partial(plan.view.take, tree.index, own, plan.weighed))
+        plan.taken.append(partial(plan.board.took_from_pools, pools))
         later = itertools.chain(plan.trees[position + 1 :], plan.rest)
         alternates = alternates_after(
             conn,

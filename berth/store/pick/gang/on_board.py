@@ -29,8 +29,8 @@ gang as if there had been no plan: it searches every tree in its write transacti
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
 from typing import Final
@@ -115,6 +115,14 @@ class GangBoardPlan:
     weighed: Mapping[int, str]
     fitted: int
     allowed: int
+    # What the members took, for the board once the transaction has committed (``committed``).
+    taken: list[Callable[[], None]] = field(default_factory=list)
+
+    def committed(self) -> None:
+        """As ``BoardPlan.committed``: the members' claims off the board once they are written."""
+        for take in self.taken:
+            take()
+        self.taken.clear()
 
 
 class BoardMiss(Enum):
@@ -440,8 +448,11 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
         raise PlanOutdated(str(refused)) from refused
     # Not a plan's refusal: a gang over its quota is refused, not planned again.
     check_gang_quotas(conn, request, [consumer.uuid for consumer, _, _ in written])
-    for _, member, _ in written:
-        plan.view.take(member.index, _own_amounts(member.candidate.allocations, plan.sharing_ids), plan.weighed)
+    sharing, weighed = plan.sharing_ids, plan.weighed
+    plan.taken[:] = [
+        partial(plan.view.take, member.index, _own_amounts(member.candidate.allocations, sharing), weighed)
+        for _, member, _ in written
+    ]
     return GangPick(
         tuple(
             GangMember(
@@ -480,7 +491,9 @@ def place_gang(db: Database, request: GangRequest, cache: ProviderCache, board: 
         if isinstance(plan, BoardMiss):
             break
         try:
-            return db.write(partial(claim_gang_on_board, request=request, plan=plan))
+            placed = db.write(partial(claim_gang_on_board, request=request, plan=plan))
         except PlanOutdated:
             continue
+        plan.committed()
+        return placed
     return db.write(lambda conn: pick_gang(conn, request, cache))
