@@ -8,6 +8,7 @@ import time
 import requests
 from agenthelpers import assert_remote_books_agree
 
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.control.host_books import set_disabled
 from berth.conductor.journal import RUNNING
 from berth.conductor.requests import ServerRequest
@@ -95,3 +96,35 @@ def ended(plane, operation_id, timeout=60.0):
             return operation
         time.sleep(0.05)
     raise AssertionError(f"operation {operation_id} still running after {timeout} s")
+
+
+class FirstClaimUnanswered:
+    """An agent's client whose first claim by ``claim`` (a method's name, of any host's client) is
+    not answered: ``lost``, it lands and its answer is lost, as when the agent is killed between its
+    write and its reply; else the connection is refused and nothing is sent. ``first`` gets the host
+    it was sent to; ``asked`` each host whose ``let_go`` (a method's name) is called."""
+
+    def __init__(self, client, claim, let_go, first, lost, asked):
+        self.client, self.claim, self.let_go = client, claim, let_go
+        self.first, self.lost, self.asked = first, lost, asked
+
+    def __getattr__(self, name):
+        if name == self.claim:
+            return self._claim_once
+        if name == self.let_go:
+            return self._letting_go
+        return getattr(self.client, name)
+
+    def _claim_once(self, *args, **kwargs):
+        claim = getattr(self.client, self.claim)
+        if self.first:
+            return claim(*args, **kwargs)
+        self.first.append(self.client.host)
+        if not self.lost:
+            raise NotConnected("connection refused")
+        claim(*args, **kwargs)
+        raise TransportError("Connection aborted: the agent closed the connection without a response")
+
+    def _letting_go(self, *args, **kwargs):
+        self.asked.append(self.client.host)
+        return getattr(self.client, self.let_go)(*args, **kwargs)

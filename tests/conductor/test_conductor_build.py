@@ -9,6 +9,7 @@ from conductorhelpers import (
     PLAIN,
     THREE_IN_ONE_CELL,
     TOO_BIG_FOR_ANY,
+    FirstClaimUnanswered,
     assert_books_agree,
     assert_nothing_left,
     claims_of,
@@ -17,7 +18,6 @@ from conductorhelpers import (
     server,
 )
 
-from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED
 from berth.scheduler.request.flavor import Flavor
@@ -129,31 +129,6 @@ def test_a_guest_that_does_not_start_is_rescheduled(conductors, placement, clien
     assert all(instance_uuid not in {g["uuid"] for g in c.guests()} for c in clients.values())
 
 
-class FirstClaimUnanswered:
-    """An agent's client whose first instance claim (of any host's) is not answered: ``lost``, it
-    lands and its answer is lost, as when the agent is killed between its write and its reply; else
-    the connection is refused and nothing is sent. The hosts asked to let the instance go are kept."""
-
-    def __init__(self, client, first, lost, let_go):
-        self.client, self.first, self.lost, self.let_go = client, first, lost, let_go
-
-    def __getattr__(self, name):
-        return getattr(self.client, name)
-
-    def instance_claim(self, *args, **kwargs):
-        if self.first:
-            return self.client.instance_claim(*args, **kwargs)
-        self.first.append(self.client.host)
-        if not self.lost:
-            raise NotConnected("connection refused")
-        self.client.instance_claim(*args, **kwargs)
-        raise TransportError("Connection aborted: the agent closed the connection without a response")
-
-    def delete_instance(self, instance_uuid):
-        self.let_go.append(self.client.host)
-        return self.client.delete_instance(instance_uuid)
-
-
 @pytest.mark.parametrize("lost", [True, False], ids=["answer_lost", "never_sent"])
 def test_a_host_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
     conductors, placement, clients, instance_uuid, lost
@@ -164,7 +139,10 @@ def test_a_host_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
     let_go: list[str] = []
     conductor = conductors(
         max_attempts=3,
-        agents={name: FirstClaimUnanswered(client, first, lost, let_go) for name, client in clients.items()},
+        agents={
+            name: FirstClaimUnanswered(client, "instance_claim", "delete_instance", first, lost, let_go)
+            for name, client in clients.items()
+        },
     )
     operation = conductor.build(server(instance_uuid, PLAIN))
     (tried,) = first

@@ -9,6 +9,7 @@ import pytest
 from conductorhelpers import (
     BIGGER,
     PLAIN,
+    FirstClaimUnanswered,
     assert_books_agree,
     assert_nothing_left,
     claims_of,
@@ -17,7 +18,6 @@ from conductorhelpers import (
     server,
 )
 
-from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import ConductorError, NoValidHost
 from berth.conductor.journal import DONE
 
@@ -111,31 +111,6 @@ def test_a_cold_migration_never_stays_on_its_host(conductors, placement, clients
     assert_nothing_left(placement, clients, instance_uuid)
 
 
-class FirstClaimUnanswered:
-    """An agent's client whose first move claim (of any host's) is not answered: ``lost``, it lands
-    and its answer is lost, as when the agent is killed between its write and its reply; else the
-    connection is refused and nothing is sent. The hosts asked to revert are kept."""
-
-    def __init__(self, client, first, lost, reverted):
-        self.client, self.first, self.lost, self.reverted = client, first, lost, reverted
-
-    def __getattr__(self, name):
-        return getattr(self.client, name)
-
-    def resize_claim(self, *args, **kwargs):
-        if self.first:
-            return self.client.resize_claim(*args, **kwargs)
-        self.first.append(self.client.host)
-        if not self.lost:
-            raise NotConnected("connection refused")
-        self.client.resize_claim(*args, **kwargs)
-        raise TransportError("Connection aborted: the agent closed the connection without a response")
-
-    def revert_migration(self, migration_uuid):
-        self.reverted.append(self.client.host)
-        return self.client.revert_migration(migration_uuid)
-
-
 @pytest.mark.parametrize("lost", [True, False], ids=["answer_lost", "never_sent"])
 def test_a_destination_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
     conductors, placement, clients, instance_uuid, lost
@@ -145,7 +120,10 @@ def test_a_destination_that_did_not_answer_its_claim_lets_go_before_the_next_is_
     first: list[str] = []
     reverted: list[str] = []
     conductor = conductors(
-        agents={name: FirstClaimUnanswered(client, first, lost, reverted) for name, client in clients.items()}
+        agents={
+            name: FirstClaimUnanswered(client, "resize_claim", "revert_migration", first, lost, reverted)
+            for name, client in clients.items()
+        }
     )
     moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
     (tried,) = first
