@@ -504,36 +504,55 @@ def test_nova_requests_for_a_zone_are_weighed_on_the_board_among_its_trees(api, 
 
 
 def test_granular_requests_are_planned_on_the_board_and_searched_exactly(api, app, db, board, monkeypatch):
-    """A NUMA guest's request (a group per cell, ``group_policy=isolate``) is planned on the board
-    too: the board offers every tree with room for the most one group asks, and the search of each
-    tree it tries decides. The emptiest host, whose one provider cannot isolate two groups, is never
-    chosen; the two-cell host is, with one cell per group."""
+    """A request of a group per NUMA cell is planned on the board too: the board offers every tree
+    with room for the most one group asks of each class, and the search of each tree it tries
+    decides. The emptiest host, which has none of the cells' class, is never chosen."""
     from berth.api.handlers.claims import pick
 
-    one_cell = api.create_provider("one-cell", inventory={"VCPU": 64, "MEMORY_MB": 65536})
+    api.put("/resource_classes/CUSTOM_CELL_UNIT")
+    roomy = api.create_provider("roomy", inventory={"VCPU": 64, "MEMORY_MB": 65536})
     two_cells = api.create_provider("two-cells", inventory={"MEMORY_MB": 8192})
-    cells = [api.create_provider(f"cell-{i}", parent=two_cells, inventory={"VCPU": 4}) for i in range(2)]
+    cells = [
+        api.create_provider(f"cell-{i}", parent=two_cells, inventory={"VCPU": 4, "CUSTOM_CELL_UNIT": 2})
+        for i in range(2)
+    ]
     plans = []
     plan_on_board = pick.plan_on_board
     monkeypatch.setattr(pick, "plan_on_board", lambda *args: plans.append(plan_on_board(*args)) or plans[-1])
-    query = {"resources": "MEMORY_MB:512", "resources1": "VCPU:1", "resources2": "VCPU:1", "group_policy": "isolate"}
-    for _ in range(2):
+    query = {
+        "resources": "MEMORY_MB:512",
+        "resources1": "VCPU:1,CUSTOM_CELL_UNIT:1",
+        "resources2": "VCPU:1,CUSTOM_CELL_UNIT:1",
+        "group_policy": "none",
+    }
+
+    def picked(expect=200):
         body = {
             "query": query,
             "consumer": {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"},
         }
         r = api.post("/berth/pick", body)
-        assert r.status_code == 200, r.data
-        answer = r.json_body
-        assert answer["root_provider_uuid"] == two_cells
-        allocations = answer["allocation_request"]["allocations"]
-        assert {cell: allocations[cell]["resources"] for cell in cells} == {cell: {"VCPU": 1} for cell in cells}
-    assert len(plans) == 2 and all(plan is not None for plan in plans)
-    assert not any(_usage(api, one_cell).values())
-    # The cells full (4 VCPUs each, 2 taken): a third and a fourth fit, a fifth does not.
-    for expect in (200, 200, 409):
-        body["consumer"] = {"uuid": new_uuid(), "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE"}
-        assert api.post("/berth/pick", body).status_code == expect
+        assert r.status_code == expect, r.data
+        return r.json_body
+
+    # A group per cell on a provider of its own (``isolate``) is not planned on the board: most
+    # hosts have one provider of each class, which the board cannot tell. It is placed by the
+    # search of every tree, one unit on each cell.
+    query["group_policy"] = "isolate"
+    answer = picked()
+    assert plans == [None] and answer["root_provider_uuid"] == two_cells
+    allocations = answer["allocation_request"]["allocations"]
+    assert [allocations[cell]["resources"]["CUSTOM_CELL_UNIT"] for cell in cells] == [1, 1]
+    # Without isolate, planned on the board: only the tree with the cells' class is offered.
+    query["group_policy"] = "none"
+    answer = picked()
+    assert answer["root_provider_uuid"] == two_cells
+    allocations = answer["allocation_request"]["allocations"]
+    assert sum(allocations[cell]["resources"]["CUSTOM_CELL_UNIT"] for cell in cells if cell in allocations) == 2
+    assert plans[-1] is not None and len(plans[-1].trees) == 1
+    assert not any(_usage(api, roomy).values())
+    # The cells' units (2 each) all taken: none fits.
+    picked(409)
 
 
 def _trait_id(db, name):

@@ -80,11 +80,15 @@ class CandidateRequest:
         """What a single pick's plan on the host board asks of every tree: for each class, the
         most that any one group asks. Each group takes a class from one provider, so a tree with
         no provider (nor sharing provider) with that much room cannot serve the request; what else
-        it asks (granular groups, forbidden traits, policies) only leaves fewer trees, and the
-        search of each tree the plan tries applies it. None when no group asks resources, one can
-        match nothing, or one asks what few trees may have: a tree (``in_tree``), traits, or (a
-        granular group) aggregates. The board cannot tell those trees, and searching the best
-        trees one by one in the pick's write for them would hold every other writer back."""
+        it asks (granular groups, forbidden traits, ``same_subtree``) only leaves fewer trees, and
+        the search of each tree the plan tries applies it. None when no group asks resources, one
+        can match nothing, or the request asks what few trees may have: a tree (``in_tree``),
+        traits, (a granular group) aggregates, or a provider of its own for each group
+        (``isolate``: most hosts have one provider of each class). The board cannot tell those
+        trees, and searching the best trees one by one in the pick's write for them would hold
+        every other writer back."""
+        if self.isolate:
+            return None
         amounts: dict[int, int] = {}
         for group in self.groups:
             if group.impossible or group.in_tree_root is not None or group.required:
