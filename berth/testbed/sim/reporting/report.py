@@ -3,6 +3,7 @@ by kind, the invariants checked and every violation; as Rich tables and as JSON.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -181,4 +182,10 @@ class SimReport:
         for name in self.exited:
             console.print(f"[red]{name} had exited before the end of the run[/red]")
         for path in self.log_problems:
-            console.print(f"[yellow]a traceback is logged in {path}[/yellow]")
+            # A run with nothing wrong removes its folder: the log is named, not pointed at.
+            where = (
+                path
+                if self.kept_folder
+                else f"{os.path.basename(path)} (removed with the run's files; --keep-files keeps them)"
+            )
+            console.print(f"[yellow]a traceback is logged in {where}[/yellow]")
