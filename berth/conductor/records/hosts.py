@@ -66,9 +66,10 @@ class Hosts:
         # Every step of an operation looks its hosts' agents up: built once (see the journal's
         # ``_Statements``).
         self._by_name = self._query(hosts.c.name == sa.bindparam("host_name"))
+        # Every host's agent, read all at once every few seconds (``RegisteredAgents``).
+        self._addresses = sa.select(hosts.c.name, hosts.c.url, hosts.c.agent_token)
         # Down as ``_host`` says (silent longer than ``down_after``): read every second by each
         # conductor's scheduler, which needs the names alone, not every host's row.
-        self._addresses = sa.select(hosts.c.name, hosts.c.url, hosts.c.agent_token)
         self._down = sa.select(hosts.c.name).where(self._now - hosts.c.heartbeat > sa.bindparam("down_after"))
 
     def register(
