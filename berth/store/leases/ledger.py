@@ -32,7 +32,6 @@ from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
 
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement.allocations import delete_consumer_allocations
@@ -99,34 +98,29 @@ def set_lease(conn: Connection, consumer_uuid: str, seconds: float) -> datetime.
     return written
 
 
-def _upsert(
-    insert: postgresql.Insert | sqlite.Insert,
-    now: sa.ColumnElement[datetime.datetime],
-    expires_at: sa.ColumnElement[datetime.datetime],
-) -> sa.Executable:
-    """The lease written whether or not there was one (its creation time kept), as one statement."""
-    return (
-        insert.values(
-            consumer_uuid=sa.bindparam("consumer_uuid"), expires_at=expires_at, created_at=now, updated_at=now
+# The lease written whether or not there was one (its creation time kept), as one statement. As
+# text: SQLAlchemy gives the dialects' INSERT ... ON CONFLICT no cache key, so that construct was
+# compiled again for every lease a build takes. Every build takes one and confirms it.
+_UPSERT: Final = """
+INSERT INTO allocation_leases (consumer_uuid, expires_at, created_at, updated_at)
+VALUES (:consumer_uuid, {expires_at}, {now}, {now})
+ON CONFLICT (consumer_uuid) DO UPDATE SET expires_at = excluded.expires_at, updated_at = excluded.updated_at
+RETURNING expires_at
+"""
+_SET_ON_POSTGRESQL: Final = (
+    sa.text(
+        _UPSERT.format(
+            now="timezone('UTC', statement_timestamp())",
+            expires_at="timezone('UTC', statement_timestamp()) + make_interval(secs => :seconds)",
         )
-        .on_conflict_do_update(
-            index_elements=[leases.c.consumer_uuid],
-            set_={"expires_at": insert.excluded.expires_at, "updated_at": insert.excluded.updated_at},
-        )
-        .returning(leases.c.expires_at)
     )
-
-
-# Built once: every build takes a lease and confirms it (see the journal's statements for why).
-_SET_ON_POSTGRESQL: Final = _upsert(
-    postgresql.insert(leases),
-    _POSTGRESQL_NOW,
-    _POSTGRESQL_NOW + sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.bindparam("seconds", type_=sa.Float)),
+    .bindparams(sa.bindparam("seconds", type_=sa.Float))
+    .columns(expires_at=sa.DateTime)
 )
-_SET_ON_SQLITE: Final = _upsert(
-    sqlite.insert(leases),
-    sa.bindparam("now", type_=sa.DateTime),
-    sa.bindparam("expires_at", type_=sa.DateTime),
+_SET_ON_SQLITE: Final = (
+    sa.text(_UPSERT.format(now=":now", expires_at=":expires_at"))
+    .bindparams(sa.bindparam("now", type_=sa.DateTime), sa.bindparam("expires_at", type_=sa.DateTime))
+    .columns(expires_at=sa.DateTime)
 )
 _EXPIRY_LOCKED: Final = (
     sa.select(leases.c.expires_at).where(leases.c.consumer_uuid == sa.bindparam("consumer_uuid")).with_for_update()
