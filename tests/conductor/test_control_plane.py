@@ -12,7 +12,7 @@ import pytest
 from conductorhelpers import BIGGER, PLAIN, assert_books_agree, claims_of, ended
 
 from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
-from berth.conductor.errors import InvalidState, ServerBusy
+from berth.conductor.errors import InvalidState, Refused, ServerBusy
 from berth.conductor.journal import DONE
 from berth.conductor.records import server_states
 from berth.conductor.records.hosts import RegisteredByAnother
@@ -260,3 +260,56 @@ def test_an_operation_that_fails_and_cannot_be_undone_is_left_for_a_resume_not_h
         time.sleep(0.05)
     else:
         raise AssertionError(f"operation still held by its conductor: {current}")
+
+
+class FailAt:
+    """A step hook that fails operations (an ordinary error, as a host that does not answer raises)
+    before the named step, until told to stop."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def __call__(self, operation, step):
+        if step == self.step:
+            raise RuntimeError(f"host unreachable before {step}")
+
+
+@pytest.mark.parametrize("failing_step", ["destroy_source_guest", "confirm_source"])
+def test_a_delete_whose_confirmation_fails_is_refused_with_why_and_deletes_nothing(
+    plane, placement, clients, failing_step
+):
+    """The confirmation a delete starts with fails (before any of its steps, or after one, when it
+    is left for the conductors to finish): the delete is refused (409, not a 500) saying why, and
+    the server is deleted when asked again."""
+    [build] = plane.create_servers(WHO, name="awaiting", flavor_ref=PLAIN.name)
+    server_id = build.instance_uuid
+    ended(plane, build.id)
+    resize = plane.act(server_id, "resize", {"flavor": BIGGER})
+    assert ended(plane, resize.id).state == DONE
+    if resize.request["source"] == plane.journal.get(resize.id).selections["dest"] and failing_step != "confirm_source":
+        failing_step = "confirm_source"  # a move on one host confirms in one step
+
+    runner = plane.conductor.runner
+    runner.hook = FailAt(failing_step)
+    with pytest.raises(Refused) as refused:
+        plane.delete(server_id)
+    runner.hook = None
+    message = str(refused.value)
+    (confirm,) = [o for o in plane.journal.for_instance(server_id) if o.kind == "confirm_resize"]
+    assert f"Server {server_id} awaits the confirmation of its resize" in message
+    assert confirm.id in message and "Nothing was deleted" in message
+    assert f"host unreachable before {failing_step}" in message
+    assert not [o for o in plane.journal.for_instance(server_id) if o.kind == "delete"]
+    assert placement.consumer(server_id).allocations != {}
+
+    if failing_step == "destroy_source_guest":
+        assert "failed" in message and plane.journal.get(confirm.id).state == "failed"
+    else:
+        assert "left for the conductors to finish" in message
+        assert ended(plane, confirm.id).state == DONE  # a resume finished it
+    deleted = plane.delete(server_id)
+    assert ended(plane, deleted.id).state == DONE
+    assert plane.servers.get(server_id, deleted=True)["status"] == server_states.DELETED
+    assert placement.consumer(server_id).allocations == {}
+    assert placement.consumer(resize.request["migration_uuid"]).allocations == {}
+    assert_books_agree(placement, clients)

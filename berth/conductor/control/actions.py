@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from berth.conductor.errors import InvalidState
-from berth.conductor.journal import Operation
+from berth.conductor.errors import ConductorError, InvalidState
+from berth.conductor.journal import RUNNING, Operation
 from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves
 from berth.conductor.records import server_states
 from berth.conductor.records.tables import Record
@@ -59,14 +59,33 @@ def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work
         # As Nova deletes a server awaiting its resize's confirmation: the move is confirmed first
         # (the source's side goes), then the server is deleted where it went. The caller is told of
         # the delete's operation, not of the confirmation's.
-        moves.finish(runner.listening(_untold), str(move), moves.CONFIRM)
+        confirming: list[Operation] = []
+        try:
+            moves.finish(runner.listening(confirming.append), str(move), moves.CONFIRM)
+        except ConductorError:
+            raise
+        except Exception as e:  # a host that does not answer, say: the caller is told why, not a 500
+            raise ConfirmFailed(runner, row, confirming, e) from e
         return delete.delete(runner, server.instance_uuid, host)
 
     return confirm_then_delete
 
 
-def _untold(operation: Operation) -> None:
-    """An operation started on the way to the one the caller is told of."""
+class ConfirmFailed(ConductorError):
+    """The confirmation a delete of a server awaiting it starts with failed: nothing was deleted."""
+
+    def __init__(self, runner: Runner, row: Record, confirming: list[Operation], error: Exception):
+        if not confirming:
+            what = f"confirming it failed: {error}"
+        else:
+            operation = runner.journal.get(confirming[0].id) or confirming[0]
+            # Past its first step a confirmation goes on only forwards: a resume finishes it.
+            state = "left for the conductors to finish" if operation.state == RUNNING else operation.state
+            what = f"confirming it failed (operation {operation.id}, {state}): {error}"
+        super().__init__(
+            f"Server {row['id']} awaits the confirmation of its resize, which its delete does first, and {what}. "
+            "Nothing was deleted; delete it again once the hosts of the move answer."
+        )
 
 
 # Action (the API's key) -> the conductor's operation kind and how it is started.
