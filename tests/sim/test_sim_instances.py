@@ -17,6 +17,7 @@ from berth.testbed.sim.instances import (
     Move,
     outcome,
 )
+from berth.testbed.sim.workload import may_run
 
 SMALL = Flavor("m1.small", 1, 1024, root_gb=5)
 MEDIUM = Flavor("m1.medium", 2, 2048, root_gb=10)
@@ -76,3 +77,19 @@ def test_a_delete_failed_midway_is_to_be_deleted_again_and_nothing_else():
     assert [i.server.instance_uuid for i in instances.half_deleted()] == [UUID]
     after = outcome(half, "delete", ended("delete", DONE, "release_allocations"), {})
     assert after is not None and after.state == DELETED
+
+
+def test_a_resized_instance_may_be_deleted_its_move_confirmed_first():
+    """The servers API deletes a server awaiting its move's confirmation by confirming it first: the
+    delete applies to the instance as the confirmation left it (active on the destination, no move),
+    and one whose confirmation failed midway is only confirmed again."""
+    assert "delete" in ALLOWED[RESIZED]
+    confirmed = outcome(resized(), "confirm_resize", ended("confirm_resize", DONE, "confirm_dest"), {})
+    assert confirmed is not None and confirmed.state == ACTIVE and confirmed.move is None
+    assert confirmed.host == "host-b"
+    gone = outcome(confirmed, "delete", ended("delete", DONE, "release_allocations"), {})
+    assert gone is not None and gone.state == DELETED
+    # The confirmation failed before any step: the delete was refused, and nothing changed.
+    assert outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, ""), {}) == resized()
+    half = outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, "destroy_source_guest"), {})
+    assert half is not None and not may_run(half, "delete") and may_run(half, "confirm_resize")

@@ -31,7 +31,8 @@ ALLOWED: Final[dict[str, tuple[str, ...]]] = {
     SOFT_DELETED: ("restore", "delete"),
     SHELVED: ("shelve_offload", "unshelve", "delete"),
     OFFLOADED: ("unshelve", "delete"),
-    RESIZED: ("confirm_resize", "revert_resize"),
+    # Deleted as the servers API deletes one: its move confirmed first.
+    RESIZED: ("confirm_resize", "revert_resize", "delete"),
     DELETING: ("delete",),
     DELETED: (),
 }

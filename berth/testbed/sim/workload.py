@@ -31,6 +31,7 @@ from berth.testbed.sim.instances import (
     ALLOWED,
     DELETED,
     FINISHING,
+    RESIZED,
     Instance,
     Instances,
     outcome,
@@ -184,7 +185,7 @@ class Workload:
             if kind == "build":
                 return kind, None
             candidates = [
-                i for s, allows in ALLOWED.items() if kind in allows for i in idle.get(s, ()) if _may(i, kind)
+                i for s, allows in ALLOWED.items() if kind in allows for i in idle.get(s, ()) if may_run(i, kind)
             ]
             if kind == "resize":
                 candidates = [i for i in candidates if _resizable(i.server)]
@@ -223,6 +224,11 @@ class Workload:
             return self.tally.operation(kind, False, time.monotonic() - began, 0)
         if instance is not None and kind in ("migrate", "live_migrate", "resize") and operation_id is not None:
             self.faults.strike_migration(kind, instance.host)
+        if kind == "delete" and instance is not None and instance.state == RESIZED:
+            confirmed = self._confirmed_first(instance, since, began)
+            if confirmed is None:
+                return None  # its confirmation still runs: applied when it ends (``settle``)
+            instance = confirmed
         operation = self.ends.wait(operation_id, OPERATION_TIMEOUT) if operation_id else None
         if operation_id is not None and operation is None:
             with self.pending_lock:
@@ -230,6 +236,27 @@ class Workload:
             return None
         self._ended(kind, instance, operation, extra, began)
         return None
+
+    def _confirmed_first(self, instance: Instance, since: float, began: float) -> Instance | None:
+        """The instance as the confirmation of its move left it, which its delete (the servers API's,
+        as Nova's) starts with, whether the delete then started or not; None when the confirmation
+        still runs (it is then waited for with the operations left running)."""
+        assert instance.move is not None
+        move = instance.move.id
+        confirms = [
+            op
+            for op in self.journal.for_instance(instance.server.instance_uuid)
+            if op.kind == "confirm_resize" and op.request.get("move") == move and op.created_at >= since - 1.0
+        ]
+        if not confirms:
+            return instance  # refused before it confirmed anything
+        confirm = self.ends.wait(confirms[-1].id, OPERATION_TIMEOUT)
+        if confirm is None:
+            with self.pending_lock:
+                self.pending[confirms[-1].id] = ("confirm_resize", instance, {}, began)
+            return None
+        OPERATIONS_LOG.info("delete %s: its move confirmed first, %s", instance.server.instance_uuid, confirm.state)
+        return outcome(instance, "confirm_resize", confirm, {})
 
     def _ended(
         self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any], began: float
@@ -497,7 +524,7 @@ def _uuid_of(instance: Instance | None, extra: dict[str, Any]) -> str | None:
     return instance.server.instance_uuid if instance else extra.get("instance_uuid")
 
 
-def _may(instance: Instance, kind: str) -> bool:
+def may_run(instance: Instance, kind: str) -> bool:
     """A move half confirmed (or half reverted) is only finished by the same operation."""
     return instance.move is None or instance.move.finishing in (None, kind)
 
