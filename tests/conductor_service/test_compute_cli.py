@@ -101,15 +101,21 @@ def test_a_resize_is_confirmed_and_another_reverted(berth, cloud):
     assert re.search(rf"resize {UUID} done", resized.output), resized.output
     shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
     assert shown["status"] == "VERIFY_RESIZE" and shown["flavor"]["original_name"] == "large"
-    berth("server", "confirm", "cli-resized", "--wait")
+    confirmed = berth("server", "confirm", "cli-resized", "--wait")
     shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
     assert shown["status"] == "ACTIVE" and shown["flavor"]["original_name"] == "large"
+    # Each end names the host the server is left on.
+    assert re.search(rf"confirm_resize {UUID} done on {shown['OS-EXT-SRV-ATTR:host']}", confirmed.output), (
+        confirmed.output
+    )
 
     ended_op = as_json(berth("server", "resize", server["id"], "--flavor", "small", "--wait", "-f", "json"))
     assert ended_op["operation"]["state"] == "done" and ended_op["operation"]["kind"] == "resize"
-    berth("server", "revert", server["id"], "--wait")
+    reverted = berth("server", "revert", server["id"], "--wait")
     shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
     assert shown["status"] == "ACTIVE" and shown["flavor"]["original_name"] == "large"
+    assert ended_op["operation"]["source"] == shown["OS-EXT-SRV-ATTR:host"]
+    assert re.search(rf"revert_resize {UUID} done on {shown['OS-EXT-SRV-ATTR:host']}", reverted.output), reverted.output
 
     kinds = [
         o["kind"] for o in as_json(berth("operation", "list", "--server", "cli-resized", "-f", "json"))["operations"]

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from berth.conductor.journal import Operation
+from berth.conductor.operations.moves import REVERT
 from berth.conductor.records import server_states
 from berth.conductor.records.hosts import Host
 from berth.conductor.records.tables import Record
@@ -79,6 +80,15 @@ def operation_summary(operation: Operation) -> dict[str, Any]:
     return {"id": operation.id, "kind": operation.kind, "state": operation.state, "step": operation.step or None}
 
 
+def _host_of(op: Operation) -> str | None:
+    """Where the operation leaves the server: a move's destination, a build's host, the host it ran
+    on; a revert's is the move's source, where the server goes back to."""
+    selections, request = op.selections, op.request
+    if op.kind == REVERT:
+        return request.get("source")
+    return selections.get("dest") or selections.get("host") or request.get("dest") or request.get("host")
+
+
 def operation(op: Operation) -> dict[str, Any]:
     selections, request = op.selections, op.request
     return {
@@ -86,7 +96,7 @@ def operation(op: Operation) -> dict[str, Any]:
         "server_id": op.instance_uuid,
         "steps_done": list(selections.get(STEPS_DONE) or []),
         "source": request.get("source"),
-        "host": selections.get("dest") or selections.get("host") or request.get("host"),
+        "host": _host_of(op),
         "attempts": [{"host": a.get("host"), "reason": a.get("reason")} for a in op.attempts],
         "error": op.error,
         "owner": op.owner or None,
