@@ -43,7 +43,8 @@ CODE_HINTS = {
     "berth.host.in_use": "servers are still on the host: move or delete them first",
     "berth.host.registered_by_another": "another user registered this host: use their token, or an admin one",
     "berth.operation.not_found": "`berth operation list` shows the operations",
-    "berth.operation.refused": "the conductor had nothing to do: `berth server show` tells the server's state",
+    "berth.operation.refused": "the conductor started nothing (the detail says why): `berth server show SERVER` "
+    "tells the server's state, `berth operation list --server SERVER` its operations",
 }
 STATUS_HINTS = {
     400: "check the command's arguments against `--help`; the detail above names what was refused",
