@@ -32,6 +32,7 @@ LOG = logging.getLogger(__name__)
 _RESUMERS: dict[str, Callable[[Runner, Operation], Operation]] = {
     build_op.KIND: build_op.resume,
     delete_op.KIND: delete_op.resume,
+    delete_op.CLEANUP: delete_op.resume_clean_up,
     moves.RESIZE: moves.resume,
     moves.MIGRATE: moves.resume,
     moves.CONFIRM: moves.resume_finish,
@@ -162,7 +163,10 @@ class Conductor:
         seconds); those another conductor takes first are left to it. One whose resume fails (a
         host away) is left to nobody: the next resume(), of any conductor, tries it again."""
         resumed = []
+        hosts_down = self.runner.scheduler_config.hosts_down
         for operation in self.journal.silent(self.owner, self.config.dead_after):
+            if delete_op.waits(operation, hosts_down):
+                continue  # not taken, so that nobody writes it each round while its host is away
             taken = self.journal.take_over(operation, self.owner, self.config.dead_after)
             if taken is None:
                 continue

@@ -177,6 +177,38 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
     ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
 
 
+def test_a_server_on_a_host_that_is_down_is_deleted_and_the_host_cleaned_when_it_is_back(cloud):
+    """As Nova deletes a server whose compute service is down: at once, its allocations released
+    without asking the host; the guest and the claim the host kept go once it is back."""
+    client = cloud.client()
+    server = build(client, "stranded", availability_zone="zone-b")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        deleted = ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+        assert deleted["state"] == "done" and deleted["steps_done"] == ["release_allocations"], deleted
+        assert cloud.placement.consumer(server["id"]).allocations == {}
+        with pytest.raises(ConductorError) as gone:
+            client.get(f"/servers/{server['id']}")
+        assert gone.value.status == 404
+        [waiting] = client.get(f"/operations?server_id={server['id']}&kind=clean_up_deleted")["operations"]
+        assert waiting["state"] == "running" and waiting["error"] == f"waiting for host {host} to be up again"
+        # Nothing is left on the host as far as the conductors count: it may be retired.
+        assert client.get(f"/hosts/{host}")["host"]["servers"] == 0
+    finally:
+        agent.start()
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
+    wait_for(
+        lambda: client.get(f"/operations/{waiting['id']}")["operation"]["state"] == "done",
+        what="the clean-up of the host after the delete",
+    )
+    assert claims_on(cloud, server["id"]) == set()
+    assert server["id"] not in {g["uuid"] for g in agent.client.guests()}
+    books_agree(cloud)
+
+
 def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
     stranger = cloud.client(token="mallory:evil")
     stranger.headers["X-Roles"] = "service"

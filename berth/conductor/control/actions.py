@@ -53,7 +53,8 @@ def _evacuate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Wo
 def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
     host, move = row["host"], row["move_id"]
     if move is None:
-        return lambda runner: delete.delete(runner, server.instance_uuid, host)
+        host_down = bool(args.get("host_down"))
+        return lambda runner: delete.delete(runner, server.instance_uuid, host, host_down=host_down)
 
     def confirm_then_delete(runner: Runner) -> Operation:
         # As Nova deletes a server awaiting its resize's confirmation: the move is confirmed first

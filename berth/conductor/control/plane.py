@@ -246,17 +246,23 @@ class ControlPlane:
         return self._start(work)
 
     def delete(self, server_id: str) -> Operation:
-        return self.act(server_id, "forceDelete")
+        """The server deleted; on a host that is down, as Nova does, without asking the host
+        (``operations.delete``)."""
+        row = self.servers.get(server_id)
+        host_down = row["host"] is not None and not self._host_up(str(row["host"]))
+        return self.act(server_id, "forceDelete", {"host_down": host_down})
+
+    def _host_up(self, host: str) -> bool:
+        try:
+            return self.hosts.get(host).up
+        except NotFound:
+            return False
 
     def _refuse_up_host(self, row: Record) -> None:
         host = row["host"]
         if host is None:
             return
-        try:
-            up = self.hosts.get(host).up
-        except NotFound:
-            up = False
-        if up:
+        if self._host_up(str(host)):
             raise Conflict(
                 f"Host {host} of server {row['id']} is up; evacuate only the servers of a host that is down "
                 "(migrate or live-migrate the others).",

@@ -5,24 +5,46 @@
 Nothing is undone: each step is repeated until it is done, and a resumed delete runs them all
 again (each is harmless to repeat). A host whose agent is unknown or does not answer fails the
 delete (``failed``, the error kept): deleting again, once the host is back, finishes it.
+
+A server whose host is down (its agent silent past the conductors' ``host_down_after``) is deleted
+as Nova deletes one on a compute service that is down ("local delete"): only its allocations are
+released, and the server is gone at once. What the host still holds for it (the guest and its
+claim) is left to a clean-up, journaled before the delete ends, that waits, running and owned by
+no conductor, until the host is up again; any conductor's resume then carries it out:
+
+    (host down) release_allocations ─▶ done        clean_up_deleted: destroy ─▶ release_host ─▶ done
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
+from berth.conductor.errors import UnknownHost
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.runner import Runner
 
 KIND = "delete"
+CLEANUP = "clean_up_deleted"
+# Why a clean-up waits (its error while it does): shown with the operation.
+WAITING_FOR_HOST = "waiting for host {host} to be up again"
 
 
 def delete(
-    runner: Runner, instance_uuid: str, host: str | None = None, *, extra: dict[str, Any] | None = None
+    runner: Runner,
+    instance_uuid: str,
+    host: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    host_down: bool = False,
 ) -> Operation:
-    """``extra``: more of the journaled request (a preemption's ``preempted_by``)."""
+    """``extra``: more of the journaled request (a preemption's ``preempted_by``); ``host_down``:
+    the server's host is down, and is not asked (the clean-up waits for it)."""
     host = host or runner.calls.host_of(instance_uuid)
-    operation = runner.start(KIND, instance_uuid, {"host": host, **(extra or {})})
+    request = {"host": host, **(extra or {})}
+    if host and host_down:
+        request["host_down"] = True
+    operation = runner.start(KIND, instance_uuid, request)
     try:
         _delete(runner, operation)
     except Exception as e:
@@ -34,12 +56,22 @@ def delete(
 def _delete(runner: Runner, operation: Operation) -> None:
     instance = operation.instance_uuid
     host = operation.request.get("host")
+    if host and operation.request.get("host_down"):
+        _release_allocations(runner, operation)
+        _leave_clean_up(runner, operation, str(host))
+        return
     # A resumed delete runs every step again whatever the journal says was done, so no step needs
     # a write of its own: each is written with the end (a failure's too).
     if host:
         agent = runner.agent(str(host))
         runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
         runner.run(operation, "release_host", lambda: agent.delete_instance(instance), write=False)
+
+    _release_allocations(runner, operation)
+
+
+def _release_allocations(runner: Runner, operation: Operation) -> None:
+    instance = operation.instance_uuid
 
     def release_allocations() -> None:
         runner.calls.release_lease(instance)
@@ -48,6 +80,41 @@ def _delete(runner: Runner, operation: Operation) -> None:
     runner.run(operation, "release_allocations", release_allocations, write=False)
 
 
+def _leave_clean_up(runner: Runner, operation: Operation, host: str) -> None:
+    """The clean-up of ``host`` journaled, owned by nobody, before the delete ends: a conductor that
+    dies between the two resumes the delete, which finds it there."""
+    journal = runner.journal
+    if any(
+        op.kind == CLEANUP and op.request.get("delete") == operation.id
+        for op in journal.for_instance(operation.instance_uuid)
+    ):
+        return
+    clean_up = journal.start(CLEANUP, operation.instance_uuid, {"delete": operation.id, "host": host}, runner.owner)
+    journal.abandon(clean_up, WAITING_FOR_HOST.format(host=host))
+
+
 def resume(runner: Runner, operation: Operation) -> Operation:
     _delete(runner, operation)
+    return runner.end(operation, DONE)
+
+
+# -- the clean-up of a host that was down ----------------------------------------------------------
+
+
+def waits(operation: Operation, hosts_down: Collection[str]) -> bool:
+    """Whether ``operation`` is a clean-up whose host is still down: a resume leaves it alone."""
+    return operation.kind == CLEANUP and operation.request.get("host") in hosts_down
+
+
+def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
+    """The host is back: the guest and the claims it kept for the deleted server go."""
+    instance = operation.instance_uuid
+    try:
+        agent = runner.agent(str(operation.request["host"]))
+    except UnknownHost as e:
+        # Retired while it was down: nothing is left to ask.
+        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    # Both steps are harmless to repeat: each is written with the end.
+    runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
+    runner.run(operation, "release_host", lambda: agent.delete_instance(instance), write=False)
     return runner.end(operation, DONE)

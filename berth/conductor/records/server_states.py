@@ -52,8 +52,8 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 # Operations that do not take their server's slot: the clean-up of an evacuated server's old host
-# runs beside whatever the server does next.
-SLOTLESS: Final = frozenset({evacuation.CLEANUP})
+# runs beside whatever the server does next, and that of a deleted server's host after its end.
+SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP})
 
 # The status shown while an operation runs (the stored state otherwise), and its task state.
 _STATUS_WHILE: Final[Mapping[str, str]] = {

@@ -76,6 +76,9 @@ CHOOSE_TRIES: Final = 100
 GROUP_SHARE: Final = 0.1
 GROUP_SIZE: Final = 4
 ZONE_SHARE: Final = 0.2
+# The share of hosts down one of whose servers is deleted while the host is down (Nova's "local
+# delete": the host is cleaned up once it is back), before the others are evacuated.
+LOCAL_DELETE_SHARE: Final = 0.5
 # How long a worker waits for its operation's end; one still running then is settled at the finish.
 OPERATION_TIMEOUT: Final = 120.0
 
@@ -450,6 +453,9 @@ class Workload:
                 if i.state == ACTIVE and self.instances.take(i.server.instance_uuid)
             }
             try:
+                self._seen_down_or_fail(host)
+                if taken and rng.random() < LOCAL_DELETE_SHARE:
+                    self._execute("delete", taken.pop(min(taken)), rng)
                 self._evacuate(host, taken)
             finally:
                 for left in taken:  # not evacuated (an error of the run): they stay where they are
@@ -468,15 +474,18 @@ class Workload:
             LOG.info("host %s's state not read (%s); asking again", host, e)
             return False
 
-    def _evacuate(self, host: str, taken: dict[str, Instance]) -> None:
-        """Once the conductors see the host down, ``POST /hosts/{name}/evacuate``; each evacuation
-        waited for and applied (and its instance out of ``taken``)."""
-        began = time.monotonic()
-        deadline = began + self.config.host_down_after + 30.0
+    def _seen_down_or_fail(self, host: str) -> None:
+        """Wait until the conductors see the host down."""
+        deadline = time.monotonic() + self.config.host_down_after + 30.0
         while not self._seen_down(host):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the conductors did not see host {host} go down")
             time.sleep(0.25)
+
+    def _evacuate(self, host: str, taken: dict[str, Instance]) -> None:
+        """``POST /hosts/{name}/evacuate`` of a host the conductors see down; each evacuation waited
+        for and applied (and its instance out of ``taken``)."""
+        began = time.monotonic()
         try:
             started = self.api.request("POST", f"/hosts/{host}/evacuate")["operations"]
         except (ConductorError, Lost) as e:

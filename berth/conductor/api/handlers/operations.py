@@ -25,7 +25,7 @@ def index(call: WebCall) -> Reply:
     except ValueError:
         raise BadRequest("limit must be an integer.") from None
     if server_id is not None:
-        owned_row(call, server_id, "berth:servers:show")
+        owned_row(call, server_id, "berth:servers:show", deleted=True)
     else:
         call.authorize("berth:servers:index:all_projects")
     found = plane_of(call).journal.find(instance_uuid=server_id, state=state, kind=args.get("kind"), limit=limit)
@@ -37,9 +37,9 @@ def show(call: WebCall, operation_id: str) -> Reply:
     if found is None:
         raise NotFound(f"No operation with id {operation_id}.", code=OPERATION_NOT_FOUND)
     try:
-        owned_row(call, found.instance_uuid, "berth:operations:show")
+        owned_row(call, found.instance_uuid, "berth:operations:show", deleted=True)
     except NotFound:
-        # The server is gone (deleted, or its build never wrote it): its operations are the admin's to read.
+        # No server (a build that never wrote it): its operations are the admin's to read.
         try:
             call.authorize("berth:servers:index:all_projects")
         except Forbidden:

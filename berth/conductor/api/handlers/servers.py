@@ -23,10 +23,11 @@ def plane_of(call: WebCall) -> ControlPlane:
     return plane
 
 
-def owned_row(call: WebCall, server_id: str, rule: str) -> dict[str, Any]:
+def owned_row(call: WebCall, server_id: str, rule: str, *, deleted: bool = False) -> dict[str, Any]:
     """The server's row, if the caller may ``rule`` it; a server of another project is not found,
-    as Nova answers, rather than forbidden."""
-    row = plane_of(call).servers.get(server_id)
+    as Nova answers, rather than forbidden. ``deleted``: a deleted server's row too (its operations
+    stay readable, as Nova's instance actions do)."""
+    row = plane_of(call).servers.get(server_id, deleted=deleted)
     try:
         call.authorize(rule, {"project_id": row["project_id"], "user_id": row["user_id"]})
     except Forbidden:
@@ -110,6 +111,6 @@ def delete(call: WebCall, server_id: str) -> Reply:
 
 
 def operations(call: WebCall, server_id: str) -> Reply:
-    owned_row(call, server_id, "berth:servers:show")
+    owned_row(call, server_id, "berth:servers:show", deleted=True)
     found = plane_of(call).journal.find(instance_uuid=server_id)
     return views.reply({"operations": [views.operation(op) for op in found]})
