@@ -1,5 +1,6 @@
 """Version discovery, microversion negotiation, authentication and the error format."""
 
+import pytest
 from apihelpers import error_code, error_detail
 from werkzeug.test import EnvironBuilder
 
@@ -92,6 +93,22 @@ def test_schema_violation_is_400(api):
 def test_accept_must_allow_json(api):
     r = api.get("/resource_providers", headers={"Accept": "text/html"})
     assert r.status_code == 406
+
+
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [
+        ("application/json", 200),
+        (" application/json ", 200),
+        ("*/*", 200),
+        ("", 200),
+        ("text/html, application/json;q=0.1", 200),
+        ("application/*", 200),
+        ("text/html;q=0.9, image/png", 406),
+    ],
+)
+def test_accept_headers_as_clients_send_them(api, accept, status):
+    assert api.get("/resource_providers", headers={"Accept": accept}).status_code == status
     assert api.get("/resource_providers", headers={"Accept": "*/*"}).status_code == 200
 
 

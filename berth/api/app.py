@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -166,8 +166,14 @@ class PlacementApp:
         return response
 
 
+# What nearly every client sends: answered without parsing the header.
+_PLAIN_ACCEPTS: Final = frozenset({"", JSON, "*/*"})
+
+
 def _check_accept(request: PlacementRequest) -> None:
     accept = request.headers.get("Accept")
+    if accept is None or accept.strip() in _PLAIN_ACCEPTS:
+        return
     if (
         accept
         and accept.strip()
