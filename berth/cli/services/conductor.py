@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from berth.cli.services.exposure import bind_host, is_loopback
-from berth.cli.services.serve import AUTH_STRATEGIES
+from berth.cli.services.exposure import AUTH_STRATEGIES, bind_host, is_loopback
 from berth.cli.settings import SettingsError, click_options, command_line_layer, read_settings_file, resolve, setting
 from berth.clients.placement import SERVICE_ROLES
 from berth.web.observability.request_log import LOG_FORMATS

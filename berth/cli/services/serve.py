@@ -12,7 +12,7 @@ import click
 
 from berth.api.settings import METRICS_MODES, Settings
 from berth.cli.harness import DEFAULT_WORKERS
-from berth.cli.services.exposure import bind_host, is_loopback
+from berth.cli.services.exposure import AUTH_STRATEGIES, bind_host, is_loopback
 from berth.cli.settings import (
     SettingsError,
     click_options,
@@ -24,8 +24,6 @@ from berth.cli.settings import (
 from berth.store.database import DEFAULT_SQLITE_FILE
 from berth.store.leases.reaper import DEFAULT_INTERVAL_S
 from berth.web.observability.request_log import LOG_FORMATS
-
-AUTH_STRATEGIES = ("noauth2", "tokens", "keystone")
 
 
 @dataclass(frozen=True)
