@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
@@ -16,6 +15,7 @@ from berth.clients.errors import ClientError
 from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.conductor.errors import ConductorError
+from berth.conductor.fence import Fence, new_owner
 from berth.conductor.journal import Journal, Operation, TakenOver
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
@@ -59,12 +59,12 @@ class Conductor:
         owner: str | None = None,
     ):
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
-        self.owner = owner or f"conductor-{uuid.uuid4()}"
         self.config = config or ConductorConfig()
+        self.fence = Fence(owner or new_owner(), self.config.fencing_after)
         scheduler_config = scheduler_config or SchedulerConfig()
         selector = Selector(placement, config=scheduler_config, settings=settings, agents=agents)
         self.runner = Runner(
-            self.journal, ServiceCalls(placement), agents, selector, scheduler_config, self.config, self.owner, hook
+            self.journal, ServiceCalls(placement), agents, selector, scheduler_config, self.config, self.fence, hook
         )
         self.runner.victims = preemption.JournalServers(self.journal)
         self._stop = threading.Event()
@@ -75,9 +75,15 @@ class Conductor:
     def start(self) -> list[Operation]:
         """Beat (so that no one takes this conductor's operations), then resume the dead ones'."""
         if self._heart is None:
+            self.fence.arm()
             self._heart = threading.Thread(target=self._beat, name="conductor-heartbeat", daemon=True)
             self._heart.start()
         return self.resume()
+
+    @property
+    def owner(self) -> str:
+        """The name this conductor's operations are journaled under now (``berth.conductor.fence``)."""
+        return self.fence.owner
 
     def close(self) -> None:
         self._stop.set()
@@ -96,8 +102,19 @@ class Conductor:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.config.heartbeat_interval):
+            was = self.fence.owner
+            owner = self.fence.before_beat()
+            if owner != was:
+                LOG.warning(
+                    "no heartbeat written for %.1f s: the operations of %s are left to the conductors' resume; "
+                    "this conductor goes on as %s",
+                    self.fence.silent_for(),
+                    was,
+                    owner,
+                )
             try:
-                self.journal.beat(self.owner)
+                self.journal.beat(owner)
+                self.fence.beaten(owner)
             except Exception:  # the next beat tries again; a conductor that cannot write is dead to others
                 LOG.exception("the conductor's heartbeat was not written")
 

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import CannotGoOn, UnknownHost
+from berth.conductor.fence import Fence
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Journal, Operation
 from berth.conductor.service import ServiceCalls
 from berth.conductor.victims import VictimServers
@@ -39,12 +40,26 @@ class ConductorConfig:
     heartbeat_interval: float = 10.0
     # An owner silent for this long is dead: resume() takes its running operations over.
     dead_after: float = 60.0
+    # A conductor whose heartbeat was not written for this long starts no step of its operations
+    # (``berth.conductor.fence``); None: half of ``dead_after``, and no fence when that is not
+    # above ``heartbeat_interval`` (a conductor told to take over at once, as tests make them).
+    fence_after: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts is at least 1")
         if not 1 <= self.lease_seconds <= 86400:
             raise ValueError("lease_seconds is between 1 and 86400")
+        if self.fence_after is not None and not self.heartbeat_interval < self.fence_after:
+            raise ValueError("fence_after is above heartbeat_interval")
+
+    @property
+    def fencing_after(self) -> float | None:
+        """Seconds of silence after which the conductor fences itself off; None: never."""
+        if self.fence_after is not None:
+            return self.fence_after
+        half = self.dead_after / 2
+        return half if half > self.heartbeat_interval else None
 
 
 class Runner:
@@ -56,7 +71,7 @@ class Runner:
         selector: Selector,
         scheduler_config: SchedulerConfig,
         config: ConductorConfig,
-        owner: str,
+        fence: Fence,
         hook: StepHook | None = None,
     ):
         self.journal = journal
@@ -65,11 +80,17 @@ class Runner:
         self.selector = selector
         self.scheduler_config = scheduler_config
         self.config = config
-        self.owner = owner
+        # Shared by the runner's forks (``listening``): the owner name is the conductor's now.
+        self.fence = fence
         self.hook = hook
         self.started: StartListener | None = None
         # The servers a preempting build's victims are looked up in (set by whoever makes the runner).
         self.victims: VictimServers | None = None
+
+    @property
+    def owner(self) -> str:
+        """The name this conductor's operations are journaled under now."""
+        return self.fence.owner
 
     def listening(self, started: StartListener) -> Runner:
         """This runner for one caller, who is told of the operation as soon as it is journaled."""
@@ -92,9 +113,11 @@ class Runner:
             raise UnknownHost(f"no agent is known for host {host}") from None
 
     def reach(self, operation: Operation, step: str) -> None:
-        """The point before ``step``: where a test may stop the operation."""
+        """The point before ``step``: where a test may stop the operation, and where a conductor
+        that may no longer act on it stops (``Fenced``)."""
         if self.hook is not None:
             self.hook(operation, step)
+        self.fence.check(operation)
 
     def done(self, operation: Operation, step: str, *, write: bool = True, **selections: Any) -> None:
         """``step``'s effect is done: written before the next step starts. With ``write`` False it
