@@ -13,11 +13,13 @@ from apihelpers import Api, new_uuid
 from dbhelpers import reset
 from hypothesis import given
 from hypothesis import strategies as st
+from livehelpers import free_port
 
 from berth.api.app import PlacementApp
 from berth.api.settings import Settings
 from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
 from berth.store import schema
+from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.board import host_board
 from berth.store.pick.board.host_board import HostBoard
@@ -736,3 +738,17 @@ def test_the_first_pick_after_a_quiet_spell_has_the_board_read_again_first(api, 
         assert _pick_with_alternates(api) == hosts
     finally:
         board.stop_refreshing()
+
+
+def test_a_board_read_while_the_database_is_away_is_said_in_a_line(caplog):
+    """A PostgreSQL restarting or failing over: the board's thread says so in one warning, not with
+    a traceback (which would read as a defect), and goes on."""
+    away = Database(f"postgresql+psycopg://berth@127.0.0.1:{free_port()}/berth")
+    try:
+        with caplog.at_level("WARNING", logger=host_board.__name__):
+            assert HostBoard()._read_or_say_why(away, ProviderCache(), force=True) is False
+    finally:
+        away.dispose()
+    [said] = [r for r in caplog.records if r.name == host_board.__name__]
+    assert said.levelname == "WARNING" and said.exc_info is None
+    assert "reading the host board failed" in said.getMessage() and "unreachable" in said.getMessage()

@@ -40,6 +40,7 @@ from sqlalchemy import Connection
 
 from berth.domain.candidates import InventoryData, ProviderData
 from berth.domain.capacity import headroom
+from berth.domain.errors import Unavailable
 from berth.domain.weighing import free_amount
 from berth.store.candidates.finder import sharing_providers
 from berth.store.candidates.provider_cache import ProviderCache
@@ -336,10 +337,7 @@ class HostBoard:
 
     def _keep_fresh(self, db: Database, cache: ProviderCache) -> None:
         # Read at once, picks or not: a large cloud's first read takes seconds.
-        try:
-            db.read(lambda conn: self.refresh(conn, cache, force=True))
-        except Exception:  # noqa: BLE001 - the loop below tries again
-            LOG.exception("reading the host board failed; trying again")
+        self._read_or_say_why(db, cache, force=True)
         while not self._stopped.is_set():
             self._wake.wait(max(_NAP, self._age_needed - (time.monotonic() - self._read_at)))
             woken = self._wake.is_set()
@@ -348,14 +346,21 @@ class HostBoard:
                 break
             if not (woken or self.due()):
                 continue
-            try:
-                if woken:
-                    db.read(lambda conn: self.refresh(conn, cache, force=True))
-                else:
-                    db.read(lambda conn: self.refresh(conn, cache))
-            except Exception:  # noqa: BLE001 - a failed read must not end the thread; the next one retries
-                LOG.exception("reading the host board failed; trying again")
+            if not self._read_or_say_why(db, cache, force=woken):
                 self._stopped.wait(1.0)
+
+    def _read_or_say_why(self, db: Database, cache: ProviderCache, *, force: bool) -> bool:
+        """One refresh; False when it failed (the thread goes on: the next one retries). A database
+        away (restarting, failing over) is said in a line; anything else with its traceback."""
+        try:
+            db.read(lambda conn: self.refresh(conn, cache, force=force))
+        except Unavailable as e:
+            LOG.warning("reading the host board failed (%s: %s); trying again", e, e.__cause__)
+            return False
+        except Exception:  # noqa: BLE001 - a failed read must not end the thread
+            LOG.exception("reading the host board failed; trying again")
+            return False
+        return True
 
     def due(self) -> bool:
         """Whether the board is old: older than its refresh needs when picks read it lately; when
