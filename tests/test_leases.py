@@ -11,7 +11,7 @@ import uuid
 import pytest
 from apihelpers import error_code, error_detail, new_uuid
 from dbhelpers import BACKENDS, make_database
-from livehelpers import LiveServer
+from livehelpers import LiveServer, free_port
 
 from berth.clients.errors import LeaseExpired
 from berth.clients.placement import PlacementClient
@@ -332,6 +332,23 @@ def test_the_reaper_thread_releases_what_expires(api, db, host):
     finally:
         reaper.stop(timeout=5)
     assert [lease["consumer_uuid"] for lease in api.get("/berth/leases").json_body["leases"]] == [kept]
+
+
+def test_a_reaper_whose_database_is_away_says_so_in_a_line_and_goes_on(caplog):
+    """A PostgreSQL restarting or failing over: one warning per pass, no traceback."""
+    away = Database(f"postgresql+psycopg://berth@127.0.0.1:{free_port()}/berth")
+    reaper = LeaseReaper(away, interval=0.05)
+    try:
+        with caplog.at_level("WARNING", logger="berth.store.leases.reaper"):
+            reaper.start()
+            _wait_for(lambda: any(r.name == "berth.store.leases.reaper" for r in caplog.records), 30.0)
+            assert reaper._thread is not None and reaper._thread.is_alive()
+    finally:
+        reaper.stop(timeout=30)
+        away.dispose()
+    said = [r for r in caplog.records if r.name == "berth.store.leases.reaper"]
+    assert said and all(r.levelname == "WARNING" and r.exc_info is None for r in said)
+    assert "releasing expired leases failed" in said[0].getMessage()
 
 
 def test_a_reaper_needs_a_positive_interval(db):

@@ -13,6 +13,7 @@ import random
 import threading
 from typing import Final
 
+from berth.domain.errors import Unavailable
 from berth.store.database import Database
 from berth.store.leases import ledger
 
@@ -51,6 +52,10 @@ class LeaseReaper:
         while not self._stopping.wait(delay):
             try:
                 self.reap()
+            except Unavailable as e:  # a database restarting or failing over: said in a line
+                LOG.warning(
+                    "releasing expired leases failed (%s: %s); trying again in %g s", e, e.__cause__, self.interval
+                )
             except Exception:  # noqa: BLE001 - a failed pass must not end the thread; the next one retries
                 LOG.exception("releasing expired leases failed; trying again in %g s", self.interval)
             delay = self.interval
