@@ -51,7 +51,7 @@ class ConductorConfig:
         if not 1 <= self.lease_seconds <= 86400:
             raise ValueError("lease_seconds is between 1 and 86400")
         if self.fence_after is not None and not self.heartbeat_interval < self.fence_after:
-            raise ValueError("fence_after is above heartbeat_interval")
+            raise ValueError("fence_after must be above heartbeat_interval")
 
     @property
     def fencing_after(self) -> float | None:

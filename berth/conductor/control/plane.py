@@ -23,7 +23,7 @@ from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
 from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ZONE_NOT_FOUND, ConductorError, Refused, ServerBusy
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
-from berth.conductor.operations import build, evacuation
+from berth.conductor.operations import build, delete, evacuation
 from berth.conductor.records import tables
 from berth.conductor.records.flavors import Flavors, to_flavor
 from berth.conductor.records.hosts import Host, HostEntry, Hosts
@@ -242,15 +242,14 @@ class ControlPlane:
         actions.check_state(row, kind)
         if kind == evacuation.KIND:
             self._refuse_up_host(row)
+        if kind == delete.KIND:
+            # On a host that is down, as Nova does, without asking the host (``operations.delete``).
+            args = {**(args or {}), "host_down": row["host"] is not None and not self._host_up(str(row["host"]))}
         work = make(row, self.server_request(row), args or {})
         return self._start(work)
 
     def delete(self, server_id: str) -> Operation:
-        """The server deleted; on a host that is down, as Nova does, without asking the host
-        (``operations.delete``)."""
-        row = self.servers.get(server_id)
-        host_down = row["host"] is not None and not self._host_up(str(row["host"]))
-        return self.act(server_id, "forceDelete", {"host_down": host_down})
+        return self.act(server_id, "forceDelete")
 
     def _host_up(self, host: str) -> bool:
         try:
