@@ -174,10 +174,5 @@ def _check_accept(request: PlacementRequest) -> None:
     accept = request.headers.get("Accept")
     if accept is None or accept.strip() in _PLAIN_ACCEPTS:
         return
-    if (
-        accept
-        and accept.strip()
-        and not request.accept_mimetypes.accept_json
-        and request.accept_mimetypes.best_match([JSON]) is None
-    ):
+    if not request.accept_mimetypes.accept_json and request.accept_mimetypes.best_match([JSON]) is None:
         raise BerthError("Only application/json is provided", status=406)

@@ -102,13 +102,13 @@ class Conductor:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.config.heartbeat_interval):
-            was = self.fence.owner
+            was, silent = self.fence.owner, self.fence.silent_for()
             owner = self.fence.before_beat()
             if owner != was:
                 LOG.warning(
-                    "no heartbeat written for %.1f s: the operations of %s are left to the conductors' resume; "
-                    "this conductor goes on as %s",
-                    self.fence.silent_for(),
+                    "no heartbeat written in time (the last %.1f s ago): the operations of %s are left to the "
+                    "conductors' resume; this conductor goes on as %s",
+                    silent,
                     was,
                     owner,
                 )

@@ -101,7 +101,7 @@ class Hold:
 
 
 def test_a_conductor_whose_journal_refuses_its_heartbeat_starts_no_further_step(
-    conductors, placement, clients, instance_uuid, tmp_path
+    conductors, placement, clients, instance_uuid, caplog
 ):
     """The journal's database refuses the conductor's writes (another connection holds its write
     lock) while a build waits before its spawn: past the fence, the build stops there as if its
@@ -141,6 +141,9 @@ def test_a_conductor_whose_journal_refuses_its_heartbeat_starts_no_further_step(
     while first.owner == name and time.monotonic() < deadline:
         time.sleep(0.1)
     assert first.owner != name
+    [said] = [r for r in caplog.records if r.name == "berth.conductor.conductor" and name in r.getMessage()]
+    assert said.levelname == "WARNING" and f"goes on as {first.owner}" in said.getMessage()
+    assert float(said.getMessage().split("(the last ")[1].split(" s ago")[0]) > first.config.fencing_after
     deadline = time.monotonic() + 30
     resumed = []
     while not resumed and time.monotonic() < deadline:
