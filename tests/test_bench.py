@@ -433,19 +433,6 @@ def test_a_malformed_option_is_a_usage_error(arguments):
         bench_command.make_context("bench", arguments)
 
 
-@pytest.mark.slow
-def test_without_pycurl_the_bench_names_the_extra_to_install():
-    # The server and every other command must import without it; the bench says what to install.
-    code = (
-        "import sys; sys.modules['pycurl'] = None\n"
-        "from berth.cli.main import main\n"
-        "sys.exit(main(['bench', '--hosts', '1']))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "pycurl" in done.stderr and "berth[bench]" in done.stderr
-
-
 def test_group_members_are_handed_out_one_group_at_a_time():
     from berth.testbed.bench.phases.pick_phase import Members
 

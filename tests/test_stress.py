@@ -273,18 +273,6 @@ def test_command_prints_its_table_and_writes_its_json(tmp_path):
     assert document["violations"] == [] and document["requests"] > 0 and document["seconds_planned"] is None
 
 
-@pytest.mark.slow
-def test_without_pycurl_stress_names_the_extra_to_install():
-    code = (
-        "import sys; sys.modules['pycurl'] = None\n"
-        "from berth.cli.main import main\n"
-        "sys.exit(main(['stress', '--operations', '1']))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "pycurl" in done.stderr and "berth[bench]" in done.stderr
-
-
 # --------------------------------------------------------------------------------------------------
 # The client's word on a failed request, which decides between "refused" and "uncertain" writes.
 

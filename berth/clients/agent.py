@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-import urllib3
-
 from berth.clients import agent_error_codes
 from berth.clients.errors import (
     AgentError,
@@ -23,7 +21,7 @@ from berth.clients.errors import (
     InvalidRequest,
     TrackerUnavailable,
 )
-from berth.clients.http import JsonHttp
+from berth.clients.http import ConnectionPools, JsonHttp
 from berth.domain.host.claims import Claim, NopClaim
 from berth.domain.host.records import ClaimRecord, SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
@@ -45,7 +43,7 @@ _ERRORS: dict[str, type[ClaimError]] = {
 
 class AgentClient:
     def __init__(
-        self, url: str, *, token: str | None = None, timeout: float = 60.0, pools: urllib3.PoolManager | None = None
+        self, url: str, *, token: str | None = None, timeout: float = 60.0, pools: ConnectionPools | None = None
     ):
         self.url = url.rstrip("/")
         self.http = JsonHttp(self.url, {"X-Auth-Token": token} if token else {}, timeout=timeout, pools=pools)

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
-import urllib3
-
 from berth.clients.errors import (
     CapacityExceeded,
     GenerationConflict,
@@ -32,7 +30,7 @@ from berth.clients.errors import (
     PlacementError,
     PlacementUnavailable,
 )
-from berth.clients.http import Answer, JsonHttp, TransportError
+from berth.clients.http import Answer, ConnectionPools, JsonHttp, TransportError
 from berth.domain import error_codes
 from berth.domain.host import allocations
 from berth.domain.host.allocations import Allocations
@@ -87,7 +85,7 @@ class PlacementClient:
         timeout: float = 30.0,
         attempts: int = 4,
         roles: Collection[str] = SERVICE_ROLES,
-        pools: urllib3.PoolManager | None = None,
+        pools: ConnectionPools | None = None,
     ):
         self.url = url.rstrip("/")
         self.attempts = attempts

@@ -13,8 +13,6 @@ ways, chosen by what the caller needs:
 * ``requests`` (``at_most_once=True``), which never sends a request twice: a write that fails is then
   either refused (the connection was never made) or uncertain, never applied twice behind the
   caller's back.  ``berth stress`` logs every write under that rule.
-
-pycurl is one of the optional dependencies ``bench``; :func:`require_curl` says so when it is missing.
 """
 
 from __future__ import annotations
@@ -26,31 +24,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import orjson
+import pycurl
 import requests
 
+from berth.clients.http import NotConnected, ReadTimedOut, TransportError, perform
 from berth.clients.placement import SERVICE_ROLES
-from berth.testbed.errors import ApiError, TestbedError
-
-try:
-    import pycurl
-except ImportError:  # the optional dependencies "bench" are not installed: require_curl() explains
-    pycurl = None
+from berth.testbed.errors import ApiError
 
 TOKEN = "admin"  # the noauth2 development mode's admin
 # The tools drive the service as its services do (the scheduler, the conductors, the agents): with a
 # service user's roles, said in X-Roles for the noauth2 development mode (berth.clients.placement).
 ROLES = SERVICE_ROLES
 VERSION = "1.39"
-CURL_EXTRA = "bench"
-
-
-def require_curl(tool: str) -> None:
-    """A :class:`TestbedError` naming the optional dependencies to install when pycurl is missing."""
-    if pycurl is None:
-        raise TestbedError(
-            f"{tool} needs pycurl, from Berth's optional dependencies '{CURL_EXTRA}': "
-            f"pip install 'berth[{CURL_EXTRA}]' (or -e '.[{CURL_EXTRA}]' in a source checkout)"
-        )
 
 
 class Response:
@@ -119,44 +104,18 @@ class _Connection(Protocol):
 
 class _CurlConnection:
     def __init__(self, timeout: float):
-        require_curl("this client")
+        self.timeout = timeout
         self.curl = pycurl.Curl()
-        self.curl.setopt(pycurl.TIMEOUT_MS, int(timeout * 1000))
-        self.curl.setopt(pycurl.CONNECTTIMEOUT_MS, int(timeout * 1000))
-        self.curl.setopt(pycurl.NOSIGNAL, 1)
-        # The traffic stays on the loopback interface: no proxy from the environment.
-        self.curl.setopt(pycurl.PROXY, "")
 
     def send(self, method: str, url: str, payload: bytes | None, headers: Mapping[str, str]) -> Response:
-        curl = self.curl
-        curl.setopt(pycurl.URL, url)
+        head = io.BytesIO()
         lines = [f"{k}: {v}" for k, v in headers.items()]
-        if payload is not None:
-            lines.append("Content-Type: application/json")
-            curl.setopt(pycurl.POSTFIELDS, payload)
-            curl.setopt(pycurl.POSTFIELDSIZE, len(payload))
-        elif method in ("POST", "PUT"):
-            curl.setopt(pycurl.POSTFIELDS, b"")
-            curl.setopt(pycurl.POSTFIELDSIZE, 0)
-        else:
-            curl.setopt(pycurl.HTTPGET, 1)
-        # After POSTFIELDS, which would make it a POST; also for GET, to undo an earlier DELETE.
-        curl.setopt(pycurl.CUSTOMREQUEST, method)
-        # "Expect: 100-continue" would cost a round trip (and libcurl's wait) for larger bodies.
-        lines.append("Expect:")
-        curl.setopt(pycurl.HTTPHEADER, lines)
-        body, head = io.BytesIO(), io.BytesIO()
-        curl.setopt(pycurl.WRITEDATA, body)
-        curl.setopt(pycurl.HEADERFUNCTION, head.write)
         try:
-            curl.perform()
-        except pycurl.error as error:
-            code = error.args[0]
-            sent = curl.getinfo(pycurl.REQUEST_SIZE) > 0
-            raise RequestFailed(
-                f"{method} {url}: {error.args[-1]}", sent=sent, connection=code != pycurl.E_OPERATION_TIMEDOUT
-            ) from None
-        return Response(curl.getinfo(pycurl.RESPONSE_CODE), body.getvalue(), raw_headers=head.getvalue())
+            answer = perform(self.curl, method, url, payload, lines, self.timeout, head)
+        except TransportError as error:
+            sent = not isinstance(error, NotConnected)
+            raise RequestFailed(str(error), sent=sent, connection=not isinstance(error, ReadTimedOut)) from None
+        return Response(answer.status, answer.content, raw_headers=head.getvalue())
 
     def close(self) -> None:
         self.curl.close()

@@ -111,6 +111,7 @@ def _transport_reason(detail: str) -> str:
         ("Connection refused", "connection refused"),
         ("timed out", "no answer in time"),
         ("Name or service not known", "no such host name"),
+        ("Could not resolve host", "no such host name"),
         ("nodename nor servname", "no such host name"),
         ("Temporary failure in name resolution", "no such host name"),
     ):

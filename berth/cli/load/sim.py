@@ -62,8 +62,6 @@ from berth.cli.load.report_file import ReportFile
     help="keep the run's folder (logs, databases) after a clean run too; a run with a problem keeps it anyway",
 )
 def sim_command(json_path: str | None, **params: Any) -> None:
-    from berth.testbed.client import require_curl
-    from berth.testbed.errors import TestbedError
     from berth.testbed.sim.config import SimConfig
     from berth.testbed.sim.run import main
 
@@ -71,12 +69,6 @@ def sim_command(json_path: str | None, **params: Any) -> None:
         config = SimConfig(json=json_path, **params)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    try:
-        # Its conductors and host pools speak to the service through libcurl, as berth bench does.
-        require_curl("berth sim")
-    except TestbedError as e:
-        click.echo(f"error: {e}", err=True)
-        raise click.exceptions.Exit(2) from None
     status = main(config)
     if status:
         raise click.exceptions.Exit(status)

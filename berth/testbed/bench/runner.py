@@ -14,7 +14,7 @@ from berth.testbed.bench import log
 from berth.testbed.bench.config import BenchConfig
 from berth.testbed.bench.rounds import bench_round
 from berth.testbed.bench.table import format_table
-from berth.testbed.client import VERSION, require_curl
+from berth.testbed.client import VERSION
 from berth.testbed.errors import TestbedError
 from berth.testbed.loopback import loopback_url
 from berth.testbed.parallel import Stop
@@ -136,7 +136,6 @@ def run_bench(config: BenchConfig) -> int:
     tmpdir = tempfile.mkdtemp(prefix="berth-bench-")
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        require_curl("berth bench")
         return _measure(config, tmpdir, stop, servers)
     except KeyboardInterrupt:
         log("interrupted; cleaning up")

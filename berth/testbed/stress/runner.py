@@ -12,7 +12,7 @@ import uuid as uuidlib
 from collections import Counter
 from typing import Any
 
-from berth.testbed.client import Client, require_curl
+from berth.testbed.client import Client
 from berth.testbed.errors import TestbedError
 from berth.testbed.failover.cluster import PatroniCluster, start_cluster
 from berth.testbed.loopback import loopback_url
@@ -40,7 +40,6 @@ OUTAGE_WINDOW = 30.0
 def main(config: StressConfig) -> int:
     """Entry point of ``berth stress``: the exit status (0 clean, 1 violations, 2 error, 130 interrupted)."""
     try:
-        require_curl("berth stress")
         result = run_stress(config)
     except TestbedError as e:
         log(f"error: {e}")
