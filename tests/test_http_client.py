@@ -224,3 +224,29 @@ def test_a_kept_connection_the_server_closed_while_idle_is_replaced():
     finally:
         server.close()
     assert server.connections == 3
+
+
+def test_a_server_gone_while_its_connection_was_idle_was_not_sent_the_next_request():
+    """The server answers, then closes its connections and stops listening (its process died while
+    the connection was idle): the next request is refused before anything is sent, so it is
+    ``NotConnected`` (libcurl, left alone, would send it on the dead connection first)."""
+    answered = threading.Event()
+
+    def answer_then_go(server, connection):
+        server.read_request(connection)
+        connection.sendall(OK)
+        answered.wait(5)
+        server.stop_listening()
+        connection.close()
+
+    server = ScriptedServer(answer_then_go)
+    http = JsonHttp(server.url, timeout=5.0)
+    try:
+        assert http.request("GET", "/").status == 200
+        answered.set()
+        server.close()
+        with pytest.raises(NotConnected):
+            http.request("PUT", "/allocations/c1", {"allocations": {}})
+    finally:
+        server.close()
+    assert len(server.requests) == 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -152,11 +153,16 @@ class ConnectionPools:
         self._lock = threading.Lock()
 
     def take(self, origin: str) -> pycurl.Curl:
-        with self._lock:
-            idle = self._idle.get(origin)
-            if idle:
-                return idle.pop()
-        return pycurl.Curl()
+        """An idle handle whose connection the server has not closed, or a new one."""
+        while True:
+            with self._lock:
+                idle = self._idle.get(origin)
+                handle = idle.pop() if idle else None
+            if handle is None:
+                return pycurl.Curl()
+            if not _closed_by_server(handle):
+                return handle
+            handle.close()
 
     def give(self, origin: str, handle: pycurl.Curl) -> None:
         with self._lock:
@@ -165,6 +171,20 @@ class ConnectionPools:
                 idle.append(handle)
                 return
         handle.close()
+
+
+def _closed_by_server(handle: pycurl.Curl) -> bool:
+    """Whether the kept connection of ``handle`` has something to read while no request is out:
+    the server closed it (its keep-alive ran out, or its process died). libcurl checks that itself
+    only for connections idle for a while, and otherwise sends the request on the dead connection,
+    then once more on a new one: a refusal of that one could no longer be told from a request the
+    server took and died on, which is what ``NotConnected`` must never be."""
+    socket = handle.getinfo(pycurl.ACTIVESOCKET)
+    if socket < 0:
+        return False
+    poll = select.poll()
+    poll.register(socket, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 def connection_pools() -> ConnectionPools:
