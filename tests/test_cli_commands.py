@@ -55,6 +55,17 @@ def test_starting_berth_imports_no_command_it_does_not_run():
     assert json.loads(loaded) == ["berth", "berth.cli", "berth.cli.main"]
 
 
+def test_a_conductors_worker_loads_neither_numpy_nor_the_service():
+    """A conductor started again after a crash pays for its imports before it answers: numpy (the
+    service's host board) and the service's store are not among them."""
+    code = (
+        "import json, sys; import berth.conductor.api.app, berth.conductor.control.plane; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('numpy', 'berth.store', 'berth.api')))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(loaded) == []
+
+
 @pytest.mark.parametrize("command", ["bench", "stress", "sim"])
 def test_a_report_file_that_cannot_be_written_is_refused_before_the_run(command, tmp_path):
     """A run of many minutes must not end in a traceback because its ``--json`` file cannot be

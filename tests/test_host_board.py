@@ -17,7 +17,8 @@ from livehelpers import free_port
 
 from berth.api.app import PlacementApp
 from berth.api.settings import Settings
-from berth.domain.weighing import HostFacts, Multipliers, best_first, best_first_of, weigh, weigh_arrays
+from berth.domain.weighing import HostFacts, Multipliers, best_first, weigh
+from berth.domain.weighing_arrays import best_first_of, weigh_arrays
 from berth.store import schema
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database

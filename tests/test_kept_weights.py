@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from berth.domain.weighing import Multipliers, weigh_arrays
+from berth.domain.weighing import Multipliers
+from berth.domain.weighing_arrays import weigh_arrays
 from berth.store.pick.board import host_board
 from berth.store.pick.board.host_board import BoardView
 from berth.store.pick.board.kept_weights import KeptWeights, WeighedRequest

@@ -15,14 +15,13 @@ from berth.domain.weighing import (
     HostFacts,
     Multipliers,
     best_first,
-    best_first_of,
-    first_best_of,
     free_amount,
     host_facts,
     multipliers_for,
     normalise,
     weigh,
 )
+from berth.domain.weighing_arrays import best_first_of, first_best_of
 
 ONLY_RAM = Multipliers(ram=1.0, cpu=0.0, disk=0.0, instances=0.0)
 

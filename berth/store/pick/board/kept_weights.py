@@ -31,7 +31,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from berth.domain.weighing import Bounds, Multipliers, weigh_columns, weight_of
+from berth.domain.weighing import Multipliers
+from berth.domain.weighing_arrays import Bounds, weigh_columns, weight_of
 from berth.store.pick.board.host_board import BoardView, FloatArray
 
 BoolArray = npt.NDArray[np.bool_]

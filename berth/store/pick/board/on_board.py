@@ -37,7 +37,8 @@ from sqlalchemy import Connection
 
 from berth.domain.candidate_request import CandidateRequest
 from berth.domain.candidates import Candidate, ProviderData
-from berth.domain.weighing import Multipliers, best_first_of, free_amount, weigh_arrays
+from berth.domain.weighing import Multipliers, free_amount
+from berth.domain.weighing_arrays import best_first_of, weigh_arrays
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import ResolvedQuery, resolve
 from berth.store.candidates.provider_cache import ProviderCache

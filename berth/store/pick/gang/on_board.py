@@ -42,7 +42,7 @@ from sqlalchemy import Connection
 from berth.domain.candidates import Candidate, ProviderData
 from berth.domain.capacity import headroom
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
-from berth.domain.weighing import weigh_arrays
+from berth.domain.weighing_arrays import weigh_arrays
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import resolve
 from berth.store.candidates.provider_cache import ProviderCache

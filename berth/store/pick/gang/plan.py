@@ -32,7 +32,8 @@ from typing import Final, Literal, NamedTuple, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from berth.domain.weighing import Multipliers, SoftGroupPolicy, best_first_of, first_best_of, weigh_arrays
+from berth.domain.weighing import Multipliers, SoftGroupPolicy
+from berth.domain.weighing_arrays import best_first_of, first_best_of, weigh_arrays
 
 # The most consumers one gang may name (the body's schema holds callers to it).
 MAX_GANG: Final = 1000
