@@ -5,12 +5,17 @@ their end, and the failures said with what to do."""
 from __future__ import annotations
 
 import json
+import os
+import queue
 import re
+import subprocess
+import sys
+import threading
 
 import pytest
 from click.testing import CliRunner, Result
 from livehelpers import free_port
-from servicehelpers import LARGE, ended, ensure_flavors, wait_for
+from servicehelpers import LARGE, build, ended, ensure_flavors, wait_for
 
 from berth.cli.main import cli
 
@@ -402,3 +407,33 @@ def test_a_multi_create_over_the_projects_quota_is_refused_saying_where_to_look(
         assert not [s for s in listed if s["name"].startswith("over-quota")]
     finally:
         cloud.placement.request("DELETE", "/berth/quotas/admin")
+
+
+def test_wait_says_what_an_operation_waits_for_while_its_host_is_away(berth, cloud):
+    """A move whose source's agent died before anybody saw the host down: the move stops short and
+    waits for the agent to undo it. ``--wait`` says so rather than printing nothing until the agent
+    is back, then follows the move to its end."""
+    server = build(cloud.client(), "cli-stranded")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    env = {**os.environ, "BERTH_CONDUCTOR_URL": ",".join(c.url for c in cloud.conductors)}
+    env.pop("BERTH_TOKEN", None)
+    command = [sys.executable, "-m", "berth.cli.main", "server", "migrate", server["id"], "--wait"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    said: list[str] = []
+    try:
+        while not any(line.startswith("  waiting: ") for line in said):
+            said.append(lines.get(timeout=60).rstrip("\n"))
+        assert "Connection refused" in said[-1] and host not in said[0], said
+    finally:
+        agent.start()
+    assert process.wait(timeout=90) == 1
+    while not lines.empty():
+        said.append(lines.get().rstrip("\n"))
+    # Said once, though every try failed alike; then the end, once the agent is back.
+    assert sum(line.startswith("  waiting: ") for line in said) == 1, said
+    assert re.fullmatch(rf"migrate {UUID} rolled back", next(line for line in said if "rolled back" in line)), said
+    berth("server", "delete", server["id"], "--wait")

@@ -7,6 +7,7 @@ end. An operation that failed or was rolled back makes the command exit with sta
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ class _Followed:
     steps: int = 0
     attempts: int = 0
     ended: bool = False
+    # The error of the running operation last printed, its numbers left out (see ``_report``).
+    waiting: str | None = None
 
 
 def follow(api: Api, operations: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -71,12 +74,26 @@ def _report(item: _Followed, err: bool) -> None:
     for attempt in op["attempts"][item.attempts :]:
         click.echo(f"{item.label}  host {attempt['host'] or '(scheduler)'} refused: {attempt['reason']}", err=err)
     item.attempts = len(op["attempts"])
+    error = op.get("error")
+    if op["state"] == "running" and error and _gist(error) != item.waiting:
+        # Stopped short of its end, waiting for a conductor to try again: a host away, say. Said
+        # once, not at every try (whose words differ only in their numbers: a port, milliseconds).
+        item.waiting = _gist(error)
+        click.echo(
+            f"{item.label}  waiting: {error}\n{item.label}  (the conductors try it again; Ctrl-C stops following, "
+            "the operation goes on)",
+            err=err,
+        )
     if op["state"] != "running" and not item.ended:
         item.ended = True
         where = f" on {op['host']}" if op.get("host") else ""
         click.echo(f"{item.label}{op['kind']} {op['id']} {ENDS.get(op['state'], op['state'])}{where}", err=err)
         if op.get("error"):
             click.echo(f"{item.label}  error: {op['error']}", err=err)
+
+
+def _gist(error: str) -> str:
+    return re.sub(r"\d+", "#", error)
 
 
 def check_ended(operations: Sequence[dict[str, Any]]) -> None:
