@@ -412,7 +412,8 @@ def test_a_multi_create_over_the_projects_quota_is_refused_saying_where_to_look(
 def test_wait_says_what_an_operation_waits_for_while_its_host_is_away(berth, cloud):
     """A move whose source's agent died before anybody saw the host down: the move stops short and
     waits for the agent to undo it. ``--wait`` says so rather than printing nothing until the agent
-    is back, then follows the move to its end."""
+    is back, then follows the move to its end. Meanwhile an evacuation of the host, once it is down,
+    says why it leaves the server."""
     server = build(cloud.client(), "cli-stranded")
     host = server["OS-EXT-SRV-ATTR:host"]
     agent = cloud.agents[host]
@@ -428,6 +429,11 @@ def test_wait_says_what_an_operation_waits_for_while_its_host_is_away(berth, clo
         while not any(line.startswith("  waiting: ") for line in said):
             said.append(lines.get(timeout=60).rstrip("\n"))
         assert "Connection refused" in said[-1] and host not in said[0], said
+        wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "down", what="down")
+        evacuated = berth("host", "evacuate", host)
+        assert f"{server['id']} left on {host}: " in evacuated.stdout and "is busy with operation" in evacuated.stdout
+        assert f"no server of {host} to evacuate\n" in evacuated.stdout
+        assert as_json(berth("host", "evacuate", host, "-f", "json"))["left"][0]["server_id"] == server["id"]
     finally:
         agent.start()
     assert process.wait(timeout=90) == 1

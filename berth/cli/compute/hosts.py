@@ -93,7 +93,11 @@ def host_enable(api: Api, name: str) -> None:
 def host_evacuate(api: Api, name: str, wait: bool) -> None:
     answer = api.request("POST", f"/hosts/{segment(name)}/evacuate")
     operations = answer["operations"]
-    if not operations and not api.for_scripts:
-        click.echo(f"no server of {name} to evacuate (those busy or in no state to move are left)")
-        return
+    if not api.for_scripts:
+        # As nova host-evacuate's table: every server of the host, and why one was not moved.
+        for left in answer.get("left", []):
+            click.echo(f"{left['server_id']} left on {name}: {left['reason']}")
+        if not operations:
+            click.echo(f"no server of {name} to evacuate" + ("" if answer.get("left") else " (it has none)"))
+            return
     conclude(api, operations, answer, wait)

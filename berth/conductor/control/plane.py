@@ -268,18 +268,21 @@ class ControlPlane:
                 code=HOST_UP,
             )
 
-    def evacuate_host(self, host_name: str) -> list[Operation]:
-        """Every server of a host that is down, evacuated (those busy or in no state to move are left)."""
+    def evacuate_host(self, host_name: str) -> tuple[list[Operation], dict[str, str]]:
+        """Every server of a host that is down, evacuated: the operations started, and why each
+        server left there was (busy with an operation, or in no state to move), by its id."""
         host = self.hosts.get(host_name)
         if host.up:
             raise Conflict(f"Host {host_name} is up; only a host that is down is evacuated.", code=HOST_UP)
         started = []
+        left = {}
         for row in self.servers.all(ServerFilter(host=host_name)):
             try:
                 started.append(self.act(str(row["id"]), "evacuate"))
             except (Conflict, ConductorError) as e:
                 LOG.info("evacuation of %s from %s not started: %s", row["id"], host_name, e)
-        return started
+                left[str(row["id"])] = str(e)
+        return started, left
 
     def _start(self, work: actions.Work) -> Operation:
         try:

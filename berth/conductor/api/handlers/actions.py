@@ -31,5 +31,11 @@ def act(call: WebCall, server_id: str) -> Reply:
 
 
 def evacuate_host(call: WebCall, name: str) -> Reply:
-    started = plane_of(call).evacuate_host(name)
-    return views.reply({"operations": [views.operation(op) for op in started]}, 202)
+    started, left = plane_of(call).evacuate_host(name)
+    return views.reply(
+        {
+            "operations": [views.operation(op) for op in started],
+            "left": [{"server_id": server, "reason": reason} for server, reason in left.items()],
+        },
+        202,
+    )
