@@ -18,8 +18,10 @@ from conductorhelpers import (
     server,
 )
 
+from berth.clients.http import NotConnected
 from berth.conductor.errors import ConductorError, NoValidHost
-from berth.conductor.journal import DONE
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK
+from berth.conductor.operations.moving import SOURCE_NEVER_REACHED
 
 pytestmark = pytest.mark.slow
 
@@ -219,3 +221,35 @@ def test_a_confirm_that_fails_midway_refuses_a_revert_and_is_finished_by_resume(
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid, migration)
+
+
+@pytest.mark.parametrize("kind", ["resize", "live_migrate"])
+def test_a_move_whose_source_refuses_its_first_step_is_undone_without_it(
+    kind, conductors, placement, clients, cloud, instance_uuid
+):
+    """The source's agent is gone before the move asks it anything (its host not yet seen down):
+    the move fails at once, its reservation released, rather than waiting, running, for the
+    source to undo what it never did (a host that never returns held it, and its servers, for good)."""
+    conductor = conductors()
+    built = conductor.build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+    cloud[source].stop()
+    try:
+        with pytest.raises(NotConnected):
+            if kind == "resize":
+                conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+            else:
+                conductor.live_migrate(server(instance_uuid, PLAIN))
+        (moved,) = [op for op in conductor.journal.for_instance(instance_uuid) if op.kind == kind]
+        assert (moved.state, moved.step) in {(FAILED, "schedule"), (ROLLED_BACK, "schedule")}
+        assert moved.selections[SOURCE_NEVER_REACHED] is True
+        assert placement.consumer(moved.request["migration_uuid"]).allocations == {}
+        assert placement.consumer(instance_uuid).allocations == before
+    finally:
+        cloud[source].start()
+        clients[source] = cloud[source].client
+    assert guests_of(clients, instance_uuid) == {source: built.selections["claim_id"]}
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])

@@ -14,6 +14,8 @@ and the next alternate is tried.
 The undo releases the reservation first if still leased (so that no side's revert takes it for
 the instance's own), then gives the destination's side back (the migration's allocations go back
 to the instance), then reverts the source's side and makes sure its guest runs in its active claim.
+A move whose source refused its first step before anything was sent (``NotConnected``) asks no
+agent: the reservation is all it made.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 
 # The destination's claim: the agent, the instance (with its current flavor), the source's context.
 ClaimOn = Callable[[AgentClient, InstanceSpec, SourceContext], Claim]
+# In a move's selections: its first step on the source was refused before anything was sent, so
+# only the scheduler's reservation (in the service) is left to undo.
+SOURCE_NEVER_REACHED = "source_never_reached"
 
 
 def hand_over(
@@ -50,7 +55,14 @@ def hand_over(
     runner.reach(operation, "schedule")
     schedule(runner, operation, server, migration, other_host=other_host)
     runner.reach(operation, "move_out")
-    context = source.begin_move_out(server.instance_uuid, migration)
+    try:
+        context = source.begin_move_out(server.instance_uuid, migration)
+    except NotConnected:
+        # Nothing of the move reached the source (its agent died, say, before anybody saw its host
+        # down): the undo has nothing to ask it, and must not wait for a host that may never return.
+        operation.selections[SOURCE_NEVER_REACHED] = True
+        runner.journal.save(operation)
+        raise
     runner.done(operation, "move_out", write=False, source_context=context.to_dict())
     release_reservation(runner, operation)
     instance = InstanceSpec(
@@ -148,6 +160,10 @@ def undo(runner: Runner, operation: Operation) -> None:
     # allocations there (the new flavor's) while its claim went back to the old. Once the
     # destination has claimed there is no lease (it was released just before), and this does nothing.
     runner.calls.release_lease(migration)
+    if operation.selections.get(SOURCE_NEVER_REACHED):
+        # Stopped before any agent was asked (the destination claims after the source's step).
+        runner.calls.release(migration)
+        return
     undo_destination(runner, operation)
     source = runner.agents.get(str(operation.request["source"]))
     if source is not None:
