@@ -15,7 +15,7 @@ import threading
 import pytest
 from click.testing import CliRunner, Result
 from livehelpers import free_port
-from servicehelpers import LARGE, build, ended, ensure_flavors, wait_for
+from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
 from berth.cli.main import cli
 
@@ -410,17 +410,17 @@ def test_a_multi_create_over_the_projects_quota_is_refused_saying_where_to_look(
 
 
 def test_wait_says_what_an_operation_waits_for_while_its_host_is_away(berth, cloud):
-    """A move whose source's agent died before anybody saw the host down: the move stops short and
-    waits for the agent to undo it. ``--wait`` says so rather than printing nothing until the agent
-    is back, then follows the move to its end. Meanwhile an evacuation of the host, once it is down,
-    says why it leaves the server."""
-    server = build(cloud.client(), "cli-stranded")
-    host = server["OS-EXT-SRV-ATTR:host"]
-    agent = cloud.agents[host]
+    """A revert whose source's agent died after the move: the revert gives the destination's side
+    back, then waits for the source, the one host that can take the server back. ``--wait`` says so
+    once rather than printing nothing until the agent is back, then follows the revert to its end."""
+    server = create(berth, "cli-stranded")
+    source = server["OS-EXT-SRV-ATTR:host"]
+    berth("server", "migrate", server["id"], "--wait")
+    agent = cloud.agents[source]
     agent.stop(sig=9)
     env = {**os.environ, "BERTH_CONDUCTOR_URL": ",".join(c.url for c in cloud.conductors)}
     env.pop("BERTH_TOKEN", None)
-    command = [sys.executable, "-m", "berth.cli.main", "server", "migrate", server["id"], "--wait"]
+    command = [sys.executable, "-m", "berth.cli.main", "server", "revert", server["id"], "--wait"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
@@ -428,18 +428,37 @@ def test_wait_says_what_an_operation_waits_for_while_its_host_is_away(berth, clo
     try:
         while not any(line.startswith("  waiting: ") for line in said):
             said.append(lines.get(timeout=60).rstrip("\n"))
-        assert "Connection refused" in said[-1] and host not in said[0], said
-        wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "down", what="down")
-        evacuated = berth("host", "evacuate", host)
-        assert f"{server['id']} left on {host}: " in evacuated.stdout and "is busy with operation" in evacuated.stdout
-        assert f"no server of {host} to evacuate\n" in evacuated.stdout
-        assert as_json(berth("host", "evacuate", host, "-f", "json"))["left"][0]["server_id"] == server["id"]
+        assert "revert" in said[-1] and "Connection refused" in said[-1], said
     finally:
         agent.start()
-    assert process.wait(timeout=90) == 1
+    assert process.wait(timeout=90) == 0
     while not lines.empty():
         said.append(lines.get().rstrip("\n"))
-    # Said once, though every try failed alike; then the end, once the agent is back.
-    assert sum(line.startswith("  waiting: ") for line in said) == 1, said
-    assert re.fullmatch(rf"migrate {UUID} rolled back", next(line for line in said if "rolled back" in line)), said
+    # Said once, though every try failed alike (each resume runs the steps again: each is said once
+    # too); then the end, once the agent is back.
+    assert sum(line.startswith("  waiting: ") for line in said) == 1, "\n".join(said)
+    steps = [line for line in said if line.startswith("  step ")]
+    assert len(steps) == len(set(steps)) == 4, "\n".join(said)
+    assert re.fullmatch(rf"revert_resize {UUID} done on {source}", said[-1]), said
+    berth("server", "delete", server["id"], "--wait")
+
+
+def test_an_evacuation_says_which_servers_it_leaves_and_why(berth, cloud):
+    """A shelved server stays on its host, which then goes down: an evacuation of the host, which
+    moves only ACTIVE and ERROR servers, names it with the reason."""
+    server = create(berth, "cli-shelved")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    berth("server", "shelve", server["id"], "--wait")
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "down", what="down")
+        evacuated = berth("host", "evacuate", host).stdout
+        assert f"{server['id']} left on {host}: " in evacuated, evacuated
+        assert evacuated.endswith(f"no server of {host} to evacuate\n"), evacuated
+        (left,) = as_json(berth("host", "evacuate", host, "-f", "json"))["left"]
+        assert left["server_id"] == server["id"] and left["reason"] in evacuated
+    finally:
+        agent.start()
+    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
     berth("server", "delete", server["id"], "--wait")

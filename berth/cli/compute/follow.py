@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -34,7 +34,9 @@ class _Followed:
 
     label: str
     operation: dict[str, Any]
-    steps: int = 0
+    # The steps printed: a resume runs an operation's steps again from its first, and its
+    # ``steps_done`` starts over with them, which says nothing new.
+    steps: set[str] = field(default_factory=set)
     attempts: int = 0
     ended: bool = False
     # The error of the running operation last printed, its numbers left out (see ``_report``).
@@ -68,9 +70,10 @@ def follow(api: Api, operations: Sequence[tuple[str, str]]) -> list[dict[str, An
 
 def _report(item: _Followed, err: bool) -> None:
     op = item.operation
-    for step in op["steps_done"][item.steps :]:
-        click.echo(f"{item.label}  step {step} done", err=err)
-    item.steps = len(op["steps_done"])
+    for step in op["steps_done"]:
+        if step not in item.steps:
+            item.steps.add(step)
+            click.echo(f"{item.label}  step {step} done", err=err)
     for attempt in op["attempts"][item.attempts :]:
         click.echo(f"{item.label}  host {attempt['host'] or '(scheduler)'} refused: {attempt['reason']}", err=err)
     item.attempts = len(op["attempts"])
@@ -93,7 +96,9 @@ def _report(item: _Followed, err: bool) -> None:
 
 
 def _gist(error: str) -> str:
-    return re.sub(r"\d+", "#", error)
+    """What the error says, without who said it (``resume failed: ``, ``finishing failed: ``) and
+    its numbers."""
+    return re.sub(r"\d+", "#", re.sub(r"^[\w ]*? failed: ", "", error))
 
 
 def check_ended(operations: Sequence[dict[str, Any]]) -> None:
