@@ -97,3 +97,15 @@ def conductors(placement, clients, tmp_path):
 @pytest.fixture
 def instance_uuid():
     return str(uuid.uuid4())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def journal_on_each_database(request, tmp_path):
+    """A journal of its own, on a SQLite file and on a database of the tests' PostgreSQL server."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database(f"journal_{uuid.uuid4().hex[:8]}")
+    made = Journal(url)
+    yield made
+    made.close()

@@ -4,28 +4,19 @@ database's clock decides how long a host has been silent)."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import sqlalchemy as sa
 
-from berth.conductor.journal import Journal
 from berth.conductor.records import tables
 from berth.conductor.records.hosts import Hosts
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def journal(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"hosts_{uuid.uuid4().hex[:8]}")
-    journal = Journal(url)
-    journal.create_tables(tables.metadata)
-    yield journal
-    journal.close()
+@pytest.fixture
+def journal(journal_on_each_database):
+    journal_on_each_database.create_tables(tables.metadata)
+    return journal_on_each_database
 
 
 def test_the_hosts_down_are_those_whose_rows_say_so(journal):

@@ -8,20 +8,14 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from berth.conductor.journal import Journal, operations
+from berth.conductor.journal import operations
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def journal(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'journal.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_server").create_database(f"json_{uuid.uuid4().hex[:8]}")
-    made = Journal(url)
-    yield made
-    made.close()
+@pytest.fixture
+def journal(journal_on_each_database):
+    return journal_on_each_database
 
 
 def test_an_operations_json_is_read_back_as_written(journal):
