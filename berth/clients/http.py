@@ -98,7 +98,10 @@ def perform(
     """One request on ``handle`` (its kept-alive connection is used again when it has one); the
     answer's header lines are written to ``head`` when one is given. ``TransportError`` when no
     answer came."""
+    fresh = _closed_by_server(handle)  # read before the reset, which forgets the connection
     handle.reset()  # every option back to its default; the handle's connections stay
+    if fresh:
+        handle.setopt(pycurl.FRESH_CONNECT, 1)
     handle.setopt(pycurl.NOSIGNAL, 1)
     handle.setopt(pycurl.PROXY, "")
     milliseconds = max(1, int(timeout * 1000))
@@ -153,16 +156,11 @@ class ConnectionPools:
         self._lock = threading.Lock()
 
     def take(self, origin: str) -> pycurl.Curl:
-        """An idle handle whose connection the server has not closed, or a new one."""
-        while True:
-            with self._lock:
-                idle = self._idle.get(origin)
-                handle = idle.pop() if idle else None
-            if handle is None:
-                return pycurl.Curl()
-            if not _closed_by_server(handle):
-                return handle
-            handle.close()
+        with self._lock:
+            idle = self._idle.get(origin)
+            if idle:
+                return idle.pop()
+        return pycurl.Curl()
 
     def give(self, origin: str, handle: pycurl.Curl) -> None:
         with self._lock:
@@ -175,10 +173,12 @@ class ConnectionPools:
 
 def _closed_by_server(handle: pycurl.Curl) -> bool:
     """Whether the kept connection of ``handle`` has something to read while no request is out:
-    the server closed it (its keep-alive ran out, or its process died). libcurl checks that itself
-    only for connections idle for a while, and otherwise sends the request on the dead connection,
-    then once more on a new one: a refusal of that one could no longer be told from a request the
-    server took and died on, which is what ``NotConnected`` must never be."""
+    the server closed it (its keep-alive ran out, or its process died), and the next request goes
+    on a new connection. libcurl checks that itself only for connections idle for a while, and
+    otherwise sends the request on the dead connection, then once more on a new one: a refusal of
+    that one could no longer be told from a request the server took and died on, which is what
+    ``NotConnected`` must never be. Every caller of ``perform`` gets the check (the load tools'
+    client keeps one handle per thread, outside ``ConnectionPools``)."""
     socket = handle.getinfo(pycurl.ACTIVESOCKET)
     if socket < 0:
         return False
