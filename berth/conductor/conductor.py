@@ -19,7 +19,7 @@ from berth.conductor.fence import Fence, new_owner
 from berth.conductor.journal import Journal, Operation, TakenOver
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
-from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, preemption
+from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, moving, preemption
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import RESUME_FAILED, TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
@@ -29,6 +29,8 @@ from berth.scheduler.settings import SelectionSettings
 
 LOG = logging.getLogger(__name__)
 
+# The clean-ups of a host that was down, left alone by a resume while it still is.
+_WAITING_FOR_HOST = frozenset({delete_op.CLEANUP, moving.CLEANUP})
 _RESUMERS: dict[str, Callable[[Runner, Operation], Operation]] = {
     build_op.KIND: build_op.resume,
     delete_op.KIND: delete_op.resume,
@@ -39,6 +41,7 @@ _RESUMERS: dict[str, Callable[[Runner, Operation], Operation]] = {
     moves.REVERT: moves.resume_finish,
     live_migration.KIND: live_migration.resume,
     build_op.UNSHELVE: build_op.resume,
+    moving.CLEANUP: moving.resume_clean_up,
     evacuation.KIND: evacuation.resume,
     evacuation.CLEANUP: evacuation.resume_clean_up,
     **dict.fromkeys(lifecycle.STEPS, lifecycle.resume),
@@ -182,7 +185,7 @@ class Conductor:
         resumed = []
         hosts_down = self.runner.scheduler_config.hosts_down
         for operation in self.journal.silent(self.owner, self.config.dead_after):
-            if delete_op.waits(operation, hosts_down):
+            if operation.kind in _WAITING_FOR_HOST and operation.request.get("host") in hosts_down:
                 continue  # not taken, so that nobody writes it each round while its host is away
             taken = self.journal.take_over(operation, self.owner, self.config.dead_after)
             if taken is None:

@@ -23,6 +23,8 @@ TAKEN_OVER: Final = "taken_over"
 RESUME_FAILED: Final = "resume failed"
 # The selection listing the steps done, in order.
 STEPS_DONE: Final = "steps_done"
+# Why a clean-up left for a host that is down waits (its error while it does): shown with it.
+WAITING_FOR_HOST: Final = "waiting for host {host} to be up again"
 # Called with an operation as soon as its first row is written: the API answers with its id then,
 # while the steps go on.
 StartListener = Callable[[Operation], None]
@@ -105,6 +107,21 @@ class Runner:
         if self.started is not None:
             self.started(operation)
         return operation
+
+    def leave_clean_up(self, kind: str, operation: Operation, host: str, link: str, **request: Any) -> None:
+        """What ``host``, down, still holds for ``operation``'s server left to a ``kind`` operation
+        (naming ``operation`` as ``request[link]``), journaled before ``operation`` ends and owned by
+        nobody: it waits until the host is up, when any conductor's resume carries it out. A
+        conductor that dies between the two resumes ``operation``, which finds it there."""
+        journal = self.journal
+        if any(
+            op.kind == kind and op.request.get(link) == operation.id
+            for op in journal.for_instance(operation.instance_uuid)
+        ):
+            return
+        request = {link: operation.id, "host": host, **request}
+        clean_up = journal.start(kind, operation.instance_uuid, request, self.owner)
+        journal.abandon(clean_up, WAITING_FOR_HOST.format(host=host))
 
     def agent(self, host: str) -> AgentClient:
         try:

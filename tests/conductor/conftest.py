@@ -24,6 +24,7 @@ from berth.clients.placement import PlacementClient  # noqa: E402 - after the pa
 from berth.conductor.conductor import Conductor  # noqa: E402 - after the path, as above
 from berth.conductor.journal import Journal  # noqa: E402 - after the path, as above
 from berth.conductor.runner import ConductorConfig  # noqa: E402 - after the path, as above
+from berth.scheduler.request.flavor import SchedulerConfig  # noqa: E402 - after the path, as above
 from berth.scheduler.settings import SelectionSettings  # noqa: E402 - after the path, as above
 
 
@@ -66,12 +67,23 @@ class Conductors:
         self.made = []
 
     def __call__(
-        self, *, hook=None, max_attempts=3, dead_after=60.0, agents=None, lease_seconds=600, settings=None
+        self,
+        *,
+        hook=None,
+        max_attempts=3,
+        dead_after=60.0,
+        agents=None,
+        lease_seconds=600,
+        settings=None,
+        hosts_down=frozenset(),
     ) -> Conductor:
+        """``hosts_down``: the hosts seen down (a set the test may change), as the conductors' host
+        records would say."""
         conductor = Conductor(
             self.placement,
             Journal(self.url),
             agents=self.clients if agents is None else agents,
+            scheduler_config=SchedulerConfig(hosts_down=hosts_down),
             settings=settings or SelectionSettings(enabled_filters=[]),
             config=ConductorConfig(
                 max_attempts=max_attempts, dead_after=dead_after, heartbeat_interval=0.2, lease_seconds=lease_seconds

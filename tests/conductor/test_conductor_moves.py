@@ -20,8 +20,8 @@ from conductorhelpers import (
 
 from berth.clients.http import NotConnected
 from berth.conductor.errors import ConductorError, NoValidHost
-from berth.conductor.journal import DONE, FAILED, ROLLED_BACK
-from berth.conductor.operations.moving import SOURCE_NEVER_REACHED
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
+from berth.conductor.operations.moving import CLEANUP, SOURCE_NEVER_REACHED
 
 pytestmark = pytest.mark.slow
 
@@ -253,3 +253,78 @@ def test_a_move_whose_source_refuses_its_first_step_is_undone_without_it(
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
+
+
+@pytest.mark.parametrize("then", ["back", "evacuated"])
+@pytest.mark.parametrize("kind", ["resize", "live_migrate"])
+def test_a_move_whose_source_went_down_after_its_first_step_ends_once_the_host_is_seen_down(
+    kind, then, conductors, placement, clients, cloud, instance_uuid
+):
+    """The source's agent dies once its claim is outgoing (move_out done), so the undo cannot ask
+    it. While the host is only silent the move waits, running, for it; once the host is seen down
+    the undo gives the books back without it and the move ends, so that its server can be
+    evacuated (or deleted) instead of staying busy for as long as the host is away. What the source
+    itself kept (its claim outgoing) is left to a clean-up that waits for the host: back with the
+    server still there, its claim is the instance's again and the guest runs in it; evacuated
+    meanwhile, the evacuation's clean-up takes the claim and this one gives nothing back."""
+    down = set()
+    conductor = conductors(hosts_down=down)
+    built = conductor.build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+    before = placement.consumer(instance_uuid).allocations
+
+    def source_dies(operation, step):
+        if step == "claim_dest":
+            cloud[source].stop()
+            raise AgentLost(step)
+
+    moving = conductors(hook=source_dies, hosts_down=down)
+    with pytest.raises(AgentLost):
+        if kind == "resize":
+            moving.resize(server(instance_uuid, PLAIN), BIGGER)
+        else:
+            moving.live_migrate(server(instance_uuid, PLAIN))
+    try:
+        (moved,) = conductor.journal.find(instance_uuid=instance_uuid, kind=kind)
+        assert moved.state == RUNNING and "undoing it failed" in moved.error
+        # Only silent: the undo still asks the source, and the move stays running.
+        conductors(hosts_down=down).resume()
+        assert conductor.journal.get(moved.id).state == RUNNING
+        down.add(source)
+        conductors(hosts_down=down).resume()
+        moved = conductor.journal.get(moved.id)
+        assert moved.state == ROLLED_BACK
+        migration = moved.request["migration_uuid"]
+        assert placement.consumer(migration).allocations == {}
+        assert placement.consumer(instance_uuid).allocations == before
+        (clean_up,) = conductor.journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+        assert clean_up.state == RUNNING and clean_up.owner == ""
+        assert clean_up.error == f"waiting for host {source} to be up again"
+        assert clean_up.request == {"move": moved.id, "host": source, "migration_uuid": migration}
+        # Left alone while the host is down: nobody takes it (or writes it) each round.
+        conductors(hosts_down=down).resume()
+        assert conductor.journal.get(clean_up.id).owner == ""
+        if then == "evacuated":
+            evacuated = conductor.evacuate(server(instance_uuid, PLAIN), source)
+            assert evacuated.state == DONE
+    finally:
+        cloud[source].start()
+        clients[source] = cloud[source].client
+    down.discard(source)
+    conductors(hosts_down=down).resume()
+    clean_up = conductor.journal.get(clean_up.id)
+    assert clean_up.state == DONE
+    if then == "back":
+        assert "server_left" not in clean_up.selections
+        (claim,) = claims_of(clients, instance_uuid)[source]
+        assert claim.state == "active" and claim.claim_id == built.selections["claim_id"]
+        assert guests_of(clients, instance_uuid) == {source: claim.claim_id}
+    else:
+        assert clean_up.selections["server_left"]
+        assert conductor.clean_up_evacuated(evacuated.id).state == DONE
+        dest = evacuated.selections["dest"]
+        assert list(claims_of(clients, instance_uuid)) == [dest]
+        assert guests_of(clients, instance_uuid) == {dest: evacuated.selections["claim_id"]}
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, migration)

@@ -17,7 +17,6 @@ no conductor, until the host is up again; any conductor's resume then carries it
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 from berth.conductor.errors import UnknownHost
@@ -26,8 +25,6 @@ from berth.conductor.runner import Runner
 
 KIND = "delete"
 CLEANUP = "clean_up_deleted"
-# Why a clean-up waits (its error while it does): shown with the operation.
-WAITING_FOR_HOST = "waiting for host {host} to be up again"
 
 
 def delete(
@@ -58,7 +55,7 @@ def _delete(runner: Runner, operation: Operation) -> None:
     host = operation.request.get("host")
     if host and operation.request.get("host_down"):
         _release_allocations(runner, operation)
-        _leave_clean_up(runner, operation, str(host))
+        runner.leave_clean_up(CLEANUP, operation, str(host), link="delete")
         return
     # A resumed delete runs every step again whatever the journal says was done, so no step needs
     # a write of its own: each is written with the end (a failure's too).
@@ -80,30 +77,12 @@ def _release_allocations(runner: Runner, operation: Operation) -> None:
     runner.run(operation, "release_allocations", release_allocations, write=False)
 
 
-def _leave_clean_up(runner: Runner, operation: Operation, host: str) -> None:
-    """The clean-up of ``host`` journaled, owned by nobody, before the delete ends: a conductor that
-    dies between the two resumes the delete, which finds it there."""
-    journal = runner.journal
-    if any(
-        op.kind == CLEANUP and op.request.get("delete") == operation.id
-        for op in journal.for_instance(operation.instance_uuid)
-    ):
-        return
-    clean_up = journal.start(CLEANUP, operation.instance_uuid, {"delete": operation.id, "host": host}, runner.owner)
-    journal.abandon(clean_up, WAITING_FOR_HOST.format(host=host))
-
-
 def resume(runner: Runner, operation: Operation) -> Operation:
     _delete(runner, operation)
     return runner.end(operation, DONE)
 
 
 # -- the clean-up of a host that was down ----------------------------------------------------------
-
-
-def waits(operation: Operation, hosts_down: Collection[str]) -> bool:
-    """Whether ``operation`` is a clean-up whose host is still down: a resume leaves it alone."""
-    return operation.kind == CLEANUP and operation.request.get("host") in hosts_down
 
 
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:

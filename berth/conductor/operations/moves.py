@@ -56,13 +56,8 @@ def move(runner: Runner, server: ServerRequest, flavor: Flavor | None = None) ->
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": wanted.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
     operation = runner.start(kind, server.instance_uuid, request)
-    try:
-        _move(runner, operation, wanted)
-    except Exception as e:
-        undo(runner, operation)
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    # An undo that fails too (a host not answering) leaves the move to a resume, with both errors.
+    return runner.carry_out(operation, lambda: _move(runner, operation, wanted), lambda: undo(runner, operation), ())
 
 
 def _move(runner: Runner, operation: Operation, server: ServerRequest) -> None:

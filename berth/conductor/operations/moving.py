@@ -27,7 +27,7 @@ from berth.clients.agent import AgentClient
 from berth.clients.errors import ClaimError
 from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
-from berth.conductor.journal import Operation
+from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.requests import ServerRequest, destinations_of
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
@@ -40,6 +40,8 @@ ClaimOn = Callable[[AgentClient, InstanceSpec, SourceContext], Claim]
 # In a move's selections: its first step on the source was refused before anything was sent, so
 # only the scheduler's reservation (in the service) is left to undo.
 SOURCE_NEVER_REACHED = "source_never_reached"
+# The source's side of a move undone while its host was down, carried out once it is up again.
+CLEANUP = "clean_up_moved"
 
 
 def hand_over(
@@ -165,8 +167,14 @@ def undo(runner: Runner, operation: Operation) -> None:
         runner.calls.release(migration)
         return
     undo_destination(runner, operation)
-    source = runner.agents.get(str(operation.request["source"]))
-    if source is not None:
+    source_host = str(operation.request["source"])
+    source = runner.agents.get(source_host)
+    if source is not None and source_host in runner.scheduler_config.hosts_down:
+        # Its agent silent past host_down_after: the books are back already (the destination let
+        # go), so the move ends and its server may be evacuated or deleted; the source's own side
+        # (its claim outgoing, its guest perhaps stopped) waits for the host to be back.
+        runner.leave_clean_up(CLEANUP, operation, source_host, link="move", migration_uuid=migration)
+    elif source is not None:
         source.revert_migration(migration)
         restore_guest(source, instance)
     runner.calls.release(migration)
@@ -203,3 +211,27 @@ def restore_guest(agent: AgentClient, instance_uuid: str) -> None:
     if running:
         agent.destroy_guest(instance_uuid)
     agent.spawn_guest(instance_uuid, claim_id)
+
+
+# -- the clean-up of a source that was down ---------------------------------------------------------
+
+
+def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
+    """The source is back: its claim is the instance's again and its guest runs, unless the
+    server left the host meanwhile (evacuated or deleted while it was down, whose own clean-ups
+    take what the host kept for it: reverting here would give the instance this host's
+    allocations again beside its new host's)."""
+    instance, host = operation.instance_uuid, str(operation.request["host"])
+    try:
+        source = runner.agent(host)
+    except UnknownHost as e:
+        # Retired while it was down: nothing is left to ask.
+        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    if runner.calls.host_of(instance) != host:
+        operation.selections["server_left"] = f"the server left {host} meanwhile: nothing to give back there"
+        return runner.end(operation, DONE)
+    migration = str(operation.request["migration_uuid"])
+    # Both steps are harmless to repeat: each is written with the end.
+    runner.run(operation, "revert_source", lambda: source.revert_migration(migration), write=False)
+    runner.run(operation, "source_guest", lambda: restore_guest(source, instance), write=False)
+    return runner.end(operation, DONE)

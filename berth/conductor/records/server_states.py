@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from berth.conductor.journal import DONE, Operation
-from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves
+from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves, moving
 
 BUILDING: Final = "BUILD"
 ACTIVE: Final = "ACTIVE"
@@ -52,8 +52,10 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 # Operations that do not take their server's slot: the clean-up of an evacuated server's old host
-# runs beside whatever the server does next, and that of a deleted server's host after its end.
-SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP})
+# runs beside whatever the server does next, that of a deleted server's host after its end, and
+# that of a move's source, down when the move was undone, while the server is evacuated, deleted
+# or moved again.
+SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP})
 
 # The status shown while an operation runs (the stored state otherwise), and its task state.
 _STATUS_WHILE: Final[Mapping[str, str]] = {
