@@ -105,6 +105,11 @@ def test_accept_must_allow_json(api):
         ("text/html, application/json;q=0.1", 200),
         ("application/*", 200),
         ("text/html;q=0.9, image/png", 406),
+        # A quality of 0 refuses what it names, as the reference reads it.
+        ("application/json;q=0", 406),
+        ("*/*;q=0", 406),
+        ("application/json;q=0, */*", 406),
+        ("text/html;q=0, */*;q=0.5", 200),
     ],
 )
 def test_accept_headers_as_clients_send_them(api, accept, status):

@@ -174,5 +174,7 @@ def _check_accept(request: PlacementRequest) -> None:
     accept = request.headers.get("Accept")
     if accept is None or accept.strip() in _PLAIN_ACCEPTS:
         return
-    if not request.accept_mimetypes.accept_json and request.accept_mimetypes.best_match([JSON]) is None:
+    # JSON acceptable at a quality above 0, as the reference decides (webob's acceptable offers):
+    # "application/json;q=0" refuses JSON, though werkzeug's ``accept_json`` says yes to it.
+    if request.accept_mimetypes.best_match([JSON]) is None:
         raise BerthError("Only application/json is provided", status=406)
