@@ -17,6 +17,7 @@ from sqlalchemy import exc
 from berth.api.app import PlacementApp, Settings
 from berth.domain.capacity import capacity
 from berth.web.observability.exposition import forget_dead_processes
+from berth.web.observability.multiprocess_dir import hold, remove_orphans
 
 
 def scrape(api, **kw):
@@ -246,3 +247,22 @@ def test_a_live_server_sums_the_requests_of_every_worker(tmp_path):
     finally:
         log = live.stop()
     assert "Traceback" not in log, log
+
+
+def test_a_killed_servers_metrics_folder_is_removed_by_the_next_server(tmp_path):
+    """A server killed with SIGKILL cannot remove its temporary metrics folder; the next one to
+    start removes the folders whose lock nobody holds any more, and only those."""
+    running = tmp_path / "berth-metrics-running"
+    killed = tmp_path / "berth-metrics-killed"
+    older = tmp_path / "berth-metrics-older"  # made before folders were locked: left alone
+    for folder in (running, killed, older):
+        folder.mkdir()
+        (folder / "counter_1.db").write_bytes(b"")
+    lock = hold(str(running))
+    os.close(hold(str(killed)))  # its holder gone, as the kernel lets go of a killed process's locks
+    try:
+        assert remove_orphans(str(tmp_path)) == [str(killed)]
+        assert not killed.exists() and running.exists() and older.exists()
+    finally:
+        os.close(lock)
+    assert remove_orphans(str(tmp_path)) == [str(running)]

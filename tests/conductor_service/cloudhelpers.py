@@ -4,7 +4,6 @@ one database, and three fake-driver agents that register with both conductors.""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 from livehelpers import LiveServer
@@ -44,7 +43,7 @@ class Cloud:
 
 def start_cloud(database_url: str, tmp_path_factory) -> Cloud:
     placement = LiveServer(f"sqlite:///{tmp_path_factory.mktemp('placement') / 'placement.sqlite'}", workers=2)
-    folder = tempfile.mkdtemp(prefix="berth-conductors-")
+    folder = str(tmp_path_factory.mktemp("conductors"))
     conductors = conductors_on(placement.url, database_url, folder)
     urls = ",".join(c.url for c in conductors)
     agents = {
