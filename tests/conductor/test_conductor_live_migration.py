@@ -17,6 +17,7 @@ from conductorhelpers import (
 
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED, RUNNING
+from berth.conductor.operations.moving import CLEANUP, DROP_SOURCE
 
 pytestmark = pytest.mark.slow
 
@@ -135,5 +136,54 @@ def test_a_live_migration_killed_before_the_guest_left_is_undone(conductors, pla
     assert claim.claim_id == built.selections["claim_id"]
     assert placement.consumer(instance_uuid).allocations == before
     assert_books_agree(placement, clients)
+    conductors.made[-1].delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+class AgentLost(Exception):
+    """The source's agent did not answer (it was killed) at this step."""
+
+
+def test_a_live_migration_whose_source_went_down_after_the_guest_left_is_finished_without_it(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    """The source dies once the guest has left it: the migration cannot drop the source's side,
+    and waits, running, while the host is only silent (the server busy though it runs on the
+    destination). Once the host is seen down the books let go of the source's side and the
+    migration ends; the source's agent drops its claim when it is back."""
+    down = set()
+    built = conductors(hosts_down=down).build(server(instance_uuid, PLAIN))
+    source = built.selections["host"]
+
+    def source_dies(operation, step):
+        if step == "drop_source":
+            cloud[source].stop()
+            raise AgentLost(step)
+
+    with pytest.raises(AgentLost):
+        conductors(hook=source_dies, hosts_down=down).live_migrate(server(instance_uuid, PLAIN))
+    try:
+        journal = conductors.made[-1].journal
+        (moved,) = journal.find(instance_uuid=instance_uuid, kind="live_migrate")
+        dest, migration = moved.selections["dest"], moved.request["migration_uuid"]
+        assert moved.state == RUNNING and moved.step == "migrate_out"
+        conductors(hosts_down=down).resume()
+        assert journal.get(moved.id).state == RUNNING
+        down.add(source)
+        conductors(hosts_down=down).resume()
+        assert journal.get(moved.id).state == DONE
+        (claim,) = clients[dest].claims_for_instance(instance_uuid)
+        assert claim.state == "active"
+        assert placement.consumer(instance_uuid).allocations == claim.allocations
+        assert placement.consumer(migration).allocations == {}
+        (clean_up,) = journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+        assert clean_up.state == RUNNING and clean_up.request["side"] == DROP_SOURCE
+    finally:
+        cloud[source].start()
+        clients[source] = cloud[source].client
+    down.discard(source)
+    conductors(hosts_down=down).resume()
+    assert journal.get(clean_up.id).state == DONE
+    assert_landed(placement, clients, instance_uuid, dest, migration)
     conductors.made[-1].delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)

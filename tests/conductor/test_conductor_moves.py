@@ -300,7 +300,7 @@ def test_a_move_whose_source_went_down_after_its_first_step_ends_once_the_host_i
         (clean_up,) = conductor.journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
         assert clean_up.state == RUNNING and clean_up.owner == ""
         assert clean_up.error == f"waiting for host {source} to be up again"
-        assert clean_up.request == {"move": moved.id, "host": source, "migration_uuid": migration}
+        assert clean_up.request == {"move": moved.id, "host": source, "migration_uuid": migration, "side": "revert"}
         # Left alone while the host is down: nobody takes it (or writes it) each round.
         conductors(hosts_down=down).resume()
         assert conductor.journal.get(clean_up.id).owner == ""

@@ -11,7 +11,8 @@ destination named that is the source is passed over). The destination takes the 
 incoming claim (``accept_guest``), then the source lets it go (``migrate_out``). From then on the
 move only goes forward: the source's side is released (``drop_move_claim``) and the destination's
 claim becomes the instance's (``confirm_migration``). A failure there leaves the operation to the
-next resume(), which finishes it.
+next resume(), which finishes it. A source seen down by then is not waited for: the books let go of
+its side, and its agent drops its claim when it is back (``moving.resume_clean_up``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import uuid
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, Operation
-from berth.conductor.operations.moving import hand_over, undo
+from berth.conductor.operations.moving import DROP_SOURCE, hand_over, leave_source, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
@@ -70,10 +71,20 @@ def _forward(runner: Runner, operation: Operation) -> None:
         "drop_source": lambda: source.drop_move_claim(migration),
         "confirm_dest": lambda: dest.confirm_migration(migration),
     }
+    if source_host in runner.scheduler_config.hosts_down:
+        steps["drop_source"] = lambda: _drop_without_source(runner, operation)
     done = FORWARD_STEPS.index(operation.step) + 1 if operation.step in FORWARD_STEPS else 0
     # Each written before the next starts (a resume goes on after the one written); the last with the end.
     for step in FORWARD_STEPS[done:]:
         runner.run(operation, step, steps[step], write=step != FORWARD_STEPS[-1])
+
+
+def _drop_without_source(runner: Runner, operation: Operation) -> None:
+    """The guest has left the source, which is down since: the books let go of its side now (the
+    server runs on the destination, and would otherwise stay busy for as long as the host is
+    away); its agent drops its claim (and any guest left) when it is back."""
+    leave_source(runner, operation, DROP_SOURCE)
+    runner.calls.release(str(operation.request["migration_uuid"]))
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

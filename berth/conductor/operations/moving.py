@@ -40,8 +40,10 @@ ClaimOn = Callable[[AgentClient, InstanceSpec, SourceContext], Claim]
 # In a move's selections: its first step on the source was refused before anything was sent, so
 # only the scheduler's reservation (in the service) is left to undo.
 SOURCE_NEVER_REACHED = "source_never_reached"
-# The source's side of a move undone while its host was down, carried out once it is up again.
+# The source's side of a move ended while its host was down, carried out once it is up again:
+# reverted (the move undone) or dropped (a live migration whose guest had left it).
 CLEANUP = "clean_up_moved"
+REVERT_SOURCE, DROP_SOURCE = "revert", "drop"
 
 
 def hand_over(
@@ -173,7 +175,7 @@ def undo(runner: Runner, operation: Operation) -> None:
         # Its agent silent past host_down_after: the books are back already (the destination let
         # go), so the move ends and its server may be evacuated or deleted; the source's own side
         # (its claim outgoing, its guest perhaps stopped) waits for the host to be back.
-        runner.leave_clean_up(CLEANUP, operation, source_host, link="move", migration_uuid=migration)
+        leave_source(runner, operation, REVERT_SOURCE)
     elif source is not None:
         source.revert_migration(migration)
         restore_guest(source, instance)
@@ -216,22 +218,35 @@ def restore_guest(agent: AgentClient, instance_uuid: str) -> None:
 # -- the clean-up of a source that was down ---------------------------------------------------------
 
 
+def leave_source(runner: Runner, operation: Operation, side: str) -> None:
+    """The move goes on without its source, which is down: what the source itself keeps for it is
+    left to a clean-up that waits for the host (``REVERT_SOURCE`` or ``DROP_SOURCE``)."""
+    migration = str(operation.request["migration_uuid"])
+    source = str(operation.request["source"])
+    runner.leave_clean_up(CLEANUP, operation, source, link="move", migration_uuid=migration, side=side)
+
+
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
-    """The source is back: its claim is the instance's again and its guest runs, unless the
-    server left the host meanwhile (evacuated or deleted while it was down, whose own clean-ups
-    take what the host kept for it: reverting here would give the instance this host's
-    allocations again beside its new host's)."""
+    """The source is back. A live migration's (``DROP_SOURCE``): its old guest and side go. An
+    undone move's: its claim is the instance's again and its guest runs, unless the server left
+    the host meanwhile (evacuated or deleted while it was down, whose own clean-ups take what the
+    host kept for it: reverting here would give the instance this host's allocations again beside
+    its new host's)."""
     instance, host = operation.instance_uuid, str(operation.request["host"])
+    migration = str(operation.request["migration_uuid"])
     try:
         source = runner.agent(host)
     except UnknownHost as e:
         # Retired while it was down: nothing is left to ask.
         return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    # Each step is harmless to repeat: each is written with the end.
+    if operation.request.get("side") == DROP_SOURCE:
+        runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
+        runner.run(operation, "drop_source", lambda: source.drop_move_claim(migration), write=False)
+        return runner.end(operation, DONE)
     if runner.calls.host_of(instance) != host:
         operation.selections["server_left"] = f"the server left {host} meanwhile: nothing to give back there"
         return runner.end(operation, DONE)
-    migration = str(operation.request["migration_uuid"])
-    # Both steps are harmless to repeat: each is written with the end.
     runner.run(operation, "revert_source", lambda: source.revert_migration(migration), write=False)
     runner.run(operation, "source_guest", lambda: restore_guest(source, instance), write=False)
     return runner.end(operation, DONE)
