@@ -328,3 +328,40 @@ def test_a_move_whose_source_went_down_after_its_first_step_ends_once_the_host_i
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid, migration)
+
+
+def test_a_resize_whose_source_is_down_is_confirmed_without_it(conductors, placement, clients, cloud, instance_uuid):
+    """The server runs on the destination, awaiting confirmation, when its source dies: the confirm
+    lets go of the source's side in the books at once (a server whose source never returned could
+    be neither confirmed nor deleted), and the source's agent drops its claim and old guest once
+    it is back."""
+    down = set()
+    conductor = conductors(hosts_down=down)
+    conductor.build(server(instance_uuid, PLAIN))
+    moved = conductor.migrate(server(instance_uuid, PLAIN))
+    source, dest = moved.request["source"], moved.selections["dest"]
+    migration = moved.request["migration_uuid"]
+    cloud[source].stop()
+    try:
+        down.add(source)
+        confirmed = conductor.confirm_resize(moved.id)
+        assert confirmed.state == DONE
+        assert placement.consumer(migration).allocations == {}
+        (claim,) = clients[dest].claims_for_instance(instance_uuid)
+        assert claim.state == "active"
+        assert placement.consumer(instance_uuid).allocations == claim.allocations
+        (clean_up,) = conductor.journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+        assert clean_up.state == RUNNING and clean_up.request["side"] == "drop"
+    finally:
+        cloud[source].start()
+        clients[source] = cloud[source].client
+    # Back, the source still has its side of the move and the old guest, until the clean-up.
+    assert source in claims_of(clients, instance_uuid)
+    down.discard(source)
+    conductors(hosts_down=down).resume()
+    assert conductor.journal.get(clean_up.id).state == DONE
+    assert list(claims_of(clients, instance_uuid)) == [dest]
+    assert guests_of(clients, instance_uuid) == {dest: claim.claim_id}
+    assert_books_agree(placement, clients)
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, migration)

@@ -22,7 +22,7 @@ import uuid
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, Operation
-from berth.conductor.operations.moving import DROP_SOURCE, hand_over, leave_source, undo
+from berth.conductor.operations.moving import drop_without_source, hand_over, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
@@ -72,19 +72,13 @@ def _forward(runner: Runner, operation: Operation) -> None:
         "confirm_dest": lambda: dest.confirm_migration(migration),
     }
     if source_host in runner.scheduler_config.hosts_down:
-        steps["drop_source"] = lambda: _drop_without_source(runner, operation)
+        # The guest has left it: the server, running on the destination, is not kept busy for as
+        # long as the host is away.
+        steps["drop_source"] = lambda: drop_without_source(runner, operation)
     done = FORWARD_STEPS.index(operation.step) + 1 if operation.step in FORWARD_STEPS else 0
     # Each written before the next starts (a resume goes on after the one written); the last with the end.
     for step in FORWARD_STEPS[done:]:
         runner.run(operation, step, steps[step], write=step != FORWARD_STEPS[-1])
-
-
-def _drop_without_source(runner: Runner, operation: Operation) -> None:
-    """The guest has left the source, which is down since: the books let go of its side now (the
-    server runs on the destination, and would otherwise stay busy for as long as the host is
-    away); its agent drops its claim (and any guest left) when it is back."""
-    leave_source(runner, operation, DROP_SOURCE)
-    runner.calls.release(str(operation.request["migration_uuid"]))
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

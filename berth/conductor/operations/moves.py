@@ -32,7 +32,7 @@ from typing import Final
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import ConductorError
 from berth.conductor.journal import DONE, FAILED, RUNNING, Operation
-from berth.conductor.operations.moving import hand_over, restore_guest, undo
+from berth.conductor.operations.moving import drop_without_source, hand_over, restore_guest, undo
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
@@ -142,8 +142,16 @@ def _finish(runner: Runner, operation: Operation) -> None:
     source = runner.agent(str(operation.request["source"]))
     dest = runner.agent(str(operation.request["dest"]))
     same_host = operation.request["source"] == operation.request["dest"]
+    source_down = not same_host and operation.request["source"] in runner.scheduler_config.hosts_down
     steps: list[tuple[str, Callable[[], object]]]
-    if operation.kind == CONFIRM:
+    if operation.kind == CONFIRM and source_down:
+        # The server runs on the destination: a source that is down is not waited for (its server
+        # could be neither confirmed nor deleted for as long as the host is away).
+        steps = [
+            ("confirm_source", lambda: drop_without_source(runner, operation)),
+            ("confirm_dest", lambda: dest.confirm_migration(migration)),
+        ]
+    elif operation.kind == CONFIRM:
         steps = [
             ("destroy_source_guest", lambda: source.destroy_guest(instance)),
             ("confirm_source", lambda: source.confirm_migration(migration)),

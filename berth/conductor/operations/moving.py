@@ -226,6 +226,14 @@ def leave_source(runner: Runner, operation: Operation, side: str) -> None:
     runner.leave_clean_up(CLEANUP, operation, source, link="move", migration_uuid=migration, side=side)
 
 
+def drop_without_source(runner: Runner, operation: Operation) -> None:
+    """A move going forward lets go of its source's side without asking the source, which is down:
+    the books at once (the migration's allocations released), its agent (its claim, and any guest
+    left) once it is back."""
+    leave_source(runner, operation, DROP_SOURCE)
+    runner.calls.release(str(operation.request["migration_uuid"]))
+
+
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
     """The source is back. A live migration's (``DROP_SOURCE``): its old guest and side go. An
     undone move's: its claim is the instance's again and its guest runs, unless the server left
