@@ -462,3 +462,49 @@ def test_an_evacuation_says_which_servers_it_leaves_and_why(berth, cloud):
         agent.start()
     wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
     berth("server", "delete", server["id"], "--wait")
+
+
+def test_a_migration_whose_source_died_under_it_ends_and_its_host_is_evacuated(berth, cloud):
+    """Found trying Berth as an operator: a migration whose source's agent was killed after the
+    source had handed the server over could not be undone there, and stayed running for as long as
+    the host was away, its server busy, so that it could be neither evacuated nor deleted. Now the
+    migration ends once the host is seen down, the host's evacuation takes the server, and the host,
+    once back, is put right (``clean_up_moved``, then the evacuation's own clean-up)."""
+    server = create(berth, "cli-stranded-move")
+    source = server["OS-EXT-SRV-ATTR:host"]
+    others = [cloud.agents[name] for name in HOSTS if name != source]
+    agent = cloud.agents[source]
+    # The destination's spawn takes long enough for the source to be killed meanwhile, then fails.
+    for other in others:
+        other.client.set_faults(spawn_seconds=2.0, fail_next_spawns=1)
+    try:
+        operation = as_json(berth("server", "migrate", server["id"], "-f", "json"))["operation"]
+
+        def shown() -> dict:
+            return as_json(berth("operation", "show", operation["id"], "-f", "json"))["operation"]
+
+        wait_for(lambda: "claim_dest" in shown()["steps_done"], what="the destination's claim")
+        agent.stop(sig=9)
+        wait_for(lambda: shown()["state"] != "running", what="the migration's end", timeout=60)
+        assert shown()["state"] in ("failed", "rolled_back"), shown()
+        for other in others:  # the host that was not the destination still has them
+            other.client.set_faults(spawn_seconds=0.0, fail_next_spawns=0)
+        back = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+        assert back["status"] == "ACTIVE" and back["OS-EXT-SRV-ATTR:host"] == source
+        evacuated = berth("host", "evacuate", source, "--wait")
+        assert re.search(rf"evacuat\w* {UUID} done on ", evacuated.output), evacuated.output
+    finally:
+        for other in others:
+            other.client.set_faults(spawn_seconds=0.0, fail_next_spawns=0)
+        agent.start()
+    wait_for(lambda: as_json(berth("host", "show", source, "-f", "json"))["host"]["state"] == "up", what="up again")
+
+    def cleaned_up() -> bool:
+        listed = as_json(berth("operation", "list", "--server", server["id"], "-f", "json"))["operations"]
+        states = {o["kind"]: o["state"] for o in listed}
+        return states.get("clean_up_moved") == "done" and states.get("clean_up_evacuated") == "done"
+
+    wait_for(cleaned_up, what="the source put right")
+    moved = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert moved["status"] == "ACTIVE" and moved["OS-EXT-SRV-ATTR:host"] not in (source, None)
+    berth("server", "delete", server["id"], "--wait")
