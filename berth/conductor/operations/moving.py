@@ -248,11 +248,13 @@ def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
         # Retired while it was down: nothing is left to ask.
         return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
     # Each step is harmless to repeat: each is written with the end.
+    here = runner.calls.host_of(instance) == host
     if operation.request.get("side") == DROP_SOURCE:
-        runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
+        if not here:  # (a server moved back since has its new guest here)
+            runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
         runner.run(operation, "drop_source", lambda: source.drop_move_claim(migration), write=False)
         return runner.end(operation, DONE)
-    if runner.calls.host_of(instance) != host:
+    if not here:
         operation.selections["server_left"] = f"the server left {host} meanwhile: nothing to give back there"
         return runner.end(operation, DONE)
     runner.run(operation, "revert_source", lambda: source.revert_migration(migration), write=False)
