@@ -30,9 +30,10 @@ from berth.scheduler.settings import SelectionSettings
 LOG = logging.getLogger(__name__)
 
 # The clean-ups of a host that was down, left alone by a resume while it still is.
-_WAITING_FOR_HOST = frozenset({delete_op.CLEANUP, moving.CLEANUP})
+_WAITING_FOR_HOST = frozenset({build_op.CLEANUP, delete_op.CLEANUP, moving.CLEANUP})
 _RESUMERS: dict[str, Callable[[Runner, Operation], Operation]] = {
     build_op.KIND: build_op.resume,
+    build_op.CLEANUP: build_op.resume_clean_up,
     delete_op.KIND: delete_op.resume,
     delete_op.CLEANUP: delete_op.resume_clean_up,
     moves.RESIZE: moves.resume,

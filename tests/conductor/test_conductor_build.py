@@ -19,7 +19,8 @@ from conductorhelpers import (
 )
 
 from berth.conductor.errors import NoValidHost
-from berth.conductor.journal import DONE, FAILED
+from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
+from berth.conductor.operations.build import CLEANUP
 from berth.scheduler.request.flavor import Flavor
 
 pytestmark = pytest.mark.slow
@@ -155,4 +156,51 @@ def test_a_host_that_did_not_answer_its_claim_lets_go_before_the_next_is_tried(
     assert placement.consumer(instance_uuid).allocations == claim.allocations
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+class AgentLost(Exception):
+    """The host's agent did not answer (it was killed) at this step."""
+
+
+def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    """The host dies after its claim, before the guest starts: the undo cannot ask it, and the build
+    waits, running, while the host is only silent (its server could not even be deleted). Once the
+    host is seen down the build ends on the books alone; the host, back, lets go of its claim."""
+    down = set()
+    picked = {}
+
+    def host_dies(operation, step):
+        if step == "spawn":
+            picked["host"] = host = operation.selections["host"]
+            cloud[host].stop()
+            raise AgentLost(step)
+
+    with pytest.raises(AgentLost):
+        conductors(hook=host_dies, hosts_down=down).build(server(instance_uuid, PLAIN))
+    host = picked["host"]
+    journal = conductors.made[-1].journal
+    try:
+        (built,) = journal.find(instance_uuid=instance_uuid, kind="build")
+        assert built.state == RUNNING and "undoing it failed" in built.error
+        conductors(hosts_down=down).resume()
+        assert journal.get(built.id).state == RUNNING
+        down.add(host)
+        conductors(hosts_down=down).resume()
+        assert journal.get(built.id).state == ROLLED_BACK
+        assert placement.consumer(instance_uuid).allocations == {}
+        assert lease_of(placement, instance_uuid) is None
+        (clean_up,) = journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+        assert clean_up.state == RUNNING and clean_up.request == {"build": built.id, "host": host}
+    finally:
+        cloud[host].start()
+        clients[host] = cloud[host].client
+    assert host in claims_of(clients, instance_uuid)  # until the clean-up
+    down.discard(host)
+    conductors(hosts_down=down).resume()
+    assert journal.get(clean_up.id).state == DONE
+    assert claims_of(clients, instance_uuid) == {}
+    assert guests_of(clients, instance_uuid) == {}
     assert_nothing_left(placement, clients, instance_uuid)

@@ -50,6 +50,8 @@ LOG = logging.getLogger(__name__)
 KIND = "build"
 # Unshelving an offloaded instance: a build whose agent's claim is the unshelve claim.
 UNSHELVE = "unshelve"
+# What a host, down when its build was undone, still holds for the instance, let go of once it is up.
+CLEANUP = "clean_up_build"
 # The steps after which a resumed build is finished rather than undone: the guest runs.
 FINISHING_STEPS = ("spawn", "confirm")
 
@@ -306,11 +308,39 @@ def _undo(runner: Runner, operation: Operation) -> None:
     if destinations:
         host = str(destinations[int(operation.selections.get("index", 0))]["host"])
         agent = runner.agents.get(host)
-        if agent is not None:
+        if agent is not None and host in runner.scheduler_config.hosts_down:
+            # Its agent silent past host_down_after: the build ends on the books alone (its server
+            # could not be deleted while the undo waited), the host's part waits for the host.
+            runner.leave_clean_up(CLEANUP, operation, host, link="build")
+        elif agent is not None:
             agent.destroy_guest(instance)
             agent.delete_instance(instance)
     runner.calls.release_lease(instance)
     runner.calls.release(instance)
+
+
+def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
+    """The host is back: the guest and claims it kept for the undone build go, on that host alone
+    (``delete_instance`` would release the instance's allocations everywhere, and the server may
+    have been built elsewhere since). None if it was built on this very host since."""
+    instance, host = operation.instance_uuid, str(operation.request["host"])
+    try:
+        agent = runner.agent(host)
+    except UnknownHost as e:
+        # Retired while it was down: nothing is left to ask.
+        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    if runner.calls.host_of(instance) == host:
+        operation.selections["server_left"] = f"the server was built on {host} again: nothing to let go of there"
+        return runner.end(operation, DONE)
+
+    def release_host() -> None:
+        for claim in agent.claims_for_instance(instance):
+            agent.abort(claim.claim_id)
+
+    # Both steps are harmless to repeat: each is written with the end.
+    runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
+    runner.run(operation, "release_host", release_host, write=False)
+    return runner.end(operation, DONE)
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

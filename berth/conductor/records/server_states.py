@@ -53,9 +53,9 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
 
 # Operations that do not take their server's slot: the clean-up of an evacuated server's old host
 # runs beside whatever the server does next, that of a deleted server's host after its end, and
-# that of a move's source, down when the move was undone, while the server is evacuated, deleted
-# or moved again.
-SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP})
+# those of a host that was down when a build or move ended without it, while the server is
+# deleted, evacuated or moved again.
+SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP, build.CLEANUP})
 
 # The status shown while an operation runs (the stored state otherwise), and its task state.
 _STATUS_WHILE: Final[Mapping[str, str]] = {
