@@ -123,6 +123,15 @@ class Runner:
         clean_up = journal.start(kind, operation.instance_uuid, request, self.owner)
         journal.abandon(clean_up, WAITING_FOR_HOST.format(host=host))
 
+    def host_back(self, clean_up: Operation) -> AgentClient | None:
+        """The agent of the host a clean-up left by ``leave_clean_up`` waited for; None when the
+        host was retired while it was down, the clean-up then ended failed (nothing is left to ask)."""
+        try:
+            return self.agent(str(clean_up.request["host"]))
+        except UnknownHost as e:
+            self.end(clean_up, FAILED, f"{e}; what it held for the server was not cleaned up")
+            return None
+
     def agent(self, host: str) -> AgentClient:
         try:
             return self.agents[host]

@@ -163,13 +163,8 @@ class AgentLost(Exception):
     """The host's agent did not answer (it was killed) at this step."""
 
 
-def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
-    conductors, placement, clients, cloud, instance_uuid
-):
-    """The host dies after its claim, before the guest starts: the undo cannot ask it, and the build
-    waits, running, while the host is only silent (its server could not even be deleted). Once the
-    host is seen down the build ends on the books alone; the host, back, lets go of its claim."""
-    down = set()
+def build_whose_host_dies_before_its_spawn(conductors, cloud, instance_uuid, down):
+    """A build whose host's agent is stopped once it has claimed: (its journal, the build, the host)."""
     picked = {}
 
     def host_dies(operation, step):
@@ -180,10 +175,20 @@ def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
 
     with pytest.raises(AgentLost):
         conductors(hook=host_dies, hosts_down=down).build(server(instance_uuid, PLAIN))
-    host = picked["host"]
     journal = conductors.made[-1].journal
+    (built,) = journal.find(instance_uuid=instance_uuid, kind="build")
+    return journal, built, picked["host"]
+
+
+def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    """The host dies after its claim, before the guest starts: the undo cannot ask it, and the build
+    waits, running, while the host is only silent (its server could not even be deleted). Once the
+    host is seen down the build ends on the books alone; the host, back, lets go of its claim."""
+    down = set()
+    journal, built, host = build_whose_host_dies_before_its_spawn(conductors, cloud, instance_uuid, down)
     try:
-        (built,) = journal.find(instance_uuid=instance_uuid, kind="build")
         assert built.state == RUNNING and "undoing it failed" in built.error
         conductors(hosts_down=down).resume()
         assert journal.get(built.id).state == RUNNING
@@ -203,4 +208,27 @@ def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
     assert journal.get(clean_up.id).state == DONE
     assert claims_of(clients, instance_uuid) == {}
     assert guests_of(clients, instance_uuid) == {}
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_the_clean_up_of_a_host_retired_while_it_was_down_ends_failed_saying_so(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    down = set()
+    journal, built, host = build_whose_host_dies_before_its_spawn(conductors, cloud, instance_uuid, down)
+    try:
+        down.add(host)
+        conductors(hosts_down=down).resume()
+        (clean_up,) = journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+        # Back (no longer down), but no agent is known for it any more: retired.
+        others = {name: client for name, client in clients.items() if name != host}
+        conductors(agents=others).resume()
+        ended = journal.get(clean_up.id)
+        assert ended.state == FAILED
+        assert ended.error == f"no agent is known for host {host}; what it held for the server was not cleaned up"
+    finally:
+        cloud[host].start()
+        clients[host] = cloud[host].client
+    for claim in clients[host].claims_for_instance(instance_uuid):
+        clients[host].abort(claim.claim_id)
     assert_nothing_left(placement, clients, instance_uuid)

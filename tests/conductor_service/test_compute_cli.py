@@ -476,7 +476,7 @@ def test_a_migration_whose_source_died_under_it_ends_and_its_host_is_evacuated(b
     agent = cloud.agents[source]
     # The destination's spawn takes long enough for the source to be killed meanwhile, then fails.
     for other in others:
-        other.client.set_faults(spawn_seconds=2.0, fail_next_spawns=1)
+        other.client.set_faults(spawn_seconds=4.0, fail_next_spawns=1)
     try:
         operation = as_json(berth("server", "migrate", server["id"], "-f", "json"))["operation"]
 

@@ -324,11 +324,9 @@ def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
     (``delete_instance`` would release the instance's allocations everywhere, and the server may
     have been built elsewhere since). None if it was built on this very host since."""
     instance, host = operation.instance_uuid, str(operation.request["host"])
-    try:
-        agent = runner.agent(host)
-    except UnknownHost as e:
-        # Retired while it was down: nothing is left to ask.
-        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    agent = runner.host_back(operation)
+    if agent is None:
+        return operation
     if runner.calls.host_of(instance) == host:
         operation.selections["server_left"] = f"the server was built on {host} again: nothing to let go of there"
         return runner.end(operation, DONE)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from berth.conductor.errors import UnknownHost
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.runner import Runner
 
@@ -88,11 +87,9 @@ def resume(runner: Runner, operation: Operation) -> Operation:
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
     """The host is back: the guest and the claims it kept for the deleted server go."""
     instance = operation.instance_uuid
-    try:
-        agent = runner.agent(str(operation.request["host"]))
-    except UnknownHost as e:
-        # Retired while it was down: nothing is left to ask.
-        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    agent = runner.host_back(operation)
+    if agent is None:
+        return operation
     # Both steps are harmless to repeat: each is written with the end.
     runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
     runner.run(operation, "release_host", lambda: agent.delete_instance(instance), write=False)

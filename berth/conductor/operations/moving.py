@@ -27,7 +27,7 @@ from berth.clients.agent import AgentClient
 from berth.clients.errors import ClaimError
 from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
-from berth.conductor.journal import DONE, FAILED, Operation
+from berth.conductor.journal import DONE, Operation
 from berth.conductor.requests import ServerRequest, destinations_of
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
@@ -242,11 +242,9 @@ def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
     its new host's)."""
     instance, host = operation.instance_uuid, str(operation.request["host"])
     migration = str(operation.request["migration_uuid"])
-    try:
-        source = runner.agent(host)
-    except UnknownHost as e:
-        # Retired while it was down: nothing is left to ask.
-        return runner.end(operation, FAILED, f"{e}; what it held for the server was not cleaned up")
+    source = runner.host_back(operation)
+    if source is None:
+        return operation
     # Each step is harmless to repeat: each is written with the end.
     here = runner.calls.host_of(instance) == host
     if operation.request.get("side") == DROP_SOURCE:
