@@ -48,6 +48,8 @@ SERVER_NO_VALID_HOST: Final = "berth.server.no_valid_host"
 FLAVOR_NOT_FOUND: Final = "berth.flavor.not_found"
 FLAVOR_DUPLICATE: Final = "berth.flavor.duplicate"
 FLAVOR_INVALID: Final = "berth.flavor.invalid"
+# A resize to the flavor the server has already (Nova: "instances must change flavor").
+RESIZE_SAME_FLAVOR: Final = "berth.server.resize_same_flavor"
 SERVER_GROUP_NOT_FOUND: Final = "berth.server_group.not_found"
 SERVER_GROUP_IN_USE: Final = "berth.server_group.in_use"
 HOST_NOT_FOUND: Final = "berth.host.not_found"

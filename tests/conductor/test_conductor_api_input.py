@@ -128,6 +128,14 @@ def _bad(server):
         (
             "POST",
             f"/servers/{server}/action",
+            {"resize": {"flavorRef": PLAIN.name}},
+            ADMIN,
+            400,
+            "berth.server.resize_same_flavor",
+        ),
+        (
+            "POST",
+            f"/servers/{server}/action",
             {"os-migrateLive": {"host": "alpha"}},
             ADMIN,
             400,

@@ -32,9 +32,12 @@ CODE_HINTS = {
     "a smaller flavor, or a server group whose policy the hosts can keep; `berth host list` shows the hosts",
     "berth.quota.exceeded": "the project's quota does not allow it: `berth quota show PROJECT` shows its limits "
     "and usage; ask for fewer servers or a smaller flavor, or raise a limit with `berth quota set`",
+    "berth.server.resize_same_flavor": "name another flavor (`berth flavor list`), or move the server in its "
+    "flavor with `berth server migrate`",
     "berth.flavor.not_found": "`berth flavor list` shows the flavors",
     "berth.flavor.duplicate": "a flavor of that name or id exists: `berth flavor show` it, or choose another name",
-    "berth.flavor.invalid": "check the flavor's sizes against `berth flavor create --help`",
+    "berth.flavor.invalid": "the detail names what was refused: a size (`berth flavor create --help`) or a "
+    "--property extra spec (docs/scheduler.md, 'From flavor and image to query and claim', lists those read)",
     "berth.server_group.not_found": "`berth server-group list` shows the server groups",
     "berth.server_group.in_use": "delete the group's servers first (`berth server-group show` lists them)",
     "berth.host.not_found": "`berth host list` shows the hosts",

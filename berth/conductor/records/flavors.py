@@ -1,6 +1,7 @@
 """``Flavors``: the sizes servers are made in, with their extra specs (the resource requirements
-of docs/flavors.md: ``resources:CLASS``, ``trait:NAME``, ``hw:...``, ``pci_passthrough:alias``),
-checked by building the request spec they make before they are stored."""
+of docs/scheduler.md, "From flavor and image to query and claim": ``resources:CLASS``,
+``trait:NAME``, ``hw:...``, ``pci_passthrough:alias``), checked by building the request spec they
+make before they are stored."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ from typing import Any
 
 from berth.conductor.api import policy, schemas, views
 from berth.conductor.api.handlers.servers import owned_row, plane_of
+from berth.conductor.errors import RESIZE_SAME_FLAVOR
 from berth.conductor.records.flavors import to_flavor
+from berth.conductor.requests import ServerRequest
 from berth.domain.errors import BadRequest, NotFound
 from berth.web.app import WebCall
 from berth.web.responses import Reply
@@ -16,7 +18,7 @@ from berth.web.responses import Reply
 def act(call: WebCall, server_id: str) -> Reply:
     body = schemas.check(call.json_body(), schemas.SERVER_ACTION)
     [(action, arguments)] = body.items()
-    owned_row(call, server_id, "berth:servers:action")
+    row = owned_row(call, server_id, "berth:servers:action")
     if action in policy.ADMIN_ACTIONS:
         call.authorize("berth:servers:action:admin")
     plane = plane_of(call)
@@ -26,6 +28,13 @@ def act(call: WebCall, server_id: str) -> Reply:
             args["flavor"] = to_flavor(plane.flavors.get(arguments["flavorRef"]))
         except NotFound as e:
             raise BadRequest(e.detail, code=e.code) from None
+        if args["flavor"] == ServerRequest.from_dict(row["request"]).flavor:
+            # As Nova refuses it; a move to another host in the same flavor is a migration.
+            raise BadRequest(
+                f"Server {server_id} already has flavor {args['flavor'].name!r}: a resize must change the "
+                "flavor (migrate the server to move it in the same flavor).",
+                code=RESIZE_SAME_FLAVOR,
+            )
     started = plane.act(server_id, action, args)
     return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
 
