@@ -11,6 +11,7 @@ import contextlib
 import errno
 import gc
 import ipaddress
+import multiprocessing.util
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -70,19 +71,22 @@ def serve(
     *,
     target: str,
     load_app: Callable[[], WSGIApplication],
-    prepare: Callable[[], None],
     bind: str,
     workers: int,
+    prepare: Callable[[], None] | None = None,
     threads: int = 1,
     access_log: bool = False,
     log_format: str = "text",
     metrics: bool = True,
+    on_worker_exit: Callable[[], None] | None = None,
+    backlog: int = 1024,
 ) -> int:
     """Serve the application ``load_app`` builds in each worker on ``bind`` until stopped.
 
     ``target`` (``module:attribute``) only names the processes; ``prepare`` runs once in the master,
-    after the address is found free and before any worker forks. Raises :class:`AddressInUse` when
-    another process listens on ``bind``.
+    after the address is found free and before any worker forks; ``on_worker_exit`` runs in a
+    worker that stops (not in one killed). Raises :class:`AddressInUse` when another process
+    listens on ``bind``.
     """
     with contextlib.ExitStack() as stack:
         if metrics:
@@ -90,7 +94,8 @@ def serve(
             stack.enter_context(multiprocess_metrics_dir())
         host, port = listen_address(bind)
         _refuse_taken_address(host, port)
-        prepare()
+        if prepare is not None:
+            prepare()
         # Whatever prepare imported is shared by every worker's pages; frozen, the collector of each
         # worker leaves those objects, and so their pages, alone.
         gc.collect()
@@ -98,6 +103,10 @@ def serve(
 
         def load_frozen_app() -> WSGIApplication:
             app = load_app()
+            if on_worker_exit is not None:
+                # A worker is a multiprocessing child: its exit runs multiprocessing's finalizers,
+                # not ``atexit``'s, once Granian has stopped serving.
+                multiprocessing.util.Finalize(None, on_worker_exit, exitpriority=10)
             # Everything built so far lives as long as the worker: keep the collector from walking it
             # again and again while requests allocate their short-lived objects.
             gc.collect()
@@ -119,6 +128,7 @@ def serve(
             respawn_failed_workers=True,
             respawn_interval=0.5,
             workers_kill_timeout=10,
+            backlog=backlog,
         )
         server.serve(target_loader=load_frozen_app, wrap_loader=False)
         return 0

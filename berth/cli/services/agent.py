@@ -226,6 +226,7 @@ def run(params: Mapping[str, Any]) -> int:
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
     from berth.tracker.tracker import ResourceTracker
+    from berth.web.server import AddressInUse
 
     try:
         settings, config = load_config(params, os.environ)
@@ -280,15 +281,23 @@ def run(params: Mapping[str, Any]) -> int:
             store_path,
             settings.placement,
         )
-        status: int = serve_agent(
-            registration=registration(settings, config.agent.bind, config.agent.token),
-            bind=config.agent.bind,
-            build_tracker=build_tracker,
-            token=config.agent.token,
-            driver_name=settings.driver,
-            audit_interval=config.audit.interval,
-            access_log=settings.access_log,
-        )
+        try:
+            status: int = serve_agent(
+                registration=registration(settings, config.agent.bind, config.agent.token),
+                bind=config.agent.bind,
+                build_tracker=build_tracker,
+                token=config.agent.token,
+                driver_name=settings.driver,
+                audit_interval=config.audit.interval,
+                access_log=settings.access_log,
+            )
+        except AddressInUse:
+            print(
+                f"berth agent: cannot listen on {config.agent.bind}: Address already in use by another process; "
+                "stop it or choose another --bind.",
+                file=sys.stderr,
+            )
+            return 1
         return status
     finally:
         lock.close()

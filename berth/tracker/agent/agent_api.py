@@ -1,7 +1,8 @@
 """``berth agent``'s HTTP API: the tracker's claim operations for a conductor on another machine.
 
-The tracker holds its lock in-process, so the agent runs exactly one gunicorn worker (with a few
-threads; requests queue on the lock).  The periodic audit runs in a thread of that worker.
+The tracker holds its lock in-process, so the agent runs exactly one worker process of the server
+the services run on (``berth.web.server``: Granian), with a few threads; requests queue on the
+lock. The periodic audit runs in a thread of that worker.
 JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with 400 (bad request),
 404 (no such claim), 409 (refused, does not fit) or 503 (Placement unreachable).
 
@@ -39,7 +40,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from gunicorn.app.base import BaseApplication
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
@@ -378,7 +378,7 @@ class _AgentWorker:
             self.registration.start()
         return AgentApp(tracker, token=self.token, driver_name=self.driver_name)
 
-    def exit(self, server: object, worker: object) -> None:
+    def exit(self) -> None:
         if self.registration is not None:
             self.registration.close()
         if self.periodic is not None:
@@ -397,40 +397,21 @@ def serve_agent(
     access_log: bool = False,
     registration: Registration | None = None,
 ) -> int:
-    """Run the agent under gunicorn: one worker (the tracker's lock is in-process), a few threads;
-    with ``registration``, the worker registers with the conductors once its host is reported."""
+    """Run the agent: one worker process (the tracker's lock is in-process) with a few threads;
+    with ``registration``, the worker registers with the conductors once its host is reported.
+    Raises ``berth.web.server.AddressInUse`` when another process listens on ``bind``."""
+    from berth.web import server
+
     worker = _AgentWorker(
         build_tracker, token=token, driver_name=driver_name, audit_interval=audit_interval, registration=registration
     )
-    options: dict[str, Any] = {
-        "bind": bind,
-        "workers": 1,
-        "threads": 4,
-        "worker_class": "gthread",
-        "timeout": 120,
-        "graceful_timeout": 10,
-        "keepalive": 5,
-        "preload_app": False,
-        "control_socket_disable": True,
-        "worker_exit": worker.exit,
-    }
-    if access_log:
-        options["accesslog"] = "-"
-    _gunicorn_application(options, worker.load).run()
-    return 0
-
-
-def _gunicorn_application(options: dict[str, Any], load: Callable[[], AgentApp]) -> Any:
-    """A gunicorn application with these settings, loading ``load()`` in its worker.
-
-    gunicorn ships no type information, so its application class is subclassed here at run time.
-    """
-
-    def load_config(self: Any) -> None:
-        for key, value in options.items():
-            self.cfg.set(key, value)
-
-    def load_application(self: Any) -> AgentApp:
-        return load()
-
-    return type("BerthAgent", (BaseApplication,), {"load_config": load_config, "load": load_application})()
+    return server.serve(
+        target="berth.tracker.agent.agent_api:AgentApp",
+        load_app=worker.load,
+        bind=bind,
+        workers=1,
+        threads=4,
+        access_log=access_log,
+        metrics=False,
+        on_worker_exit=worker.exit,
+    )

@@ -9,25 +9,26 @@ through ``AgentClient("http://pool/hosts/<name>")``.
     python -m berth.testbed.sim.cloud.hostpool POOL.json
 
 where POOL.json is ``{"bind", "placement", "state_dir", "hosts": {name: tracker config}}``. The
-server is gunicorn with one worker (the trackers' locks are in-process) and a few threads.
+server is the services' own (``berth.web.server``: Granian) with one worker (the trackers' locks
+are in-process) and a few threads.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from gunicorn.app.base import BaseApplication
 
 from berth.clients.placement import PlacementClient
 from berth.tracker.agent.agent_api import AgentApp
 from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.drivers import make_driver
 from berth.tracker.tracker import ResourceTracker
+from berth.web import server
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -94,39 +95,21 @@ def serve(spec: dict[str, Any]) -> None:
         trackers.extend(started)
         return app
 
-    def worker_exit(server: object, worker: object) -> None:
+    def close_trackers() -> None:
         for tracker in trackers:
             tracker.close()
 
-    options: dict[str, Any] = {
-        "bind": spec["bind"],
-        "workers": 1,
-        "threads": int(spec.get("threads", 8)),
-        "worker_class": "gthread",
-        # Starting hundreds of trackers takes longer than a worker's usual allowance.
-        "timeout": 900,
-        "graceful_timeout": 5,
-        "keepalive": 30,
-        "backlog": 2048,
-        "worker_connections": 4096,
-        "preload_app": False,
-        "control_socket_disable": True,
-        "worker_exit": worker_exit,
-    }
-    _application(options, load).run()
-
-
-def _application(options: dict[str, Any], load: Callable[[], HostPool]) -> Any:
-    """A gunicorn application with these settings (gunicorn ships no types: subclassed at run time)."""
-
-    def load_config(self: Any) -> None:
-        for key, value in options.items():
-            self.cfg.set(key, value)
-
-    def load_application(self: Any) -> HostPool:
-        return load()
-
-    return type("BerthSimHostPool", (BaseApplication,), {"load_config": load_config, "load": load_application})()
+    server.serve(
+        target="berth.testbed.sim.cloud.hostpool:HostPool",
+        load_app=load,
+        bind=spec["bind"],
+        workers=1,
+        threads=int(spec.get("threads", 8)),
+        metrics=False,
+        on_worker_exit=close_trackers,
+        # A thousand hosts' conductors and heartbeats connect at once.
+        backlog=2048,
+    )
 
 
 def main(argv: list[str]) -> int:
