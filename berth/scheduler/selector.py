@@ -138,20 +138,25 @@ class Selector:
             raise nothing_offered(self.service.explain(query))
         hosts = self._hosts(request, candidates, AgentSnapshots(self.agents))
         claimed: list[Destination] = []
+        ranked: RankedHosts | None = None
         try:
             for index, instance in enumerate(instance_uuids):
                 position = f"{index + 1} of {len(instance_uuids)}"
                 if lease_seconds is not None:
                     self.service.lease(instance, lease_seconds)
                 try:
-                    claimed.append(self._claim_one(request, hosts, instance, position))
+                    destination, ranked = self._claim_one(request, hosts, instance, position)
+                    claimed.append(destination)
                 except NoValidHost:
                     if len(claimed) < min_count:
                         raise
                     self._release([instance], lease_seconds is not None)
                     break
             placed = instance_uuids[: len(claimed)]
-            return self._with_alternates(request, claimed, placed, alternates, hosts)
+            # One claim changed one host, which alternates leave out: its order serves them as it
+            # is, as Nova sorts again only after several instances' claims.
+            reusable = ranked if len(claimed) == 1 and len(instance_uuids) == 1 else None
+            return self._with_alternates(request, claimed, placed, alternates, hosts, reusable)
         except BaseException:
             # The instance being claimed for holds a lease already when one was taken.
             leased = lease_seconds is not None
@@ -179,7 +184,10 @@ class Selector:
         }
         return wanted | weighing
 
-    def _claim_one(self, request: BuildRequest, hosts: list[HostState], instance: str, position: str) -> Destination:
+    def _claim_one(
+        self, request: BuildRequest, hosts: list[HostState], instance: str, position: str
+    ) -> tuple[Destination, RankedHosts]:
+        """The destination claimed for the instance, and the hosts in the order it was chosen from."""
         request.instance_uuid = instance
         ranked = self._sorted(hosts, request)
         refused = []
@@ -198,7 +206,7 @@ class Selector:
             host.consume(allocation_request, instance, plan, member=request.group is not None)
             if request.group is not None:
                 request.group_hosts.add(host.uuid)
-            return Destination(host.name, host.uuid, allocation_request)
+            return Destination(host.name, host.uuid, allocation_request), ranked
         outcome = "every claim was refused" if ranked.found else "no host is left"
         raise nothing_left(request.consumer_name(instance), position, ranked.run.hosts, ranked.run, refused, outcome)
 
@@ -228,13 +236,16 @@ class Selector:
         instance_uuids: Sequence[str],
         alternates: int,
         hosts: list[HostState],
+        ranked: RankedHosts | None = None,
     ) -> list[Selection]:
+        """The claims with up to ``alternates`` other hosts each, from ``ranked`` when given, else
+        from the hosts sorted again."""
         others: list[Destination] = []
         if alternates and hosts:
             request.instance_uuid = None
             chosen = {d.root_provider_uuid for d in claimed}
             # Walked only until there are enough: each host reached may cost its agent's snapshot.
-            for host in self._sorted(hosts, request):
+            for host in ranked if ranked is not None else self._sorted(hosts, request):
                 allocation_request = next(iter(_preferred(host, self._plan(host, request))), None)
                 if host.uuid not in chosen and allocation_request is not None:
                     others.append(Destination(host.name, host.uuid, allocation_request))

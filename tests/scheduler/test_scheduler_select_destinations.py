@@ -225,6 +225,31 @@ def test_alternates_come_with_their_allocation_requests_unclaimed(placement, clo
         assert not set(alternate.allocation_request.allocations) & set(held)
 
 
+@pytest.mark.parametrize(("count", "sorts"), [(1, 1), (2, 3)])
+def test_alternates_are_sorted_again_only_after_several_claims(placement, cloud, instances, monkeypatch, count, sorts):
+    """As Nova's scheduler: one instance's alternates follow the order its host was chosen from
+    (its claim changed that host alone, which alternates leave out); after several claims the hosts
+    are filtered and weighed again."""
+    from berth.scheduler import selector as selector_module
+
+    calls = []
+    real_sorted = selector_module.sorted_hosts
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real_sorted(*args, **kwargs)
+
+    monkeypatch.setattr(selector_module, "sorted_hosts", counting)
+    selector = _selector(placement, cloud, use_pick_extension=False)
+    selections = selector.select_destinations(
+        _spec(PLAIN, num_instances=count), count, 1, instance_uuids=instances(count)
+    )
+    assert len(calls) == sorts
+    for selection in selections:
+        [alternate] = selection.alternates
+        assert alternate.host not in {s.host for s in selections}
+
+
 def test_a_refused_claim_moves_on_to_the_next_host_and_never_retries_it(placement, cloud, instances, monkeypatch):
     """Another consumer takes the best host's memory between the candidates query and the claim."""
     selector = _selector(placement, cloud, use_pick_extension=False)
