@@ -231,10 +231,14 @@ class ControlPlane:
             server = replace(server, server_group=self.groups.scheduling(str(row["group_id"])))
         return server
 
-    def act(self, server_id: str, action: str, args: Mapping[str, Any] | None = None) -> Operation:
-        """One of ``actions.ACTIONS`` started on the server."""
+    def act(
+        self, server_id: str, action: str, args: Mapping[str, Any] | None = None, *, row: Record | None = None
+    ) -> Operation:
+        """One of ``actions.ACTIONS`` started on the server; ``row``: the server's row as the caller
+        read it just now (the operation's start checks its state again, atomically)."""
         kind, make = actions.ACTIONS[action]
-        row = self.servers.get(server_id)
+        if row is None:
+            row = self.servers.get(server_id)
         if row["operation_id"] is not None:
             raise ServerBusy(
                 f"Server {server_id} is busy with operation {row['operation_id']}; wait for it to end and ask again."
@@ -248,8 +252,8 @@ class ControlPlane:
         work = make(row, self.server_request(row), args or {})
         return self._start(work)
 
-    def delete(self, server_id: str) -> Operation:
-        return self.act(server_id, "forceDelete")
+    def delete(self, server_id: str, *, row: Record | None = None) -> Operation:
+        return self.act(server_id, "forceDelete", row=row)
 
     def _host_up(self, host: str) -> bool:
         try:

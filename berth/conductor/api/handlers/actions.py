@@ -35,7 +35,7 @@ def act(call: WebCall, server_id: str) -> Reply:
                 "flavor (migrate the server to move it in the same flavor).",
                 code=RESIZE_SAME_FLAVOR,
             )
-    started = plane.act(server_id, action, args)
+    started = plane.act(server_id, action, args, row=row)
     return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
 
 

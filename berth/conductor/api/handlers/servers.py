@@ -105,8 +105,8 @@ def show(call: WebCall, server_id: str) -> Reply:
 
 
 def delete(call: WebCall, server_id: str) -> Reply:
-    owned_row(call, server_id, "berth:servers:delete")
-    started = plane_of(call).delete(server_id)
+    row = owned_row(call, server_id, "berth:servers:delete")
+    started = plane_of(call).delete(server_id, row=row)
     return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
 
 
