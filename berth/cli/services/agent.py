@@ -222,11 +222,11 @@ def agent_command(**params: Any) -> int:
 
 def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
-    from berth.tracker.agent.agent_api import serve_agent
+    from berth.tracker.agent.agent_api import AgentWorker
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
     from berth.tracker.tracker import ResourceTracker
-    from berth.web.server import AddressInUse
+    from berth.web import server
 
     try:
         settings, config = load_config(params, os.environ)
@@ -281,17 +281,26 @@ def run(params: Mapping[str, Any]) -> int:
             store_path,
             settings.placement,
         )
+        worker = AgentWorker(
+            build_tracker,
+            token=config.agent.token,
+            driver_name=settings.driver,
+            audit_interval=config.audit.interval,
+            registration=registration(settings, config.agent.bind, config.agent.token),
+        )
         try:
-            status: int = serve_agent(
-                registration=registration(settings, config.agent.bind, config.agent.token),
+            # One worker process: the tracker's lock is in-process; a few threads queue on it.
+            status: int = server.serve(
+                target="berth.tracker.agent.agent_api:AgentApp",
+                load_app=worker.load,
                 bind=config.agent.bind,
-                build_tracker=build_tracker,
-                token=config.agent.token,
-                driver_name=settings.driver,
-                audit_interval=config.audit.interval,
+                workers=1,
+                threads=4,
                 access_log=settings.access_log,
+                metrics=False,
+                on_worker_exit=worker.exit,
             )
-        except AddressInUse:
+        except server.AddressInUse:
             print(
                 f"berth agent: cannot listen on {config.agent.bind}: Address already in use by another process; "
                 "stop it or choose another --bind.",

@@ -1,8 +1,8 @@
 """``berth agent``'s HTTP API: the tracker's claim operations for a conductor on another machine.
 
 The tracker holds its lock in-process, so the agent runs exactly one worker process of the server
-the services run on (``berth.web.server``: Granian), with a few threads; requests queue on the
-lock. The periodic audit runs in a thread of that worker.
+the services run on (Granian, started by ``berth agent``'s command), with a few threads; requests
+queue on the lock. The periodic audit runs in a thread of that worker (``AgentWorker``).
 JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with 400 (bad request),
 404 (no such claim), 409 (refused, does not fit) or 503 (Placement unreachable).
 
@@ -341,8 +341,10 @@ class PeriodicTask:
                 LOG.exception("periodic task failed")
 
 
-class _AgentWorker:
-    """What the agent's one worker holds: its tracker, its periodic audit, and the WSGI application."""
+class AgentWorker:
+    """What the agent's one worker process holds: its tracker, its periodic audit, its registration
+    with the conductors, and the WSGI application. The server (``berth agent``'s command: the services'
+    own) calls ``load`` in the worker and ``exit`` when the worker stops."""
 
     def __init__(
         self,
@@ -385,33 +387,3 @@ class _AgentWorker:
             self.periodic.stop()
         if self.tracker is not None:
             self.tracker.close()
-
-
-def serve_agent(
-    *,
-    bind: str,
-    build_tracker: Callable[[], ResourceTracker],
-    token: str | None,
-    driver_name: str,
-    audit_interval: float,
-    access_log: bool = False,
-    registration: Registration | None = None,
-) -> int:
-    """Run the agent: one worker process (the tracker's lock is in-process) with a few threads;
-    with ``registration``, the worker registers with the conductors once its host is reported.
-    Raises ``berth.web.server.AddressInUse`` when another process listens on ``bind``."""
-    from berth.web import server
-
-    worker = _AgentWorker(
-        build_tracker, token=token, driver_name=driver_name, audit_interval=audit_interval, registration=registration
-    )
-    return server.serve(
-        target="berth.tracker.agent.agent_api:AgentApp",
-        load_app=worker.load,
-        bind=bind,
-        workers=1,
-        threads=4,
-        access_log=access_log,
-        metrics=False,
-        on_worker_exit=worker.exit,
-    )
