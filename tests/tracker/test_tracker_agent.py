@@ -14,6 +14,7 @@ import requests
 from agenthelpers import TOKEN, Agent, assert_remote_books_agree
 from trackerhelpers import flavor, instance, new_uuid
 
+from berth.clients.agent import AgentClient
 from berth.clients.errors import AgentError, ClaimFailed, ClaimNotFound, InvalidRequest
 from berth.domain.host.records import ACTIVE, INCOMING, OUTGOING, SOFT_DELETED
 from berth.domain.host.request import PciRequest
@@ -205,3 +206,33 @@ def test_agent_refuses_a_bad_config_and_a_second_agent_on_the_same_state(agents,
         timeout=60,
     )
     assert second.returncode != 0 and "another agent" in second.stderr
+
+
+def test_agent_refuses_a_port_another_process_listens_on(agents, placement_service, tmp_path):
+    """The server refuses to share the port (Granian binds with SO_REUSEPORT, which would let it):
+    the command says so and exits, and the agent already there goes on answering."""
+    first = agents[0]
+    port = first.url.rsplit(":", 1)[1]
+    taken = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "berth.cli.main",
+            "agent",
+            "--driver",
+            "fake",
+            "--host",
+            "elsewhere",
+            "--placement",
+            placement_service.url,
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert taken.returncode == 1 and "Address already in use" in taken.stderr, taken.stderr
+    assert AgentClient(first.url).host == first.host
