@@ -264,3 +264,16 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
     ]:
         answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
         assert [s["id"] for s in answer] == found, query
+
+
+def test_a_resize_of_a_server_in_no_state_to_resize_is_refused_for_its_state_first(plane, web, active):
+    """As Nova: the server's state is checked before the resize's flavor is read (409, not 400)."""
+    from test_control_plane import ended
+
+    assert ended(plane, plane.act(active, "shelve").id).state == "done"
+    before = _snapshot(plane)
+    for flavor in ("nope", PLAIN.name):
+        answer = web.post(f"/servers/{active}/action", json={"resize": {"flavorRef": flavor}}, headers=ADMIN)
+        assert answer.status_code == 409, answer.get_data(as_text=True)
+        assert answer.get_json()["errors"][0]["code"] == "berth.server.invalid_state"
+    assert _snapshot(plane) == before

@@ -239,11 +239,7 @@ class ControlPlane:
         kind, make = actions.ACTIONS[action]
         if row is None:
             row = self.servers.get(server_id)
-        if row["operation_id"] is not None:
-            raise ServerBusy(
-                f"Server {server_id} is busy with operation {row['operation_id']}; wait for it to end and ask again."
-            )
-        actions.check_state(row, kind)
+        self.check_action(row, action)
         if kind == evacuation.KIND:
             self._refuse_up_host(row)
         if kind == delete.KIND:
@@ -251,6 +247,15 @@ class ControlPlane:
             args = {**(args or {}), "host_down": row["host"] is not None and not self._host_up(str(row["host"]))}
         work = make(row, self.server_request(row), args or {})
         return self._start(work)
+
+    def check_action(self, row: Record, action: str) -> None:
+        """Refused at once (409) while another operation runs on the server, or when its state does
+        not allow the action; the operation's start checks both again, atomically."""
+        if row["operation_id"] is not None:
+            raise ServerBusy(
+                f"Server {row['id']} is busy with operation {row['operation_id']}; wait for it to end and ask again."
+            )
+        actions.check_state(row, actions.ACTIONS[action][0])
 
     def delete(self, server_id: str, *, row: Record | None = None) -> Operation:
         return self.act(server_id, "forceDelete", row=row)

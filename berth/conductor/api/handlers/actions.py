@@ -22,6 +22,8 @@ def act(call: WebCall, server_id: str) -> Reply:
     if action in policy.ADMIN_ACTIONS:
         call.authorize("berth:servers:action:admin")
     plane = plane_of(call)
+    # The server's state first, as Nova checks it before it reads a resize's flavor.
+    plane.check_action(row, action)
     args: dict[str, Any] = {}
     if action == "resize":
         try:
