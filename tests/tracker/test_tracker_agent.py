@@ -142,68 +142,34 @@ def test_agent_once_reports_this_machine(placement_service, placement, tmp_path)
     assert placement.get_inventories(root)[1]["VCPU"]["total"] == os.cpu_count()
 
 
+def _agent_command(placement_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``berth agent --driver fake --placement URL ARGS...`` run to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "berth.cli.main", "agent", "--driver", "fake", "--placement", placement_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_agent_refuses_a_bad_config_and_a_second_agent_on_the_same_state(agents, placement_service, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("reserverd: {MEMORY_MB: 1}\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli.main",
-            "agent",
-            "--driver",
-            "fake",
-            "--config",
-            str(bad),
-            "--placement",
-            placement_service.url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _agent_command(placement_service.url, "--config", str(bad))
     assert done.returncode == 2 and "reserverd" in done.stderr
-    exposed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli.main",
-            "agent",
-            "--driver",
-            "fake",
-            "--bind",
-            "0.0.0.0:0",
-            "--placement",
-            placement_service.url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    exposed = _agent_command(placement_service.url, "--bind", "0.0.0.0:0")
     assert exposed.returncode == 2 and "without a token" in exposed.stderr
 
     first = agents[0]
-    second = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli.main",
-            "agent",
-            "--driver",
-            "fake",
-            "--host",
-            first.host,
-            "--placement",
-            placement_service.url,
-            "--config",
-            str(first.config),
-            "--state-dir",
-            str(first.state_dir),
-            "--once",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    second = _agent_command(
+        placement_service.url,
+        "--host",
+        first.host,
+        "--config",
+        str(first.config),
+        "--state-dir",
+        str(first.state_dir),
+        "--once",
     )
     assert second.returncode != 0 and "another agent" in second.stderr
 
@@ -213,26 +179,14 @@ def test_agent_refuses_a_port_another_process_listens_on(agents, placement_servi
     the command says so and exits, and the agent already there goes on answering."""
     first = agents[0]
     port = first.url.rsplit(":", 1)[1]
-    taken = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "berth.cli.main",
-            "agent",
-            "--driver",
-            "fake",
-            "--host",
-            "elsewhere",
-            "--placement",
-            placement_service.url,
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--state-dir",
-            str(tmp_path / "state"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    taken = _agent_command(
+        placement_service.url,
+        "--host",
+        "elsewhere",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--state-dir",
+        str(tmp_path / "state"),
     )
     assert taken.returncode == 1 and "Address already in use" in taken.stderr, taken.stderr
     assert AgentClient(first.url).host == first.host
