@@ -177,6 +177,49 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
     ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
 
 
+def test_an_evacuation_that_finds_no_host_leaves_the_server_in_error_to_be_evacuated_again(cloud):
+    """As Nova: the server stays on its dead host, in ERROR with the fault, and may be evacuated
+    again once a host can take it."""
+    client = cloud.client()
+    server = build(client, "stuck", availability_zone="zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    [other] = [name for name, zone in ZONES.items() if zone == "zone-a" and name != host]
+    client.request("POST", f"/hosts/{other}/disable", {"reason": "full"})
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        failed = act(client, server["id"], "evacuate", {"host": None})
+        assert failed["state"] == "failed" and "No valid host" in failed["error"], failed
+        shown = client.get(f"/servers/{server['id']}")["server"]
+        assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-SRV-ATTR:host"]) == (
+            "ERROR",
+            "error",
+            host,
+        )
+        assert "No valid host" in shown["fault"]["message"]
+        held = {rp: a["resources"] for rp, a in server["allocations"].items()}
+        assert cloud.placement.consumer(server["id"]).allocations == held  # on its dead host still
+
+        client.request("POST", f"/hosts/{other}/enable")
+        again = act(client, server["id"], "evacuate", {"host": None})
+        assert again["state"] == "done", again
+        shown = client.get(f"/servers/{server['id']}")["server"]
+        assert (shown["status"], shown["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", other)
+        assert "fault" not in shown
+    finally:
+        client.request("POST", f"/hosts/{other}/enable")
+        agent.start()
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
+    wait_for(
+        lambda: client.get(f"/operations?server_id={server['id']}&kind=clean_up_evacuated&state=done")["operations"],
+        what="the clean-up after the evacuation",
+    )
+    assert claims_on(cloud, server["id"]) == {other}
+    books_agree(cloud)
+    ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+
+
 def test_a_server_on_a_host_that_is_down_is_deleted_and_the_host_cleaned_when_it_is_back(cloud):
     """As Nova deletes a server whose compute service is down: at once, its allocations released
     without asking the host; the guest and the claim the host kept go once it is back."""

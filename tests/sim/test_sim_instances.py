@@ -11,6 +11,7 @@ from berth.testbed.sim.instances import (
     ALLOWED,
     DELETED,
     DELETING,
+    ERROR,
     RESIZED,
     Instance,
     Instances,
@@ -93,3 +94,15 @@ def test_a_resized_instance_may_be_deleted_its_move_confirmed_first():
     assert outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, ""), {}) == resized()
     half = outcome(resized(), "confirm_resize", ended("confirm_resize", FAILED, "destroy_source_guest"), {})
     assert half is not None and not may_run(half, "delete") and may_run(half, "confirm_resize")
+
+
+def test_an_evacuation_that_failed_leaves_the_instance_in_error_until_evacuated_or_rebuilt():
+    active = Instance(ServerRequest(UUID, SMALL, "p", "u"), ACTIVE, "host-a")
+    failed = outcome(active, "evacuate", ended("evacuate", FAILED, "schedule"), {})
+    assert failed is not None and (failed.state, failed.host) == (ERROR, "host-a")
+    assert set(ALLOWED[ERROR]) == {"rebuild", "delete"}
+    evacuated = Operation("op-2", "evacuate", UUID, {}, selections={"dest": "host-b"}, step="confirm_dest", state=DONE)
+    again = outcome(failed, "evacuate", evacuated, {})
+    assert again is not None and (again.state, again.host) == (ACTIVE, "host-b")
+    rebuilt = outcome(failed, "rebuild", ended("rebuild", DONE, "rebuild"), {})
+    assert rebuilt is not None and (rebuilt.state, rebuilt.host) == (ACTIVE, "host-a")

@@ -9,7 +9,8 @@
 
 An operation that fails or is rolled back leaves the server as it was (the conductor undid what it
 did), with the reason kept as its fault; a build that fails leaves it in ERROR, to be deleted or
-rebuilt elsewhere. While an operation runs, the status shown is the operation's (``BUILD``,
+rebuilt elsewhere, and so does an evacuation (the server stays on its dead host), to be evacuated
+again. While an operation runs, the status shown is the operation's (``BUILD``,
 ``RESIZE``, ``MIGRATING``, ``REBUILD``, ...) and its task state names it."""
 
 from __future__ import annotations
@@ -110,6 +111,11 @@ def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict
     if operation.state != DONE:
         if kind == build.KIND:
             return {"status": ERROR, "host": None, "fault": operation.error}
+        if kind == evacuation.KIND:
+            # Still on its dead host, and not running anywhere: in ERROR, as Nova leaves a server
+            # whose evacuation found no host, to be evacuated again (or rebuilt once its host is
+            # back, or deleted).
+            return {"status": ERROR, "fault": operation.error}
         return {"fault": operation.error}
     # A server ended because a build preempted it says so, as its fault.
     preempted_by = operation.request.get("preempted_by")

@@ -20,6 +20,9 @@ SHELVED: Final = "shelved"
 OFFLOADED: Final = "offloaded"
 RESIZED: Final = "resized"  # a resize or cold migration awaiting confirm or revert
 DELETED: Final = "deleted"
+# An evacuation that failed: the instance stays on its (dead, then back) host, in the conductors'
+# ERROR, until it is rebuilt, evacuated again or deleted.
+ERROR: Final = "error"
 # A delete that failed after one of its steps (an agent killed under it, say): what the instance
 # still holds is the delete's to give back, so the only thing asked of it is the delete, again.
 DELETING: Final = "deleting"
@@ -34,6 +37,7 @@ ALLOWED: Final[dict[str, tuple[str, ...]]] = {
     # Deleted as the servers API deletes one: its move confirmed first.
     RESIZED: ("confirm_resize", "revert_resize", "delete"),
     DELETING: ("delete",),
+    ERROR: ("rebuild", "delete"),
     DELETED: (),
 }
 
@@ -147,7 +151,8 @@ def outcome(instance: Instance | None, kind: str, operation: Operation, extra: d
     """The instance after ``operation`` (of ``kind``) ended as the journal says; None: there is none.
 
     A failed or rolled back operation changes nothing (the conductor undid it), but a failed build
-    leaves no instance. A running one (left for a resume) marks the instance pending.
+    leaves no instance and a failed evacuation leaves it in ERROR. A running one (left for a
+    resume) marks the instance pending.
     """
     if operation.state == RUNNING:
         return replace(instance, pending=operation.id) if instance else None
@@ -156,6 +161,8 @@ def outcome(instance: Instance | None, kind: str, operation: Operation, extra: d
             return replace(instance, move=replace(instance.move, finishing=kind))
         if kind == "delete" and operation.step and instance is not None:
             return replace(instance, state=DELETING)
+        if kind == "evacuate" and instance is not None:
+            return replace(instance, state=ERROR)
         return None if kind == "build" else instance
     changed = _done(instance, kind, operation, extra)
     return replace(changed, pending=None) if changed else None
@@ -181,8 +188,10 @@ def _done(instance: Instance | None, kind: str, operation: Operation, extra: dic
     if kind == "revert_resize":
         assert instance.move is not None
         return replace(instance, server=instance.move.old, state=ACTIVE, host=instance.move.source, move=None)
-    if kind in ("live_migrate", "evacuate"):
+    if kind == "live_migrate":
         return replace(instance, host=str(s["dest"]))
+    if kind == "evacuate":  # from ERROR too
+        return replace(instance, state=ACTIVE, host=str(s["dest"]))
     states = {
         "delete": DELETED,
         "soft_delete": SOFT_DELETED,

@@ -30,6 +30,7 @@ from berth.testbed.sim.instances import (
     ACTIVE,
     ALLOWED,
     DELETED,
+    ERROR,
     FINISHING,
     RESIZED,
     Instance,
@@ -450,7 +451,7 @@ class Workload:
             taken = {
                 i.server.instance_uuid: i
                 for i in self.instances.on_host(host)
-                if i.state == ACTIVE and self.instances.take(i.server.instance_uuid)
+                if i.state in (ACTIVE, ERROR) and self.instances.take(i.server.instance_uuid)
             }
             try:
                 self._seen_down_or_fail(host)
