@@ -44,6 +44,7 @@ _STORE = {
 
 _EVERY_LAYER = _STORE | {
     "domain",
+    "sql",
     "web",
     "api",
     "clients",
@@ -64,7 +65,9 @@ LAYERS = _layers(
     # berth/__init__.py: the package itself, importable by the tools that locate it.
     ("package", ("berth",), set()),
     ("domain", ("berth.domain",), set()),
-    ("store", ("berth.store",), {"domain"}),
+    # The SQL plumbing the store and the conductors' journal share (statements sent to the driver).
+    ("sql", ("berth.sql",), set()),
+    ("store", ("berth.store",), {"sql", "domain"}),
     ("store.placement", ("berth.store.placement",), {"store", "domain"}),
     ("store.candidates", ("berth.store.candidates",), {"store.placement", "store", "domain"}),
     ("store.leases", ("berth.store.leases",), {"store.placement", "store", "domain"}),
@@ -94,9 +97,9 @@ LAYERS = _layers(
     ("clients", ("berth.clients",), {"domain"}),
     ("tracker", ("berth.tracker",), {"domain", "clients"}),
     ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
-    ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients"}),
+    ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients", "sql"}),
     # The conductors' HTTP API, over the conductor and the shared plumbing, never the service's layer.
-    ("conductor.api", ("berth.conductor.api",), {"conductor", "web", "scheduler", "domain", "clients"}),
+    ("conductor.api", ("berth.conductor.api",), {"conductor", "web", "scheduler", "domain", "clients", "sql"}),
     # Moving an existing Placement onto Berth: reads it through the API, writes Berth's database.
     ("migration", ("berth.migration",), _STORE | {"clients", "domain"}),
     # Load tools (bench, stress, sim) drive a server from outside, and may reuse any part of it.

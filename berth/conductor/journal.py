@@ -47,6 +47,8 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from berth.sql.driver import DriverStatement
+
 # How long a SQLite journal's writer waits for the lock another conductor holds, in seconds.
 SQLITE_LOCK_WAIT: Final = 60
 # Connections a SQLite journal keeps open: enough for every conductor thread of a process, so
@@ -164,6 +166,10 @@ class Journal:
             self.engine = _engine(url_or_engine)
         self._now = database_clock(self.engine.dialect.name)
         self._statements = _Statements(self._now)
+        # The two writes of every step, sent straight to the driver (``berth.sql.driver``): through
+        # SQLAlchemy's execution they cost a conductor more Python than the rest of the write.
+        self._insert = DriverStatement(self._statements.insert, self.engine.dialect)
+        self._save = DriverStatement(self._statements.save, self.engine.dialect)
         # SQLite: one writer at a time, waiting here rather than polling SQLite's lock.
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
@@ -215,10 +221,10 @@ class Journal:
         operation = Operation(str(uuid.uuid4()), kind, instance_uuid, request, owner=owner)
 
         def insert(conn: Connection) -> Operation:
-            now: float = conn.execute(
-                self._statements.insert,
+            [(now,)] = self._insert.rows(
+                conn,
                 {"id": operation.id, "kind": kind, "instance_uuid": instance_uuid, "request": request, "owner": owner},
-            ).scalar_one()
+            )
             operation.heartbeat = operation.created_at = operation.updated_at = now
             for companion in self.companions:
                 companion.starting(conn, operation)
@@ -231,8 +237,8 @@ class Journal:
         its row still names its owner; else ``TakenOver`` is raised and nothing is written."""
 
         def update(conn: Connection) -> float | None:
-            now: float | None = conn.execute(
-                self._statements.save,
+            saved = self._save.rows(
+                conn,
                 {
                     "operation_id": operation.id,
                     "step": operation.step,
@@ -242,9 +248,10 @@ class Journal:
                     "error": operation.error,
                     "owned_by": operation.owner,
                 },
-            ).scalar_one_or_none()
-            if now is None:
+            )
+            if not saved:
                 raise TakenOver(operation)
+            now: float = saved[0][0]
             if operation.state != RUNNING:
                 for companion in self.companions:
                     companion.ending(conn, operation)

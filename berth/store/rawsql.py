@@ -25,9 +25,10 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.engine.interfaces import DBAPICursor, DBAPIModule
+from sqlalchemy.engine.interfaces import DBAPICursor
+
+from berth.sql.driver import driver_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -57,24 +58,6 @@ def values_rows(row: str, count: int, no_rows: str) -> str:
     """``VALUES row, row, ...`` with ``count`` rows of placeholders, or ``no_rows`` (a SELECT that
     returns none, with the same column types) when there are none, which VALUES cannot express."""
     return "VALUES " + ", ".join([row] * count) if count else no_rows
-
-
-def wrapped_error(
-    conn: Connection, error: DBAPIModule.Error, text: str, params: Params, cursor: DBAPICursor
-) -> sa.exc.StatementError:
-    """``error`` from the driver as the SQLAlchemy exception it would have been."""
-    dbapi_connection = conn.connection.dbapi_connection
-    invalidated = conn.dialect.is_disconnect(error, dbapi_connection, cursor)
-    if invalidated:
-        conn.invalidate(error)
-    return sa.exc.DBAPIError.instance(
-        text,
-        params,
-        error,
-        conn.dialect.loaded_dbapi.Error,
-        connection_invalidated=invalidated,
-        dialect=conn.dialect,
-    )
 
 
 _LONGEST_PREPARED_LIST = 32
@@ -110,7 +93,7 @@ def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | Non
         else:
             cursor.execute(text, params)
     except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = wrapped_error(conn, error, text, params, cursor)
+        wrapped = driver_error(conn, error, text, params, cursor)
         cursor.close()
         raise wrapped from error
     except BaseException:
@@ -180,7 +163,7 @@ def execute_script(conn: Connection, sql: str) -> None:
     try:
         cursor.execute(sql)
     except conn.dialect.loaded_dbapi.Error as error:
-        raise wrapped_error(conn, error, sql, (), cursor) from error
+        raise driver_error(conn, error, sql, (), cursor) from error
     finally:
         cursor.close()
 

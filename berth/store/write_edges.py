@@ -30,7 +30,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 
-from berth.store.rawsql import Row, wrapped_error
+from berth.sql.driver import driver_error
+from berth.store.rawsql import Row
 
 if TYPE_CHECKING:
     import psycopg
@@ -138,7 +139,7 @@ def send_final_statement_and_commit(conn: Connection) -> None:
         cursor.execute(script)
         rows = list(cursor.fetchall()) if cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = wrapped_error(conn, error, script, (), cast(DBAPICursor, cursor))
+        wrapped = driver_error(conn, error, script, (), cast(DBAPICursor, cursor))
         refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
         raise (refusal or wrapped) from error
     finally:

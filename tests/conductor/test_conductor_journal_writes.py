@@ -25,19 +25,23 @@ WRITES = ("INSERT INTO CONDUCTOR_OPERATIONS", "UPDATE CONDUCTOR_OPERATIONS")
 
 class RowWrites:
     """The statements writing a journal row (its INSERT, then each UPDATE naming its id), per
-    operation id, counted on the journal's engine."""
+    operation id, as SQLite runs them: the journal sends its writes straight to the driver, where
+    SQLAlchemy's events do not see them."""
 
     def __init__(self, engine):
-        self.statements: list[tuple[str, tuple]] = []
+        self.statements: list[str] = []
 
-        def seen(conn, cursor, statement, parameters, context, executemany):
+        def seen(statement):
             if statement.lstrip().upper().startswith(WRITES):
-                self.statements.append((statement, tuple(parameters)))
+                self.statements.append(statement)
 
-        sa.event.listen(engine, "before_cursor_execute", seen)
+        def checkout(dbapi_connection, record, proxy):
+            dbapi_connection.set_trace_callback(seen)
+
+        sa.event.listen(engine, "checkout", checkout)
 
     def of(self, operation_id):
-        return sum(1 for _, parameters in self.statements if operation_id in parameters)
+        return sum(1 for statement in self.statements if operation_id in statement)
 
 
 def test_each_operation_writes_its_row_only_where_a_resume_needs_it(conductors, placement, clients, instance_uuid):
