@@ -1,7 +1,8 @@
 """Statements sent straight to the driver (``berth.sql.driver``), on both databases: the values a
 statement fixed are filled in, typed parameters go through their bind processors (JSON), the rows
-come back, and a driver's error is SQLAlchemy's exception; a journal write whose connection the
-server ended runs again on a new one, as it did through SQLAlchemy's execution."""
+come back typed as SQLAlchemy types them, and a driver's error is SQLAlchemy's exception; a journal
+write whose connection the server ended runs again on a new one, as it did through SQLAlchemy's
+execution."""
 
 from __future__ import annotations
 
@@ -58,6 +59,11 @@ def test_a_statement_fills_its_fixed_values_processes_json_and_returns_its_rows(
         assert update.rows(conn, {"note_id": "n1", "weight": 4.0}) == []
     with engine.connect() as conn:
         assert conn.execute(sa.select(notes.c.body, notes.c.weight)).one() == (body, 4.0)
+    select = DriverStatement(notes.select().where(notes.c.id == sa.bindparam("note_id")), engine.dialect)
+    with engine.connect() as conn:
+        # Read back as SQLAlchemy types it: the JSON column parsed on either database.
+        assert select.records(conn, {"note_id": "n1"}) == [{"id": "n1", "kind": "note", "body": body, "weight": 4.0}]
+        assert select.records(conn, {"note_id": "none"}) == []
 
 
 def test_a_drivers_error_is_sqlalchemys_and_the_transaction_writes_nothing(engine):

@@ -146,9 +146,10 @@ class Companion(Protocol):
     def starting(self, conn: Connection, operation: Operation) -> None:
         """In the transaction that writes the operation's first row; raising refuses the start."""
 
-    def ending(self, conn: Connection, operation: Operation) -> None:
-        """In the transaction that writes the operation's end (done, failed or rolled back); run
-        again, with the same operation, when a lost connection made the write run again."""
+    def ending(self, conn: Connection, operation: Operation, now: float) -> None:
+        """In the transaction that writes the operation's end (done, failed or rolled back), at
+        ``now`` (the database's time the end is written with); run again, with the same operation,
+        when a lost connection made the write run again."""
 
 
 def database_clock(dialect: str) -> sa.ColumnElement[float]:
@@ -254,7 +255,7 @@ class Journal:
             now: float = saved[0][0]
             if operation.state != RUNNING:
                 for companion in self.companions:
-                    companion.ending(conn, operation)
+                    companion.ending(conn, operation, now)
             return now
 
         now = self._write(update)

@@ -48,7 +48,7 @@ def driver_error(
 class DriverStatement:
     """A Core statement compiled once for ``dialect``, run on the driver's cursor of the connection
     it is given. Parameters are passed by bind name; those the statement fixed (its literal values)
-    are filled in."""
+    are filled in. What it returns comes back as SQLAlchemy would have typed it."""
 
     def __init__(self, statement: sa.ClauseElement, dialect: Dialect):
         compiled = statement.compile(dialect=dialect)
@@ -59,6 +59,13 @@ class DriverStatement:
             raise ValueError(f"a statement whose parameters are rendered at execution: {compiled.string}")
         self.text = compiled.string
         self._names: Sequence[str] | None = compiled.positiontup if compiled.positional else None
+        # What it returns (a SELECT's columns, an INSERT's or UPDATE's RETURNING), each through its
+        # type's result processor (a JSON column's text parsed on SQLite, say), which some types
+        # choose by the driver's type of the column: made at the first run.
+        self._dialect = dialect
+        self._returned = [column.type.dialect_impl(dialect) for column in getattr(statement, "exported_columns", ())]
+        self.columns: tuple[str, ...] = tuple(str(column.key) for column in getattr(statement, "exported_columns", ()))
+        self._results: list[tuple[int, Callable[[Any], Any]]] | None = None
         self._processors: dict[str, Callable[[Any], Any]] = {}
         self._fixed: dict[str, Any] = {}
         for name, bind in compiled.binds.items():
@@ -82,8 +89,28 @@ class DriverStatement:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(self.text, args)
-            return list(cursor.fetchall()) if cursor.description is not None else []
+            description = cursor.description
+            found = list(cursor.fetchall()) if description is not None else []
         except conn.dialect.loaded_dbapi.Error as error:
             raise driver_error(conn, error, self.text, args, cursor) from error
         finally:
             cursor.close()
+        if self._results is None and description is not None:
+            self._results = [
+                (index, process)
+                for index, (kind, column) in enumerate(zip(self._returned, description, strict=True))
+                if (process := kind.result_processor(self._dialect, column[1])) is not None
+            ]
+        if not self._results:
+            return found
+        processed = []
+        for row in found:
+            columns = list(row)
+            for index, process in self._results:
+                columns[index] = process(columns[index])
+            processed.append(tuple(columns))
+        return processed
+
+    def records(self, conn: Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """As ``rows``, each row by column name."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows(conn, params)]

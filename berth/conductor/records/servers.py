@@ -17,6 +17,10 @@ from berth.conductor.operations import build
 from berth.conductor.records import server_states
 from berth.conductor.records.tables import Record, record, records, servers
 from berth.domain.errors import NotFound
+from berth.sql.driver import DriverStatement
+
+# The columns a build's start gives its server's new row (the others are fixed, or the moment).
+_CREATED = ("id", "name", "project_id", "user_id", "request", "group_id", "status", "operation_id", "deleted_at")
 
 
 @dataclass(frozen=True)
@@ -32,29 +36,50 @@ class ServerRecords:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._now = database_clock(engine.dialect.name)
-        # The statements of every operation's start and end and of every read of one server, built
-        # once (see the journal's ``_Statements``).
-        self._clock = sa.select(self._now)
-        self._held_by = servers.select().where(
-            servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder")
+        dialect = engine.dialect
+        # The statements of every operation's start and end, written in the journal's transactions,
+        # go straight to the driver as the journal's own do (``berth.sql.driver``); those of every
+        # read of one server are built once (see the journal's ``_Statements``).
+        self._held_by = DriverStatement(
+            servers.select().where(
+                servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder")
+            ),
+            dialect,
         )
         self._by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
         self._live_by_id = self._by_id.where(servers.c.deleted_at.is_(None))
-        self._take_slot = (
-            servers.update()
-            .where(
-                servers.c.id == sa.bindparam("server_id"),
-                servers.c.operation_id.is_(None),
-                servers.c.deleted_at.is_(None),
-                servers.c.status.in_(sa.bindparam("allowed", expanding=True)),
+        # A start's taking of the slot, by the states its operation may start from (one per kind).
+        self._take_slot = {
+            kind: DriverStatement(
+                servers.update()
+                .where(
+                    servers.c.id == sa.bindparam("server_id"),
+                    servers.c.operation_id.is_(None),
+                    servers.c.deleted_at.is_(None),
+                    sa.or_(*(servers.c.status == status for status in allowed)),
+                )
+                .values(operation_id=sa.bindparam("holder"), updated_at=self._now)
+                .returning(servers.c.id),
+                dialect,
             )
-            .values(operation_id=sa.bindparam("holder"), updated_at=self._now)
-        )
-        self._create = servers.insert().values(
-            created_at=self._now, updated_at=self._now, old_request=None, host=None, move_id=None, fault=None
+            for kind, allowed in server_states.ALLOWED.items()
+        }
+        self._create = DriverStatement(
+            servers.insert().values(
+                {
+                    **{name: sa.bindparam(name) for name in _CREATED},
+                    "created_at": self._now,
+                    "updated_at": self._now,
+                    "old_request": None,
+                    "host": None,
+                    "move_id": None,
+                    "fault": None,
+                }
+            ),
+            dialect,
         )
         # An end's update, by the columns its outcome changes (a handful of sets in all).
-        self._end_by_columns: dict[frozenset[str], sa.Update] = {}
+        self._end_by_columns: dict[frozenset[str], DriverStatement] = {}
 
     # -- the journal's companion --------------------------------------------------------------------
 
@@ -65,10 +90,7 @@ class ServerRecords:
             self._insert(conn, operation)
             return
         allowed = server_states.ALLOWED[operation.kind]
-        taken = conn.execute(
-            self._take_slot, {"server_id": operation.instance_uuid, "allowed": list(allowed), "holder": operation.id}
-        ).rowcount
-        if taken == 1:
+        if self._take_slot[operation.kind].rows(conn, {"server_id": operation.instance_uuid, "holder": operation.id}):
             return
         row = conn.execute(servers.select().where(servers.c.id == operation.instance_uuid)).mappings().first()
         if row is None or row["deleted_at"] is not None:
@@ -88,8 +110,8 @@ class ServerRecords:
         # the build's business and not the server's (the server's host is kept on its own).
         request = {key: value for key, value in operation.request.items() if key != "destination"}
         group = request.get("server_group") or {}
-        conn.execute(
-            self._create,
+        self._create.rows(
+            conn,
             {
                 "id": operation.instance_uuid,
                 "name": str(request.get("name") or ""),
@@ -103,29 +125,24 @@ class ServerRecords:
             },
         )
 
-    def ending(self, conn: Connection, operation: Operation) -> None:
-        row = (
-            conn.execute(self._held_by, {"server_id": operation.instance_uuid, "holder": operation.id})
-            .mappings()
-            .first()
-        )
-        if row is None:  # a slotless operation, or this end written already
+    def ending(self, conn: Connection, operation: Operation, now: float) -> None:
+        held = self._held_by.records(conn, {"server_id": operation.instance_uuid, "holder": operation.id})
+        if not held:  # a slotless operation, or this end written already
             return
-        now = conn.execute(self._clock).scalar_one()
-        changes = server_states.outcome(record(row), operation, now)
-        conn.execute(
-            self._end(frozenset(changes)),
-            {**changes, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now},
+        changes = server_states.outcome(held[0], operation, now)
+        self._end(frozenset(changes)).rows(
+            conn, {**changes, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now}
         )
 
-    def _end(self, columns: frozenset[str]) -> sa.Update:
+    def _end(self, columns: frozenset[str]) -> DriverStatement:
         """The end's update of these columns (besides the slot and the time), built once."""
         statement = self._end_by_columns.get(columns)
         if statement is None:
-            statement = self._end_by_columns[columns] = (
+            statement = self._end_by_columns[columns] = DriverStatement(
                 servers.update()
                 .where(servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder"))
-                .values({**{name: sa.bindparam(name) for name in columns | {"updated_at"}}, "operation_id": None})
+                .values({**{name: sa.bindparam(name) for name in columns | {"updated_at"}}, "operation_id": None}),
+                self.engine.dialect,
             )
         return statement
 
