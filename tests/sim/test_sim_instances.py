@@ -18,7 +18,7 @@ from berth.testbed.sim.instances import (
     Move,
     outcome,
 )
-from berth.testbed.sim.workload import may_run
+from berth.testbed.sim.workload import may_run, started_since
 
 SMALL = Flavor("m1.small", 1, 1024, root_gb=5)
 MEDIUM = Flavor("m1.medium", 2, 2048, root_gb=10)
@@ -106,3 +106,16 @@ def test_an_evacuation_that_failed_leaves_the_instance_in_error_until_evacuated_
     assert again is not None and (again.state, again.host) == (ACTIVE, "host-b")
     rebuilt = outcome(failed, "rebuild", ended("rebuild", DONE, "rebuild"), {})
     assert rebuilt is not None and (rebuilt.state, rebuilt.host) == (ACTIVE, "host-a")
+
+
+def test_a_lost_request_is_matched_only_with_an_operation_the_run_did_not_know_of():
+    # A migrate of the instance a moment before (done, then confirmed) is within the clocks' slack
+    # of a second migrate whose conductor was killed under it; it is not that request's operation.
+    earlier = Operation("op-old", "migrate", UUID, {}, state=DONE, created_at=100.0)
+    confirm = Operation("op-confirm", "confirm_resize", UUID, {}, state=DONE, created_at=100.2)
+    assert started_since([earlier, confirm], "migrate", 100.4, {"op-old", "op-confirm"}) is None
+    started = Operation("op-new", "migrate", UUID, {}, created_at=100.41)
+    assert started_since([earlier, confirm, started], "migrate", 100.4, {"op-old", "op-confirm"}) == "op-new"
+    # Nothing known: the newest of the kind within the slack (what the run cannot tell apart).
+    assert started_since([earlier], "migrate", 100.4, set()) == "op-old"
+    assert started_since([earlier], "migrate", 102.0, set()) is None

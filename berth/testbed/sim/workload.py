@@ -9,7 +9,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -84,6 +84,21 @@ LOCAL_DELETE_SHARE: Final = 0.5
 OPERATION_TIMEOUT: Final = 120.0
 
 
+# How long before a request was sent the operation it started may have been journaled: the
+# journal's clock and the run's are one machine's, read at different moments.
+CLOCK_SLACK: Final = 1.0
+
+
+def started_since(operations: Iterable[Operation], kind: str, since: float, known: Collection[str]) -> str | None:
+    """The newest operation of ``kind`` among ``operations`` (an instance's, oldest first) journaled
+    since ``since``, give or take ``CLOCK_SLACK``, that is not one of ``known``: an operation of the
+    same kind that the run started on the instance a moment before is not the lost request's."""
+    found = [
+        op.id for op in operations if op.kind == kind and op.created_at >= since - CLOCK_SLACK and op.id not in known
+    ]
+    return found[-1] if found else None
+
+
 class Workload:
     def __init__(self, config: SimConfig, layout: Layout, cloud: Cloud, journal_url: str, faults: Faults, tally: Tally):
         self.config = config
@@ -105,6 +120,9 @@ class Workload:
         self.group_lock = threading.Lock()
         self.host_down_lock = threading.Lock()
         self.errors: list[str] = []
+        # Every operation the run started or found, by id: a request lost with its conductor is
+        # matched in the journal only with an operation it did not know of.
+        self.known_operations: set[str] = set()
         # The preemptions the service recorded, as the finish found them (``preempted.settle``).
         self.preempted = preempted.Preempted()
 
@@ -224,6 +242,8 @@ class Workload:
                 operation_id = None  # refused, or no conductor answered: nothing started
                 answer = f"refused: {e}"
         OPERATIONS_LOG.info("%s %s: %s %s", kind, _uuid_of(instance, extra), answer, operation_id or "")
+        if operation_id is not None:
+            self.known_operations.add(operation_id)
         if instance is None and operation_id is None:
             return self.tally.operation(kind, False, time.monotonic() - began, 0)
         if instance is not None and kind in ("migrate", "live_migrate", "resize") and operation_id is not None:
@@ -254,6 +274,7 @@ class Workload:
         ]
         if not confirms:
             return instance  # refused before it confirmed anything
+        self.known_operations.add(confirms[-1].id)
         confirm = self.ends.wait(confirms[-1].id, OPERATION_TIMEOUT)
         if confirm is None:
             with self.pending_lock:
@@ -337,7 +358,7 @@ class Workload:
     def _started_since(self, instance: Instance | None, kind: str, since: float, extra: dict[str, Any]) -> str | None:
         """The operation a request whose conductor was killed under it started, if it started one:
         for a build, its server found by its name; the newest of its kind journaled for the instance
-        since ``since`` (the wall clock the journal writes)."""
+        since ``since`` (the wall clock the journal writes) that the run did not know of."""
         if instance is None:
             # Read through the journal's retries: the conductor may have died in a failover.
             query = sa.select(servers.c.id).where(servers.c.name == extra["name"])
@@ -348,10 +369,7 @@ class Workload:
             instance_uuid = str(found)
         else:
             instance_uuid = instance.server.instance_uuid
-        ops = [
-            op for op in self.journal.for_instance(instance_uuid) if op.created_at >= since - 1.0 and op.kind == kind
-        ]
-        return ops[-1].id if ops else None
+        return started_since(self.journal.for_instance(instance_uuid), kind, since, self.known_operations)
 
     def _apply(self, kind: str, instance: Instance | None, operation: Operation | None, extra: dict[str, Any]) -> None:
         """The instance after the operation."""
@@ -493,6 +511,7 @@ class Workload:
             LOG.info("evacuation of %s refused: %s", host, e)
             started = []
         by_server = {str(op["server_id"]): str(op["id"]) for op in started}
+        self.known_operations.update(by_server.values())
         for server_id in sorted(set(by_server) - set(taken)):
             late = self._late_arrival(server_id, host)
             if late is not None:
