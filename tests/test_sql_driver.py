@@ -108,6 +108,21 @@ def test_a_connection_the_server_ended_is_invalidated_and_said_lost(postgres_ser
         engine.dispose()
 
 
+def test_a_connection_closed_under_a_statement_is_invalidated_and_said_lost(postgres_server):
+    """psycopg refuses even the cursor of a connection it knows closed."""
+    engine = sa.create_engine(postgres_server.create_database(f"driver_{uuid.uuid4().hex[:8]}"))
+    metadata.create_all(engine)
+    update = DriverStatement(notes.update().values(weight=sa.bindparam("weight")), engine.dialect)
+    try:
+        with engine.connect() as conn:
+            conn.connection.dbapi_connection.close()
+            with pytest.raises(sa.exc.DBAPIError) as lost:
+                update.rows(conn, {"weight": 1.0})
+            assert lost.value.connection_invalidated and conn.invalidated
+    finally:
+        engine.dispose()
+
+
 def test_a_journal_save_whose_connection_the_server_ended_is_written_on_a_new_one(postgres_server):
     name = f"journal_{uuid.uuid4().hex[:8]}"
     journal = Journal(postgres_server.create_database(name))

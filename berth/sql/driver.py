@@ -28,7 +28,7 @@ Row = tuple[Any, ...]
 
 
 def driver_error(
-    conn: Connection, error: DBAPIModule.Error, text: str, params: Any, cursor: DBAPICursor
+    conn: Connection, error: DBAPIModule.Error, text: str, params: Any, cursor: DBAPICursor | None
 ) -> sa.exc.StatementError:
     """``error`` from the driver as the SQLAlchemy exception it would have been."""
     dbapi_connection = conn.connection.dbapi_connection
@@ -86,15 +86,18 @@ class DriverStatement:
         args: Any = [values[name] for name in self._names] if self._names is not None else values
         dbapi_connection = conn.connection.dbapi_connection
         assert dbapi_connection is not None  # held by the connection for as long as it is open
-        cursor = dbapi_connection.cursor()
+        cursor = None
         try:
+            # Inside: a connection the database closed (a restart) refuses the cursor itself.
+            cursor = dbapi_connection.cursor()
             cursor.execute(self.text, args)
             description = cursor.description
             found = list(cursor.fetchall()) if description is not None else []
         except conn.dialect.loaded_dbapi.Error as error:
             raise driver_error(conn, error, self.text, args, cursor) from error
         finally:
-            cursor.close()
+            if cursor is not None:
+                cursor.close()
         if self._results is None and description is not None:
             self._results = [
                 (index, process)

@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.engine import Connection, Engine
 
 from berth.conductor.errors import FLAVOR_DUPLICATE, FLAVOR_INVALID, FLAVOR_NOT_FOUND
 from berth.conductor.journal import database_clock, read_through_failover
-from berth.conductor.records.tables import Record, flavors, record, records
+from berth.conductor.records.tables import Record, flavors, records
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.errors import SchedulerError
 from berth.scheduler.request.flavor import Flavor, Image, SchedulerConfig
 from berth.scheduler.request.request_spec import build_request_spec
+from berth.sql.driver import DriverStatement
 
 _BY_ID_OR_NAME = flavors.select().where(
     sa.or_(flavors.c.id == sa.bindparam("value"), flavors.c.name == sa.bindparam("value"))
@@ -51,6 +52,8 @@ class Flavors:
         self.engine = engine
         self.config = config
         self._now = database_clock(engine.dialect.name)
+        # Every build's and resize's look-up, straight to the driver (``berth.sql.driver``).
+        self._by_id_or_name = DriverStatement(_BY_ID_OR_NAME, engine.dialect)
 
     def create(self, fields: Mapping[str, Any]) -> Record:
         row: Record = {
@@ -77,14 +80,14 @@ class Flavors:
     def get(self, id_or_name: str) -> Record:
         """By id, else by name (an operator types names; Nova's clients look them up the same way)."""
 
-        def find(conn: Connection) -> RowMapping | None:
+        def find(conn: Connection) -> Record | None:
             # One query (a build looks its flavor up by name): the row with that id comes first.
-            rows = conn.execute(_BY_ID_OR_NAME, {"value": id_or_name}).mappings().all()
+            rows = self._by_id_or_name.records(conn, {"value": id_or_name})
             return next((row for row in rows if row["id"] == id_or_name), rows[0] if rows else None)
 
         found = read_through_failover(self.engine, find)
         if found is not None:
-            return record(found)
+            return found
         raise NotFound(f"No flavor with the id or name {id_or_name!r}.", code=FLAVOR_NOT_FOUND)
 
     def all(self) -> list[Record]:

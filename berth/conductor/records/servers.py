@@ -15,7 +15,7 @@ from berth.conductor.errors import SERVER_NOT_FOUND, InvalidState, ServerBusy
 from berth.conductor.journal import Operation, database_clock, read_through_failover
 from berth.conductor.operations import build
 from berth.conductor.records import server_states
-from berth.conductor.records.tables import Record, record, records, servers
+from berth.conductor.records.tables import Record, records, servers
 from berth.domain.errors import NotFound
 from berth.sql.driver import DriverStatement
 
@@ -38,16 +38,17 @@ class ServerRecords:
         self._now = database_clock(engine.dialect.name)
         dialect = engine.dialect
         # The statements of every operation's start and end, written in the journal's transactions,
-        # go straight to the driver as the journal's own do (``berth.sql.driver``); those of every
-        # read of one server are built once (see the journal's ``_Statements``).
+        # and of every read of one server (each action's, first) go straight to the driver as the
+        # journal's own do (``berth.sql.driver``).
         self._held_by = DriverStatement(
             servers.select().where(
                 servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder")
             ),
             dialect,
         )
-        self._by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
-        self._live_by_id = self._by_id.where(servers.c.deleted_at.is_(None))
+        by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
+        self._by_id = DriverStatement(by_id, dialect)
+        self._live_by_id = DriverStatement(by_id.where(servers.c.deleted_at.is_(None)), dialect)
         # A start's taking of the slot, by the states its operation may start from (one per kind).
         self._take_slot = {
             kind: DriverStatement(
@@ -150,12 +151,10 @@ class ServerRecords:
 
     def get(self, server_id: str, *, deleted: bool = False) -> Record:
         query = self._by_id if deleted else self._live_by_id
-        row = read_through_failover(
-            self.engine, lambda conn: conn.execute(query, {"server_id": server_id}).mappings().first()
-        )
-        if row is None:
+        found = read_through_failover(self.engine, lambda conn: query.records(conn, {"server_id": server_id}))
+        if not found:
             raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND)
-        return record(row)
+        return found[0]
 
     def all(self, where: ServerFilter, limit: int | None = None) -> list[Record]:
         query = servers.select().order_by(servers.c.created_at, servers.c.id)
