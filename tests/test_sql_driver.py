@@ -91,7 +91,17 @@ def _end_connections(postgres_server, name: str) -> int:
     return int(ended[0])
 
 
-def test_a_connection_the_server_ended_is_invalidated_and_said_lost(postgres_server):
+def _ended_by_the_server(postgres_server, name, conn) -> None:
+    assert _end_connections(postgres_server, name) == 1
+
+
+def _closed_under_it(postgres_server, name, conn) -> None:
+    # psycopg then refuses even the connection's cursor.
+    conn.connection.dbapi_connection.close()
+
+
+@pytest.mark.parametrize("lose", [_ended_by_the_server, _closed_under_it])
+def test_a_lost_connection_is_invalidated_and_said_lost(postgres_server, lose):
     name = f"driver_{uuid.uuid4().hex[:8]}"
     engine = sa.create_engine(postgres_server.create_database(name))
     metadata.create_all(engine)
@@ -99,25 +109,10 @@ def test_a_connection_the_server_ended_is_invalidated_and_said_lost(postgres_ser
     try:
         with engine.connect() as conn:
             conn.execute(sa.select(1))
-            assert _end_connections(postgres_server, name) == 1
+            lose(postgres_server, name, conn)
             with pytest.raises(sa.exc.DBAPIError) as lost:
                 update.rows(conn, {"weight": 1.0})
             # What the journal's writes and reads retry on (``berth.conductor.journal.connection_lost``).
-            assert lost.value.connection_invalidated and conn.invalidated
-    finally:
-        engine.dispose()
-
-
-def test_a_connection_closed_under_a_statement_is_invalidated_and_said_lost(postgres_server):
-    """psycopg refuses even the cursor of a connection it knows closed."""
-    engine = sa.create_engine(postgres_server.create_database(f"driver_{uuid.uuid4().hex[:8]}"))
-    metadata.create_all(engine)
-    update = DriverStatement(notes.update().values(weight=sa.bindparam("weight")), engine.dialect)
-    try:
-        with engine.connect() as conn:
-            conn.connection.dbapi_connection.close()
-            with pytest.raises(sa.exc.DBAPIError) as lost:
-                update.rows(conn, {"weight": 1.0})
             assert lost.value.connection_invalidated and conn.invalidated
     finally:
         engine.dispose()
