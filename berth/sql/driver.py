@@ -54,7 +54,7 @@ class DriverStatement:
         compiled = statement.compile(dialect=dialect)
         assert isinstance(compiled, SQLCompiler)  # a Core statement's
         # Parameters expanded or rendered at execution (IN lists, some LIMITs) need SQLAlchemy's
-        # own execution; the journal's statements have none.
+        # own execution; the statements sent this way have none.
         if compiled.post_compile_params or compiled.literal_execute_params or compiled.escaped_bind_names:
             raise ValueError(f"a statement whose parameters are rendered at execution: {compiled.string}")
         self.text = compiled.string
@@ -63,8 +63,9 @@ class DriverStatement:
         # type's result processor (a JSON column's text parsed on SQLite, say), which some types
         # choose by the driver's type of the column: made at the first run.
         self._dialect = dialect
-        self._returned = [column.type.dialect_impl(dialect) for column in getattr(statement, "exported_columns", ())]
-        self.columns: tuple[str, ...] = tuple(str(column.key) for column in getattr(statement, "exported_columns", ()))
+        returned = list(getattr(statement, "exported_columns", ()))
+        self._returned = [column.type.dialect_impl(dialect) for column in returned]
+        self.columns: tuple[str, ...] = tuple(str(column.key) for column in returned)
         self._results: list[tuple[int, Callable[[Any], Any]]] | None = None
         self._processors: dict[str, Callable[[Any], Any]] = {}
         self._fixed: dict[str, Any] = {}

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner, Result
@@ -18,6 +19,7 @@ from livehelpers import free_port
 from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
 from berth.cli.main import cli
+from berth.conductor.control.host_books import DOWN_FRESH_SECONDS
 
 HOSTS = {"alpha", "beta", "gamma"}
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -344,9 +346,25 @@ def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):
     berth("server", "delete", server["id"], "--wait")
 
 
+def _every_host_schedulable(berth) -> None:
+    """Every host up and enabled as the conductors show it, and long enough that each conductor's
+    own view of the hosts that are down (read again every ``DOWN_FRESH_SECONDS``) has it up too: a
+    test before may have stopped and started one's agent."""
+    wait_for(
+        lambda: all(
+            h["state"] == "up" and h["status"] == "enabled"
+            for h in as_json(berth("host", "list", "-f", "json"))["hosts"]
+            if h["name"] in HOSTS
+        ),
+        what="every host up and enabled",
+    )
+    time.sleep(DOWN_FRESH_SECONDS)
+
+
 def test_a_multi_create_is_placed_whole_or_refused_with_nothing_made(berth, cloud):
     """Anti-affinity over three hosts: four servers at the least are refused with nothing made; two at
     the least are three, one on each host."""
+    _every_host_schedulable(berth)
     berth("server-group", "create", "cli-gang", "--policy", "anti-affinity")
     made = []
     leases_before = _leases(cloud)

@@ -49,22 +49,8 @@ class ServerRecords:
         by_id = servers.select().where(servers.c.id == sa.bindparam("server_id"))
         self._by_id = DriverStatement(by_id, dialect)
         self._live_by_id = DriverStatement(by_id.where(servers.c.deleted_at.is_(None)), dialect)
-        # A start's taking of the slot, by the states its operation may start from (one per kind).
-        self._take_slot = {
-            kind: DriverStatement(
-                servers.update()
-                .where(
-                    servers.c.id == sa.bindparam("server_id"),
-                    servers.c.operation_id.is_(None),
-                    servers.c.deleted_at.is_(None),
-                    sa.or_(*(servers.c.status == status for status in allowed)),
-                )
-                .values(operation_id=sa.bindparam("holder"), updated_at=self._now)
-                .returning(servers.c.id),
-                dialect,
-            )
-            for kind, allowed in server_states.ALLOWED.items()
-        }
+        # A start's taking of the slot, by the kind of its operation (the states it may start from).
+        self._slot_by_kind: dict[str, DriverStatement] = {}
         self._create = DriverStatement(
             servers.insert().values(
                 {
@@ -91,7 +77,7 @@ class ServerRecords:
             self._insert(conn, operation)
             return
         allowed = server_states.ALLOWED[operation.kind]
-        if self._take_slot[operation.kind].rows(conn, {"server_id": operation.instance_uuid, "holder": operation.id}):
+        if self._take_slot(operation.kind).rows(conn, {"server_id": operation.instance_uuid, "holder": operation.id}):
             return
         row = conn.execute(servers.select().where(servers.c.id == operation.instance_uuid)).mappings().first()
         if row is None or row["deleted_at"] is not None:
@@ -134,6 +120,25 @@ class ServerRecords:
         self._end(frozenset(changes)).rows(
             conn, {**changes, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now}
         )
+
+    def _take_slot(self, kind: str) -> DriverStatement:
+        """The start's update that takes the server's slot from one of the states ``kind`` may start
+        from, built once (when a conductor first starts an operation of the kind)."""
+        statement = self._slot_by_kind.get(kind)
+        if statement is None:
+            statement = self._slot_by_kind[kind] = DriverStatement(
+                servers.update()
+                .where(
+                    servers.c.id == sa.bindparam("server_id"),
+                    servers.c.operation_id.is_(None),
+                    servers.c.deleted_at.is_(None),
+                    sa.or_(*(servers.c.status == status for status in server_states.ALLOWED[kind])),
+                )
+                .values(operation_id=sa.bindparam("holder"), updated_at=self._now)
+                .returning(servers.c.id),
+                self.engine.dialect,
+            )
+        return statement
 
     def _end(self, columns: frozenset[str]) -> DriverStatement:
         """The end's update of these columns (besides the slot and the time), built once."""
