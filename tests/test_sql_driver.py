@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from berth.conductor.journal import Journal
 from berth.sql.driver import DriverStatement
+from berth.store import rawsql
 
 metadata = sa.MetaData()
 notes = sa.Table(
@@ -113,6 +114,20 @@ def test_a_lost_connection_is_invalidated_and_said_lost(postgres_server, lose):
             with pytest.raises(sa.exc.DBAPIError) as lost:
                 update.rows(conn, {"weight": 1.0})
             # What the journal's writes and reads retry on (``berth.conductor.journal.connection_lost``).
+            assert lost.value.connection_invalidated and conn.invalidated
+    finally:
+        engine.dispose()
+
+
+def test_the_stores_plain_sql_says_a_connection_closed_under_it_is_lost(postgres_server):
+    """``berth.store.rawsql`` takes its cursor the same way (``driver_cursor``)."""
+    engine = sa.create_engine(postgres_server.create_database(f"driver_{uuid.uuid4().hex[:8]}"))
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.select(1))
+            conn.connection.dbapi_connection.close()
+            with pytest.raises(sa.exc.DBAPIError) as lost:
+                rawsql.fetch(conn, "SELECT 1")
             assert lost.value.connection_invalidated and conn.invalidated
     finally:
         engine.dispose()

@@ -45,6 +45,18 @@ def driver_error(
     )
 
 
+def driver_cursor(conn: Connection, text: str, params: Any = ()) -> DBAPICursor:
+    """A cursor of ``conn``'s driver connection, to run ``text`` on. A connection the database
+    closed (a restart) refuses even the cursor: raised as SQLAlchemy's lost connection, as a refusal
+    of the statement itself is."""
+    dbapi_connection = conn.connection.dbapi_connection
+    assert dbapi_connection is not None  # held by the connection for as long as it is open
+    try:
+        return dbapi_connection.cursor()
+    except conn.dialect.loaded_dbapi.Error as error:
+        raise driver_error(conn, error, text, params, None) from error
+
+
 class DriverStatement:
     """A Core statement compiled once for ``dialect``, run on the driver's cursor of the connection
     it is given. Parameters are passed by bind name; those the statement fixed (its literal values)
@@ -85,20 +97,15 @@ class DriverStatement:
         for name, process in self._processors.items():
             values[name] = process(values[name])
         args: Any = [values[name] for name in self._names] if self._names is not None else values
-        dbapi_connection = conn.connection.dbapi_connection
-        assert dbapi_connection is not None  # held by the connection for as long as it is open
-        cursor = None
+        cursor = driver_cursor(conn, self.text, args)
         try:
-            # Inside: a connection the database closed (a restart) refuses the cursor itself.
-            cursor = dbapi_connection.cursor()
             cursor.execute(self.text, args)
             description = cursor.description
             found = list(cursor.fetchall()) if description is not None else []
         except conn.dialect.loaded_dbapi.Error as error:
             raise driver_error(conn, error, self.text, args, cursor) from error
         finally:
-            if cursor is not None:
-                cursor.close()
+            cursor.close()
         if self._results is None and description is not None:
             self._results = [
                 (index, process)

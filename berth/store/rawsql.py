@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from sqlalchemy import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 
-from berth.sql.driver import driver_error
+from berth.sql.driver import driver_cursor, driver_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -78,9 +78,7 @@ def _cursor(conn: Connection, sql: str, params: Params, ids: Iterable[Any] | Non
         text = translate(sql, True, 0, bool(id_list and isinstance(id_list[0], int)))
     else:
         text = translate(sql, False, 0 if id_list is None else len(id_list))
-    dbapi_connection = conn.connection.dbapi_connection
-    assert dbapi_connection is not None  # held by the connection for as long as it is open
-    cursor = dbapi_connection.cursor()
+    cursor = driver_cursor(conn, text, params)
     try:
         if many:
             cursor.executemany(text, params)
@@ -157,9 +155,7 @@ def execute(conn: Connection, sql: str, params: Params = (), ids: Iterable[Any] 
 def execute_script(conn: Connection, sql: str) -> None:
     """PostgreSQL: statements without parameters, sent as they are, in one simple query (one round
     trip for all of them)."""
-    dbapi_connection = conn.connection.dbapi_connection
-    assert dbapi_connection is not None  # held by the connection for as long as it is open
-    cursor = dbapi_connection.cursor()
+    cursor = driver_cursor(conn, sql)
     try:
         cursor.execute(sql)
     except conn.dialect.loaded_dbapi.Error as error:

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.engine.interfaces import DBAPICursor
 
-from berth.sql.driver import driver_error
+from berth.sql.driver import driver_cursor, driver_error
 from berth.store.rawsql import Row
 
 if TYPE_CHECKING:
@@ -132,14 +131,13 @@ def send_final_statement_and_commit(conn: Connection) -> None:
     if statement is None:
         return
     _final.statement = None
-    dbapi_connection = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
     script = statement.sql + "; COMMIT"
-    cursor = dbapi_connection.cursor()
+    cursor = driver_cursor(conn, script)
     try:
         cursor.execute(script)
         rows = list(cursor.fetchall()) if cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as error:
-        wrapped = driver_error(conn, error, script, (), cast(DBAPICursor, cursor))
+        wrapped = driver_error(conn, error, script, (), cursor)
         refusal = statement.refusal(wrapped) if isinstance(wrapped, sa.exc.DBAPIError) else None
         raise (refusal or wrapped) from error
     finally:
