@@ -95,7 +95,7 @@ LAYERS = _layers(
     # HTTP clients of the service and of the agents: what the scheduler and the conductor may use
     # to talk to them.
     ("clients", ("berth.clients",), {"domain"}),
-    ("tracker", ("berth.tracker",), {"domain", "clients"}),
+    ("tracker", ("berth.tracker",), {"domain", "clients", "sql"}),
     ("scheduler", ("berth.scheduler",), {"domain", "clients"}),
     ("conductor", ("berth.conductor",), {"scheduler", "domain", "clients", "sql"}),
     # The conductors' HTTP API, over the conductor and the shared plumbing, never the service's layer.
