@@ -3,6 +3,10 @@ a confirm or revert that failed midway leaves the move to be finished by the sam
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+from dataclasses import replace
+
 from berth.conductor.journal import DONE, FAILED, Operation
 from berth.conductor.requests import ServerRequest
 from berth.scheduler.request.flavor import Flavor
@@ -13,6 +17,7 @@ from berth.testbed.sim.instances import (
     DELETING,
     ERROR,
     RESIZED,
+    SHELVED,
     Instance,
     Instances,
     Move,
@@ -119,3 +124,48 @@ def test_a_lost_request_is_matched_only_with_an_operation_the_run_did_not_know_o
     # Nothing known: the newest of the kind within the slack (what the run cannot tell apart).
     assert started_since([earlier], "migrate", 100.4, set()) == "op-old"
     assert started_since([earlier], "migrate", 102.0, set()) is None
+
+
+def _server(n: int) -> ServerRequest:
+    return ServerRequest(f"00000000-0000-0000-0000-{n:012d}", SMALL, "p", "u")
+
+
+def test_an_instance_drawn_is_idle_accepted_and_taken_and_each_as_likely():
+    instances = Instances()
+    active = [Instance(_server(n), ACTIVE, f"host-{n % 3}") for n in range(12)]
+    for instance in active:
+        instances.put(instance)
+    instances.put(Instance(_server(20), SHELVED, "host-0"))
+    busy, pending, on_down = active[0], active[1], active[2]
+    assert instances.take(busy.server.instance_uuid)
+    instances.put(replace(pending, pending="op-1"))
+    instances.down.add("host-2")  # active[2], [5], [8], [11]
+    rng = random.Random(7)
+    drawn: Counter[str] = Counter()
+    for _ in range(600):
+        chosen = instances.take_one((ACTIVE,), rng, lambda i: i.server.instance_uuid != active[3].server.instance_uuid)
+        assert chosen is not None
+        drawn[chosen.server.instance_uuid] += 1
+        instances.free(chosen.server.instance_uuid)
+    expected = {active[n].server.instance_uuid for n in (4, 6, 7, 9, 10)}
+    assert set(drawn) == expected
+    assert on_down.server.instance_uuid not in drawn
+    assert min(drawn.values()) > 600 / len(expected) * 0.6  # none left aside
+    assert instances.take_one((ACTIVE,), rng, lambda i: False) is None
+    assert instances.take_one((RESIZED,), rng, lambda i: True) is None
+    # The one drawn is taken: drawing again cannot return it while it is busy.
+    first = instances.take_one((SHELVED,), rng, lambda i: True)
+    assert first is not None and instances.take_one((SHELVED,), rng, lambda i: True) is None
+
+
+def test_the_states_drawn_from_follow_each_instance_through_its_changes():
+    instances = Instances()
+    one, two = Instance(_server(1), ACTIVE, "host-a"), Instance(_server(2), ACTIVE, "host-a")
+    instances.put(one)
+    instances.put(two)
+    instances.put(replace(one, state=SHELVED))
+    assert instances.states() == {ACTIVE, SHELVED}
+    assert instances.take_one((ACTIVE,), random.Random(1), lambda i: True) == two
+    instances.put(Instance(two.server, DELETED, None))
+    assert instances.states() == {SHELVED}
+    assert instances.by_state[ACTIVE] == [] and instances.by_state[SHELVED] == [one.server.instance_uuid]

@@ -7,7 +7,9 @@ destination of a move, ...), never from the books the invariants then check agai
 
 from __future__ import annotations
 
+import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -79,6 +81,10 @@ class Instances:
     # Hosts taken down: their instances wait, untouched, until they are back.
     down: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The instances not deleted by state, each a list to draw from at random and its members'
+    # places in it: an operation's draw looks at a few instances, not at every one.
+    by_state: dict[str, list[str]] = field(default_factory=dict)
+    _places: dict[str, int] = field(default_factory=dict)
 
     def take(self, uuid: str) -> bool:
         with self.lock:
@@ -94,11 +100,74 @@ class Instances:
     def put(self, instance: Instance) -> None:
         uuid = instance.server.instance_uuid
         with self.lock:
+            before = self.items.get(uuid)
+            if before is not None and before.state != instance.state:
+                self._unfile(uuid, before.state)
             if instance.state == DELETED:
                 self.items.pop(uuid, None)
                 self.deleted[uuid] = instance
-            else:
-                self.items[uuid] = instance
+                return
+            self.items[uuid] = instance
+            if before is None or before.state != instance.state:
+                members = self.by_state.setdefault(instance.state, [])
+                self._places[uuid] = len(members)
+                members.append(uuid)
+
+    def _unfile(self, uuid: str, state: str) -> None:
+        members = self.by_state[state]
+        place = self._places.pop(uuid)
+        last = members.pop()
+        if last != uuid:
+            members[place] = last
+            self._places[last] = place
+
+    def _is_idle(self, uuid: str, instance: Instance) -> bool:
+        return (
+            uuid not in self.busy
+            and instance.pending is None
+            and instance.host not in self.down
+            and (instance.move is None or instance.move.source not in self.down)
+        )
+
+    def states(self) -> set[str]:
+        """The states some instance not deleted is in (idle or not)."""
+        with self.lock:
+            return {state for state, members in self.by_state.items() if members}
+
+    def take_one(
+        self, states: tuple[str, ...], rng: random.Random, accept: Callable[[Instance], bool], draws: int = 16
+    ) -> Instance | None:
+        """An idle instance in one of ``states`` that ``accept``s, drawn at random (each such
+        instance as likely as the others) and taken; None when there is none."""
+        with self.lock:
+            groups = [self.by_state.get(state, []) for state in states]
+            sizes = [len(members) for members in groups]
+            total = sum(sizes)
+            if not total:
+                return None
+            for _ in range(min(draws, total)):
+                index = rng.randrange(total)
+                for members, size in zip(groups, sizes, strict=True):
+                    if index < size:
+                        uuid = members[index]
+                        break
+                    index -= size
+                instance = self.items[uuid]
+                if self._is_idle(uuid, instance) and accept(instance):
+                    self.busy.add(uuid)
+                    return instance
+            # Few of them can be taken: look at all of them.
+            fitting = [
+                (uuid, self.items[uuid])
+                for members in groups
+                for uuid in members
+                if self._is_idle(uuid, self.items[uuid]) and accept(self.items[uuid])
+            ]
+            if not fitting:
+                return None
+            uuid, instance = rng.choice(fitting)
+            self.busy.add(uuid)
+            return instance
 
     def every(self) -> dict[str, Instance]:
         """Every instance the run made, deleted ones included."""
@@ -107,15 +176,7 @@ class Instances:
 
     def idle(self, states: tuple[str, ...] | None = None) -> list[Instance]:
         with self.lock:
-            return [
-                i
-                for u, i in self.items.items()
-                if u not in self.busy
-                and i.pending is None
-                and (states is None or i.state in states)
-                and i.host not in self.down
-                and (i.move is None or i.move.source not in self.down)
-            ]
+            return [i for u, i in self.items.items() if (states is None or i.state in states) and self._is_idle(u, i)]
 
     def on_host(self, host: str) -> list[Instance]:
         with self.lock:

@@ -4,6 +4,7 @@ journal, with the faults drawn beside them."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -189,33 +190,22 @@ class Workload:
     def _choose(self, rng: random.Random) -> tuple[str, Instance | None]:
         if self.faults.migration_kill_armed():
             real = set(self.cloud.real)
-            movable = [i for i in self.instances.idle((ACTIVE,)) if i.host in real]
-            rng.shuffle(movable)
-            for instance in movable:
-                if self.instances.take(instance.server.instance_uuid):
-                    return rng.choice(["migrate", "live_migrate"]), instance
+            movable = self.instances.take_one((ACTIVE,), rng, lambda i: i.host in real)
+            if movable is not None:
+                return rng.choice(["migrate", "live_migrate"]), movable
         live = len(self.instances.items)
         target = self.config.hosts * self.config.instances_per_host
-        idle: dict[str, list[Instance]] = {}
-        for i in self.instances.idle():
-            idle.setdefault(i.state, []).append(i)
-        allowed = sorted({k for state in idle for k in ALLOWED[state]} - {"evacuate"})
+        allowed = sorted({k for state in self.instances.states() for k in ALLOWED[state]} - {"evacuate"})
         kinds = ["build", *allowed]
         weights = [40 if live < target else 6, *(WEIGHTS[k] for k in allowed)]
         for _ in range(10):
             kind = rng.choices(kinds, weights)[0]
             if kind == "build":
                 return kind, None
-            candidates = [
-                i for s, allows in ALLOWED.items() if kind in allows for i in idle.get(s, ()) if may_run(i, kind)
-            ]
-            if kind == "resize":
-                candidates = [i for i in candidates if _resizable(i.server)]
-            if not candidates:
-                continue
-            instance = rng.choice(candidates)
-            if self.instances.take(instance.server.instance_uuid):
-                return kind, instance
+            states = tuple(s for s, allows in ALLOWED.items() if kind in allows)
+            chosen = self.instances.take_one(states, rng, functools.partial(_may_choose, kind=kind))
+            if chosen is not None:
+                return kind, chosen
         return "", None
 
     def _execute(self, kind: str, instance: Instance | None, rng: random.Random) -> None:
@@ -556,6 +546,10 @@ def _uuid_of(instance: Instance | None, extra: dict[str, Any]) -> str | None:
 def may_run(instance: Instance, kind: str) -> bool:
     """A move half confirmed (or half reverted) is only finished by the same operation."""
     return instance.move is None or instance.move.finishing in (None, kind)
+
+
+def _may_choose(instance: Instance, kind: str) -> bool:
+    return may_run(instance, kind) and (kind != "resize" or _resizable(instance.server))
 
 
 def _resizable(server: ServerRequest) -> bool:
