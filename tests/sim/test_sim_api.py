@@ -44,3 +44,6 @@ def test_a_small_simulation_through_the_api_with_a_conductor_killed_ends_without
     assert set(cpu["seconds"]) == {"service", "conductors"}
     assert all(seconds > 0 for seconds in cpu["seconds"].values())
     assert cpu["ms_per_op"] > 0
+    harness = d["harness_cpu"]
+    assert set(harness["seconds"]) == {"hosts", "simulator"}
+    assert all(seconds > 0 for seconds in harness["seconds"].values())

@@ -56,7 +56,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
     journal = databases.new("conductors") if ours else f"sqlite:///{folder}/conductors.sqlite"
     cloud = Cloud(layout, service, config, folder, journal)
     operations_log = _log_operations(os.path.join(folder, "operations.log"))
-    meter = CpuMeter({"service": cloud.server_pids, "conductors": cloud.conductor_pids})
+    meter = CpuMeter({"service": cloud.server_pids, "conductors": cloud.conductor_pids, "hosts": cloud.host_pids})
     try:
         cloud.start(log)
         vcpu_limit = None
@@ -79,7 +79,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
         workload = Workload(config, layout, cloud, journal, faults, tally)
         before = _metrics(cloud.server.url)
         meter.start()
-        cpu_before = meter.totals()
+        cpu_before = {**meter.totals(), "simulator": time.process_time()}
         started = time.monotonic()
         with Progress(
             TextColumn("[bold]sim"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -87,9 +87,11 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             task = progress.add_task("operations", total=config.ops)
             workload.run(lambda: progress.advance(task))
         elapsed = time.monotonic() - started
-        cpu_after = meter.totals()
+        cpu_after = {**meter.totals(), "simulator": time.process_time()}
         meter.close()
-        cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+        used = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+        cpu = {k: used[k] for k in ("service", "conductors")}
+        harness = {k: used[k] for k in ("hosts", "simulator")}
         log("operations done; waiting for those still running (those of killed conductors taken over)")
         left = workload.finish()
         log(f"{tally.operations} operations in {elapsed:.1f} s; {left} left running after the resumes")
@@ -118,6 +120,7 @@ def run_sim(config: SimConfig, console: Console | None = None) -> SimReport:
             exited=exited,
             errors=list(workload.errors),
             cpu_seconds=cpu,
+            harness_cpu_seconds=harness,
             left_running=left,
             conductors=len(cloud.conductors),
             preemptions=len(workload.preempted.victims),

@@ -312,6 +312,10 @@ class Cloud:
     def conductor_pids(self) -> list[int]:
         return [c.process.pid for c in self.conductors if c.process is not None and c.running()]
 
+    def host_pids(self) -> list[int]:
+        """The host pools' and the agent processes' (those running)."""
+        return [p.process.pid for p in self._processes() if p.process is not None and p.process.poll() is None]
+
     def server_pids(self) -> list[int]:
         return [self.server.process.pid] if self.server.process is not None and self.server.running() else []
 

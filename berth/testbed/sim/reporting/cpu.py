@@ -1,5 +1,6 @@
-"""The CPU the control plane used: user and system time of every process of some process trees
-(``berth serve`` and its workers, each ``berth conductor`` and its worker), read from /proc.
+"""The CPU the processes of a run used: user and system time of every process of some process
+trees (``berth serve`` and its workers, each ``berth conductor`` and its worker, the host pools and
+agents), read from /proc.
 
 A process killed by a fault takes its time with it: the meter keeps the last time it read of every
 process it has seen, and is read often (``sample``, from a thread, and just before a kill), so that

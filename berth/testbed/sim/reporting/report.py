@@ -69,6 +69,10 @@ class SimReport:
     # CPU seconds of the control plane over the operations, by part: "service" (berth serve and its
     # workers), "conductors" (every berth conductor process, the scheduler in them).
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    # CPU seconds of what the run simulates around the control plane, over the operations: "hosts"
+    # (the host pools and agent processes) and "simulator" (this process: the workload's threads).
+    # Not the control plane's, but they share the machine's cores with it.
+    harness_cpu_seconds: dict[str, float] = field(default_factory=dict)
     conductors: int = 0
     # Operations still running in the journal after the finish's wait.
     left_running: int = 0
@@ -92,7 +96,10 @@ class SimReport:
     @property
     def cpu_ms_per_op(self) -> float:
         """Milliseconds of the control plane's CPU per operation."""
-        return 1000 * sum(self.cpu_seconds.values()) / self.tally.operations if self.tally.operations else 0.0
+        return self._ms_per_op(self.cpu_seconds)
+
+    def _ms_per_op(self, seconds: dict[str, float]) -> float:
+        return 1000 * sum(seconds.values()) / self.tally.operations if self.tally.operations else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         t = self.tally
@@ -108,6 +115,10 @@ class SimReport:
             "control_plane_cpu": {
                 "seconds": {k: round(v, 1) for k, v in sorted(self.cpu_seconds.items())},
                 "ms_per_op": round(self.cpu_ms_per_op, 2),
+            },
+            "harness_cpu": {
+                "seconds": {k: round(v, 1) for k, v in sorted(self.harness_cpu_seconds.items())},
+                "ms_per_op": round(self._ms_per_op(self.harness_cpu_seconds), 2),
             },
             "by_kind": {
                 k: {
@@ -152,6 +163,9 @@ class SimReport:
         console.print(
             f"control plane CPU: {cpu['ms_per_op']} ms per operation ({parts}; {d['conductors']} conductor processes)"
         )
+        harness = d["harness_cpu"]
+        parts = ", ".join(f"{k} {v} s" for k, v in harness["seconds"].items())
+        console.print(f"simulated hosts' and simulator's CPU: {harness['ms_per_op']} ms per operation ({parts})")
         console.print(
             f"conflicts (409s answered by the service): {d['conflicts']}   database retries: {d['retries']}   "
             f"reschedules: {d['reschedules']}   audit findings: {d['audit_findings']}   "
