@@ -59,6 +59,10 @@ HOST_UP: Final = "berth.host.up"
 HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
 OPERATION_NOT_FOUND: Final = "berth.operation.not_found"
+# A list's query parameter that is not one (a limit below 0, say).
+QUERY_INVALID: Final = "berth.query.invalid"
+# A list's marker that names no item of the list (Nova: "marker [...] not found").
+MARKER_NOT_FOUND: Final = "berth.marker.not_found"
 OPERATION_REFUSED: Final = "berth.operation.refused"
 # The conductors' database could not be reached (restarting, or failing over to its standby).
 DATABASE_UNAVAILABLE: Final = "berth.database.unavailable"

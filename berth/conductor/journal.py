@@ -278,9 +278,18 @@ class Journal:
         state: str | None = None,
         kind: str | None = None,
         limit: int | None = None,
+        after: Operation | None = None,
     ) -> list[Operation]:
-        """Operations, newest first, of one instance, state or kind (or any)."""
+        """Operations, newest first, of one instance, state or kind (or any); ``after``: only
+        those that come after this one in that order (the page after it)."""
         query = operations.select().order_by(operations.c.created_at.desc(), operations.c.id)
+        if after is not None:
+            query = query.where(
+                sa.or_(
+                    operations.c.created_at < after.created_at,
+                    sa.and_(operations.c.created_at == after.created_at, operations.c.id > after.id),
+                )
+            )
         for column, value in (
             (operations.c.instance_uuid, instance_uuid),
             (operations.c.state, state),

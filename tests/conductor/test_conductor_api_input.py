@@ -4,6 +4,8 @@ was). Through the real WSGI application over a real database and service."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 import sqlalchemy as sa
 from conductorhelpers import PLAIN
@@ -18,6 +20,8 @@ from berth.scheduler.settings import SelectionSettings
 ADMIN = {"X-Auth-Token": "admin"}
 FLAVOR_DUPLICATE = "berth.flavor.duplicate"
 UNKNOWN = "7c0b6a3e-56f4-4d55-9b0e-0c9d5a0f9a11"
+# A member of another project than the admin's.
+MEMBER = {"X-Auth-Token": "u:p", "X-Roles": "member"}
 
 
 @pytest.fixture
@@ -210,7 +214,13 @@ def _bad(server):
         ("POST", "/hosts/wide/evacuate", None, ADMIN, 409, "berth.host.up"),
         ("DELETE", "/hosts/nope", None, ADMIN, 404, "berth.host.not_found"),
         ("GET", "/operations?state=dozing", None, ADMIN, 400, "berth.undefined_code"),
-        ("GET", "/operations?limit=many", None, ADMIN, 400, "berth.undefined_code"),
+        ("GET", "/operations?limit=many", None, ADMIN, 400, "berth.query.invalid"),
+        ("GET", "/operations?limit=-2", None, ADMIN, 400, "berth.query.invalid"),
+        ("GET", f"/operations?marker={UNKNOWN}", None, ADMIN, 400, "berth.marker.not_found"),
+        ("GET", "/servers?limit=-1", None, ADMIN, 400, "berth.query.invalid"),
+        ("GET", "/servers/detail?limit=ten", None, ADMIN, 400, "berth.query.invalid"),
+        ("GET", f"/servers?marker={UNKNOWN}", None, ADMIN, 400, "berth.marker.not_found"),
+        ("GET", f"/servers?marker={server}", None, MEMBER, 400, "berth.marker.not_found"),
         ("GET", f"/operations/{UNKNOWN}", None, ADMIN, 404, "berth.operation.not_found"),
         ("GET", "/hosts", None, {"X-Auth-Token": "u:p"}, 403, None),
     ]
@@ -264,6 +274,56 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
     ]:
         answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
         assert [s["id"] for s in answer] == found, query
+
+
+def _pages(web, path: str, collection: str, limit: int) -> list[list[str]]:
+    """The ids of each page of a list, following its ``next`` links (which keep the query's other
+    parameters and name the page's last item as the next marker)."""
+    pages: list[list[str]] = []
+    href = f"{path}{'&' if '?' in path else '?'}limit={limit}"
+    while href:
+        body = web.get(href, headers=ADMIN).get_json()
+        pages.append([item["id"] for item in body[collection]])
+        links = body.get(f"{collection}_links", [])
+        href = ""
+        if links:
+            [link] = links
+            assert link["rel"] == "next"
+            asked = parse_qs(urlsplit(link["href"]).query)
+            assert asked.pop("limit") == [str(limit)] and asked.pop("marker") == [pages[-1][-1]]
+            assert asked == parse_qs(urlsplit(path).query)
+            href = f"{urlsplit(link['href']).path}?{urlsplit(link['href']).query}"
+    return pages
+
+
+def test_servers_and_operations_are_listed_newest_first_a_page_at_a_time(web, plane, active):
+    from test_control_plane import ended
+
+    builds = [plane.create_servers(Who("admin", "admin"), name=f"page-{n}", flavor_ref=PLAIN.name)[0] for n in range(4)]
+    for build in builds:
+        assert ended(plane, build.id).state == "done"
+    try:
+        everyone = web.get("/servers", headers=ADMIN).get_json()
+        ids = [s["id"] for s in everyone["servers"]]
+        assert ids == [b.instance_uuid for b in reversed(builds)] + [active]
+        assert "servers_links" not in everyone
+        assert _pages(web, "/servers", "servers", 2) == [ids[0:2], ids[2:4], ids[4:]]
+        assert _pages(web, "/servers/detail?status=ACTIVE", "servers", 5) == [ids, []]
+        builds_run = [op["id"] for op in web.get("/operations?kind=build", headers=ADMIN).get_json()["operations"]]
+        assert builds_run[:4] == [b.id for b in reversed(builds)]
+        assert sum(_pages(web, "/operations?kind=build", "operations", 3), []) == builds_run
+        assert (
+            _pages(web, f"/operations?server_id={active}", "operations", 1)[0]
+            == [op["id"] for op in web.get(f"/operations?server_id={active}", headers=ADMIN).get_json()["operations"]][
+                :1
+            ]
+        )
+        # A marker must be an item of the list asked for: an operation of another server is not.
+        other = web.get(f"/operations?server_id={active}&marker={builds[0].id}", headers=ADMIN)
+        assert other.status_code == 400 and other.get_json()["errors"][0]["code"] == "berth.marker.not_found"
+    finally:
+        for build in builds:
+            ended(plane, plane.delete(build.instance_uuid).id)
 
 
 def test_a_resize_of_a_server_in_no_state_to_resize_is_refused_for_its_state_first(plane, web, active):

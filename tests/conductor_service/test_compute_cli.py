@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 from livehelpers import free_port
 from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
+from berth.cli.compute.connection import Api
 from berth.cli.main import cli
 from berth.conductor.control.host_books import DOWN_FRESH_SECONDS
 
@@ -259,6 +260,23 @@ def test_operations_are_listed_by_state_and_kind(berth):
     missing = berth("operation", "show", "00000000-0000-0000-0000-000000000000", expect=1)
     assert "404 berth.operation.not_found" in missing.output and "`berth operation list`" in missing.output
     berth("server", "delete", server["id"], "--wait")
+
+
+def test_lists_are_read_page_after_page_newest_first(berth, cloud):
+    made = [create(berth, f"cli-paged-{n}")["id"] for n in range(3)]
+    api = Api(cloud.client(), "json")
+    everyone = api.get("/servers?all_projects=1")["servers"]
+    assert [s["id"] for s in everyone][:3] == made[::-1]
+    # Pages of two, followed to the end, and a limit met across pages.
+    assert api.listed("/servers", "servers", [("all_projects", "1")], page=2) == everyone
+    assert [s["id"] for s in api.listed("/servers", "servers", [("all_projects", "1")], limit=3, page=2)] == made[::-1]
+    builds = api.get("/operations?kind=build")["operations"]
+    assert api.listed("/operations", "operations", [("kind", "build")], page=2) == builds
+    newest = as_json(berth("server", "list", "--all-projects", "--limit", "2", "-f", "json"))["servers"]
+    assert [s["id"] for s in newest] == made[:0:-1]
+    assert "1 operations" in berth("operation", "list", "--kind", "build", "--limit", "1").stdout
+    for server in made:
+        berth("server", "delete", server, "--wait")
 
 
 def test_a_busy_server_is_refused_with_the_operation_to_follow(berth, cloud):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import click
 
@@ -20,6 +20,8 @@ from berth.cli.client.connection import FORMAT_OPTION, ApiFailure
 from berth.clients.conductor import DEFAULT_URL, ConductorClient, ConductorError
 
 DEFAULT_TOKEN = "admin"
+# The most items the conductors answer in one page of a list.
+PAGE = 1000
 
 # What to try next, by the error's code; then by its status when the code has no hint of its own.
 CODE_HINTS = {
@@ -75,6 +77,32 @@ class Api:
 
     def request(self, method: str, path: str, body: object = None) -> Any:
         return self.client.request(method, path, body)
+
+    def listed(
+        self,
+        path: str,
+        collection: str,
+        query: Sequence[tuple[str, str]] = (),
+        limit: int | None = None,
+        page: int = PAGE,
+    ) -> list[dict[str, Any]]:
+        """Every item of a paged list (``limit``: its first ones only), asking page after page of
+        ``page`` items, each after the last item of the one before, for as long as the conductor
+        says there are more (the ``next`` of ``<collection>_links``)."""
+        items: list[dict[str, Any]] = []
+        marker: str | None = None
+        while limit is None or len(items) < limit:
+            size = page if limit is None else min(limit - len(items), page)
+            asked = [*query, *([("limit", str(size))] if size != PAGE else [])]
+            asked += [("marker", marker)] if marker is not None else []
+            body = self.get(path + ("?" + urlencode(asked) if asked else ""))
+            found: list[dict[str, Any]] = body[collection]
+            items += found
+            more = [link for link in body.get(f"{collection}_links", ()) if link.get("rel") == "next"]
+            if not more or not found:
+                break
+            marker = str(found[-1]["id"])
+        return items
 
 
 def explain_failure(error: ConductorError, urls: Sequence[str]) -> ApiFailure:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlencode
 
 import click
 from rich.console import RenderableType
 
 from berth.cli.client.connection import segment
 from berth.cli.client.output import emit, fields, table
-from berth.cli.compute.connection import Api, conductor_command
+from berth.cli.compute.connection import PAGE, Api, conductor_command
 from berth.cli.compute.servers import find_server
 from berth.conductor.journal import STATES
 
@@ -29,14 +28,14 @@ def operation_group() -> None:
 @click.option("--server", default=None, help="only this server's (id, or name when unique)")
 @click.option("--state", type=click.Choice(STATES), default=None, help="only in this state")
 @click.option("--kind", default=None, help="only of this kind (build, resize, live_migrate, ...)")
-@click.option("--limit", type=click.IntRange(1, 1000), default=None, help="at most this many")
+@click.option("--limit", type=click.IntRange(min=1), default=PAGE, show_default=True, help="only the newest this many")
 @conductor_command
-def operation_list(api: Api, server: str | None, state: str | None, kind: str | None, limit: int | None) -> None:
-    query = [(k, v) for k, v in (("state", state), ("kind", kind), ("limit", limit)) if v]
+def operation_list(api: Api, server: str | None, state: str | None, kind: str | None, limit: int) -> None:
+    query = [(k, v) for k, v in (("state", state), ("kind", kind)) if v]
     if server:
         query.insert(0, ("server_id", find_server(api, server)["id"]))
-    body = api.get("/operations" + ("?" + urlencode(query) if query else ""))
-    operations = body["operations"]
+    operations = api.listed("/operations", "operations", query, limit)
+    body = {"operations": operations}
 
     def render() -> Iterable[RenderableType]:
         rows = [

@@ -136,17 +136,18 @@ def server_create(
     check_ended(ended)
 
 
-@servers_group.command("list", help="List the servers (your project's, or every project's).")
+@servers_group.command("list", help="List the servers, newest first (your project's, or every project's).")
 @click.option("--host", default=None, help="only the servers on this host")
 @click.option("--status", type=click.Choice(STATUSES, case_sensitive=False), default=None, help="only in this status")
 @click.option("--all-projects", is_flag=True, help="every project's servers (admin)")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="only the newest this many (default: all)")
 @conductor_command
-def server_list(api: Api, host: str | None, status: str | None, all_projects: bool) -> None:
+def server_list(api: Api, host: str | None, status: str | None, all_projects: bool, limit: int | None) -> None:
     query = [(k, v) for k, v in (("host", host), ("status", status and status.upper())) if v]
     if all_projects:
         query.append(("all_projects", "1"))
-    body = api.get("/servers" + ("?" + urlencode(query) if query else ""))
-    servers = body["servers"]
+    servers = api.listed("/servers", "servers", query, limit)
+    body = {"servers": servers}
 
     def render() -> Iterable[RenderableType]:
         rows = [

@@ -161,8 +161,17 @@ class ServerRecords:
             raise NotFound(f"No server with id {server_id}.", code=SERVER_NOT_FOUND)
         return found[0]
 
-    def all(self, where: ServerFilter, limit: int | None = None) -> list[Record]:
-        query = servers.select().order_by(servers.c.created_at, servers.c.id)
+    def all(self, where: ServerFilter, limit: int | None = None, after: Record | None = None) -> list[Record]:
+        """The servers ``where`` picks, newest first (Nova's order: created, then id, descending);
+        ``after``: only those that come after this row in that order (the page after it)."""
+        query = servers.select().order_by(servers.c.created_at.desc(), servers.c.id.desc())
+        if after is not None:
+            query = query.where(
+                sa.or_(
+                    servers.c.created_at < after["created_at"],
+                    sa.and_(servers.c.created_at == after["created_at"], servers.c.id < after["id"]),
+                )
+            )
         if not where.deleted:
             query = query.where(servers.c.deleted_at.is_(None))
         for column, value in (

@@ -3,15 +3,13 @@ servers, the admin every one."""
 
 from __future__ import annotations
 
-from berth.conductor.api import views
+from berth.conductor.api import paging, views
 from berth.conductor.api.handlers.servers import owned_row, plane_of
 from berth.conductor.errors import OPERATION_NOT_FOUND
 from berth.conductor.journal import STATES
 from berth.domain.errors import BadRequest, Forbidden, NotFound
 from berth.web.app import WebCall
 from berth.web.responses import Reply
-
-LIST_LIMIT = 1000
 
 
 def index(call: WebCall) -> Reply:
@@ -20,16 +18,19 @@ def index(call: WebCall) -> Reply:
     state = args.get("state")
     if state is not None and state not in STATES:
         raise BadRequest(f"Invalid state {state!r}; one of {', '.join(STATES)}.")
-    try:
-        limit = min(int(args.get("limit", LIST_LIMIT)), LIST_LIMIT)
-    except ValueError:
-        raise BadRequest("limit must be an integer.") from None
+    limit = paging.page_limit(args)
     if server_id is not None:
         owned_row(call, server_id, "berth:servers:show", deleted=True)
     else:
         call.authorize("berth:servers:index:all_projects")
-    found = plane_of(call).journal.find(instance_uuid=server_id, state=state, kind=args.get("kind"), limit=limit)
-    return views.reply({"operations": [views.operation(op) for op in found]})
+    journal = plane_of(call).journal
+    marker = args.get("marker")
+    after = journal.get(marker) if marker is not None else None
+    if marker is not None and (after is None or (server_id is not None and after.instance_uuid != server_id)):
+        raise paging.marker_not_found(marker)
+    found = journal.find(instance_uuid=server_id, state=state, kind=args.get("kind"), limit=limit, after=after)
+    shown = [views.operation(op) for op in found]
+    return views.reply({"operations": shown, **paging.links(call.request, "operations", shown, limit)})
 
 
 def show(call: WebCall, operation_id: str) -> Reply:

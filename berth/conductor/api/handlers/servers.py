@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from berth.conductor.api import schemas, views
+from berth.conductor.api import paging, schemas, views
 from berth.conductor.control.plane import ControlPlane, Who
 from berth.conductor.errors import SERVER_NOT_FOUND
 from berth.conductor.records import server_states
@@ -13,9 +13,6 @@ from berth.conductor.records.servers import ServerFilter
 from berth.domain.errors import BadRequest, Forbidden, NotFound
 from berth.web.app import WebCall
 from berth.web.responses import Reply
-
-# The most servers one list answers.
-LIST_LIMIT = 1000
 
 
 def plane_of(call: WebCall) -> ControlPlane:
@@ -88,11 +85,27 @@ def index(call: WebCall) -> Reply:
         deleted=args.get("deleted", "").lower() in ("1", "true", "yes"),
     )
     plane = plane_of(call)
-    rows = plane.servers.all(where, limit=LIST_LIMIT)
+    limit = paging.page_limit(args)
+    after = _marker_row(plane, args.get("marker"), where)
+    rows = plane.servers.all(where, limit=limit, after=after)
     running = {op.id: op for op in plane.journal.running()} if any(r["operation_id"] for r in rows) else {}
     zones = plane.hosts.zones_of({r["host"] for r in rows if r["host"]})
     shown = [views.server(r, running.get(r["operation_id"]), host_zone=zones.get(r["host"])) for r in rows]
-    return views.reply({"servers": shown})
+    return views.reply({"servers": shown, **paging.links(call.request, "servers", shown, limit)})
+
+
+def _marker_row(plane: ControlPlane, marker: str | None, where: ServerFilter) -> dict[str, Any] | None:
+    """The row of the server a list's page starts after; a 400 when the list could not have shown
+    it (another project's, say, or one deleted in a list of those not deleted)."""
+    if marker is None:
+        return None
+    try:
+        row = plane.servers.get(marker, deleted=where.deleted)
+    except NotFound:
+        raise paging.marker_not_found(marker) from None
+    if where.project_id is not None and row["project_id"] != where.project_id:
+        raise paging.marker_not_found(marker)
+    return row
 
 
 def show(call: WebCall, server_id: str) -> Reply:
