@@ -23,8 +23,9 @@ while the conductor's heartbeat kept it alive with nobody working on it.  Reads 
 ``for_instance``, ``running``) run again the same way: a conductor starting, or resuming the dead
 ones' work, during a failover waits for the new primary instead of failing.
 
-Any SQLAlchemy URL works (a SQLite file by default); the table is made with ``create_all``. A SQLite
-journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
+Any SQLAlchemy URL works (a SQLite file by default); opening a journal brings its database to the
+newest schema (``berth.conductor.migrate``: Alembic, the journal's table and its companions'). A
+SQLite journal is shared by the conductors of one machine: it runs in WAL mode (readers never block the
 writer, and a commit appends to the log instead of rewriting pages) and waits for the write lock
 rather than failing at once. Writers of one process take turns on a lock of the process first:
 SQLite lets one writer in at a time anyway, and a writer kept out by SQLite's own lock polls for
@@ -47,6 +48,8 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from berth.conductor import migrate
+from berth.conductor.records import tables as records_tables
 from berth.sql.driver import DriverStatement
 
 # How long a SQLite journal's writer waits for the lock another conductor holds, in seconds.
@@ -175,7 +178,7 @@ class Journal:
         self._write_lock: contextlib.AbstractContextManager[object] = (
             threading.Lock() if self.engine.dialect.name == "sqlite" else contextlib.nullcontext()
         )
-        self.create_tables(metadata)
+        self.upgrade_schema()
         self.companions: list[Companion] = []
 
     @contextlib.contextmanager
@@ -205,10 +208,11 @@ class Journal:
     def _read(self, query: Callable[[Connection], T]) -> T:
         return read_through_failover(self.engine, query)
 
-    def create_tables(self, tables: sa.MetaData) -> None:
-        """``tables`` made where missing; run again after a lost connection, as reads are, so that a
+    def upgrade_schema(self) -> None:
+        """The conductors' tables, the journal's and its companions', brought to the newest schema
+        (``berth.conductor.migrate``); run again after a lost connection, as reads are, so that a
         conductor starting during a failover waits for the new primary rather than exiting."""
-        self._write(lambda conn: tables.create_all(conn))
+        self._write(lambda conn: migrate.upgrade(conn, [metadata, records_tables.metadata]))
 
     def read(self, query: Callable[[Connection], T]) -> T:
         """Any read of the journal's database (its companions' tables too), run again after a lost

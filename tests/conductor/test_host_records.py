@@ -15,8 +15,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def journal(journal_on_each_database):
-    journal_on_each_database.create_tables(tables.metadata)
-    return journal_on_each_database
+    return journal_on_each_database  # its tables made with the journal's
 
 
 def test_the_hosts_down_are_those_whose_rows_say_so(journal):

@@ -12,7 +12,6 @@ from berth.clients.http import NotConnected
 from berth.conductor.control import agents as agents_module
 from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.journal import Journal
-from berth.conductor.records import tables
 from berth.conductor.records.hosts import Hosts
 
 pytestmark = pytest.mark.slow
@@ -20,7 +19,6 @@ pytestmark = pytest.mark.slow
 
 def test_a_restarted_agent_is_called_at_its_new_address_at_once(cloud, tmp_path):
     journal = Journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
-    journal.create_tables(tables.metadata)
     hosts = Hosts(journal.engine, down_after=60.0)
     agent = cloud["narrow-1"]
     hosts.register("narrow-1", agent.url, None, TOKEN, "admin", admin=True)
@@ -42,7 +40,6 @@ def test_a_restarted_agent_is_called_at_its_new_address_at_once(cloud, tmp_path)
 
 def test_hosts_are_looked_up_from_one_read_of_every_registration_and_new_ones_at_first_use(tmp_path, monkeypatch):
     journal = Journal(f"sqlite:///{tmp_path / 'journal.sqlite'}")
-    journal.create_tables(tables.metadata)
     hosts = Hosts(journal.engine, down_after=60.0)
     for name in ("a", "b", "c"):
         hosts.register(name, f"http://{name}:1", None, TOKEN, "admin", admin=True)

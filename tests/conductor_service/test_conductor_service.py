@@ -84,6 +84,15 @@ def test_a_live_migration_moves_the_server_and_its_claim(cloud):
     assert shown["OS-EXT-AZ:availability_zone"] == ZONES[shown["OS-EXT-SRV-ATTR:host"]]
     (listed,) = [s for s in client.get("/servers")["servers"] if s["id"] == server["id"]]
     assert listed["OS-EXT-AZ:availability_zone"] == ZONES[shown["OS-EXT-SRV-ATTR:host"]]
+    # Offloaded, on no host, it is shown in the zone of the host it was last on, as Nova shows it.
+    for action in ("shelve", "shelveOffload"):
+        assert act(client, server["id"], action, None)["state"] == "done"
+    offloaded = client.get(f"/servers/{server['id']}")["server"]
+    assert offloaded["status"] == "SHELVED_OFFLOADED" and offloaded["OS-EXT-SRV-ATTR:host"] is None
+    assert offloaded["OS-EXT-AZ:availability_zone"] == ZONES[shown["OS-EXT-SRV-ATTR:host"]]
+    assert act(client, server["id"], "unshelve", None)["state"] == "done"
+    back = client.get(f"/servers/{server['id']}")["server"]
+    assert back["OS-EXT-AZ:availability_zone"] == ZONES[back["OS-EXT-SRV-ATTR:host"]]
     ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
 
 

@@ -236,13 +236,10 @@ def run(settings: ConductorSettings) -> int:
         return 2
 
     def prepare() -> None:
-        # The tables made once, before the workers start (each would otherwise race to make them).
+        # The database upgraded once, before the workers start (a journal opened upgrades it).
         from berth.conductor.journal import Journal
-        from berth.conductor.records import tables
 
-        journal = Journal(settings.database)
-        journal.create_tables(tables.metadata)
-        journal.close()
+        Journal(settings.database).close()
 
     def load_app() -> Any:
         # Imported in the worker: prometheus_client must load after the metrics' folder is chosen.

@@ -47,7 +47,8 @@ def server(
 ) -> dict[str, Any]:
     """``host_zone``: the zone of the server's host. Nova shows a placed server in its host's zone,
     whether or not one was asked for (the conductor records it once the server is placed, and a
-    move records the destination's); a server on no host shows the zone it asked for."""
+    move records the destination's); a server on no host (shelved and offloaded) the zone of the
+    host it was last on, or, never placed, the zone it asked for."""
     request = row["request"]
     kind = running.kind if running is not None else None
     shown: dict[str, Any] = {
@@ -59,7 +60,7 @@ def server(
         "flavor": flavor_of_request(request),
         "image": {"properties": dict(request.get("image") or {})},
         "OS-EXT-SRV-ATTR:host": row["host"],
-        "OS-EXT-AZ:availability_zone": (host_zone if row["host"] else None) or request.get("availability_zone"),
+        "OS-EXT-AZ:availability_zone": (host_zone if row["host"] else row["zone"]) or request.get("availability_zone"),
         "OS-EXT-STS:vm_state": row["status"].lower(),
         "OS-EXT-STS:task_state": server_states.task_state(kind),
         "server_groups": [row["group_id"]] if row["group_id"] else [],

@@ -24,7 +24,6 @@ from berth.conductor.control.background import Background
 from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ZONE_NOT_FOUND, ConductorError, Refused, ServerBusy
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, delete, evacuation
-from berth.conductor.records import tables
 from berth.conductor.records.flavors import Flavors, to_flavor
 from berth.conductor.records.hosts import Host, HostEntry, Hosts
 from berth.conductor.records.server_groups import ServerGroups
@@ -79,7 +78,6 @@ class ControlPlane:
         self.placement = placement
         self.journal = Journal(database_url)
         engine = self.journal.engine
-        self.journal.create_tables(tables.metadata)
         self.servers = ServerRecords(engine)
         self.journal.companions.append(self.servers)
         self.hosts = Hosts(engine, self.settings.host_down_after)

@@ -15,7 +15,7 @@ from berth.conductor.errors import SERVER_NOT_FOUND, InvalidState, ServerBusy
 from berth.conductor.journal import Operation, database_clock, read_through_failover
 from berth.conductor.operations import build
 from berth.conductor.records import server_states
-from berth.conductor.records.tables import Record, records, servers
+from berth.conductor.records.tables import Record, hosts, records, servers
 from berth.domain.errors import NotFound
 from berth.sql.driver import DriverStatement
 
@@ -117,8 +117,10 @@ class ServerRecords:
         if not held:  # a slotless operation, or this end written already
             return
         changes = server_states.outcome(held[0], operation, now)
+        placed = {"placed_on": changes["host"]} if "host" in changes else {}
         self._end(frozenset(changes)).rows(
-            conn, {**changes, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now}
+            conn,
+            {**changes, **placed, "server_id": operation.instance_uuid, "holder": operation.id, "updated_at": now},
         )
 
     def _take_slot(self, kind: str) -> DriverStatement:
@@ -144,10 +146,21 @@ class ServerRecords:
         """The end's update of these columns (besides the slot and the time), built once."""
         statement = self._end_by_columns.get(columns)
         if statement is None:
+            values: dict[str, object] = {
+                **{name: sa.bindparam(name) for name in columns | {"updated_at"}},
+                "operation_id": None,
+            }
+            if "host" in columns:
+                # A server placed on a host takes its zone; one taken off every host keeps the last.
+                placed = sa.bindparam("placed_on", type_=sa.String)
+                values["zone"] = sa.case(
+                    (sa.cast(placed, sa.String).is_(None), servers.c.zone),
+                    else_=sa.select(hosts.c.zone).where(hosts.c.name == placed).scalar_subquery(),
+                )
             statement = self._end_by_columns[columns] = DriverStatement(
                 servers.update()
                 .where(servers.c.id == sa.bindparam("server_id"), servers.c.operation_id == sa.bindparam("holder"))
-                .values({**{name: sa.bindparam(name) for name in columns | {"updated_at"}}, "operation_id": None}),
+                .values(values),
                 self.engine.dialect,
             )
         return statement

@@ -1,5 +1,5 @@
-"""The conductors' tables beside the journal's: made with ``create_all`` on the journal's database,
-as the journal's own table is (each new table appears on a conductor's first start)."""
+"""The conductors' tables beside the journal's, in the journal's database. A change to them is a
+migration too (``berth/conductor/migrations``), which a conductor runs as it opens the database."""
 
 from __future__ import annotations
 
@@ -81,6 +81,9 @@ servers = sa.Table(
     sa.Column("group_id", sa.String(36), nullable=True, index=True),
     sa.Column("status", sa.String(32), nullable=False, index=True),
     sa.Column("host", sa.String(255), nullable=True, index=True),
+    # The zone of the host the server was last placed on, kept once it is on none (offloaded): Nova
+    # shows that zone for it. A server on a host shows its host's zone as it is now.
+    sa.Column("zone", sa.String(255), nullable=True),
     # The operation in flight (one at a time), and the resize or migration awaiting confirm or revert.
     sa.Column("operation_id", sa.String(36), nullable=True),
     sa.Column("move_id", sa.String(36), nullable=True),
