@@ -14,7 +14,7 @@ from werkzeug.test import Client
 from berth.conductor.api.app import create_app
 from berth.conductor.control.plane import ControlPlane, Who
 from berth.conductor.journal import metadata as journal_metadata
-from berth.conductor.records import tables
+from berth.conductor.records import server_states, tables
 from berth.scheduler.settings import SelectionSettings
 
 ADMIN = {"X-Auth-Token": "admin"}
@@ -194,7 +194,7 @@ def _bad(server):
             400,
             "berth.flavor.invalid",
         ),
-        ("DELETE", f"/flavors/{PLAIN.name}/os-extra_specs/nope", None, ADMIN, 404, "berth.flavor.not_found"),
+        ("DELETE", f"/flavors/{PLAIN.name}/os-extra_specs/nope", None, ADMIN, 404, "berth.flavor.extra_spec_not_found"),
         ("POST", "/os-server-groups", {"server_group": {"name": "g", "policy": "scatter"}}, ADMIN, 400, None),
         (
             "POST",
@@ -245,6 +245,22 @@ def test_every_bad_request_is_refused_with_a_code_and_writes_nothing(plane, web,
     assert _snapshot(plane) == before
 
 
+def test_a_server_joins_no_group_of_another_project(plane, web):
+    """A member naming the admin project's group is told there is no such group, and nothing is
+    written; the group's owner may join it."""
+    group = plane.groups.create("theirs", "anti-affinity", {}, "admin", "admin")
+    body = {"server": {"name": "x", "flavorRef": PLAIN.name}, "os:scheduler_hints": {"group": group}}
+    before = _snapshot(plane)
+    answer = web.post("/servers", json=body, headers=MEMBER)
+    assert answer.status_code == 400, answer.get_data(as_text=True)
+    assert answer.get_json()["errors"][0]["code"] == "berth.server_group.not_found"
+    assert _snapshot(plane) == before
+    assert plane.servers.in_group(group) == []
+    own = web.post("/servers", json=body, headers=ADMIN)
+    assert own.status_code == 202, own.get_data(as_text=True)
+    assert plane.servers.in_group(group) == [own.get_json()["server"]["id"]]
+
+
 def test_the_openapi_document_names_every_route_and_its_body(web):
     document = web.get("/berth/openapi.json").get_json()
     assert document["openapi"].startswith("3.")
@@ -274,6 +290,43 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
     ]:
         answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
         assert [s["id"] for s in answer] == found, query
+
+
+def test_deleted_servers_are_listed_by_their_status(web, plane):
+    from test_control_plane import ended
+
+    [build] = plane.create_servers(Who("admin", "admin"), name="gone", flavor_ref=PLAIN.name)
+    assert ended(plane, build.id).state == "done"
+    assert ended(plane, plane.delete(build.instance_uuid).id).state == "done"
+    for query in ("status=DELETED", "status=deleted", "status=deleted&deleted=1"):
+        answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
+        assert [(s["id"], s["status"]) for s in answer] == [(build.instance_uuid, "DELETED")], query
+    assert web.get("/servers?status=ACTIVE", headers=ADMIN).get_json()["servers"] == []
+
+
+def test_a_server_shows_novas_vm_state_and_fault(web, plane, active):
+    """The vm_state in Nova's words, not the status lowercased; a fault with Nova's code, time and
+    message, gone once an operation ends well."""
+    from test_control_plane import ended
+
+    def shown(server_id: str) -> dict:
+        return web.get(f"/servers/{server_id}", headers=ADMIN).get_json()["server"]
+
+    assert (shown(active)["OS-EXT-STS:vm_state"], "fault" in shown(active)) == ("active", False)
+    plane.flavors.create({"name": "huge", "vcpus": 64, "ram": 1024, "disk": 1})
+    [build] = plane.create_servers(Who("admin", "admin"), name="huge", flavor_ref="huge")
+    ended(plane, build.id)
+    failed = shown(build.instance_uuid)
+    assert (failed["status"], failed["OS-EXT-STS:vm_state"]) == ("ERROR", "error")
+    assert failed["fault"]["code"] == 500 and "No valid host" in failed["fault"]["message"]
+    assert failed["updated"] <= failed["fault"]["created"] <= failed["updated"], failed
+    ended(plane, plane.delete(build.instance_uuid).id)
+    [gone] = web.get("/servers?deleted=1&name=huge", headers=ADMIN).get_json()["servers"]
+    assert (gone["OS-EXT-STS:vm_state"], "fault" in gone) == ("deleted", False)
+    assert plane.servers.get(build.instance_uuid, deleted=True)["fault_at"] is None
+    assert server_states.VM_STATES[server_states.VERIFY_RESIZE] == "resized"
+    assert server_states.VM_STATES[server_states.SOFT_DELETED] == "soft-delete"
+    assert set(server_states.VM_STATES) == set(server_states.STATUSES)
 
 
 def _pages(web, path: str, collection: str, limit: int) -> list[list[str]]:

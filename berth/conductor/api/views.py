@@ -61,7 +61,7 @@ def server(
         "image": {"properties": dict(request.get("image") or {})},
         "OS-EXT-SRV-ATTR:host": row["host"],
         "OS-EXT-AZ:availability_zone": (host_zone if row["host"] else row["zone"]) or request.get("availability_zone"),
-        "OS-EXT-STS:vm_state": row["status"].lower(),
+        "OS-EXT-STS:vm_state": server_states.VM_STATES[row["status"]],
         "OS-EXT-STS:task_state": server_states.task_state(kind),
         "server_groups": [row["group_id"]] if row["group_id"] else [],
         "operation": operation_summary(running) if running is not None else None,
@@ -69,7 +69,9 @@ def server(
         "updated": moment(row["updated_at"]),
     }
     if row["fault"]:
-        shown["fault"] = {"message": row["fault"]}
+        # Nova's fault: the operation's error as its message, when it ended, and 500 (what Nova
+        # records for a failure of its own, a host that refused or none left, as here).
+        shown["fault"] = {"code": 500, "created": moment(row["fault_at"]), "message": row["fault"]}
     if row["deleted_at"] is not None:
         shown["deleted"] = moment(row["deleted_at"])
     if allocations is not None:

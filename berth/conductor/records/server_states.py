@@ -58,6 +58,19 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
 # deleted, evacuated or moved again.
 SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP, build.CLEANUP})
 
+# Nova's vm_state of each status: its own words, not the status's (a resize awaiting its confirmation
+# is ``resized``, a soft-deleted server ``soft-delete``).
+VM_STATES: Final[Mapping[str, str]] = {
+    BUILDING: "building",
+    ACTIVE: "active",
+    ERROR: "error",
+    VERIFY_RESIZE: "resized",
+    SHELVED: "shelved",
+    SHELVED_OFFLOADED: "shelved_offloaded",
+    SOFT_DELETED: "soft-delete",
+    DELETED: "deleted",
+}
+
 # The status shown while an operation runs (the stored state otherwise), and its task state.
 _STATUS_WHILE: Final[Mapping[str, str]] = {
     build.KIND: BUILDING,

@@ -61,6 +61,7 @@ class ServerRecords:
                     "host": None,
                     "move_id": None,
                     "fault": None,
+                    "fault_at": None,
                 }
             ),
             dialect,
@@ -117,6 +118,8 @@ class ServerRecords:
         if not held:  # a slotless operation, or this end written already
             return
         changes = server_states.outcome(held[0], operation, now)
+        if "fault" in changes:
+            changes["fault_at"] = now if changes["fault"] else None
         placed = {"placed_on": changes["host"]} if "host" in changes else {}
         self._end(frozenset(changes)).rows(
             conn,

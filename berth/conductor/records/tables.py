@@ -87,8 +87,9 @@ servers = sa.Table(
     # The operation in flight (one at a time), and the resize or migration awaiting confirm or revert.
     sa.Column("operation_id", sa.String(36), nullable=True),
     sa.Column("move_id", sa.String(36), nullable=True),
-    # Why the last operation failed, if it did.
+    # Why the last operation failed, if it did, and when it ended.
     sa.Column("fault", sa.Text, nullable=True),
+    sa.Column("fault_at", sa.Float, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
     sa.Column("deleted_at", sa.Float, nullable=True),

@@ -7,7 +7,7 @@ from typing import Any
 
 from berth.conductor.api import paging, schemas, views
 from berth.conductor.control.plane import ControlPlane, Who
-from berth.conductor.errors import SERVER_NOT_FOUND
+from berth.conductor.errors import SERVER_GROUP_NOT_FOUND, SERVER_NOT_FOUND
 from berth.conductor.records import server_states
 from berth.conductor.records.servers import ServerFilter
 from berth.domain.errors import BadRequest, Forbidden, NotFound
@@ -45,6 +45,8 @@ def create(call: WebCall) -> Reply:
     group = (body.get("os:scheduler_hints") or {}).get("group")
     plane = plane_of(call)
     try:
+        if group is not None:
+            _group_to_join(call, group)
         builds = plane.create_servers(
             Who(call.caller.project_id, call.caller.user_id),
             name=asked["name"],
@@ -62,6 +64,17 @@ def create(call: WebCall) -> Reply:
     if count == 1:
         return views.reply({"server": made[0]}, 202, location)
     return views.reply({"reservation_id": f"r-{uuid.uuid4().hex[:8]}", "servers": made}, 202, location)
+
+
+def _group_to_join(call: WebCall, group_id: str) -> None:
+    """NotFound unless the caller may read the server group its new servers would join: a group
+    is looked up within the caller's project, as Nova does (an admin's reaches every project's).
+    Joining another project's group would take its hosts' places and keep its owner from deleting it."""
+    row = plane_of(call).groups.get(group_id)
+    try:
+        call.authorize("berth:server_groups:show", {"project_id": row["project_id"], "user_id": row["user_id"]})
+    except Forbidden:
+        raise NotFound(f"No server group with id {group_id}.", code=SERVER_GROUP_NOT_FOUND) from None
 
 
 def index(call: WebCall) -> Reply:
@@ -82,7 +95,9 @@ def index(call: WebCall) -> Reply:
         host=args.get("host"),
         status=status.upper() if status else None,
         name=args.get("name"),
-        deleted=args.get("deleted", "").lower() in ("1", "true", "yes"),
+        # DELETED servers are only among the deleted ones: asking for that status asks for them, as Nova
+        # takes it.
+        deleted=args.get("deleted", "").lower() in ("1", "true", "yes") or (status or "").upper() == "DELETED",
     )
     plane = plane_of(call)
     limit = paging.page_limit(args)
