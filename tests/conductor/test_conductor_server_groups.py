@@ -11,7 +11,7 @@ import uuid
 from dataclasses import replace
 
 import pytest
-from conductorhelpers import PLAIN, assert_books_agree, assert_nothing_left, claims_of, server
+from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, claims_of, server
 
 from berth.conductor.journal import DONE
 from berth.conductor.requests import ServerRequest
@@ -147,3 +147,21 @@ def test_a_resize_keeps_its_group_apart(conductors, placement, clients, use_pick
     assert set(claims_of(clients, uuids[0])) == {moved.selections["dest"]}
     assert_books_agree(placement, clients)
     delete_all(conductor, placement, clients, uuids)
+
+
+@pytest.mark.parametrize("use_pick", [True, False], ids=["pick", "placement"])
+def test_a_lone_member_of_anti_affinity_may_be_resized_on_its_own_host(conductors, placement, clients, use_pick):
+    """Packing prefers the host the member is on; the member does not keep itself off it, as
+    Nova's filter does not count the instance being moved (the service's pick is told which it is)."""
+    settings = SelectionSettings(enabled_filters=GROUP_FILTERS, weigh_policy="pack", use_pick_extension=use_pick)
+    conductor = conductors(settings=settings)
+    [only] = members(1)
+    group = ServerGroup(str(uuid.uuid4()), "anti-affinity", frozenset({only}))
+    [host] = build_all(conductor, [only], group)
+    moved = conductor.resize(replace(server(only, PLAIN), server_group=group), BIGGER)
+    assert moved.state == DONE, moved.error
+    assert moved.selections["dest"] == host
+    conductor.confirm_resize(moved.id)
+    assert set(claims_of(clients, only)) == {host}
+    assert_books_agree(placement, clients)
+    delete_all(conductor, placement, clients, [only])

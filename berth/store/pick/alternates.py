@@ -26,7 +26,8 @@ from berth.domain.candidate_request import CandidateRequest
 from berth.domain.candidates import Candidate, ProviderData
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.provider_cache import ProviderCache
-from berth.store.pick.request import Alternate, ServerGroup
+from berth.store.pick.request import Alternate
+from berth.store.server_groups.membership import ServerGroup
 
 # The most alternates a pick names (the body's schema holds callers to it).
 MAX_ALTERNATES: Final = 10

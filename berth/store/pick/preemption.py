@@ -255,7 +255,7 @@ def _attempt(
             on_provider[provider_id].append(holder)
     roots = sorted(_roots_of(conn, on_provider, finder) - avoided_roots(conn, request.avoid_trees))
     group = request.server_group
-    members = membership.member_hosts(conn, group.uuid, sharing_ids) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, sharing_ids) if group is not None else Counter[int]()
     policy = group.policy if group is not None else None
     views = [
         view

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.weighing import Multipliers, SoftGroupPolicy
-from berth.store.server_groups.membership import GroupPolicy
+from berth.store.server_groups.membership import ServerGroup
 
 
 @dataclass(frozen=True)
@@ -16,12 +16,6 @@ class Consumer:
     project_id: str
     user_id: str
     consumer_type: str
-
-
-@dataclass(frozen=True)
-class ServerGroup:
-    uuid: str
-    policy: GroupPolicy
 
 
 @dataclass(frozen=True)

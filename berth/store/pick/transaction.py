@@ -50,8 +50,9 @@ from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.quota_check import check_claimed_quota, count_own_consumer
-from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup, soft_policy
+from berth.store.pick.request import Consumer, Pick, PickRequest, soft_policy
 from berth.store.server_groups import membership
+from berth.store.server_groups.membership import ServerGroup
 
 __all__ = ["Consumer", "Pick", "PickRequest", "ServerGroup", "pick_and_claim"]
 
@@ -106,7 +107,7 @@ def _pick_and_claim(
     by_root = without_avoided(
         candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
     )
-    members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     if not allowed:
         return _preempt_or_refuse(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from sqlalchemy import Connection
@@ -66,15 +67,27 @@ def lock_group(conn: Connection, group_uuid: str, policy: GroupPolicy) -> None:
     execute(conn, _FORGET_DEPARTED, (group_uuid,))
 
 
-def member_hosts(conn: Connection, group_uuid: str, sharing_ids: Collection[int]) -> Counter[int]:
-    """How many of the group's members hold allocations in each tree (by root provider id).
+@dataclass(frozen=True)
+class ServerGroup:
+    """A group as a pick names it."""
+
+    uuid: str
+    policy: GroupPolicy
+    # The member a move is placing again: where it is now does not count against the policy (a lone
+    # member of an anti-affinity group may be resized on its own host).
+    moving_member: str | None = None
+
+
+def member_hosts(conn: Connection, group: ServerGroup, sharing_ids: Collection[int]) -> Counter[int]:
+    """How many of the group's members hold allocations in each tree (by root provider id), the
+    member a move is placing again left out.
 
     Sharing providers are no host: a member's disk on a shared pool does not put it on the pool's
     tree.
     """
     roots_of: defaultdict[str, set[int]] = defaultdict(set)
-    for consumer_uuid, provider_id, root_id in fetch(conn, _MEMBER_PLACES, (group_uuid,)):
-        if provider_id not in sharing_ids:
+    for consumer_uuid, provider_id, root_id in fetch(conn, _MEMBER_PLACES, (group.uuid,)):
+        if provider_id not in sharing_ids and consumer_uuid != group.moving_member:
             roots_of[consumer_uuid].add(root_id)
     return Counter(root for roots in roots_of.values() for root in roots)
 

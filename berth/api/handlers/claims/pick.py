@@ -32,8 +32,8 @@ from berth.store.pick.gang.transaction import GangPick, GangRequest, SpreadOverU
 from berth.store.pick.priorities import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
 from berth.store.pick.quota_check import settings_for_pick
 from berth.store.pick.request import Alternate, Preempted
-from berth.store.pick.transaction import Consumer, Pick, PickRequest, ServerGroup, pick_and_claim
-from berth.store.server_groups.membership import GroupPolicy
+from berth.store.pick.transaction import Consumer, Pick, PickRequest, pick_and_claim
+from berth.store.server_groups.membership import GroupPolicy, ServerGroup
 from berth.web.responses import Reply
 
 # The keys only a gang's body has: a malformed one is refused with the gang's own code.
@@ -201,7 +201,12 @@ def _server_group(body: dict[str, Any]) -> ServerGroup | None:
     group = body.get("server_group")
     if group is None:
         return None
-    return ServerGroup(normalize_uuid(group["uuid"]), cast(GroupPolicy, group["policy"]))
+    moving = group.get("moving_member")
+    return ServerGroup(
+        normalize_uuid(group["uuid"]),
+        cast(GroupPolicy, group["policy"]),
+        moving_member=normalize_uuid(moving) if moving is not None else None,
+    )
 
 
 def _as_list(value: str | list[str]) -> list[str]:

@@ -82,7 +82,9 @@ PICK_BODY: Final[JsonSchema] = {
         "topology": _TOPOLOGY,
         "server_group": {
             "type": "object",
-            "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}},
+            # moving_member: the member a move places again (its consumer is the move's own), whose
+            # place now does not count against the policy.
+            "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}, "moving_member": UUID},
             "required": ["uuid", "policy"],
             "additionalProperties": False,
         },

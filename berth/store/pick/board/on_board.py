@@ -144,7 +144,7 @@ def plan_on_board(conn: Connection, request: PickRequest, cache: ProviderCache, 
         roots_key, roots_ok = (roots_key, members_key), _and(roots_ok, in_them)
     avoided = avoided_roots(conn, request.avoid_trees)
     group = request.server_group
-    members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, frozenset(sharing)) if group is not None else Counter[int]()
     group_ok = _group_mask_or_none(view, group.policy if group is not None else None, members)
     weighed = weighed_classes(conn)
     policy = soft_policy(group)
@@ -358,7 +358,7 @@ def claim_on_board(
     written is written bare (``claim_tree``): refused, it raises ``BareClaimRefused``. (A bare claim
     either holds or raises, so every claim here until one is written is the first.)"""
     group = request.server_group
-    members = membership.member_hosts(conn, group.uuid, plan.sharing_ids) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, plan.sharing_ids) if group is not None else Counter[int]()
     class_names = {rc: name for name, rc in resolved.class_ids.items()}
     finder: CandidateFinder | None = None
     plan.taken.clear()  # a transaction run again claims again

@@ -165,7 +165,7 @@ def plan_gang_on_board(
     roots_ok &= board_mask(view.roots, avoided_roots(conn, request.avoid_trees))
     fits = (capacity >= 1) & roots_ok
     group = request.server_group
-    members = membership.member_hosts(conn, group.uuid, frozenset(sharing)) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, frozenset(sharing)) if group is not None else Counter[int]()
     allowed = fits & _group_mask(view, group.policy if group is not None else None, members)
     indexes = np.flatnonzero(allowed)
     if not len(indexes):
@@ -409,7 +409,7 @@ def claim_gang_on_board(conn: Connection, request: GangRequest, plan: GangBoardP
     group = request.server_group
     if group is not None:
         membership.lock_group(conn, group.uuid, group.policy)
-        if membership.member_hosts(conn, group.uuid, plan.sharing_ids) != plan.group_members:
+        if membership.member_hosts(conn, group, plan.sharing_ids) != plan.group_members:
             raise PlanOutdated("the group's members moved")
     providers, class_names = plan.providers, plan.class_names
     placed = list(zip(request.consumers, plan.members, strict=False))

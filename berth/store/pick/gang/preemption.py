@@ -25,7 +25,8 @@ from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.leases.ledger import set_lease
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
-from berth.store.pick.request import Consumer, Pick, PickRequest, ServerGroup
+from berth.store.pick.request import Consumer, Pick, PickRequest
+from berth.store.server_groups.membership import ServerGroup
 
 
 class GangRequest(Protocol):

@@ -58,10 +58,11 @@ from berth.store.pick.gang.preemption import place_preempting
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.quota_check import check_claimed_quotas
-from berth.store.pick.request import Consumer, Pick, Preempted, ServerGroup, soft_policy
+from berth.store.pick.request import Consumer, Pick, Preempted, soft_policy
 from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
 from berth.store.placement.aggregates import aggregate_ids
 from berth.store.server_groups import membership
+from berth.store.server_groups.membership import ServerGroup
 
 # Plans made again after a tree refused a member the plan counted on, before the gang gives up.
 MOST_PLANS = 16
@@ -150,7 +151,7 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
     by_root = without_avoided(
         candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
     )
-    members = membership.member_hosts(conn, group.uuid, sharing) if group is not None else Counter[int]()
+    members = membership.member_hosts(conn, group, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     asked = len(request.consumers)
     policy = _hard_policy(group)
