@@ -47,6 +47,8 @@ SERVER_INVALID_STATE: Final = "berth.server.invalid_state"
 SERVER_NO_VALID_HOST: Final = "berth.server.no_valid_host"
 FLAVOR_NOT_FOUND: Final = "berth.flavor.not_found"
 FLAVOR_DUPLICATE: Final = "berth.flavor.duplicate"
+# A flavor that has no such extra spec (Nova: "Flavor X has no extra specs with key Y", 404).
+FLAVOR_EXTRA_SPEC_NOT_FOUND: Final = "berth.flavor.extra_spec_not_found"
 FLAVOR_INVALID: Final = "berth.flavor.invalid"
 # A resize to the flavor the server has already (Nova: "instances must change flavor").
 RESIZE_SAME_FLAVOR: Final = "berth.server.resize_same_flavor"

@@ -281,12 +281,19 @@ class Journal:
         instance_uuid: str | None = None,
         state: str | None = None,
         kind: str | None = None,
+        project_id: str | None = None,
         limit: int | None = None,
         after: Operation | None = None,
     ) -> list[Operation]:
-        """Operations, newest first, of one instance, state or kind (or any); ``after``: only
-        those that come after this one in that order (the page after it)."""
+        """Operations, newest first, of one instance, state or kind, or of the servers of one
+        project, deleted ones' too (or any); ``after``: only those that come after this one in that
+        order (the page after it)."""
         query = operations.select().order_by(operations.c.created_at.desc(), operations.c.id)
+        if project_id is not None:
+            servers = records_tables.servers
+            query = query.where(
+                operations.c.instance_uuid.in_(sa.select(servers.c.id).where(servers.c.project_id == project_id))
+            )
         if after is not None:
             query = query.where(
                 sa.or_(

@@ -28,7 +28,12 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("rebuild", "rebuild", "Rebuild a server in place."),
     ("soft-delete", "softDelete", "Delete a server softly: `berth server restore` brings it back."),
     ("restore", "restore", "Restore a softly deleted server."),
-    ("force-delete", "forceDelete", "Delete a softly deleted server for good."),
+    (
+        "force-delete",
+        "forceDelete",
+        "Delete a server in any state, as `berth server delete` does: a softly deleted one for good, an active, "
+        "shelved or failed one too (one awaiting a resize's confirmation is confirmed first).",
+    ),
 )
 
 WAIT_HELP = "follow the operation to its end; exit status 1 unless it is done"

@@ -37,6 +37,7 @@ CODE_HINTS = {
     "berth.server.resize_same_flavor": "name another flavor (`berth flavor list`), or move the server in its "
     "flavor with `berth server migrate`",
     "berth.flavor.not_found": "`berth flavor list` shows the flavors",
+    "berth.flavor.extra_spec_not_found": "`berth flavor show FLAVOR` lists its properties (extra specs)",
     "berth.flavor.duplicate": "a flavor of that name or id exists: `berth flavor show` it, or choose another name",
     "berth.flavor.invalid": "the detail names what was refused: a size (`berth flavor create --help`) or a "
     "--property extra spec (docs/scheduler.md, 'From flavor and image to query and claim', lists those read)",

@@ -8,8 +8,9 @@ from typing import Any
 import click
 from rich.console import RenderableType
 
-from berth.cli.client.connection import segment
+from berth.cli.client.connection import ApiFailure, segment
 from berth.cli.client.output import emit, fields, table
+from berth.cli.client.providers import is_uuid
 from berth.cli.compute.connection import PAGE, Api, conductor_command
 from berth.cli.compute.servers import find_server
 from berth.conductor.journal import STATES
@@ -24,8 +25,22 @@ def operation_group() -> None:
     pass
 
 
-@operation_group.command("list", help="List operations, newest first (every server's: admin).")
-@click.option("--server", default=None, help="only this server's (id, or name when unique)")
+def _server_id(api: Api, reference: str) -> str:
+    """The id of the server named: found as ``find_server`` finds it, or, for an id no server
+    shown has (a deleted server's, whose operations stay readable), the id as it is: the
+    conductors answer its operations, or say that no server has it."""
+    try:
+        return str(find_server(api, reference)["id"])
+    except ApiFailure:
+        if is_uuid(reference):
+            return reference
+        raise
+
+
+@operation_group.command(
+    "list", help="List operations, newest first: your project's servers' (an admin's: every project's)."
+)
+@click.option("--server", default=None, help="only this server's (id, deleted servers' too, or name when unique)")
 @click.option("--state", type=click.Choice(STATES), default=None, help="only in this state")
 @click.option("--kind", default=None, help="only of this kind (build, resize, live_migrate, ...)")
 @click.option("--limit", type=click.IntRange(min=1), default=PAGE, show_default=True, help="only the newest this many")
@@ -33,7 +48,7 @@ def operation_group() -> None:
 def operation_list(api: Api, server: str | None, state: str | None, kind: str | None, limit: int) -> None:
     query = [(k, v) for k, v in (("state", state), ("kind", kind)) if v]
     if server:
-        query.insert(0, ("server_id", find_server(api, server)["id"]))
+        query.insert(0, ("server_id", _server_id(api, server)))
     operations = api.listed("/operations", "operations", query, limit)
     body = {"operations": operations}
 

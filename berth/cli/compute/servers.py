@@ -16,7 +16,7 @@ from berth.cli.compute.connection import Api, conductor_command
 from berth.cli.compute.follow import check_ended, conclude, follow, label
 from berth.cli.compute.server_groups import find_server_group
 from berth.clients.conductor import ConductorError
-from berth.conductor.records.server_states import STATUSES
+from berth.conductor.records.server_states import DELETED, STATUSES
 
 
 def key_values(values: Sequence[str], option: str) -> dict[str, str]:
@@ -144,6 +144,9 @@ def server_create(
 @conductor_command
 def server_list(api: Api, host: str | None, status: str | None, all_projects: bool, limit: int | None) -> None:
     query = [(k, v) for k, v in (("host", host), ("status", status and status.upper())) if v]
+    if status and status.upper() == DELETED:
+        # Deleted servers are listed only when asked for (``deleted=1``), as Nova lists them.
+        query.append(("deleted", "1"))
     if all_projects:
         query.append(("all_projects", "1"))
     servers = api.listed("/servers", "servers", query, limit)

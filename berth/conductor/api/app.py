@@ -85,7 +85,11 @@ def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
             "GET": WebRoute(flavors.extra_specs, "berth:flavors:index"),
             "POST": WebRoute(flavors.set_extra_specs, flavors_admin),
         },
-        "/flavors/<flavor_id>/os-extra_specs/<key>": {"DELETE": WebRoute(flavors.unset_extra_spec, flavors_admin)},
+        "/flavors/<flavor_id>/os-extra_specs/<key>": {
+            "GET": WebRoute(flavors.show_extra_spec, "berth:flavors:index"),
+            "PUT": WebRoute(flavors.update_extra_spec, flavors_admin),
+            "DELETE": WebRoute(flavors.unset_extra_spec, flavors_admin),
+        },
         "/os-server-groups": {
             "POST": WebRoute(server_groups.create, "berth:server_groups:create"),
             "GET": WebRoute(server_groups.index, "berth:server_groups:index"),
@@ -152,6 +156,7 @@ _BODIES: Final[dict[tuple[str, str], Any]] = {
     ("POST", "/servers/<server_id>/action"): schemas.SERVER_ACTION,
     ("POST", "/flavors"): schemas.FLAVOR_CREATE,
     ("POST", "/flavors/<flavor_id>/os-extra_specs"): schemas.EXTRA_SPECS,
+    ("PUT", "/flavors/<flavor_id>/os-extra_specs/<key>"): schemas.EXTRA_SPEC_UPDATE,
     ("POST", "/os-server-groups"): schemas.SERVER_GROUP_CREATE,
     ("PUT", "/hosts/<name>"): schemas.HOST_REGISTER,
     ("PUT", "/hosts"): schemas.HOSTS_REGISTER,

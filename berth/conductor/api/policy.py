@@ -46,6 +46,8 @@ RULES: Final = [
     _rule("berth:hosts:register", "role:service or role:admin", "PUT", "/hosts/{name}"),
     _rule("berth:hosts:manage", ADMIN, "GET", "/hosts"),
     _rule("berth:operations:index", ANY_READER, "GET", "/operations", ANYONE),
+    # The operations of every project's servers, or of another project's (a project's readers see their own).
+    _rule("berth:operations:index:all_projects", ADMIN, "GET", "/operations?all_projects=1"),
     _rule("berth:operations:show", READER, "GET", "/operations/{id}", LEGACY_OWNER),
     _rule("berth:metrics", "role:admin or role:service", "GET", "/metrics"),
 ]

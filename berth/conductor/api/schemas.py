@@ -103,6 +103,8 @@ FLAVOR_CREATE: Final = _object(
 )
 
 EXTRA_SPECS: Final = _object({"extra_specs": {**STRINGS, "minProperties": 1}}, ("extra_specs",))
+# ``PUT /flavors/{id}/os-extra_specs/{key}``: the one extra spec, ``{"KEY": "VALUE"}``, as Nova's.
+EXTRA_SPEC_UPDATE: Final = {**STRINGS, "minProperties": 1, "maxProperties": 1}
 
 SERVER_GROUP_CREATE: Final = _object(
     {

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from berth.conductor.errors import FLAVOR_DUPLICATE, FLAVOR_INVALID, FLAVOR_NOT_FOUND
+from berth.conductor.errors import FLAVOR_DUPLICATE, FLAVOR_EXTRA_SPEC_NOT_FOUND, FLAVOR_INVALID, FLAVOR_NOT_FOUND
 from berth.conductor.journal import database_clock, read_through_failover
 from berth.conductor.records.tables import Record, flavors, records
 from berth.domain.errors import BadRequest, Conflict, NotFound
@@ -69,12 +69,16 @@ class Flavors:
         check(to_flavor(row), self.config)
         try:
             with self.engine.begin() as conn:
-                conn.execute(flavors.insert().values(**row, created_at=self._now))
+                clash = _clash(conn, row)
+                if clash is None:
+                    conn.execute(flavors.insert().values(**row, created_at=self._now))
         except sa.exc.IntegrityError:
-            raise Conflict(
-                f"A flavor with the id {row['id']!r} or the name {row['name']!r} exists already.",
-                code=FLAVOR_DUPLICATE,
-            ) from None
+            # Another flavor written between the look and the insert: what it clashes with.
+            clash = read_through_failover(self.engine, lambda conn: _clash(conn, row)) or (
+                f"A flavor with the id {row['id']!r} or the name {row['name']!r} exists already."
+            )
+        if clash is not None:
+            raise Conflict(clash, code=FLAVOR_DUPLICATE)
         return self.get(row["id"])
 
     def get(self, id_or_name: str) -> Record:
@@ -104,10 +108,17 @@ class Flavors:
         """Merged into the flavor's, checked together before they are written."""
         return self._change_specs(id_or_name, lambda current: {**current, **specs})
 
+    def extra_spec(self, id_or_name: str, key: str) -> str:
+        """The value of one extra spec of the flavor; NotFound (the extra spec's code) without it."""
+        row = self.get(id_or_name)
+        if key not in row["extra_specs"]:
+            raise _no_extra_spec(row, key)
+        return str(row["extra_specs"][key])
+
     def unset_extra_spec(self, id_or_name: str, key: str) -> Record:
         row = self.get(id_or_name)
         if key not in row["extra_specs"]:
-            raise NotFound(f"Flavor {row['name']!r} has no extra spec {key!r}.", code=FLAVOR_NOT_FOUND)
+            raise _no_extra_spec(row, key)
         return self._change_specs(id_or_name, lambda current: {k: v for k, v in current.items() if k != key})
 
     def _change_specs(self, id_or_name: str, change: Any) -> Record:
@@ -117,3 +128,34 @@ class Flavors:
         with self.engine.begin() as conn:
             conn.execute(flavors.update().where(flavors.c.id == row["id"]).values(extra_specs=specs))
         return self.get(str(row["id"]))
+
+
+def _no_extra_spec(row: Record, key: str) -> NotFound:
+    return NotFound(f"Flavor {row['name']!r} has no extra spec {key!r}.", code=FLAVOR_EXTRA_SPEC_NOT_FOUND)
+
+
+def _clash(conn: Connection, row: Record) -> str | None:
+    """Why a new flavor may not be written beside the others, or None. A flavor is referred to by
+    its id or its name (``Flavors.get``, a server's ``flavorRef``, the commands), so neither may be
+    any other flavor's id or name: a new flavor whose id were another's name would take that
+    name's place in every look-up."""
+    new_id, new_name = row["id"], row["name"]
+    found = conn.execute(
+        sa.select(flavors.c.id, flavors.c.name).where(
+            sa.or_(flavors.c.id.in_([new_id, new_name]), flavors.c.name.in_([new_id, new_name]))
+        )
+    ).all()
+    lookup = "flavors are found by id or name"
+    for other_id, other_name in found:
+        if other_id == new_id:
+            return f"A flavor with the id {new_id!r} exists already."
+        if other_name == new_name:
+            return f"A flavor named {new_name!r} exists already."
+    for other_id, other_name in found:
+        if other_name == new_id:
+            return f"A flavor named {new_id!r} exists already: a flavor's id may not be another's name ({lookup})."
+        if other_id == new_name:
+            return (
+                f"A flavor with the id {new_name!r} exists already: a flavor's name may not be another's id ({lookup})."
+            )
+    return None

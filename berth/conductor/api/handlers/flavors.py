@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers.servers import plane_of
+from berth.domain.errors import BadRequest
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
 
@@ -37,6 +38,21 @@ def extra_specs(call: WebCall, flavor_id: str) -> Reply:
 def set_extra_specs(call: WebCall, flavor_id: str) -> Reply:
     specs = schemas.check(call.json_body(), schemas.EXTRA_SPECS)["extra_specs"]
     return views.reply({"extra_specs": dict(plane_of(call).flavors.set_extra_specs(flavor_id, specs)["extra_specs"])})
+
+
+def show_extra_spec(call: WebCall, flavor_id: str, key: str) -> Reply:
+    """One extra spec of a flavor, ``{"KEY": "VALUE"}``."""
+    return views.reply({key: plane_of(call).flavors.extra_spec(flavor_id, key)})
+
+
+def update_extra_spec(call: WebCall, flavor_id: str, key: str) -> Reply:
+    """One extra spec set (``{"KEY": "VALUE"}``, the key the path's), checked with the flavor's others."""
+    body = schemas.check(call.json_body(), schemas.EXTRA_SPEC_UPDATE)
+    [(asked, value)] = body.items()
+    if asked != key:
+        raise BadRequest(f"Request body and URI mismatch: the body sets {asked!r}, the path names {key!r}.")
+    specs = plane_of(call).flavors.set_extra_specs(flavor_id, {key: value})["extra_specs"]
+    return views.reply({key: specs[key]})
 
 
 def unset_extra_spec(call: WebCall, flavor_id: str, key: str) -> Reply:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers.servers import plane_of
+from berth.conductor.records.hosts import Host
 from berth.domain.errors import BadRequest
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
@@ -40,18 +41,22 @@ def index(call: WebCall) -> Reply:
     return views.reply({"hosts": [views.host(h, counts.get(h.name, 0)) for h in plane.hosts.all()]})
 
 
+def _shown(call: WebCall, found: Host) -> Reply:
+    """A host as ``GET /hosts/{name}`` shows it: with the number of servers on it."""
+    return views.reply({"host": views.host(found, plane_of(call).servers.count_by_host().get(found.name, 0))})
+
+
 def show(call: WebCall, name: str) -> Reply:
-    plane = plane_of(call)
-    return views.reply({"host": views.host(plane.hosts.get(name), plane.servers.count_by_host().get(name, 0))})
+    return _shown(call, plane_of(call).hosts.get(name))
 
 
 def disable(call: WebCall, name: str) -> Reply:
     asked = schemas.check(call.json_body() if call.request.content_length else None, schemas.HOST_DISABLE) or {}
-    return views.reply({"host": views.host(plane_of(call).set_host_disabled(name, True, asked.get("reason")))})
+    return _shown(call, plane_of(call).set_host_disabled(name, True, asked.get("reason")))
 
 
 def enable(call: WebCall, name: str) -> Reply:
-    return views.reply({"host": views.host(plane_of(call).set_host_disabled(name, False))})
+    return _shown(call, plane_of(call).set_host_disabled(name, False))
 
 
 def retire(call: WebCall, name: str) -> Reply:
