@@ -119,9 +119,12 @@ def test_every_server_setting_comes_from_the_environment_too(started, monkeypatc
 
 def test_file_and_command_line_keep_their_option_names_and_forms(started, monkeypatch, tmp_path):
     monkeypatch.setenv("BERTH_CORS_ALLOW_HEADERS", "X-From-Env")
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("tokens:\n  secret: {user_id: alice, roles: [reader]}\n")
     config = config_file(
         tmp_path,
-        "bind: 127.0.0.3:8778\nauth-strategy: tokens\ncors_allowed_origin: [https://dash.example]\n"
+        f"bind: 127.0.0.3:8778\nauth-strategy: tokens\ntokens_file: {tokens}\n"
+        "cors_allowed_origin: [https://dash.example]\n"
         "cors_allow_headers: X-One, X-Two\nenforce_new_defaults: true\nthreads: 3\n",
     )
     call = started(

@@ -46,6 +46,8 @@ class Spec:
     # The default as the README says it, when the value depends on the machine.
     default_text: str | None
     metavar: str | None
+    # Refuses, with a ValueError saying why, a value of the right type the setting still cannot take.
+    check: Callable[[Any], object] | None = None
 
 
 def setting(
@@ -58,9 +60,10 @@ def setting(
     repeatable: bool = False,
     default_text: str | None = None,
     metavar: str | None = None,
+    check: Callable[[Any], object] | None = None,
 ) -> Any:
     """A field of a settings dataclass. ``Any``: it stands where the field's own type is declared."""
-    spec = Spec(help, env, minimum, tuple(choices), repeatable, default_text, metavar)
+    spec = Spec(help, env, minimum, tuple(choices), repeatable, default_text, metavar, check)
     return dataclasses.field(default=default, metadata={_SPEC: spec})
 
 
@@ -225,6 +228,11 @@ def _checked(item: Declared, value: object, where: str) -> object:
         raise SettingsError(f"{where}: {value!r} is not one of {', '.join(spec.choices)}")
     if spec.minimum is not None and isinstance(value, int | float) and value < spec.minimum:
         raise SettingsError(f"{where}: must be at least {spec.minimum:g}, got {value!r}")
+    if spec.check is not None:
+        try:
+            spec.check(value)
+        except ValueError as error:
+            raise SettingsError(f"{where}: {error}") from None
     return value
 
 

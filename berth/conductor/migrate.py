@@ -53,12 +53,25 @@ def recorded(conn: Connection) -> str | None:
     return found
 
 
+class SchemaTooNew(Exception):
+    """The conductors' database is at a revision a later release wrote, which this one has no
+    migration for (Alembic would only say it cannot locate it): what to do, in one line."""
+
+
 def upgrade(conn: Connection, tables: Sequence[sa.MetaData]) -> None:
     """The database at the newest revision, on ``conn``, in the transaction it has begun and run
     nothing in yet; one conductor at a time. ``tables``: the definitions of every table of the
-    newest revision, which an empty database is made from."""
-    if recorded(conn) == HEAD:
+    newest revision, which an empty database is made from. :class:`SchemaTooNew` for a database a
+    later release upgraded."""
+    found = recorded(conn)
+    if found == HEAD:
         return
+    if found is not None and found not in _revisions():
+        where = conn.engine.url.render_as_string(hide_password=True)
+        raise SchemaTooNew(
+            f"the conductors' database at {where} is at schema revision {found}, newer than this release knows "
+            f"(newest {HEAD}): run the release that wrote it, or restore a backup taken before the upgrade"
+        )
     if conn.dialect.name == "sqlite":
         # The write lock first, so that a second process waits here rather than finding half the
         # tables made (pysqlite begins no transaction of its own before DDL).
@@ -76,3 +89,10 @@ def upgrade(conn: Connection, tables: Sequence[sa.MetaData]) -> None:
             return
         command.stamp(config, FIRST_REVISION)
     command.upgrade(config, "head")
+
+
+def _revisions() -> frozenset[str]:
+    """Every revision this release has a migration for."""
+    from alembic.script import ScriptDirectory
+
+    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())

@@ -115,7 +115,8 @@ URL_FORMS = "sqlite:///FILE or postgresql://user:password@host/dbname"
 
 
 class DatabaseUnusable(Exception):
-    """A database URL Berth cannot use, or a database it cannot reach: one line saying what to do."""
+    """A database URL Berth cannot use, a database it cannot reach or open, or one whose schema this
+    release cannot use: one line saying what to do."""
 
 
 def _check_url(url: str) -> None:
@@ -145,6 +146,11 @@ def describe_failure(error: exc.DBAPIError, url: str) -> str:
     lines = [line.strip() for line in str(error.orig).splitlines() if line.strip()]
     reason = lines[0] if lines else type(error.orig).__name__
     if parsed.get_backend_name() == "sqlite":
+        if _not_a_database(error):
+            return (
+                f"{parsed.database} is not a SQLite database ({reason}): give the file of Berth's database, "
+                "or the path of a file that does not exist yet to make a new one"
+            )
         folder = _missing_folder(parsed.database)
         if folder:
             return (
@@ -153,6 +159,13 @@ def describe_failure(error: exc.DBAPIError, url: str) -> str:
             )
         return f"cannot open the database {where}: {reason}; check the file and its folder's permissions"
     return f"cannot reach the database {where}: {reason}; is PostgreSQL running there, and is the URL right?"
+
+
+def _not_a_database(error: exc.DBAPIError) -> bool:
+    """SQLite found a file that is no database of its own (text, another program's file, encrypted)."""
+    return isinstance(error.orig, sqlite3.DatabaseError) and (
+        getattr(error.orig, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB
+    )
 
 
 class Database:
@@ -195,8 +208,12 @@ class Database:
         :class:`DatabaseUnusable`, saying which database and why, when none can be opened."""
         try:
             return self.engine.connect()
-        except exc.OperationalError as error:
-            raise DatabaseUnusable(describe_failure(error, self.given_url)) from error
+        except exc.DBAPIError as error:
+            # Not an OperationalError: SQLite says so of a file that is not a database when the
+            # connection's first statement (its pragmas) reads the header.
+            if isinstance(error, exc.OperationalError) or _not_a_database(error):
+                raise DatabaseUnusable(describe_failure(error, self.given_url)) from error
+            raise
 
     def dispose(self) -> None:
         if self._checkpointer is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -12,9 +13,10 @@ import os_traits
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 
 from berth.store import schema
-from berth.store.database import Database
+from berth.store.database import Database, DatabaseUnusable
 
 
 def earlier_migration(filename: str) -> ModuleType:
@@ -34,11 +36,42 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     return config
 
 
+@cache
+def newest_revisions() -> frozenset[str]:
+    """The heads of the migrations this code ships (read once: they cannot change while it runs)."""
+    return frozenset(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+@cache
+def _known_revisions() -> frozenset[str]:
+    return frozenset(script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions())
+
+
+def recorded_revisions(conn: sa.Connection) -> frozenset[str]:
+    """The revisions Alembic recorded (read directly: its migration context logs each time it starts)."""
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return frozenset()
+    return frozenset(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+
+
+def newer_schema(recorded: frozenset[str], database: str = "the database") -> str | None:
+    """What to do about a database a later release upgraded, whose revision this code has no
+    migration for (Alembic only says it cannot locate it), or None for any other."""
+    unknown = recorded - _known_revisions()
+    if not unknown:
+        return None
+    return (
+        f"{database} is at schema revision {', '.join(sorted(unknown))}, newer than this release knows "
+        f"(newest {', '.join(sorted(newest_revisions()))}): run the release that wrote it, or restore a "
+        "backup taken before the upgrade"
+    )
+
+
 def upgrade(db: Database) -> None:
     """Bring the schema to the newest revision and make sure every standard name exists.
 
     Safe to run from several processes at once: on SQLite the write lock serialises them, on
-    PostgreSQL an advisory lock does.
+    PostgreSQL an advisory lock does. :class:`DatabaseUnusable` for a schema newer than this code's.
     """
     with db.connect() as conn:
         if db.is_sqlite:
@@ -46,6 +79,11 @@ def upgrade(db: Database) -> None:
         with conn.begin():
             if not db.is_sqlite:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7478237)"))
+            too_new = newer_schema(
+                recorded_revisions(conn), f"the database at {db.engine.url.render_as_string(hide_password=True)}"
+            )
+            if too_new is not None:
+                raise DatabaseUnusable(too_new)
             command.upgrade(alembic_config(conn), "head")
             sync_standard_names(conn)
 

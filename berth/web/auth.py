@@ -61,6 +61,41 @@ def noauth_caller(headers: Headers) -> Caller:
     )
 
 
+class TokensFileError(ValueError):
+    """A tokens file that cannot be read, or is not laid out as :class:`TokenFile` says."""
+
+
+_ENTRY_FORM = "must map to its user_id (and optionally project_id, roles, system_scope: all)"
+
+
+def _read_tokens(path: str) -> dict[object, object]:
+    """The ``tokens`` mapping of the file; :class:`TokensFileError` naming the file and what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        raise TokensFileError(f"cannot read the tokens file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise TokensFileError(f"the tokens file {path} is not text: give a YAML file") from None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise TokensFileError(f"the tokens file {path} is not valid YAML: {problem}{at}") from None
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if not isinstance(tokens, dict):
+        # The type only, not the value: a token written in the wrong place is still a secret.
+        found = f"its 'tokens' is {_kind(tokens)}" if isinstance(data, dict) else f"it holds {_kind(data)}"
+        raise TokensFileError(
+            f"the tokens file {path} needs a mapping 'tokens' in which each token {_ENTRY_FORM}; {found}"
+        )
+    return tokens
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
 class TokenFile:
     """Tokens and what they stand for, read once from a YAML file::
 
@@ -71,14 +106,19 @@ class TokenFile:
     """
 
     def __init__(self, path: str):
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+        data = _read_tokens(path)
         self.callers: dict[str, Caller] = {}
-        for token, entry in (data.get("tokens") or {}).items():
+        # Entries are named by their place in the file, never by their token: the message is logged.
+        for place, (token, entry) in enumerate(data.items(), start=1):
+            if not isinstance(entry, dict) or entry.get("user_id") is None:
+                raise TokensFileError(f"the tokens file {path}: token {place} {_ENTRY_FORM}; it maps to {entry!r}")
+            roles = entry.get("roles", [])
+            if not isinstance(roles, list):
+                raise TokensFileError(f"the tokens file {path}: the roles of token {place} are not a list: {roles!r}")
             self.callers[str(token)] = Caller(
                 user_id=str(entry["user_id"]),
                 project_id=str(entry.get("project_id", entry["user_id"])),
-                roles=[str(r) for r in entry.get("roles", [])],
+                roles=[str(r) for r in roles],
                 system_scope=entry.get("system_scope"),
             )
 
@@ -105,7 +145,7 @@ def authenticator(strategy: str, tokens_file: str | None = None) -> Authenticato
         return noauth_caller
     if strategy == "tokens":
         if not tokens_file:
-            raise ValueError("the tokens strategy needs a tokens file")
+            raise TokensFileError("the tokens strategy needs a tokens file")
         return TokenFile(tokens_file)
     if strategy == "keystone":
         return keystone_caller

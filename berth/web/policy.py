@@ -8,10 +8,12 @@ JSON, oslo.policy's rule syntax) overrides any rule by name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import yaml
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
@@ -40,10 +42,52 @@ class RuleDefinition:
         return oslo_policy.RuleDefault(self.name, check, scope_types=["project"], description=description)
 
 
+class PolicyFileError(ValueError):
+    """A policy file that cannot be read, or that does not map rule names to check strings."""
+
+
+def read_policy_file(path: str) -> dict[str, str]:
+    """The rules a policy file overrides; :class:`PolicyFileError` naming the file and what is wrong.
+
+    oslo.policy itself skips a file it cannot find, and fails on a malformed one only when it loads
+    it, in each worker, with a traceback.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            # YAML, of which JSON is a subset, as oslo.policy reads it (parse_file_contents).
+            rules = yaml.safe_load(handle) or {}
+    except OSError as error:
+        raise PolicyFileError(f"cannot read the policy file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise PolicyFileError(f"the policy file {path} is not text: give a YAML or JSON file of rules") from None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise PolicyFileError(f"the policy file {path} is not valid YAML or JSON: {problem}{at}") from None
+    if not isinstance(rules, dict):
+        raise PolicyFileError(
+            f"the policy file {path} holds a {type(rules).__name__}, not a mapping of rule names to check "
+            'strings (rule_name: "role:admin")'
+        )
+    for name, check in rules.items():
+        if not isinstance(name, str) or not isinstance(check, str):
+            raise PolicyFileError(
+                f"the policy file {path}: the rule {name!r} maps to {check!r}; each rule maps to a check string "
+                '(rule_name: "role:admin")'
+            )
+    return rules
+
+
 class PolicyEnforcer:
     def __init__(
         self, definitions: Sequence[RuleDefinition], policy_file: str | None = None, enforce_new_defaults: bool = True
     ):
+        if policy_file:
+            # Absolute: oslo.policy looks a relative name up only in configuration folders, which
+            # ours has none of, and goes on without it. Read first, so a bad file is said plainly.
+            policy_file = os.path.abspath(policy_file)
+            read_policy_file(policy_file)
         conf = cfg.ConfigOpts()
         conf([], project="berth", default_config_files=[], default_config_dirs=[])
         self.enforcer = oslo_policy.Enforcer(conf, policy_file=policy_file, use_conf=False)

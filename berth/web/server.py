@@ -28,15 +28,34 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
 
+# What every refusal of an address to listen on asks for.
+ADDRESS_FORM = "HOST:PORT with a port from 1 to 65535 (e.g. 127.0.0.1:8778)"
+
+
+class BadAddress(ValueError):
+    """An address to listen on that is not ``host:port``, or whose host name has no address."""
+
+
 def listen_address(bind: str) -> tuple[str, int]:
-    """``host:port`` as the IP address and port to listen on (Granian takes addresses, not names)."""
-    host, _, port = bind.rpartition(":")
+    """``host:port`` as the IP address and port to listen on (Granian takes addresses, not names);
+    :class:`BadAddress` saying what is wrong with it."""
+    host, colon, port_text = bind.rpartition(":")
+    # Port 0 is taken too: the kernel then picks a free port, as for any socket.
+    if not colon or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        raise BadAddress(f"{bind!r} is not an address to listen on: give {ADDRESS_FORM}")
+    port = int(port_text)
     host = host.strip("[]") or "127.0.0.1"
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        host = str(socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0])
-    return host, int(port)
+        try:
+            host = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
+        except (OSError, UnicodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise BadAddress(
+                f"{bind!r}: no address found for the host {host!r} ({reason}); give {ADDRESS_FORM}"
+            ) from None
+    return host, port
 
 
 class AddressInUse(Exception):

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from berth.cli.services.exposure import bind_host, is_loopback
+from berth.cli.services.exposure import bind_host, check_bind, is_loopback
 from berth.cli.settings import click_options, command_line_layer, resolve, setting
 from berth.clients.placement import SERVICE_ROLES, PlacementClient
 
@@ -63,7 +63,7 @@ class AgentSettings:
         choices=("fake", "linux"),
     )
     # The defaults of the tracker's configuration (tests/test_agent_settings.py holds them equal).
-    bind: str = setting("127.0.0.1:8779", help="address:port of the agent's API", metavar="HOST:PORT")
+    bind: str = setting("127.0.0.1:8779", help="address:port of the agent's API", metavar="HOST:PORT", check=check_bind)
     state_dir: str = setting("/var/lib/berth/agent", help="where the claim store lives", metavar="DIR")
     instances_path: str = setting(
         "/var/lib/berth/instances", help="the instances directory (linux driver)", metavar="DIR"

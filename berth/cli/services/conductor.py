@@ -9,6 +9,7 @@ a SQLite file for the conductors of one machine) and any of them takes any reque
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from berth.cli.services.exposure import AUTH_STRATEGIES, bind_host, is_loopback
+from berth.cli.services.exposure import (
+    AUTH_STRATEGIES,
+    bind_host,
+    check_bind,
+    check_tokens_file,
+    is_loopback,
+    policy_file_path,
+)
 from berth.cli.settings import SettingsError, click_options, command_line_layer, read_settings_file, resolve, setting
 from berth.clients.placement import SERVICE_ROLES
 from berth.web.observability.request_log import LOG_FORMATS
@@ -34,7 +42,11 @@ METRICS_MODES = ("off", "open", "guarded")
 @dataclass(frozen=True)
 class ConductorSettings:
     bind: str = setting(
-        "127.0.0.1:8774", help="address:port to listen on", env="BERTH_CONDUCTOR_BIND", metavar="HOST:PORT"
+        "127.0.0.1:8774",
+        help="address:port to listen on",
+        env="BERTH_CONDUCTOR_BIND",
+        metavar="HOST:PORT",
+        check=check_bind,
     )
     placement: str = setting(
         "http://127.0.0.1:8778", help="the Placement service", env="BERTH_PLACEMENT_URL", metavar="URL"
@@ -150,14 +162,18 @@ class ConductorSettings:
 
 
 def load_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ConductorSettings:
+    """The settings, with the tokens and policy files read (SettingsError for a bad one) and the
+    policy file's path made absolute."""
     config_path: str | None = params.get("config")
-    return resolve(
+    settings = resolve(
         ConductorSettings,
         command_line=command_line_layer(params, ConductorSettings),
         file=read_settings_file(config_path, ConductorSettings) if config_path else None,
         file_name=config_path or "",
         environ=environ,
     )
+    check_tokens_file(settings.auth_strategy, settings.tokens_file)
+    return dataclasses.replace(settings, policy_file=policy_file_path(settings.policy_file))
 
 
 def control_plane(settings: ConductorSettings) -> ControlPlane:
@@ -223,6 +239,7 @@ def conductor_command(ctx: click.Context, /, **params: Any) -> int:
 
 
 def run(settings: ConductorSettings) -> int:
+    from berth.conductor.migrate import SchemaTooNew
     from berth.web import server
 
     host = bind_host(settings.bind)
@@ -269,6 +286,9 @@ def run(settings: ConductorSettings) -> int:
             log_format=settings.log_format,
             metrics=settings.metrics != "off",
         )
+    except SchemaTooNew as error:
+        print(f"berth conductor: {error}", file=sys.stderr)
+        return 1
     except server.AddressInUse:
         print(
             f"berth conductor: cannot listen on {settings.bind}: Address already in use by another process; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -12,7 +13,14 @@ import click
 
 from berth.api.settings import METRICS_MODES, Settings
 from berth.cli.harness import DEFAULT_WORKERS
-from berth.cli.services.exposure import AUTH_STRATEGIES, bind_host, is_loopback
+from berth.cli.services.exposure import (
+    AUTH_STRATEGIES,
+    bind_host,
+    check_bind,
+    check_tokens_file,
+    is_loopback,
+    policy_file_path,
+)
 from berth.cli.settings import (
     SettingsError,
     click_options,
@@ -30,7 +38,9 @@ from berth.web.observability.request_log import LOG_FORMATS
 class ServeSettings:
     """Every setting of ``berth serve``; the order is the order of ``--help`` and of the README's table."""
 
-    bind: str = setting("127.0.0.1:8778", help="address:port to listen on", env="BERTH_BIND", metavar="HOST:PORT")
+    bind: str = setting(
+        "127.0.0.1:8778", help="address:port to listen on", env="BERTH_BIND", metavar="HOST:PORT", check=check_bind
+    )
     database: str = setting(
         f"sqlite:///{DEFAULT_SQLITE_FILE}",
         help="SQLAlchemy database URL",
@@ -168,14 +178,18 @@ class ServeSettings:
 
 
 def load_serve_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> ServeSettings:
+    """The settings, with the tokens and policy files read (SettingsError for a bad one) and the
+    policy file's path made absolute."""
     config_path: str | None = params.get("config")
-    return resolve(
+    settings = resolve(
         ServeSettings,
         command_line=command_line_layer(params, ServeSettings),
         file=read_settings_file(config_path, ServeSettings) if config_path else None,
         file_name=config_path or "",
         environ=environ,
     )
+    check_tokens_file(settings.auth_strategy, settings.tokens_file)
+    return dataclasses.replace(settings, policy_file=policy_file_path(settings.policy_file))
 
 
 @click.command("serve", help="Run the Placement-compatible API.")

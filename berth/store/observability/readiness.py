@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-from functools import cache
-
-import sqlalchemy as sa
-from alembic.script import ScriptDirectory
-
 from berth.store.database import Database
-from berth.store.migrate import alembic_config
-
-
-@cache
-def newest_revisions() -> frozenset[str]:
-    """The heads of the migrations this code ships (read once: they cannot change while it runs)."""
-    return frozenset(ScriptDirectory.from_config(alembic_config()).get_heads())
+from berth.store.migrate import newer_schema, newest_revisions, recorded_revisions
 
 
 def unready_reason(db: Database) -> str | None:
@@ -25,19 +14,16 @@ def unready_reason(db: Database) -> str | None:
     """
     try:
         with db.engine.connect() as conn:
-            current = _current_revisions(conn)
+            current = recorded_revisions(conn)
     except Exception as error:  # noqa: BLE001 - whatever the driver raises, the answer is "not ready"
         return f"the database does not answer: {type(error).__name__}: {str(error).splitlines()[0]}"
+    # A later release's schema: berth db upgrade would fail the same way, so it is not the advice.
+    too_new = newer_schema(current)
+    if too_new is not None:
+        return too_new
     newest = newest_revisions()
     if current != newest:
         have = ", ".join(sorted(current)) or "none"
         wanted = ", ".join(sorted(newest))
         return f"the database schema is at revision {have}, not the newest ({wanted}): run berth db upgrade"
     return None
-
-
-def _current_revisions(conn: sa.Connection) -> frozenset[str]:
-    """The revisions Alembic recorded (read directly: its migration context logs each time it starts)."""
-    if not sa.inspect(conn).has_table("alembic_version"):
-        return frozenset()
-    return frozenset(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
