@@ -131,13 +131,27 @@ def test_explain_counts_member_of_as_the_search_does(api):
     agg_a, agg_b, agg_c, *_ = _split_membership_tree(api)
     r = api.get(f"/berth/allocation_candidates/explain?resources=VCPU:1&member_of={agg_a}&member_of={agg_b}")
     assert r.status_code == 200, r.data
-    steps = [(c["kind"], c["remaining"]) for c in r.json_body["groups"][0]["conditions"]]
-    # The child in B only is out at the second member_of: its root is in A, not in B.
-    assert steps == [("inventory", 2), ("capacity", 2), ("units", 2), ("aggregates", 2), ("aggregates", 1)]
+    steps = [(c["kind"], c["remaining"], c["alone"]) for c in r.json_body["groups"][0]["conditions"]]
+    # Where to look comes first, then what must be found there. The child in B only is out at the
+    # second member_of: its root is in A, not in B.
+    assert steps == [
+        ("aggregates", 3, 3),
+        ("aggregates", 1, 1),
+        ("inventory", 1, 2),
+        ("capacity", 1, 2),
+        ("units", 1, 2),
+    ]
     assert r.json_body["candidates"] == 1
     r = api.get(f"/berth/allocation_candidates/explain?resources1=VCPU:1&member_of1={agg_a}&member_of1=!{agg_c}")
-    steps = [(c["kind"], c["remaining"]) for c in r.json_body["groups"][0]["conditions"]]
-    assert steps == [("inventory", 2), ("capacity", 2), ("units", 2), ("aggregates", 1), ("aggregates", 0)]
+    steps = [(c["kind"], c["remaining"], c["alone"]) for c in r.json_body["groups"][0]["conditions"]]
+    # Only the root is in A and not in C, and it has no VCPU: the providers with VCPU are elsewhere.
+    assert steps == [
+        ("aggregates", 2, 2),
+        ("aggregates", 1, 2),
+        ("inventory", 0, 2),
+        ("capacity", 0, 2),
+        ("units", 0, 2),
+    ]
     assert r.json_body["candidates"] == 0
 
 
@@ -252,10 +266,19 @@ def test_explain_counts_what_each_condition_excluded(api):
     assert r.status_code == 200, r.data
     report = r.json_body
     assert report["providers"] == 4 and report["candidates"] == 0
-    steps = [(c["kind"], c["excluded"], c["remaining"]) for c in report["groups"][0]["conditions"]]
-    assert steps == [("inventory", 1, 3), ("capacity", 1, 2), ("units", 0, 2), ("traits", 1, 1), ("aggregates", 1, 0)]
+    steps = [(c["kind"], c["excluded"], c["remaining"], c["alone"]) for c in report["groups"][0]["conditions"]]
+    # No provider is in the aggregate, and the step says so: none meets it even alone.
+    assert steps == [
+        ("aggregates", 4, 0, 0),
+        ("traits", 0, 0, 1),
+        ("inventory", 0, 0, 3),
+        ("capacity", 0, 0, 2),
+        ("units", 0, 0, 3),
+    ]
     r = api.get("/berth/allocation_candidates/explain?resources=VCPU:4&required=HW_CPU_X86_AVX")
     assert r.json_body["candidates"] == 1
+    steps = [(c["kind"], c["excluded"], c["remaining"], c["alone"]) for c in r.json_body["groups"][0]["conditions"]]
+    assert steps == [("traits", 3, 1, 1), ("inventory", 0, 1, 3), ("capacity", 0, 1, 2), ("units", 0, 1, 3)]
 
 
 def test_sharing_provider_with_nested_tree(api):

@@ -3,14 +3,16 @@ copied into a second database, served there, and the two servers compared."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import uuid as uuid_module
 
 import pytest
+import sqlalchemy
 from click.testing import CliRunner
-from livehelpers import LiveServer
+from livehelpers import LiveServer, free_port
 
 from berth.cli.main import cli
 from berth.testbed.client import Client
@@ -164,3 +166,152 @@ def test_off_a_terminal_export_and_import_print_their_summary_without_bars(tmp_p
     ):
         assert "━" not in printed and "0:00:00" not in printed, printed
         assert printed.splitlines()[-1] == summary
+
+
+# ---- what the commands say when they cannot do their work ------------------------------------------
+
+
+def test_export_of_a_folder_without_books_says_so_and_creates_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BERTH_DATABASE_URL", raising=False)
+
+    done = CliRunner().invoke(cli, ["export", "books.jsonl"])
+
+    assert done.exit_code == 1
+    assert done.output.strip() == (
+        "Error: no Berth books at sqlite:///berth.sqlite (no such SQLite file): check --database "
+        "(or $BERTH_DATABASE_URL)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_of_a_sqlite_file_without_the_schema_says_so_and_creates_nothing(tmp_path):
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+
+    done = CliRunner().invoke(cli, ["export", str(tmp_path / "books.jsonl"), "--database", f"sqlite:///{empty}"])
+
+    assert done.exit_code == 1
+    assert "no Berth books at sqlite:///" in done.output and "(the database has no Berth schema)" in done.output
+    assert isinstance(done.exception, SystemExit)  # said, not raised
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.sqlite"]
+    assert empty.stat().st_size == 0
+
+
+def test_export_of_an_empty_postgresql_database_says_so(postgres_server, tmp_path):
+    url = postgres_server.create_database(f"books_empty_{_new_uuid()[:8]}")
+
+    done = CliRunner().invoke(cli, ["export", str(tmp_path / "books.jsonl"), "--database", url])
+
+    assert done.exit_code == 1
+    assert "(the database has no Berth schema): check --database" in done.output
+    password = sqlalchemy.engine.make_url(url).password
+    assert not password or str(password) not in done.output
+    assert not (tmp_path / "books.jsonl").exists()
+
+
+def test_reading_a_placement_that_is_not_there_is_one_error_naming_the_url(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    database = tmp_path / "target.sqlite"
+
+    done = CliRunner().invoke(cli, ["import", "--from-placement", url, "--database", f"sqlite:///{database}"])
+
+    assert done.exit_code == 1
+    assert f"Error: cannot reach Placement at {url}: connection refused" in done.output
+    assert "hint: is the service running?" in done.output and "--from-placement" in done.output
+    assert isinstance(done.exception, SystemExit)
+    assert not database.exists()
+
+    done = CliRunner().invoke(cli, ["compare", url, "http://127.0.0.1:9"])
+    assert done.exit_code == 2
+    assert f"cannot reach Placement at {url}" in done.output and "FIRST_URL" in done.output
+
+
+def test_compare_and_import_refusals_name_the_url_and_what_to_check(tmp_path):
+    runner = CliRunner()
+    server = LiveServer(f"sqlite:///{tmp_path / 'served.sqlite'}", workers=1)
+    try:
+        # A token without the admin role: the reads are refused, and the hint names the token option.
+        done = runner.invoke(cli, ["compare", server.url, server.url, "--second-token", "alice"])
+        assert done.exit_code == 2, done.output
+        assert "answered 403" in done.output and "hint: the token lacks the role" in done.output
+        assert "--second-token" in done.output
+
+        done = runner.invoke(
+            cli,
+            ["import", "--from-placement", server.url, "--token", "alice", "--database", f"sqlite:///{tmp_path / 'x'}"],
+        )
+        assert done.exit_code == 1
+        assert "answered 403" in done.output and "with --token" in done.output
+        assert done.output.rstrip().endswith("Nothing was written.")
+
+        # A URL that is not Placement's endpoint: its path is named as the thing to check.
+        wrong = server.url + "/placement"
+        done = runner.invoke(cli, ["compare", server.url, wrong])
+        assert done.exit_code == 2
+        assert f"the service at {wrong} has no such path: is SECOND_URL Placement's endpoint itself?" in done.output
+
+        # The same books on both sides: 0, as before.
+        assert runner.invoke(cli, ["compare", server.url, server.url]).exit_code == 0
+    finally:
+        server.stop()
+
+
+def test_the_advice_of_an_import_refused_is_said_once_and_after_a_full_stop(tmp_path):
+    runner = CliRunner()
+    url = f"sqlite:///{tmp_path / 'full.sqlite'}"
+    books = tmp_path / "books.jsonl"
+    assert runner.invoke(cli, ["import", str(_write_books(books, used=1)), "--database", url]).exit_code == 0
+
+    done = runner.invoke(cli, ["import", str(books), "--database", url])
+    assert done.exit_code == 1
+    assert done.output.count("--merge") == 1 and "merge into this one" not in done.output
+    assert (
+        "already holds books (" in done.output and "). Import into an empty database, or give --merge." in done.output
+    )
+
+    # An allocation of nothing, which the API would refuse to write: refused with its line, nothing written.
+    empty = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    done = runner.invoke(cli, ["import", str(_write_books(tmp_path / "zero.jsonl", used=0)), "--database", empty])
+    assert done.exit_code == 1
+    assert "line 7: allocation field used: must be a whole number from 1 to" in done.output
+    assert "not 0. Nothing was written." in done.output
+    assert runner.invoke(cli, ["export", str(tmp_path / "after.jsonl"), "--database", empty]).exit_code == 0
+    assert not any('"kind":"provider"' in line for line in _records(tmp_path / "after.jsonl"))
+
+
+def _write_books(path, *, used: int):
+    """A snapshot of one provider with one consumer's allocation of ``used`` DISK_GB."""
+    provider, consumer = _new_uuid(), _new_uuid()
+    lines = [
+        {
+            "format": "berth-books",
+            "version": 2,
+            "counts": dict.fromkeys(("provider", "inventory", "project", "user", "consumer", "allocation"), 1),
+        },
+        {"kind": "provider", "uuid": provider, "name": "books-disk", "generation": 1, "parent": None, "root": provider},
+        {
+            "kind": "inventory",
+            "provider": provider,
+            "resource_class": "DISK_GB",
+            "total": 100,
+            "reserved": 0,
+            "min_unit": 1,
+            "max_unit": 100,
+            "step_size": 1,
+            "allocation_ratio": 1.0,
+        },
+        {"kind": "project", "external_id": "books-project"},
+        {"kind": "user", "external_id": "books-user"},
+        {
+            "kind": "consumer",
+            "uuid": consumer,
+            "project": "books-project",
+            "user": "books-user",
+            "consumer_type": None,
+            "generation": 1,
+        },
+        {"kind": "allocation", "consumer": consumer, "provider": provider, "resource_class": "DISK_GB", "used": used},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -182,7 +182,7 @@ def test_inventory_set_changes_one_class_and_keeps_the_others(berth, cloud):
 
 def test_inventory_set_refuses_a_class_the_service_does_not_know(berth, cloud):
     storage = cloud.provider("cli-typo-target", {"DISK_GB": {"total": 100}})
-    for name, hint in (("CUSTOM_CLI_NOPE", "--create-class"), ("VCPUS", "CUSTOM_")):
+    for name, hint in (("CUSTOM_CLI_NOPE", "--create-class"), ("VCPUS", "the os-resource-classes library names")):
         refused = berth("inventory", "set", storage, name, "--total", "3", expect=1)
         assert f"the service has no resource class {name}" in refused.stderr
         assert hint in refused.stderr
@@ -190,6 +190,18 @@ def test_inventory_set_refuses_a_class_the_service_does_not_know(berth, cloud):
         assert cloud.get(f"/resource_providers/{storage}/inventories")["inventories"].keys() == {"DISK_GB"}
     classes = [rc["name"] for rc in cloud.get("/resource_classes")["resource_classes"]]
     assert "CUSTOM_CLI_NOPE" not in classes and "VCPUS" not in classes
+
+
+def test_inventory_set_refused_for_its_values_creates_no_class(berth, cloud):
+    storage = cloud.provider("cli-half-target", {"DISK_GB": {"total": 100}})
+    args = ("inventory", "set", storage, "CUSTOM_CLI_HALF", "--total", "20", "--min-unit", "10", "--max-unit", "2")
+    refused = berth(*args, "--create-class", expect=2)
+    assert "the minimum unit is greater than the maximum unit" in refused.stderr
+    refused = berth("inventory", "set", storage, "CUSTOM_CLI_HALF", "--reserved", "1", "--create-class", expect=2)
+    assert "has no CUSTOM_CLI_HALF inventory yet: give its --total" in refused.stderr
+    classes = [rc["name"] for rc in cloud.get("/resource_classes")["resource_classes"]]
+    assert "CUSTOM_CLI_HALF" not in classes
+    assert cloud.get(f"/resource_providers/{storage}/inventories")["inventories"].keys() == {"DISK_GB"}
 
 
 def test_inventory_set_below_usage_writes_and_warns(berth, cloud):
@@ -255,6 +267,41 @@ def test_candidates_explain_says_which_condition_leaves_nothing(berth, cloud):
     assert report["candidates"] == 0
 
 
+def _full_provider(cloud: Cloud, name: str) -> str:
+    """A provider whose VCPU is all reserved: it has VCPU inventory, and none of it free."""
+    return cloud.provider(name, {"VCPU": {"total": 3, "reserved": 3}})
+
+
+def test_explain_blames_the_missing_room_not_the_tree_whose_provider_is_full(berth, cloud):
+    full = _full_provider(cloud, "cli-full-tree")
+    args = ("candidates", "--resources", "VCPU:1", "--in-tree", full, "--explain")
+    explained = berth(*args).stdout
+    assert "no provider is in the tree" not in explained
+    assert "nothing fits: of the 1 provider the conditions above leave, none has 1 VCPU free" in explained
+    report = as_json(berth(*args, "-f", "json"))
+    steps = [(c["kind"], c["remaining"]) for c in report["groups"][0]["conditions"]]
+    assert steps == [("tree", 1), ("inventory", 1), ("capacity", 0), ("units", 0)]
+    # Other providers have room, and the count says so: the tree and the room together leave none.
+    assert report["groups"][0]["conditions"][2]["alone"] > 0
+
+
+def test_explain_blames_the_missing_room_not_the_aggregate_whose_member_is_full(berth, cloud):
+    full = _full_provider(cloud, "cli-full-member")
+    aggregate = new_uuid()
+    generation = cloud.get(f"/resource_providers/{full}")["generation"]
+    cloud.client.call(
+        "PUT",
+        f"/resource_providers/{full}/aggregates",
+        {"aggregates": [aggregate], "resource_provider_generation": generation},
+    )
+    explained = berth("candidates", "--resources", "VCPU:1", "--member-of", aggregate, "--explain").stdout
+    assert f"no provider is in aggregate {aggregate}" not in explained
+    assert "nothing fits: of the 1 provider the conditions above leave, none has 1 VCPU free" in explained
+    # An aggregate nobody is in is the cause by itself, and is named alone.
+    explained = berth("candidates", "--resources", "VCPU:1", "--member-of", new_uuid(), "--explain").stdout
+    assert "nothing fits: no provider is in aggregate (unknown aggregates)" in explained
+
+
 # ---- leases --------------------------------------------------------------------------------------
 
 
@@ -267,6 +314,18 @@ def test_lease_list_and_release(berth, cloud):
     assert f"released the lease and allocations of {consumer}" in berth("lease", "release", consumer).stdout
     assert cloud.get(f"/allocations/{consumer}")["allocations"] == {}
     assert consumer not in berth("lease", "list").stdout
+
+
+def test_lease_release_of_a_consumer_without_a_lease_says_nothing_was_released(berth, cloud):
+    consumer = new_uuid()
+    cloud.allocate(consumer, {cloud.lonely: {"DISK_GB": 5}})
+    for who in (consumer, new_uuid()):
+        said = berth("lease", "release", who).stdout
+        assert f"{who} had no lease; nothing released" in " ".join(said.split())
+        assert "released the lease" not in said
+        assert as_json(berth("lease", "release", who, "-f", "json")) == {"consumer_uuid": who, "released": None}
+    # Its allocations stay, as the service keeps them.
+    assert cloud.get(f"/allocations/{consumer}")["allocations"][cloud.lonely]["resources"] == {"DISK_GB": 5}
 
 
 # ---- errors ------------------------------------------------------------------------------------------
@@ -293,6 +352,15 @@ def test_an_unreachable_url_is_named_with_berth_serve_as_the_remedy():
     assert result.exit_code == 1
     assert f"cannot reach Placement at {url}: connection refused" in result.stderr
     assert "berth serve" in result.stderr
+
+
+def test_audit_of_an_unreachable_service_names_its_own_option():
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["audit", "--placement", url])
+    assert result.exit_code == 1
+    assert f"cannot reach Placement at {url}: connection refused" in result.stderr
+    assert "point --placement (or $BERTH_URL) at one" in result.stderr
+    assert "--url" not in result.stderr
 
 
 def test_a_url_that_is_not_placements_endpoint_says_so_once(live):
@@ -439,8 +507,11 @@ def test_quota_set_show_list_and_delete(berth, cloud):
         (("set", PROJECT), "Missing option '--limit'", 2),
         (("set", PROJECT, "--limit", "CUSTOM_NOPE=1"), "berth.quota.unknown_resource", 1),
         (("delete", "cli-no-quota"), "project cli-no-quota has no limits to delete", 1),
+        (("set", "", "--limit", "VCPU=4"), "give a project or user id, not an empty one", 2),
+        (("show", " "), "give a project or user id, not an empty one", 2),
+        (("set", PROJECT, "--user", "", "--limit", "VCPU=4"), "give a project or user id, not an empty one", 2),
     ],
-    ids=["no amount", "negative", "no limit", "unknown class", "nothing to delete"],
+    ids=["no amount", "negative", "no limit", "unknown class", "nothing to delete", "no project", "blank", "no user"],
 )
 def test_quota_mistakes_say_what_to_do(berth, args, says, status):
     result = berth("quota", *args, expect=status)

@@ -10,12 +10,15 @@ import click
 from rich.console import RenderableType
 from rich.text import Text
 
-from berth.cli.client.connection import explain_failure
+from berth.cli.client.connection import Given, explain_failure
 from berth.cli.client.output import emit, table
 from berth.clients.agent import AgentClient
 from berth.clients.errors import PlacementError
 from berth.clients.placement import PlacementClient
 from berth.conductor.audit import CloudFinding, CloudReport, audit_cloud
+
+# The service as this command is given it, for the hints of its failures.
+_GIVEN = Given(url="--placement (or $BERTH_URL)", token="--token (or set $BERTH_TOKEN)")
 
 
 def _agent_urls(value: str) -> list[str]:
@@ -49,7 +52,7 @@ def audit_command(
     try:
         report = audit_cloud(placement, agents, heal=heal)
     except PlacementError as error:
-        raise explain_failure(error, placement_url) from None
+        raise explain_failure(error, placement_url, _GIVEN) from None
     emit(output, report.to_dict(), lambda: _render(report))
     if not report.consistent:
         raise click.exceptions.Exit(1)

@@ -12,7 +12,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from berth.migration import Auth, MigrationError, compare, load_into_berth, read_placement
+from berth.cli.client.connection import Given, explain_failure
+from berth.migration import Auth, MigrationError, Unreadable, compare, load_into_berth, read_placement
 from berth.portability.format import BooksConflict, BooksFileError, TargetNotEmpty
 from berth.portability.importer import import_books
 from berth.store.database import Database, default_url
@@ -60,10 +61,13 @@ def _summary(counts: dict[str, int]) -> str:
 @click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
 @click.option("--database", default=None, metavar="URL", help=_DATABASE_HELP)
 def export_command(file: IO[str], database: str | None) -> None:
-    from berth.portability.export import export_books
+    from berth.portability.export import NoBooks, export_books
 
-    with _progress_bars() as progress:
-        counts = export_books(database or default_url(), file, progress)
+    try:
+        with _progress_bars() as progress:
+            counts = export_books(database or default_url(), file, progress)
+    except NoBooks as error:
+        raise click.ClickException(f"{error}: check --database (or $BERTH_DATABASE_URL)") from None
     click.echo(f"exported {_summary(counts) or 'nothing'}", err=True)
 
 
@@ -94,11 +98,22 @@ def import_command(
                 return
             assert file is not None
             counts = _import_file(target, file, merge, progress)
+    except Unreadable as error:
+        failure = explain_failure(
+            error.error, error.url, Given(url="--from-placement", token="--token", not_found=None)
+        )
+        raise click.ClickException(f"{failure.message}\nNothing was written.") from None
     except TargetNotEmpty as error:
-        raise click.ClickException(f"{error} Import into an empty database, or give --merge.") from None
+        raise click.ClickException(f"{_sentence(error)} Import into an empty database, or give --merge.") from None
     except (BooksFileError, BooksConflict, MigrationError) as error:
-        raise click.ClickException(f"{error} Nothing was written.") from None
+        raise click.ClickException(f"{_sentence(error)} Nothing was written.") from None
     click.echo(f"imported {_summary(counts) or 'nothing'}", err=True)
+
+
+def _sentence(error: Exception) -> str:
+    """The error's message as a sentence, for the advice that follows it."""
+    text = str(error).rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _import_file(target: str, file: IO[str], merge: bool, progress: ProgressCallback) -> dict[str, int]:
@@ -111,7 +126,17 @@ def _import_file(target: str, file: IO[str], merge: bool, progress: ProgressCall
         db.dispose()
 
 
-@click.command("compare", help="Read two Placement-compatible endpoints through their API and list every difference.")
+# compare's exit statuses besides 0, as its help says: a script tells "the books differ" from "they
+# could not be compared" (2, Click's own for a usage error).
+DIFFERENT, FAILED = 1, 2
+
+
+@click.command(
+    "compare",
+    help="Read two Placement-compatible endpoints through their API and list every difference. "
+    "Exit status 0 when they hold the same books, 1 when they differ, 2 when they could not be "
+    "compared (a usage error, an endpoint that does not answer or refuses the token).",
+)
 @click.argument("first_url")
 @click.argument("second_url")
 @click.option("--token", default="admin", help=_TOKEN_HELP)
@@ -126,11 +151,25 @@ def compare_command(first_url: str, second_url: str, token: str, second_token: s
                 second_auth=Auth(token=second_token or token),
                 progress=progress,
             )
+    except Unreadable as error:
+        first = error.side == "first"
+        given = Given(
+            url="FIRST_URL" if first else "SECOND_URL",
+            token="--token" if first or second_token is None else "--second-token",
+            not_found=None,
+        )
+        raise _Failed(explain_failure(error.error, error.url, given).message) from None
     except MigrationError as error:
-        raise click.ClickException(str(error)) from None
+        raise _Failed(str(error)) from None
     real = [difference for difference in found if not difference.informational]
     for difference in found:
         click.echo(str(difference))
     click.echo(f"{len(real)} differences, {len(found) - len(real)} informational", err=True)
     if real:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(DIFFERENT)
+
+
+class _Failed(click.ClickException):
+    """A comparison that could not be made: said as every error is, with its own exit status."""
+
+    exit_code = FAILED

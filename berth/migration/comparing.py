@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from berth.migration.books import Books, Consumer, Progress, Provider
+from berth.migration.errors import Unreadable
 from berth.migration.reading import NEWEST, parse_version, read_placement
 
 _ABSENT = "(absent)"
@@ -50,13 +51,16 @@ def compare(
     auth = auth or Auth()
     second_auth = second_auth or auth
 
-    def read(url: str, how: Auth, version: str) -> Books:
-        return read_placement(url, token=how.token, microversion=version, progress=progress)
+    def read(side: str, url: str, how: Auth, version: str) -> Books:
+        try:
+            return read_placement(url, token=how.token, microversion=version, progress=progress)
+        except Unreadable as error:
+            raise Unreadable(url, error.error, side) from error.__cause__
 
-    first = read(first_url, auth, microversion)
-    second = read(second_url, second_auth, first.microversion)
+    first = read("first", first_url, auth, microversion)
+    second = read("second", second_url, second_auth, first.microversion)
     if parse_version(second.microversion) < parse_version(first.microversion):
-        first = read(first_url, auth, second.microversion)
+        first = read("first", first_url, auth, second.microversion)
     return differences(first, second)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from berth.clients.errors import PlacementError
+
 
 class MigrationError(Exception):
     """A move that cannot go on; the message says why and what to do."""
@@ -17,3 +19,15 @@ class SourceChanged(MigrationError):
 
 class NotEmpty(MigrationError):
     """The target database already holds books of its own."""
+
+
+class Unreadable(MigrationError):
+    """An endpoint that could not be read: it did not answer, or refused (a token without the admin
+    role, a URL that is not Placement's endpoint). ``url`` is the endpoint, ``error`` its answer, and
+    ``side`` in a comparison which of the two it is ("first" or "second"; the URLs may be the same)."""
+
+    def __init__(self, url: str, error: PlacementError, side: str | None = None):
+        super().__init__(f"cannot read the books of {url}: {error}")
+        self.url = url
+        self.error = error
+        self.side = side

@@ -14,11 +14,13 @@ from urllib.parse import urlencode
 from berth.clients.errors import PlacementError
 from berth.clients.placement import PlacementClient
 from berth.migration.books import Books, Consumer, Inventory, Progress, Provider, no_progress
-from berth.migration.errors import SourceChanged, TooOld
+from berth.migration.errors import SourceChanged, TooOld, Unreadable
 
 # The first microversion with consumer generations, which the books must keep.
 OLDEST = (1, 28)
 NEWEST = "1.39"
+# How many times each read after the first is tried (transport errors and 503s).
+_ATTEMPTS = 4
 JSON = dict[str, Any]
 
 
@@ -38,11 +40,23 @@ def read_placement(
     """The books of the Placement at ``url``, read at ``microversion`` or the newest it speaks below.
 
     ``token`` goes in ``X-Auth-Token`` (None or empty: none is sent); the reads need
-    the admin role. Raises ``TooOld`` below 1.28 and ``SourceChanged`` when the books do not add up.
+    the admin role. Raises ``TooOld`` below 1.28, ``SourceChanged`` when the books do not add up and
+    ``Unreadable`` when the endpoint does not answer or refuses a read.
     """
-    report = progress or no_progress
-    client = PlacementClient(url, token or "", timeout=timeout, roles=())
+    try:
+        return _read(url, token, microversion, progress or no_progress, timeout)
+    except PlacementError as error:
+        # Which endpoint failed is what the caller must say, and a comparison reads two.
+        raise Unreadable(url, error) from error
+
+
+def _read(url: str, token: str | None, microversion: str, report: Progress, timeout: float) -> Books:
+    # The first request is made once: an endpoint that does not answer it is a wrong URL or a service
+    # that is down, to be said at once; the reads after it are retried, so that a blip does not end
+    # a long read.
+    client = PlacementClient(url, token or "", timeout=timeout, roles=(), attempts=1)
     version = negotiate(client, microversion)
+    client.attempts = _ATTEMPTS
     client.headers["OpenStack-API-Version"] = f"placement {version}"
     books = Books(source=url, microversion=version)
     books.resource_classes = {entry["name"] for entry in client.get("/resource_classes")["resource_classes"]}
@@ -99,7 +113,14 @@ def _read_provider(client: PlacementClient, entry: JSON) -> tuple[Provider, dict
         root_uuid=entry.get("root_provider_uuid") or uuid,
     )
     base = f"/resource_providers/{uuid}"
-    answers = {part: client.get(f"{base}/{part}") for part in ("inventories", "traits", "aggregates", "allocations")}
+    try:
+        answers = {
+            part: client.get(f"{base}/{part}") for part in ("inventories", "traits", "aggregates", "allocations")
+        }
+    except PlacementError as error:
+        if error.status != 404:
+            raise
+        raise SourceChanged(f"provider {uuid} was deleted while it was read") from error
     for part, answer in answers.items():
         if answer.get("resource_provider_generation", provider.generation) != provider.generation:
             raise SourceChanged(f"provider {uuid} changed while it was read (its {part} show another generation)")

@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import os
+import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from typing import IO, TYPE_CHECKING, Any, Final, cast
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.portability.format import FIELDS, KINDS, encode, header, timestamp
-from berth.store.database import Database
+from berth.store.database import Database, normalise_url
 from berth.store.rawsql import py_time
 from berth.store.util import utcnow
 
@@ -145,6 +149,17 @@ _GROUPED: Final = {"provider_traits": "traits", "provider_aggregates": "aggregat
 _TIMES: Final = {"lease": ("expires_at", "created_at", "updated_at"), "preemption": ("preempted_at",)}
 
 
+# The table every Berth schema has from its first revision: without it, no books at all.
+_BOOKS_TABLE: Final = "resource_classes"
+
+
+class NoBooks(Exception):
+    """The database has no Berth schema, so no books to export (and none were created to find out)."""
+
+    def __init__(self, where: str, why: str):
+        super().__init__(f"no Berth books at {where} ({why})")
+
+
 def export_books(
     database: str | Database,
     out: IO[str],
@@ -156,10 +171,17 @@ def export_books(
 
     ``exported_at`` (naive UTC, default now) goes into the header only, so that two exports of the
     same books can be made identical.
+
+    Raises ``NoBooks`` for a database without Berth's schema, and for a SQLite file that does not
+    exist, which is then not created (nor its writer lock): an export only reads.
     """
+    if isinstance(database, str):
+        _refuse_sqlite_without_books(database)
     db = Database(database) if isinstance(database, str) else database
     try:
         with snapshot(db) as conn:
+            if not sa.inspect(conn).has_table(_BOOKS_TABLE):
+                raise NoBooks(db.engine.url.render_as_string(hide_password=True), "the database has no Berth schema")
             present = present_kinds(conn)
             counts = {kind: _count(conn, kind) if kind in present else 0 for kind in KINDS}
             out.write(header(exported_at or utcnow(), counts).decode())
@@ -170,6 +192,30 @@ def export_books(
         if db is not database:
             db.dispose()
     return counts
+
+
+def _refuse_sqlite_without_books(url: str) -> None:
+    """Look at a SQLite file before it is opened as a Database, which would create the file and its
+    writer lock: a URL that names no file, or a file without Berth's schema, has no books."""
+    try:
+        parsed = sa.engine.make_url(normalise_url(url))
+    except sa.exc.ArgumentError:
+        return  # Database refuses it, and says why
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:" or path.startswith("file:"):
+        return
+    where = parsed.render_as_string(hide_password=True)
+    if not os.path.isfile(path):
+        raise NoBooks(where, "no such SQLite file")
+    # Read only: the file is not changed, and nothing is created beside it.
+    try:
+        with closing(sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)) as conn:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_BOOKS_TABLE,))
+            missing = found.fetchone() is None
+    except sqlite3.DatabaseError as error:
+        raise NoBooks(where, f"not a SQLite database: {error}") from None
+    if missing:
+        raise NoBooks(where, "the database has no Berth schema")
 
 
 class snapshot:  # noqa: N801 - used as a context manager, like contextlib's

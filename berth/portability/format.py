@@ -120,6 +120,9 @@ _INTEGER: Final = 2**31 - 1
 _INTEGER_FIELDS: Final = frozenset({"generation"})
 # Whole numbers that may be negative, with their range.
 _SIGNED_FIELDS: Final = {"priority": (MIN_PRIORITY, MAX_PRIORITY)}
+# Whole numbers that start at 1: an allocation of nothing is one the API refuses to write
+# (PUT /allocations takes amounts of 1 or more), and would then serve as an amount of 0.
+_POSITIVE_FIELDS: Final = frozenset({"used"})
 _LONGEST: Final = {
     "uuid": 36, "parent": 36, "root": 36, "provider": 36, "consumer": 36, "group": 36, "placed_on": 36,
     "preempted_by": 36,
@@ -245,7 +248,7 @@ def _range(name: str, type_name: str) -> tuple[int, int]:
         return 1, _LONGEST.get(name, _LONGEST_DEFAULT)
     if name in _SIGNED_FIELDS:
         return _SIGNED_FIELDS[name]
-    return 0, _INTEGER if name in _INTEGER_FIELDS else _BIGINT
+    return 1 if name in _POSITIVE_FIELDS else 0, _INTEGER if name in _INTEGER_FIELDS else _BIGINT
 
 
 def _explain(line_number: int, record: Any) -> None:

@@ -84,9 +84,7 @@ def holdings(conn: Connection) -> list[str]:
 def refuse_unless_empty(conn: Connection) -> None:
     held = holdings(conn)
     if held:
-        raise TargetNotEmpty(
-            f"The database already holds books ({', '.join(held)}); import into a new database, or merge into this one."
-        )
+        raise TargetNotEmpty(f"The database already holds books ({', '.join(held)}).")
 
 
 def lock_for_import(conn: Connection) -> None:

@@ -71,10 +71,38 @@ def _render_explain(report: dict[str, Any]) -> Iterable[RenderableType]:
     if report["root"]:
         sections.append(("the tree's root", report["root"]))
     for title, conditions in sections:
-        rows = [(c["kind"], c["condition"], c["excluded"], c["remaining"]) for c in conditions]
-        yield table(title, ("kind", "condition", "excluded", "remaining"), rows, numeric=2)
+        rows = [(c["kind"], c["condition"], c["excluded"], c["remaining"], c.get("alone", "?")) for c in conditions]
+        yield table(title, ("kind", "condition", "excluded", "remaining", "alone"), rows, numeric=3)
     candidates = report.get("candidates")
     yield note(f"{report['providers']} providers in all; {candidates} candidates")
-    blocking = [c["condition"] for _, conditions in sections for c in conditions if c["remaining"] == 0]
-    if not candidates and blocking:
-        yield note(f"nothing fits: no provider {blocking[0]}")
+    if not candidates:
+        for _, conditions in sections:
+            cause = _cause(conditions)
+            if cause:
+                yield note(f"nothing fits: {cause}")
+                return
+
+
+def _cause(conditions: list[dict[str, Any]]) -> str | None:
+    """What the step that leaves no provider says: that condition alone, or with those before it.
+
+    The steps count one after another, so the step that empties the set is only the whole cause
+    when no provider meets it even alone (``alone``, which a service before it was added leaves out:
+    the step alone is named then, as it was).
+    """
+    left = None
+    for condition in conditions:
+        if condition["remaining"] == 0:
+            alone = condition.get("alone", 0)
+            if not alone or left is None:
+                return f"no provider {condition['condition']}"
+            return (
+                f"of the {_providers(left)} the conditions above leave, none {condition['condition']} "
+                f"({_providers(alone)} the conditions above exclude do)"
+            )
+        left = condition["remaining"]
+    return None
+
+
+def _providers(count: int) -> str:
+    return f"{count} provider" + ("" if count == 1 else "s")

@@ -35,15 +35,27 @@ FORMAT_OPTION = click.option(
     help="tables for people, or the API's data as JSON or YAML for scripts",
 )
 
-# What to try next, by the status Placement answered with.
+# What to try next, by the status Placement answered with (401, 403 and 404 name what the command
+# was given: ``Given``, below).
 HINTS = {
     400: "check the command's arguments against `--help`; the detail above names what the service refused",
-    401: "the token was not accepted: pass --token (or set $BERTH_TOKEN), or the OS_* variables of Keystone",
-    403: "the token lacks the role this needs: use an admin (or service) token",
-    404: "check the name or uuid: `berth provider list` shows the providers",
     406: "the service does not speak the microversion asked for: is it a Placement service of release Yoga or later?",
     409: "someone else changed it meanwhile: read it again and retry",
 }
+
+
+@dataclass(frozen=True)
+class Given:
+    """How a command was given the endpoint and the token, so that its hints name its own options."""
+
+    url: str = "--url (or $BERTH_URL)"
+    token: str = "--token (or set $BERTH_TOKEN), or the OS_* variables of Keystone"
+    # A 404 at a path the service has: what was looked up is not there. None: the command reads
+    # only what exists (a whole service's books), so a 404 says the endpoint is not Placement's.
+    not_found: str | None = "check the name or uuid: `berth provider list` shows the providers"
+
+
+CLIENT_COMMANDS = Given()
 
 
 class ApiFailure(click.ClickException):
@@ -71,22 +83,29 @@ def segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def explain_failure(error: PlacementError, url: str) -> ApiFailure:
+def explain_failure(error: PlacementError, url: str, given: Given = CLIENT_COMMANDS) -> ApiFailure:
     if error.status == 0:
         return ApiFailure(
-            f"cannot reach Placement at {url}: {_transport_reason(error.detail)}.\n"
-            "Is the service running? Start one with `berth serve`, or point --url (or $BERTH_URL) at one."
+            f"cannot reach Placement at {url}: {_transport_reason(error.detail)}\n"
+            f"hint: is the service running? Start one with `berth serve`, or point {given.url} at one"
         )
     request = str(error).split(": ", 1)[0]
     code = f" {error.code}" if error.code else ""
     detail = _readable(error.detail)
-    hint = HINTS.get(error.status, "see the service's log for the cause" if error.status >= 500 else "")
-    if error.status == 404 and detail == _NO_SUCH_PATH:
+    if error.status == 401:
+        hint = f"the token was not accepted: pass {given.token}"
+    elif error.status == 403:
+        hint = f"the token lacks the role this needs: pass an admin (or service) token with {given.token}"
+    elif error.status == 404 and (detail == _NO_SUCH_PATH or given.not_found is None):
         # Nothing more than the stock sentence: no route at all, not a missing provider or class.
         hint = (
-            f"the service at {url} has no such path: is --url (or $BERTH_URL) Placement's endpoint itself? "
+            f"the service at {url} has no such path: is {given.url} Placement's endpoint itself? "
             "GET on it answers with the API's versions"
         )
+    elif error.status == 404:
+        hint = given.not_found or ""
+    else:
+        hint = HINTS.get(error.status, "see the service's log for the cause" if error.status >= 500 else "")
     message = f"{request} answered {error.status}{code}: {detail}"
     return ApiFailure(message + (f"\nhint: {hint}" if hint else ""))
 

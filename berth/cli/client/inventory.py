@@ -13,6 +13,7 @@ from berth.cli.client.output import capacity, emit, table
 from berth.cli.client.providers import find_provider
 from berth.clients.errors import PlacementError
 from berth.clients.placement import retry_on_conflict
+from berth.domain.capacity import Inventory
 
 # The largest amount the API takes in an inventory field (a signed 32-bit integer, as in Placement).
 MAX_UNITS = 2147483647
@@ -65,22 +66,41 @@ def inventory_set(api: Api, provider: str, resource_class: str, create_class: bo
     given = {key: value for key, value in changes.items() if value is not None}
     if not given:
         raise click.UsageError("nothing to set: give at least one of --total, --reserved, --min-unit, ...")
+    # The values are checked before the class is created: a refused inventory must leave no class behind.
+    _record(found, api.client.get_inventories(uuid)[1], resource_class, given)
     _known_class(api, resource_class, create=create_class)
 
     def write() -> None:
         # Re-read on every attempt: a conflict means someone else changed the inventory meanwhile.
         generation, inventories = api.client.get_inventories(uuid)
-        record = dict(inventories.get(resource_class, {}))
-        if not record and "total" not in given:
-            raise click.UsageError(f"{found['name']} has no {resource_class} inventory yet: give its --total")
-        record.update(given)
-        inventories[resource_class] = record
+        inventories[resource_class] = _record(found, inventories, resource_class, given)
         api.client.set_inventories(uuid, generation, inventories)
 
     retry_on_conflict(write, what=f"set {resource_class} inventory of {found['name']}")
     body = api.get(f"/resource_providers/{segment(uuid)}/inventories")
     emit(api.output, body, lambda: _render(f"inventory of {found['name']}", body["inventories"]))
     _warn_below_usage(api, found, resource_class, body["inventories"][resource_class])
+
+
+def _record(
+    found: dict[str, Any], inventories: dict[str, Any], resource_class: str, given: dict[str, Any]
+) -> dict[str, Any]:
+    """The class's inventory with the values given, refused here when the service would refuse it."""
+    record = dict(inventories.get(resource_class, {}))
+    if not record and "total" not in given:
+        raise click.UsageError(f"{found['name']} has no {resource_class} inventory yet: give its --total")
+    record.update(given)
+    inventory = Inventory(**{column: record[column] for column in COLUMNS if column in record})
+    reason = inventory.invalid_reason(reserved_can_be_total=True) or inventory.unallocatable_reason()
+    if reason:
+        raise click.UsageError(
+            f"cannot set {resource_class} of {found['name']} to {_values(record)}: {reason[0].lower()}{reason[1:]}"
+        )
+    return record
+
+
+def _values(record: dict[str, Any]) -> str:
+    return ", ".join(f"{column} {record[column]}" for column in COLUMNS if column in record)
 
 
 def _known_class(api: Api, name: str, *, create: bool) -> None:
@@ -100,7 +120,10 @@ def _known_class(api: Api, name: str, *, create: bool) -> None:
     if name.startswith("CUSTOM_"):
         hint = "check its spelling, or pass --create-class to create it"
     else:
-        hint = "check its spelling: a standard class is one of os-resource-classes', a custom one starts with CUSTOM_"
+        hint = (
+            "check its spelling: a standard class is one the os-resource-classes library names "
+            "(GET /resource_classes lists the service's), a custom one starts with CUSTOM_"
+        )
     raise ApiFailure(f"the service has no resource class {name}\nhint: {hint}")
 
 

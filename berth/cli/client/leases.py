@@ -9,6 +9,7 @@ from rich.console import RenderableType
 
 from berth.cli.client.connection import Api, placement_command, segment
 from berth.cli.client.output import emit, note, table
+from berth.clients.errors import PlacementError
 
 
 @click.group("lease", help="Claim leases: allocations released unless confirmed in time.")
@@ -31,9 +32,29 @@ def lease_list(api: Api) -> None:
     emit(api.output, body, render)
 
 
-@lease_group.command("release", help="Release a consumer's lease and its allocations now.")
+@lease_group.command(
+    "release",
+    help="Release a consumer's lease and its allocations now; a consumer without a lease is left as it is.",
+)
 @click.argument("consumer")
 @placement_command
 def lease_release(api: Api, consumer: str) -> None:
+    # The service answers 204 whether or not there was a lease to release (a release acts only on a
+    # leased consumer, docs/leases.md), so only the lease read first tells what the release did.
+    try:
+        api.get(f"/berth/leases/{segment(consumer)}")
+    except PlacementError as error:
+        if error.status != 404:
+            raise
+        said = (
+            f"{consumer} had no lease; nothing released (its allocations, if any, stay: "
+            f"DELETE /allocations/{consumer} removes them)"
+        )
+        emit(api.output, {"consumer_uuid": consumer, "released": None}, lambda: [note(said)])
+        return
     api.request("DELETE", f"/berth/leases/{segment(consumer)}")
-    emit(api.output, {"released": consumer}, lambda: [note(f"released the lease and allocations of {consumer}")])
+    emit(
+        api.output,
+        {"consumer_uuid": consumer, "released": consumer},
+        lambda: [note(f"released the lease and allocations of {consumer}")],
+    )

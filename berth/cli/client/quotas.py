@@ -29,6 +29,13 @@ def quota_group() -> None:
     pass
 
 
+def _named(_context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty project or user id: its path would name the list (a bare 405), not a project."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("give a project or user id, not an empty one", param=parameter)
+    return value
+
+
 def _path(project: str, user: str | None) -> str:
     return f"/berth/quotas/{segment(project)}" + (f"/users/{segment(user)}" if user else "")
 
@@ -64,7 +71,7 @@ def _limits(values: Iterable[str]) -> dict[str, int]:
 
 
 @quota_group.command("set", help="Replace the limits of a project (or, with --user, of one of its users).")
-@click.argument("project")
+@click.argument("project", callback=_named)
 @click.option(
     "--limit",
     "limits",
@@ -74,7 +81,9 @@ def _limits(values: Iterable[str]) -> dict[str, int]:
     help=f"the most the project may hold of a resource class, or of {CONSUMERS!r}; repeatable. "
     "Classes left out have no limit",
 )
-@click.option("--user", default=None, metavar="USER_ID", help="the limits of this user within the project")
+@click.option(
+    "--user", default=None, callback=_named, metavar="USER_ID", help="the limits of this user within the project"
+)
 @placement_command
 def quota_set(api: Api, project: str, limits: tuple[str, ...], user: str | None) -> None:
     wanted = _limits(limits)
@@ -84,8 +93,14 @@ def quota_set(api: Api, project: str, limits: tuple[str, ...], user: str | None)
 
 
 @quota_group.command("show", help="Show the limits of a project (or of one of its users) against its usage.")
-@click.argument("project")
-@click.option("--user", default=None, metavar="USER_ID", help="the limits and usage of this user within the project")
+@click.argument("project", callback=_named)
+@click.option(
+    "--user",
+    default=None,
+    callback=_named,
+    metavar="USER_ID",
+    help="the limits and usage of this user within the project",
+)
 @placement_command
 def quota_show(api: Api, project: str, user: str | None) -> None:
     with _explained(api):
@@ -119,8 +134,10 @@ def quota_list(api: Api) -> None:
 
 
 @quota_group.command("delete", help="Remove the limits of a project, its users' too (or, with --user, one user's).")
-@click.argument("project")
-@click.option("--user", default=None, metavar="USER_ID", help="only the limits of this user within the project")
+@click.argument("project", callback=_named)
+@click.option(
+    "--user", default=None, callback=_named, metavar="USER_ID", help="only the limits of this user within the project"
+)
 @placement_command
 def quota_delete(api: Api, project: str, user: str | None) -> None:
     try:

@@ -4,6 +4,15 @@ For each request group the conditions are applied one after another to every pro
 answer says how many providers each condition removed from those still in the running.  The
 unsuffixed group may combine several providers of a tree, so its counts tell which single
 conditions are scarce rather than which trees fail.
+
+The conditions that say where to look (the tree, aggregates, traits) come before those that say
+what must be found there (inventory, free capacity, units). The step that leaves nothing is the one
+a reader takes for the cause, and in the other order a tree or aggregate whose providers are full
+was blamed on the tree or aggregate: the providers with room elsewhere went on to be removed by
+"is in the tree", though the tree's own provider had been removed earlier, for want of room.
+Each condition also says how many providers meet it ``alone``, whatever the others: when that is
+not 0 where the funnel ends, no single condition is the cause, only that one together with those
+before it.
 """
 
 from __future__ import annotations
@@ -36,8 +45,11 @@ Step: TypeAlias = tuple[str, str, ColumnElement[bool]]
 class Condition(TypedDict):
     kind: str
     condition: str
+    # Removed by this condition from those the conditions before it left, and how many it leaves.
     excluded: int
     remaining: int
+    # Providers that meet this condition by itself, of all of them.
+    alone: int
 
 
 class GroupReport(TypedDict):
@@ -113,7 +125,7 @@ def explain(
     total: int = conn.execute(sa.select(sa.func.count()).select_from(rp)).scalar_one()
     groups: list[GroupReport] = []
     for group in request.groups:
-        steps = _resource_steps(group, class_names) + _group_steps(group, trait_names, aggregate_uuids)
+        steps = _group_steps(group, trait_names, aggregate_uuids) + _resource_steps(group, class_names)
         groups.append({"suffix": group.suffix, "conditions": _funnel(conn, steps, total)})
     return {"providers": total, "groups": groups, "root": _funnel(conn, _root_steps(request, trait_names), total)}
 
@@ -135,14 +147,12 @@ def _resource_steps(group: RequestGroup, class_names: Mapping[int, str]) -> list
 
 
 def _group_steps(group: RequestGroup, trait_names: Mapping[int, str], aggregate_uuids: Mapping[int, str]) -> list[Step]:
-    """The group's conditions on traits, aggregates and tree."""
+    """The group's conditions on its tree, aggregates and traits, the widest first."""
     steps: list[Step] = []
-    for any_of in group.required:
-        names = " or ".join(sorted(trait_names[t] for t in any_of))
-        steps.append(("traits", f"has trait {names}", _has_trait(rp.c.id, any_of)))
-    if group.forbidden:
-        names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
-        steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
+    if group.impossible:
+        steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
+    elif group.in_tree_root is not None:
+        steps.append(("tree", "is in the tree named by in_tree", rp.c.root_provider_id == group.in_tree_root))
     # Each step holds every member_of so far: the provider (or its root) must meet them all alone.
     for index, any_of in enumerate(group.member_of):
         uuids = " or ".join(sorted(aggregate_uuids[a] for a in any_of)) or "(unknown aggregates)"
@@ -150,10 +160,12 @@ def _group_steps(group: RequestGroup, trait_names: Mapping[int, str], aggregate_
     if group.forbidden_aggregates:
         uuids = ", ".join(sorted(aggregate_uuids[a] for a in group.forbidden_aggregates))
         steps.append(("aggregates", f"is in none of aggregates {uuids}", _in_none(group, group.forbidden_aggregates)))
-    if group.impossible:
-        steps.append(("tree", "is in the tree named by in_tree (no such provider)", sa.false()))
-    elif group.in_tree_root is not None:
-        steps.append(("tree", "is in the tree named by in_tree", rp.c.root_provider_id == group.in_tree_root))
+    for any_of in group.required:
+        names = " or ".join(sorted(trait_names[t] for t in any_of))
+        steps.append(("traits", f"has trait {names}", _has_trait(rp.c.id, any_of)))
+    if group.forbidden:
+        names = ", ".join(sorted(trait_names[t] for t in group.forbidden))
+        steps.append(("traits", f"lacks traits {names}", ~_has_trait(rp.c.id, group.forbidden)))
     return steps
 
 
@@ -169,13 +181,18 @@ def _root_steps(request: CandidateRequest, trait_names: Mapping[int, str]) -> li
 
 
 def _funnel(conn: Connection, steps: list[Step], total: int) -> list[Condition]:
-    """How many providers each step leaves, applied one after another."""
+    """How many providers each step leaves, applied one after another, and how many meet it alone."""
     conditions = []
     remaining = total
     out: list[Condition] = []
     for kind, label, condition in steps:
         conditions.append(condition)
-        now: int = conn.execute(sa.select(sa.func.count()).select_from(rp).where(*conditions)).scalar_one()
-        out.append({"kind": kind, "condition": label, "excluded": remaining - now, "remaining": now})
+        now, alone = conn.execute(
+            sa.select(
+                sa.func.count().filter(sa.and_(*conditions)),
+                sa.func.count().filter(condition),
+            ).select_from(rp)
+        ).one()
+        out.append({"kind": kind, "condition": label, "excluded": remaining - now, "remaining": now, "alone": alone})
         remaining = now
     return out
