@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,6 +73,8 @@ class ServerRequest:
     server_group: ServerGroup | None = None
     # What its owner calls it (servers are known by their uuid everywhere else).
     name: str = ""
+    # Its owner's key-value pairs (Nova's server metadata): kept and shown, read by nobody else.
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     def spec(self, config: SchedulerConfig) -> RequestSpec:
         return build_request_spec(
@@ -112,6 +115,7 @@ class ServerRequest:
             "availability_zone": self.availability_zone,
             "server_group": server_group_to_dict(self.server_group) if self.server_group else None,
             "name": self.name,
+            "metadata": dict(self.metadata),
         }
 
     @classmethod
@@ -125,6 +129,7 @@ class ServerRequest:
             d.get("availability_zone"),
             server_group_from_dict(d["server_group"]) if d.get("server_group") else None,
             str(d.get("name") or ""),
+            {str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
         )
 
 

@@ -127,6 +127,33 @@ def _bad(server):
         ("POST", f"/servers/{server}/action", {}, ADMIN, 400, "berth.undefined_code"),
         ("POST", f"/servers/{server}/action", {"shelve": None, "migrate": None}, ADMIN, 400, "berth.undefined_code"),
         ("POST", f"/servers/{server}/action", {"reboot": None}, ADMIN, 400, "berth.undefined_code"),
+        # What an action cannot do is refused, not ignored.
+        (
+            "POST",
+            f"/servers/{server}/action",
+            {"rebuild": {"image_properties": {"hw_a": "b"}}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        ("POST", f"/servers/{server}/action", {"rebuild": {"name": "x"}}, ADMIN, 400, "berth.undefined_code"),
+        ("POST", f"/servers/{server}/action", {"unshelve": {"bogus": 1}}, ADMIN, 400, "berth.undefined_code"),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name, "metadata": {"": "empty key"}}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
+        (
+            "POST",
+            "/servers",
+            {"server": {"name": "x", "flavorRef": PLAIN.name, "metadata": {"k": 1}}},
+            ADMIN,
+            400,
+            "berth.undefined_code",
+        ),
         ("POST", f"/servers/{server}/action", {"resize": {}}, ADMIN, 400, "berth.undefined_code"),
         ("POST", f"/servers/{server}/action", {"resize": {"flavorRef": "nope"}}, ADMIN, 400, "berth.flavor.not_found"),
         (
@@ -290,6 +317,19 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
     ]:
         answer = web.get(f"/servers?{query}", headers=ADMIN).get_json()["servers"]
         assert [s["id"] for s in answer] == found, query
+
+
+def test_a_servers_metadata_is_kept_and_shown(web, plane):
+    from test_control_plane import ended
+
+    body = {"server": {"name": "tagged", "flavorRef": PLAIN.name, "metadata": {"role": "db", "tier": "gold"}}}
+    answer = web.post("/servers", json=body, headers=ADMIN)
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    made = answer.get_json()["server"]
+    assert ended(plane, made["operation_id"]).state == "done"
+    shown = web.get(f"/servers/{made['id']}", headers=ADMIN).get_json()["server"]
+    assert shown["metadata"] == {"role": "db", "tier": "gold"}
+    ended(plane, plane.delete(made["id"]).id)
 
 
 def test_deleted_servers_are_listed_by_their_status(web, plane):

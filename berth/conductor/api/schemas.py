@@ -39,7 +39,13 @@ SERVER_CREATE: Final = _object(
                 "availability_zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
                 "min_count": COUNT,
                 "max_count": COUNT,
-                "metadata": STRINGS,
+                # Nova's bounds: keys of 1 to 255 characters, 128 of them (its default quota).
+                "metadata": {
+                    "type": "object",
+                    "patternProperties": {"^.{1,255}$": {"type": "string", "maxLength": 255}},
+                    "additionalProperties": False,
+                    "maxProperties": 128,
+                },
             },
             ("name", "flavorRef"),
         ),
@@ -67,8 +73,17 @@ ACTION_ARGUMENTS: Final[Mapping[str, Mapping[str, Any]]] = {
     },
     "shelve": NOTHING,
     "shelveOffload": NOTHING,
-    "unshelve": {"type": ["null", "object"], "properties": {"availability_zone": {"type": "null"}}},
-    "rebuild": {"type": ["null", "object"], "properties": {"imageRef": {"type": "string"}}},
+    # Anything else asked of these would be ignored: refused, so that nobody takes it for done.
+    "unshelve": {
+        "type": ["null", "object"],
+        "properties": {"availability_zone": {"type": "null"}},
+        "additionalProperties": False,
+    },
+    "rebuild": {
+        "type": ["null", "object"],
+        "properties": {"imageRef": {"type": "string"}},
+        "additionalProperties": False,
+    },
     "softDelete": NOTHING,
     "restore": NOTHING,
     "forceDelete": NOTHING,

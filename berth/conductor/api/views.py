@@ -59,6 +59,7 @@ def server(
         "user_id": row["user_id"],
         "flavor": flavor_of_request(request),
         "image": {"properties": dict(request.get("image") or {})},
+        "metadata": dict(request.get("metadata") or {}),
         "OS-EXT-SRV-ATTR:host": row["host"],
         "OS-EXT-AZ:availability_zone": (host_zone if row["host"] else row["zone"]) or request.get("availability_zone"),
         "OS-EXT-STS:vm_state": server_states.VM_STATES[row["status"]],

@@ -142,6 +142,7 @@ class ControlPlane:
         name: str,
         flavor_ref: str,
         image_properties: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
         zone: str | None = None,
         group_id: str | None = None,
         count: int = 1,
@@ -170,6 +171,7 @@ class ControlPlane:
                 zone,
                 None if group is None else replace(group, members=group.members | members),
                 name if count == 1 else f"{name}-{index + 1}",
+                dict(metadata or {}),
             )
 
         if count == 1:

@@ -52,6 +52,7 @@ def create(call: WebCall) -> Reply:
             name=asked["name"],
             flavor_ref=asked["flavorRef"],
             image_properties=asked.get("image_properties"),
+            metadata=asked.get("metadata"),
             zone=asked.get("availability_zone"),
             group_id=group,
             count=count,
