@@ -19,7 +19,7 @@ from berth.conductor.fence import Fence, new_owner
 from berth.conductor.journal import Journal, Operation, TakenOver
 from berth.conductor.operations import build as build_op
 from berth.conductor.operations import delete as delete_op
-from berth.conductor.operations import evacuation, lifecycle, live_migration, moves, moving, preemption
+from berth.conductor.operations import evacuation, host_leftovers, lifecycle, live_migration, moves, moving, preemption
 from berth.conductor.requests import ServerRequest
 from berth.conductor.runner import RESUME_FAILED, TAKEN_OVER, ConductorConfig, Runner, StepHook
 from berth.conductor.service import ServiceCalls
@@ -30,10 +30,10 @@ from berth.scheduler.settings import SelectionSettings
 LOG = logging.getLogger(__name__)
 
 # The clean-ups of a host that was down, left alone by a resume while it still is.
-_WAITING_FOR_HOST = frozenset({build_op.CLEANUP, delete_op.CLEANUP, moving.CLEANUP})
+_WAITING_FOR_HOST = frozenset({host_leftovers.CLEANUP, delete_op.CLEANUP, moving.CLEANUP})
 _RESUMERS: dict[str, Callable[[Runner, Operation], Operation]] = {
     build_op.KIND: build_op.resume,
-    build_op.CLEANUP: build_op.resume_clean_up,
+    host_leftovers.CLEANUP: host_leftovers.resume_clean_up,
     delete_op.KIND: delete_op.resume,
     delete_op.CLEANUP: delete_op.resume_clean_up,
     moves.RESIZE: moves.resume,

@@ -58,6 +58,8 @@ HOST_NOT_FOUND: Final = "berth.host.not_found"
 # A server asked for a zone no registered host is in.
 ZONE_NOT_FOUND: Final = "berth.availability_zone.not_found"
 HOST_UP: Final = "berth.host.up"
+# The server's host is down, and the action needs it (anything but delete, evacuate and shelve-offload).
+HOST_DOWN: Final = "berth.host.down"
 HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
 OPERATION_NOT_FOUND: Final = "berth.operation.not_found"

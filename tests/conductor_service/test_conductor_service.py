@@ -261,6 +261,48 @@ def test_a_server_on_a_host_that_is_down_is_deleted_and_the_host_cleaned_when_it
     books_agree(cloud)
 
 
+def test_a_shelved_server_on_a_host_that_is_down_is_offloaded_without_it_and_unshelved_elsewhere(cloud):
+    """Its host down, a shelved server is offloaded as a delete is done (its allocations released,
+    what the host holds left to a clean-up once it is back), then unshelved on another host; an
+    action that needs the host is refused at once, saying what does without it."""
+    client = cloud.client()
+    server = build(client, "shelved-on-dead", availability_zone="zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    assert act(client, server["id"], "shelve")["state"] == "done"
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        with pytest.raises(ConductorError) as refused:
+            client.request("POST", f"/servers/{server['id']}/action", {"unshelve": None})
+        assert (refused.value.status, refused.value.code) == (409, "berth.host.down")
+        assert "shelve-offload" in refused.value.detail
+        offloaded = act(client, server["id"], "shelveOffload")
+        assert offloaded["state"] == "done" and offloaded["steps_done"] == ["release_allocations"], offloaded
+        assert cloud.placement.consumer(server["id"]).allocations == {}
+        shown = client.get(f"/servers/{server['id']}")["server"]
+        assert (shown["status"], shown["OS-EXT-SRV-ATTR:host"]) == ("SHELVED_OFFLOADED", None)
+        [waiting] = client.get(f"/operations?server_id={server['id']}&kind=clean_up_build")["operations"]
+        assert waiting["state"] == "running" and waiting["error"] == f"waiting for host {host} to be up again"
+        assert act(client, server["id"], "unshelve")["state"] == "done"
+        elsewhere = client.get(f"/servers/{server['id']}")["server"]["OS-EXT-SRV-ATTR:host"]
+        assert elsewhere not in (None, host)
+    finally:
+        agent.start()
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
+    wait_for(
+        lambda: client.get(f"/operations/{waiting['id']}")["operation"]["state"] == "done",
+        what="the clean-up of the host after the offload",
+    )
+    assert claims_on(cloud, server["id"]) == {elsewhere}
+    assert server["id"] not in {g["uuid"] for g in agent.client.guests()}
+    books_agree(cloud)
+    ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+    # The conductors' scheduling knows the host up again within this long: the next test's builds
+    # may go to it.
+    time.sleep(DOWN_FRESH_SECONDS)
+
+
 def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
     stranger = cloud.client(token="mallory:evil")
     stranger.headers["X-Roles"] = "service"

@@ -44,6 +44,8 @@ CODE_HINTS = {
     "berth.server_group.not_found": "`berth server-group list` shows the server groups",
     "berth.server_group.in_use": "delete the group's servers first (`berth server-group show` lists them)",
     "berth.host.not_found": "`berth host list` shows the hosts",
+    "berth.host.down": "`berth host list` shows the hosts down; `berth server evacuate`, `shelve-offload` or `delete` "
+    "do without the host, or wait until its agent is back",
     "berth.host.up": "the host is up: only a down host's servers are evacuated; disable it with "
     "`berth host disable` and move its servers with `berth server live-migrate`",
     "berth.host.in_use": "servers are still on the host: move or delete them first",

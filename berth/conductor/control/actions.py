@@ -34,8 +34,8 @@ def _confirm_or_revert(kind: str) -> Callable[[Record, ServerRequest, Mapping[st
 
 def _life(kind: str) -> Callable[[Record, ServerRequest, Mapping[str, Any]], Work]:
     def work(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
-        host = row["host"]
-        return lambda runner: lifecycle.change(runner, kind, server.instance_uuid, host)
+        host, host_down = row["host"], bool(args.get("host_down"))
+        return lambda runner: lifecycle.change(runner, kind, server.instance_uuid, host, host_down=host_down)
 
     return work
 

@@ -21,9 +21,17 @@ from berth.conductor.conductor import Conductor
 from berth.conductor.control import actions, host_books, preemptions
 from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
-from berth.conductor.errors import HOST_UP, SERVER_NO_VALID_HOST, ZONE_NOT_FOUND, ConductorError, Refused, ServerBusy
+from berth.conductor.errors import (
+    HOST_DOWN,
+    HOST_UP,
+    SERVER_NO_VALID_HOST,
+    ZONE_NOT_FOUND,
+    ConductorError,
+    Refused,
+    ServerBusy,
+)
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
-from berth.conductor.operations import build, delete, evacuation
+from berth.conductor.operations import build, delete, evacuation, lifecycle
 from berth.conductor.records.flavors import Flavors, to_flavor
 from berth.conductor.records.hosts import Host, HostEntry, Hosts
 from berth.conductor.records.server_groups import ServerGroups
@@ -242,9 +250,17 @@ class ControlPlane:
         self.check_action(row, action)
         if kind == evacuation.KIND:
             self._refuse_up_host(row)
-        if kind == delete.KIND:
-            # On a host that is down, as Nova does, without asking the host (``operations.delete``).
-            args = {**(args or {}), "host_down": row["host"] is not None and not self._host_up(str(row["host"]))}
+        elif row["host"] is not None and not self._host_up(str(row["host"])):
+            if kind not in (delete.KIND, lifecycle.SHELVE_OFFLOAD):
+                raise Conflict(
+                    f"Host {row['host']} of server {row['id']} is down (its agent has sent no heartbeat for "
+                    f"{self.settings.host_down_after:g} s): evacuate the server (ACTIVE or ERROR), shelve-offload it "
+                    "(SHELVED) or delete it, which do without the host, or wait until the host is back.",
+                    code=HOST_DOWN,
+                )
+            # As Nova deletes a server on a host that is down, without asking the host
+            # (``operations.delete``); an offload likewise (``operations.lifecycle``).
+            args = {**(args or {}), "host_down": True}
         work = make(row, self.server_request(row), args or {})
         return self._start(work)
 

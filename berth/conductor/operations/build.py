@@ -38,6 +38,7 @@ from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import NoValidHost, UnknownHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Operation
 from berth.conductor.operations import preemption
+from berth.conductor.operations.host_leftovers import CLEANUP
 from berth.conductor.requests import ServerRequest, destination_from_dict, destination_to_dict, destinations_of
 from berth.conductor.runner import Runner
 from berth.conductor.service import LeaseExpired
@@ -50,8 +51,6 @@ LOG = logging.getLogger(__name__)
 KIND = "build"
 # Unshelving an offloaded instance: a build whose agent's claim is the unshelve claim.
 UNSHELVE = "unshelve"
-# What a host, down when its build was undone, still holds for the instance, let go of once it is up.
-CLEANUP = "clean_up_build"
 # The steps after which a resumed build is finished rather than undone: the guest runs.
 FINISHING_STEPS = ("spawn", "confirm")
 
@@ -317,28 +316,6 @@ def _undo(runner: Runner, operation: Operation) -> None:
             agent.delete_instance(instance)
     runner.calls.release_lease(instance)
     runner.calls.release(instance)
-
-
-def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
-    """The host is back: the guest and claims it kept for the undone build go, on that host alone
-    (``delete_instance`` would release the instance's allocations everywhere, and the server may
-    have been built elsewhere since). None if it was built on this very host since."""
-    instance, host = operation.instance_uuid, str(operation.request["host"])
-    agent = runner.host_back(operation)
-    if agent is None:
-        return operation
-    if runner.calls.host_of(instance) == host:
-        operation.selections["server_left"] = f"the server was built on {host} again: nothing to let go of there"
-        return runner.end(operation, DONE)
-
-    def release_host() -> None:
-        for claim in agent.claims_for_instance(instance):
-            agent.abort(claim.claim_id)
-
-    # Both steps are harmless to repeat: each is written with the end.
-    runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
-    runner.run(operation, "release_host", release_host, write=False)
-    return runner.end(operation, DONE)
 
 
 def resume(runner: Runner, operation: Operation) -> Operation:

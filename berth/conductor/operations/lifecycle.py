@@ -7,6 +7,10 @@ rebuild on the same host (elsewhere is an evacuation).
     shelve:          shelve ─▶ done               the claim is kept (shelved), the guest too
     shelve_offload:  check ─▶ destroy ─▶ offload ─▶ done
                                                   the guest and the claim gone, the allocations freed
+      (host down)    release_allocations ─▶ done  as a delete on a host that is down: what the host
+                                                  holds (guest, claim) left to a clean-up that waits
+                                                  for it (``host_leftovers``, which spares a server
+                                                  unshelved onto that host since)
     preempted_offload: the same steps, for a server preempted (``operations.preemption``): it
                                                   starts from any state a server on its host is in
     rebuild:         check ─▶ destroy ─▶ spawn ─▶ done   a new guest in the same active claim (the
@@ -30,6 +34,7 @@ from typing import Any, Final
 from berth.clients.agent import AgentClient
 from berth.conductor.errors import CannotGoOn, ConductorError
 from berth.conductor.journal import DONE, FAILED, Operation
+from berth.conductor.operations.host_leftovers import CLEANUP
 from berth.conductor.runner import Runner
 from berth.domain.host.claims import Claim
 from berth.domain.host.records import ACTIVE, MOVING
@@ -93,23 +98,53 @@ STEPS: Final[dict[str, tuple[tuple[str, Step], ...]]] = {
 }
 
 
-# After this step the instance's guest is gone: the operation is finished, never failed.
-FORWARD_STEPS: Final = ("destroy",)
+# After this step the instance's guest is gone (or, its host down, its allocations): the operation
+# is finished, never failed.
+FORWARD_STEPS: Final = ("destroy", "release_allocations")
+# The link from the clean-up an offload on a host that is down leaves to the offload.
+OFFLOAD_LINK: Final = "shelve_offload"
 
 
 def change(
-    runner: Runner, kind: str, instance_uuid: str, host: str | None = None, *, extra: dict[str, Any] | None = None
+    runner: Runner,
+    kind: str,
+    instance_uuid: str,
+    host: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    host_down: bool = False,
 ) -> Operation:
-    """``extra``: more of the journaled request (a preemption's ``preempted_by``)."""
+    """``extra``: more of the journaled request (a preemption's ``preempted_by``); ``host_down``:
+    the server's host is down, and an offload does not ask it."""
     host = host or runner.calls.host_of(instance_uuid)
     if host is None:
         raise ConductorError(f"instance {instance_uuid} holds no allocations on any host")
-    operation = runner.start(kind, instance_uuid, {"host": host, **(extra or {})})
+    request = {"host": host, **(extra or {})}
+    if host_down and kind == SHELVE_OFFLOAD:
+        request["host_down"] = True
+    operation = runner.start(kind, instance_uuid, request)
     return runner.carry_out(operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS)
+
+
+def _offload_without_host(runner: Runner, operation: Operation) -> None:
+    """As a delete on a host that is down ("local delete"): the server's allocations released
+    (the claim's lease too, if one is left), and what its host holds for it left to a clean-up that
+    waits for the host. Both are harmless to repeat."""
+    instance = operation.instance_uuid
+
+    def release_allocations() -> None:
+        runner.calls.release_lease(instance)
+        runner.calls.release(instance)
+
+    runner.run(operation, "release_allocations", release_allocations, write=False)
+    runner.leave_clean_up(CLEANUP, operation, str(operation.request["host"]), link=OFFLOAD_LINK)
 
 
 def _change(runner: Runner, operation: Operation) -> None:
     """The steps after the recorded one."""
+    if operation.request.get("host_down"):
+        _offload_without_host(runner, operation)
+        return
     agent = runner.agent(str(operation.request["host"]))
     steps = STEPS[operation.kind]
     names = [name for name, _ in steps]

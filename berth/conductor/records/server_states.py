@@ -19,7 +19,16 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from berth.conductor.journal import DONE, Operation
-from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves, moving
+from berth.conductor.operations import (
+    build,
+    delete,
+    evacuation,
+    host_leftovers,
+    lifecycle,
+    live_migration,
+    moves,
+    moving,
+)
 
 BUILDING: Final = "BUILD"
 ACTIVE: Final = "ACTIVE"
@@ -56,7 +65,7 @@ ALLOWED: Final[Mapping[str, tuple[str, ...]]] = {
 # runs beside whatever the server does next, that of a deleted server's host after its end, and
 # those of a host that was down when a build or move ended without it, while the server is
 # deleted, evacuated or moved again.
-SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP, build.CLEANUP})
+SLOTLESS: Final = frozenset({evacuation.CLEANUP, delete.CLEANUP, moving.CLEANUP, host_leftovers.CLEANUP})
 
 # Nova's vm_state of each status: its own words, not the status's (a resize awaiting its confirmation
 # is ``resized``, a soft-deleted server ``soft-delete``).
