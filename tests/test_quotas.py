@@ -245,6 +245,41 @@ def test_a_preempting_pick_at_the_limit_passes_when_its_victims_free_the_project
     assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 2, "consumers": 1}
 
 
+def test_a_move_of_a_project_at_its_limit_is_picked_and_a_resize_counts_what_it_adds(api):
+    """A move's pick names the instance it places again: what the instance holds counts as freed,
+    as the claim takes it over when the move lands. A migration at the limit is not refused (Nova
+    checks no quota for it: an operator draining a host is not held back by a project's limit); a
+    resize is refused for what it adds; an instance of another project frees nothing."""
+    source = api.create_provider("source", inventory=HOST)
+    api.create_provider("target", inventory=HOST)
+    _set(api, "p1", {"VCPU": 4})
+    instance = new_uuid()
+    api.allocate(instance, {source: {"VCPU": 4}}, project="p1")
+
+    def move(vcpus: int, *, project: str = "p1", moving: str | None = instance) -> dict:
+        body = {**_pick_body({"VCPU": vcpus}, project=project), "avoid_trees": [source]}
+        if moving is not None:
+            body["moving"] = moving
+        return body
+
+    refused = api.post("/berth/pick", move(4, moving=None))
+    assert (refused.status_code, error_code(refused)) == (409, error_codes.QUOTA_EXCEEDED)
+    bigger = api.post("/berth/pick", move(5))
+    assert (bigger.status_code, error_code(bigger)) == (409, error_codes.QUOTA_EXCEEDED), bigger.data
+    assert "asked 5" in error_detail(bigger)
+    migration = move(4)
+    assert api.post("/berth/pick", migration).status_code == 200
+    # Both count until the move lands and the source's allocations go.
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 8, "consumers": 2}
+    api.delete(f"/allocations/{instance}")
+    other = new_uuid()
+    api.allocate(other, {source: {"VCPU": 1}}, project="p2")
+    assert api.post("/berth/pick", move(1, moving=other)).status_code == 409
+    gang = {**move(1), "consumers": [migration["consumer"]]}
+    del gang["consumer"]
+    assert api.post("/berth/pick", gang).status_code == 400
+
+
 def test_a_preempting_pick_whose_victims_are_anothers_is_refused_and_removes_nobody(api):
     host = api.create_provider("host", inventory={"VCPU": 8})
     _set(api, "p1", {"VCPU": 4})

@@ -103,8 +103,8 @@ def pick_body(
     enabled = {f.name for f in filters} | {w.name for w in weighers}
     if group is not None and _GROUP_CHECKS[group.policy] in enabled:
         body["server_group"] = {"uuid": group.uuid, "policy": group.policy}
-        if request.moving_instance is not None:
-            body["server_group"]["moving_member"] = request.moving_instance
+    if request.moving_instance is not None:
+        body["moving"] = request.moving_instance
     if alternates > 0:
         body["alternates"] = min(alternates, MOST_ALTERNATES)
     if spec.priority != PREEMPTIBLE:

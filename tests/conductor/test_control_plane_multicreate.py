@@ -148,3 +148,24 @@ def test_a_gang_over_the_projects_quota_is_forbidden_and_leaves_nothing(plane, p
         assert placement.get(f"/allocations/{over.instance_uuid}")["allocations"] == {}
     finally:
         placement.request("DELETE", f"/berth/quotas/{owner.project_id}")
+
+
+def test_a_project_at_its_quota_may_still_be_migrated_and_its_migration_confirmed(plane, placement):
+    """Nova checks no quota for a migration: an operator draining a host is not held back by a
+    project at its limit (the move's pick counts the instance's holdings as freed)."""
+    owner = Who(f"project-{uuid.uuid4().hex[:8]}", "user")
+    [build] = plane.create_servers(owner, name="full", flavor_ref=PLAIN.name)
+    assert ended(plane, build.id).state == DONE
+    placement.request("PUT", f"/berth/quotas/{owner.project_id}", {"limits": {"VCPU": PLAIN.vcpus}})
+    try:
+        source = plane.servers.get(build.instance_uuid)["host"]
+        moved = ended(plane, plane.act(build.instance_uuid, "migrate").id)
+        assert moved.state == DONE, moved.error
+        assert ended(plane, plane.act(build.instance_uuid, "confirmResize").id).state == DONE
+        row = plane.servers.get(build.instance_uuid)
+        assert row["status"] == server_states.ACTIVE and row["host"] != source
+        usage = placement.get(f"/berth/quotas/{owner.project_id}")["usage"]
+        assert usage["VCPU"] == PLAIN.vcpus
+    finally:
+        placement.request("DELETE", f"/berth/quotas/{owner.project_id}")
+        ended(plane, plane.delete(build.instance_uuid).id)

@@ -19,7 +19,34 @@ from berth.store.pick.request import Consumer, Preempted
 from berth.store.quotas import own_count
 from berth.store.quotas.enforcement import Released, asked_by_query, check_claims
 from berth.store.quotas.limits import CONSUMERS
+from berth.store.rawsql import fetch
 from berth.store.write_edges import learned, local_setting
+
+# What a consumer holds, by resource class name, with its owner: the moving instance of a move's pick.
+_HOLDINGS = """
+SELECT p.external_id, u.external_id, rc.name, SUM(a.used)
+FROM consumers c
+JOIN projects p ON p.id = c.project_id
+JOIN users u ON u.id = c.user_id
+JOIN allocations a ON a.consumer_id = c.uuid
+JOIN resource_classes rc ON rc.id = a.resource_class_id
+WHERE c.uuid = ?
+GROUP BY p.external_id, u.external_id, rc.name"""
+
+
+def moving_holdings(conn: Connection, moving: str, query: CandidateQuery) -> tuple[Preempted, ...]:
+    """What the instance a move places again holds of the classes the pick asks for, as a victim's
+    holdings are counted: freed towards the quota, since the move's claim takes them over when it
+    lands (the source's are dropped then). A move to the same size thus never raises its project's
+    usage, as Nova checks no quota for a migration or an evacuation, and a resize raises it by what
+    it adds. Nothing when it holds nothing."""
+    asked = asked_by_query(query)
+    rows = fetch(conn, _HOLDINGS, (moving,))
+    if not rows:
+        return ()
+    held = {str(name): int(used) for _, _, name, used in rows if name in asked}
+    project_id, user_id = str(rows[0][0]), str(rows[0][1])
+    return (Preempted(moving, project_id, 0, "", user_id, held),)
 
 
 def settings_for_pick(engine: Engine, consumer: Consumer) -> dict[str, str]:

@@ -33,6 +33,10 @@ class PickRequest:
     preempt: bool = False
     # Uuids of trees neither chosen nor made room on (``berth.store.pick.avoided``).
     avoid_trees: frozenset[str] = frozenset()
+    # The consumer a move places again (its instance; ``consumer`` is the move's own): what it holds,
+    # which the claim takes over when the move lands, counts as freed towards the quota
+    # (``berth.store.pick.quota_check``), and where it is does not count against its group.
+    moving: str | None = None
 
 
 @dataclass(frozen=True)

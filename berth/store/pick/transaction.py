@@ -49,7 +49,7 @@ from berth.store.pick.claim import claim_tree
 from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.preemption import preempt_and_claim
 from berth.store.pick.priorities import set_priority
-from berth.store.pick.quota_check import check_claimed_quota, count_own_consumer
+from berth.store.pick.quota_check import check_claimed_quota, count_own_consumer, moving_holdings
 from berth.store.pick.request import Consumer, Pick, PickRequest, soft_policy
 from berth.store.server_groups import membership
 from berth.store.server_groups.membership import ServerGroup
@@ -83,7 +83,10 @@ def pick_and_claim(
     counts_own = count_own_consumer(conn, request.consumer)
     chosen = _pick_and_claim(conn, request, cache, plan, bare_first_claim)
     set_priority(conn, request.consumer.uuid, request.priority)
-    check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own, last=last)
+    freed = chosen.preempted
+    if request.moving is not None:
+        freed = (*freed, *moving_holdings(conn, request.moving, request.query))
+    check_claimed_quota(conn, request.query, request.consumer, freed, counts_own, last=last)
     return chosen
 
 

@@ -1,8 +1,8 @@
 """The run's project under a VCPU limit (``--quota SHARE``): that share of the cloud's VCPU capacity,
 set before the workload through ``PUT /berth/quotas/{project}``, and enforced by the service on
 every allocation write (the picks, the Placement path's claims, the agents' move claims), so that
-the builds and moves past it are refused. The ``quota`` invariant checks, from the books alone,
-that the VCPUs held at the end are within it."""
+the builds and resizes past it are refused. The ``quota`` invariant checks, from the books alone,
+that the VCPUs the instances hold at the end are within it."""
 
 from __future__ import annotations
 

@@ -96,6 +96,7 @@ def _pick_request(body: dict[str, Any]) -> PickRequest:
         priority=body.get("priority", DEFAULT_PRIORITY),
         preempt=body.get("preempt", False),
         avoid_trees=_avoid_trees(body),
+        moving=_moving(body),
     )
 
 
@@ -201,12 +202,12 @@ def _server_group(body: dict[str, Any]) -> ServerGroup | None:
     group = body.get("server_group")
     if group is None:
         return None
-    moving = group.get("moving_member")
-    return ServerGroup(
-        normalize_uuid(group["uuid"]),
-        cast(GroupPolicy, group["policy"]),
-        moving_member=normalize_uuid(moving) if moving is not None else None,
-    )
+    return ServerGroup(normalize_uuid(group["uuid"]), cast(GroupPolicy, group["policy"]), moving_member=_moving(body))
+
+
+def _moving(body: dict[str, Any]) -> str | None:
+    moving = body.get("moving")
+    return normalize_uuid(moving) if moving is not None else None
 
 
 def _as_list(value: str | list[str]) -> list[str]:

@@ -82,9 +82,7 @@ PICK_BODY: Final[JsonSchema] = {
         "topology": _TOPOLOGY,
         "server_group": {
             "type": "object",
-            # moving_member: the member a move places again (its consumer is the move's own), whose
-            # place now does not count against the policy.
-            "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}, "moving_member": UUID},
+            "properties": {"uuid": UUID, "policy": {"enum": list(GROUP_POLICIES)}},
             "required": ["uuid", "policy"],
             "additionalProperties": False,
         },
@@ -101,9 +99,13 @@ PICK_BODY: Final[JsonSchema] = {
         # Trees (by a provider of each, usually the root) neither chosen nor made room on: hosts the
         # caller knows to be down, which the books cannot tell (berth.store.pick.avoided).
         "avoid_trees": {"type": "array", "items": UUID, "maxItems": MAX_AVOIDED},
+        # The consumer a move places again (its instance; the pick's consumer is the move's own):
+        # where it is now does not count against its server group, and its allocations, which the
+        # claim takes over when the move lands, count as freed towards the quota.
+        "moving": UUID,
     },
     "required": ["query"],
     "oneOf": [{"required": ["consumer"]}, {"required": ["consumers"]}],
-    "dependencies": {"min_count": ["consumers"], "topology": ["consumers"]},
+    "dependencies": {"min_count": ["consumers"], "topology": ["consumers"], "moving": ["consumer"]},
     "additionalProperties": False,
 }

@@ -13,7 +13,8 @@ run believes (``Expected``). Pure: the unit tests hand it books that break each 
 - ``anti_affinity``: no two live members of an anti-affinity group on one host;
 - ``preempted_gone``: a server a preempting build's pick removed, once the conductors ended it
   (deleted or offloaded), holds nothing in the service and no claim on any host;
-- ``quota``: with a VCPU limit on the run's project, the VCPUs held at the end are within it.
+- ``quota``: with a VCPU limit on the run's project, the VCPUs its instances hold at the end are
+  within it (a move in flight's migration consumer left out).
 """
 
 from __future__ import annotations
@@ -249,5 +250,14 @@ def _quota(books: Books, expected: Expected, verdict: Verdict) -> None:
     limit = expected.vcpu_limit
     if limit is None:
         return
-    vcpus = sum(a.get("VCPU", 0) for by_provider in books.allocations.values() for a in by_provider.values())
+    # The instances' holdings: a move in flight holds its instance's size twice (the migration
+    # consumer the source's) until it is confirmed or reverted, and a migration is never refused by
+    # the quota for that (docs/pick-and-claim.md, "Moves and quotas").
+    moving = {instance.migration for instance in expected.live.values() if instance.migration}
+    vcpus = sum(
+        a.get("VCPU", 0)
+        for consumer, by_provider in books.allocations.items()
+        if consumer not in moving
+        for a in by_provider.values()
+    )
     verdict.check("quota", vcpus <= limit, None, None, f"the run's project holds {vcpus} VCPUs, its limit is {limit}")
