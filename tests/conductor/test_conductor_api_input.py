@@ -319,6 +319,23 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
         assert [s["id"] for s in answer] == found, query
 
 
+def test_a_flavor_is_named_by_its_url_too_and_locations_are_absolute(web, plane):
+    from test_control_plane import ended
+
+    body = {"server": {"name": "by-url", "flavorRef": f"http://localhost/flavors/{PLAIN.name}"}}
+    answer = web.post("/servers", json=body, headers=ADMIN)
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    made = answer.get_json()["server"]
+    assert answer.headers["Location"] == f"http://localhost/servers/{made['id']}"
+    assert ended(plane, made["operation_id"]).state == "done"
+    shown = web.get(f"/servers/{made['id']}", headers=ADMIN).get_json()["server"]
+    assert shown["flavor"]["original_name"] == PLAIN.name
+    deleted = web.delete(f"/servers/{made['id']}", headers=ADMIN)
+    operation = deleted.get_json()["operation"]["id"]
+    assert deleted.headers["Location"] == f"http://localhost/operations/{operation}"
+    ended(plane, operation)
+
+
 def test_a_servers_metadata_is_kept_and_shown(web, plane):
     from test_control_plane import ended
 

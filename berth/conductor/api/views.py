@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import orjson
+from werkzeug.wrappers import Request
 
 from berth.conductor.journal import Operation
 from berth.conductor.operations.moves import REVERT
@@ -20,6 +22,21 @@ from berth.web.responses import Reply
 
 def reply(body: object, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
     return Reply(orjson.dumps(body), status, headers=headers)
+
+
+def location(request: Request, path: str) -> dict[str, str]:
+    """The ``Location`` header naming ``path`` of this API, absolute as Nova's (and the lists'
+    ``*_links``) are, whatever address the caller reached the API at."""
+    return {"Location": f"{request.url_root.rstrip('/')}{path}"}
+
+
+def flavor_ref(ref: str) -> str:
+    """A ``flavorRef`` as the flavor's id or name: Nova takes a flavor's URL too (its last path
+    segment is the id)."""
+    parts = urlsplit(ref)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1])
+    return ref
 
 
 def moment(seconds: float | None) -> str | None:

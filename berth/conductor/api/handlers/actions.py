@@ -27,7 +27,7 @@ def act(call: WebCall, server_id: str) -> Reply:
     args: dict[str, Any] = {}
     if action == "resize":
         try:
-            args["flavor"] = to_flavor(plane.flavors.get(arguments["flavorRef"]))
+            args["flavor"] = to_flavor(plane.flavors.get(views.flavor_ref(arguments["flavorRef"])))
         except NotFound as e:
             raise BadRequest(e.detail, code=e.code) from None
         if args["flavor"] == ServerRequest.from_dict(row["request"]).flavor:
@@ -38,7 +38,9 @@ def act(call: WebCall, server_id: str) -> Reply:
                 code=RESIZE_SAME_FLAVOR,
             )
     started = plane.act(server_id, action, args, row=row)
-    return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
+    return views.reply(
+        {"operation": views.operation(started)}, 202, views.location(call.request, f"/operations/{started.id}")
+    )
 
 
 def evacuate_host(call: WebCall, name: str) -> Reply:

@@ -50,7 +50,7 @@ def create(call: WebCall) -> Reply:
         builds = plane.create_servers(
             Who(call.caller.project_id, call.caller.user_id),
             name=asked["name"],
-            flavor_ref=asked["flavorRef"],
+            flavor_ref=views.flavor_ref(asked["flavorRef"]),
             image_properties=asked.get("image_properties"),
             metadata=asked.get("metadata"),
             zone=asked.get("availability_zone"),
@@ -61,7 +61,7 @@ def create(call: WebCall) -> Reply:
     except NotFound as e:  # a flavor or group named in the body: the body is wrong, not the path
         raise BadRequest(e.detail, code=e.code) from None
     made = [{"id": b.instance_uuid, "operation_id": b.id} for b in builds]
-    location = {"Location": f"/servers/{made[0]['id']}"}
+    location = views.location(call.request, f"/servers/{made[0]['id']}")
     if count == 1:
         return views.reply({"server": made[0]}, 202, location)
     return views.reply({"reservation_id": f"r-{uuid.uuid4().hex[:8]}", "servers": made}, 202, location)
@@ -136,7 +136,9 @@ def show(call: WebCall, server_id: str) -> Reply:
 def delete(call: WebCall, server_id: str) -> Reply:
     row = owned_row(call, server_id, "berth:servers:delete")
     started = plane_of(call).delete(server_id, row=row)
-    return views.reply({"operation": views.operation(started)}, 202, {"Location": f"/operations/{started.id}"})
+    return views.reply(
+        {"operation": views.operation(started)}, 202, views.location(call.request, f"/operations/{started.id}")
+    )
 
 
 def operations(call: WebCall, server_id: str) -> Reply:
