@@ -250,6 +250,7 @@ def _bad(server):
         ("GET", f"/servers?marker={server}", None, MEMBER, 400, "berth.marker.not_found"),
         ("GET", f"/operations/{UNKNOWN}", None, ADMIN, 404, "berth.operation.not_found"),
         ("GET", "/hosts", None, {"X-Auth-Token": "u:p"}, 403, None),
+        ("GET", "/servers?name=%28unclosed", None, ADMIN, 400, "berth.query.invalid"),
     ]
 
 
@@ -310,6 +311,10 @@ def test_servers_are_listed_by_name_host_and_status(web, active, plane):
     for query, found in [
         ("name=kept", [active]),
         ("name=other", []),
+        # A regular expression searched in the name, as Nova takes it.
+        ("name=ep", [active]),
+        ("name=%5Ek.pt%24", [active]),
+        ("name=%5Eep", []),
         (f"host={host}", [active]),
         ("host=nowhere", []),
         ("status=active", [active]),

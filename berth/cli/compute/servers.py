@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode
@@ -62,7 +63,9 @@ def find_server(api: Api, reference: str) -> dict[str, Any]:
 
 def _named(api: Api, name: str, query: str) -> list[dict[str, Any]]:
     joined = "&" if query else "?"
-    return [s for s in api.get(f"/servers{query}{joined}{urlencode({'name': name})}")["servers"] if s["name"] == name]
+    # The API takes a name as a regular expression, as Nova does: this one, whole.
+    exact = urlencode({"name": f"^{re.escape(name)}$"})
+    return [s for s in api.get(f"/servers{query}{joined}{exact}")["servers"] if s["name"] == name]
 
 
 def flavor_summary(flavor: dict[str, Any]) -> str:

@@ -194,10 +194,12 @@ class ServerRecords:
             (servers.c.project_id, where.project_id),
             (servers.c.host, where.host),
             (servers.c.status, where.status),
-            (servers.c.name, where.name),
         ):
             if value is not None:
                 query = query.where(column == value)
+        if where.name is not None:
+            # A regular expression searched in the name, as Nova filters by name (``^web-\d+$``).
+            query = query.where(servers.c.name.regexp_match(where.name))
         if limit is not None:
             query = query.limit(limit)
         return read_through_failover(self.engine, lambda conn: records(conn.execute(query).mappings()))

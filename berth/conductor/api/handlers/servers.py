@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 from berth.conductor.api import paging, schemas, views
 from berth.conductor.control.plane import ControlPlane, Who
-from berth.conductor.errors import SERVER_GROUP_NOT_FOUND, SERVER_NOT_FOUND
+from berth.conductor.errors import QUERY_INVALID, SERVER_GROUP_NOT_FOUND, SERVER_NOT_FOUND
 from berth.conductor.records import server_states
 from berth.conductor.records.servers import ServerFilter
 from berth.domain.errors import BadRequest, Forbidden, NotFound
@@ -88,6 +89,14 @@ def index(call: WebCall) -> Reply:
         call.authorize("berth:servers:index:all_projects")
     else:
         project = call.caller.project_id
+    name = args.get("name")
+    if name is not None:
+        try:
+            re.compile(name)
+        except re.error as e:
+            raise BadRequest(
+                f"Invalid name {name!r}: a regular expression is expected ({e}).", code=QUERY_INVALID
+            ) from None
     status = args.get("status")
     if status is not None and status.upper() not in server_states.STATUSES:
         raise BadRequest(f"Invalid status {status!r}; one of {', '.join(server_states.STATUSES)}.")
@@ -95,7 +104,7 @@ def index(call: WebCall) -> Reply:
         project_id=project,
         host=args.get("host"),
         status=status.upper() if status else None,
-        name=args.get("name"),
+        name=name,
         # DELETED servers are only among the deleted ones: asking for that status asks for them, as Nova
         # takes it.
         deleted=args.get("deleted", "").lower() in ("1", "true", "yes") or (status or "").upper() == "DELETED",
