@@ -357,7 +357,11 @@ def test_the_table_names_only_its_own_layers():
         ("berth.cli.example", "from berth.testbed import server\nfrom berth.api import wsgi\n", []),
         # The conductors' HTTP API shares the service's plumbing (berth.web), never the service itself;
         # its package need not exist for its row to hold.
-        ("berth.conductor.api.example", "from berth.web.auth import Caller\nfrom berth.conductor import journal\n", []),
+        (
+            "berth.conductor.api.example",
+            "from berth.web.access.auth import Caller\nfrom berth.conductor import journal\n",
+            [],
+        ),
         (
             "berth.conductor.api.example",
             "from berth.api.app import PlacementApp\n",
@@ -368,9 +372,9 @@ def test_the_table_names_only_its_own_layers():
         ),
         (
             "berth.conductor.example",
-            "from berth.web import auth\n",
+            "from berth.web.access import auth\n",
             [
-                "berth/conductor/example.py:1: berth.conductor.example imports berth.web.auth: "
+                "berth/conductor/example.py:1: berth.conductor.example imports berth.web.access.auth: "
                 "layer conductor may not import layer web"
             ],
         ),

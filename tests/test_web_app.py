@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from werkzeug.test import Client
 
 from berth.domain.errors import BerthError, Conflict
+from berth.web.access.auth import noauth_caller
+from berth.web.access.policy import PolicyEnforcer, RuleDefinition
 from berth.web.app import JsonApp, WebCall, WebRoute
-from berth.web.auth import noauth_caller
-from berth.web.policy import PolicyEnforcer, RuleDefinition
 from berth.web.request_checks import MAX_BODY_BYTES
 from berth.web.responses import Reply, json_reply
 

@@ -29,7 +29,8 @@ from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.board.host_board import HostBoard
-from berth.web import auth, errors
+from berth.web import errors
+from berth.web.access import auth
 from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
 from berth.web.responses import JSON, Reply
 from berth.web.routing import RouteMap, method_not_allowed

@@ -12,8 +12,8 @@ from berth.api.validation import JsonSchema, parse_json_body
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
 from berth.store.pick.board.host_board import HostBoard
-from berth.web.auth import Caller
-from berth.web.policy import PolicyEnforcer
+from berth.web.access.auth import Caller
+from berth.web.access.policy import PolicyEnforcer
 
 
 @dataclass

@@ -9,14 +9,14 @@ The defaults are Placement's:
 
 Every rule is project-scoped, so a system-scoped token is refused whatever its roles, as oslo.policy
 does for Placement.  A policy file (YAML or JSON, oslo.policy's rule syntax) overrides any rule by
-name, e.g. ``"placement:resource_providers:list": "role:reader"``.  The engine is berth.web.policy.
+name, e.g. ``"placement:resource_providers:list": "role:reader"``.  The engine is berth.web.access.policy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from berth.web.policy import PolicyEnforcer, RuleDefinition
+from berth.web.access.policy import PolicyEnforcer, RuleDefinition
 
 
 @dataclass(frozen=True)

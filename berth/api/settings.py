@@ -18,7 +18,7 @@ class Settings:
     max_candidates: int = 1000
     # Visit trees from a random starting point and shuffle the answer, instead of provider order.
     randomize_candidates: bool = False
-    # noauth2, tokens or keystone; see berth.web.auth.
+    # noauth2, tokens or keystone; see berth.web.access.auth.
     auth_strategy: str = "noauth2"
     tokens_file: str | None = None
     # oslo.policy rules overriding the defaults, and which defaults: secure RBAC (Placement's default,

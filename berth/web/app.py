@@ -22,11 +22,11 @@ from werkzeug.wrappers import Request
 from berth.domain import error_codes
 from berth.domain.errors import BadRequest, BerthError
 from berth.web import errors
-from berth.web.auth import Authenticator, Caller
+from berth.web.access.auth import Authenticator, Caller
+from berth.web.access.policy import PolicyEnforcer
 from berth.web.json_body import read_json
 from berth.web.observability.exposition import Exposition
 from berth.web.observability.request_observer import RequestObserver
-from berth.web.policy import PolicyEnforcer
 from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
 from berth.web.responses import Reply
 from berth.web.routing import RouteMap

@@ -49,7 +49,7 @@ def check_tokens_file(auth_strategy: str, tokens_file: str | None) -> None:
             "--auth-strategy tokens needs --tokens-file FILE (or $BERTH_TOKENS_FILE): a YAML file of the "
             "tokens and their users, projects and roles"
         )
-    from berth.web.auth import TokenFile
+    from berth.web.access.auth import TokenFile
 
     try:
         TokenFile(tokens_file)
@@ -62,7 +62,7 @@ def policy_file_path(policy_file: str | None) -> str | None:
     would not look for it), read as each worker reads it; SettingsError saying what is wrong with it."""
     if not policy_file:
         return None
-    from berth.web.policy import read_policy_file
+    from berth.web.access.policy import read_policy_file
 
     try:
         read_policy_file(policy_file)  # named as the operator gave it

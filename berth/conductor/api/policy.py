@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from berth.web.policy import RuleDefinition
+from berth.web.access.policy import RuleDefinition
 
 ADMIN: Final = "role:admin"
 OWNER: Final = "project_id:%(project_id)s"

@@ -14,7 +14,7 @@ from typing import Any, Final
 from prometheus_client.metrics import Counter, Histogram
 from werkzeug.wrappers import Request
 
-from berth.web.auth import Caller
+from berth.web.access.auth import Caller
 from berth.web.observability.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
 from berth.web.observability.request_log import RequestLine, global_request_id, log_request
 from berth.web.routing import ROUTE_KEY, RouteMap

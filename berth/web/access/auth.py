@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-import yaml
 from werkzeug.datastructures import Headers
 
 from berth.domain.errors import BerthError
+from berth.web.access.operator_files import read_yaml
 
 
 class Unauthorized(BerthError):
@@ -70,18 +70,7 @@ _ENTRY_FORM = "must map to its user_id (and optionally project_id, roles, system
 
 def _read_tokens(path: str) -> dict[object, object]:
     """The ``tokens`` mapping of the file; :class:`TokensFileError` naming the file and what is wrong."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise TokensFileError(f"cannot read the tokens file {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise TokensFileError(f"the tokens file {path} is not text: give a YAML file") from None
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise TokensFileError(f"the tokens file {path} is not valid YAML: {problem}{at}") from None
+    data = read_yaml(path, "the tokens file", TokensFileError)
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if not isinstance(tokens, dict):
         # The type only, not the value: a token written in the wrong place is still a secret.

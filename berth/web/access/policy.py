@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import yaml
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 from berth.domain.errors import Forbidden
-from berth.web.auth import Caller
+from berth.web.access.auth import Caller
+from berth.web.access.operator_files import read_yaml
 
 
 @dataclass(frozen=True)
@@ -52,19 +52,8 @@ def read_policy_file(path: str) -> dict[str, str]:
     oslo.policy itself skips a file it cannot find, and fails on a malformed one only when it loads
     it, in each worker, with a traceback.
     """
-    try:
-        with open(path, encoding="utf-8") as handle:
-            # YAML, of which JSON is a subset, as oslo.policy reads it (parse_file_contents).
-            rules = yaml.safe_load(handle) or {}
-    except OSError as error:
-        raise PolicyFileError(f"cannot read the policy file {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise PolicyFileError(f"the policy file {path} is not text: give a YAML or JSON file of rules") from None
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise PolicyFileError(f"the policy file {path} is not valid YAML or JSON: {problem}{at}") from None
+    # YAML, of which JSON is a subset, as oslo.policy reads it (parse_file_contents).
+    rules = read_yaml(path, "the policy file", PolicyFileError, forms="YAML or JSON") or {}
     if not isinstance(rules, dict):
         raise PolicyFileError(
             f"the policy file {path} holds a {type(rules).__name__}, not a mapping of rule names to check "
