@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,3 +71,29 @@ def live_host(client: Client, name: str, inventory: Mapping[str, int]) -> str:
     )
     assert r.status_code == 200, r.text
     return provider
+
+
+def run_berth(
+    *args: str, cwd: Path | None = None, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``berth ARGS`` to its end, in ``cwd``, with no BERTH_ variable but ``env``'s; a process still
+    running after ``timeout`` (a server that started) is stopped and reported."""
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("BERTH_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "berth.cli.main", *args],
+        cwd=cwd,
+        env={**environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"berth {' '.join(args)} was still running after {timeout:g} s")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)

@@ -7,49 +7,20 @@ Every command runs as a real ``berth`` process, as an operator would run it."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port
-from tests.livehelpers import LiveServer
+from tests.livehelpers import LiveServer, run_berth
 
 pytestmark = pytest.mark.slow
 
 # The advice for a schema behind the newest, which fails on one newer than this release.
 DB_UPGRADE_ADVICE = "berth db upgrade"
-
-
-def _berth(
-    *args: str, cwd: Path, timeout: float = 60.0, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``berth ARGS`` to its end, in ``cwd``, with no BERTH_ variable but ``env``'s; a process still
-    running after ``timeout`` (a server that started) is stopped and reported."""
-    environ = {name: value for name, value in os.environ.items() if not name.startswith("BERTH_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "berth.cli.main", *args],
-        cwd=cwd,
-        env={**environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"berth {' '.join(args)} was still running after {timeout:g} s")
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def _usage_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -106,7 +77,7 @@ def test_a_relative_policy_file_is_read_from_the_current_folder(tmp_path, monkey
 def test_a_policy_file_that_cannot_be_used_is_refused_before_start(tmp_path, command, name, text, problem):
     if text is not None:
         (tmp_path / name).write_text(text)
-    done = _berth(*_service(command, tmp_path), "--policy-file", name, cwd=tmp_path)
+    done = run_berth(*_service(command, tmp_path), "--policy-file", name, cwd=tmp_path)
     assert problem in _usage_error(done)
     assert not (tmp_path / "books.sqlite").exists()
 
@@ -128,7 +99,7 @@ def test_a_tokens_file_that_cannot_be_used_is_refused_before_start(tmp_path, com
     (tmp_path / "list.yaml").write_text("tokens: [1, 2]\n")
     (tmp_path / "nouser.yaml").write_text("tokens:\n  s3cret: {roles: [admin]}\n")
     given = ["--tokens-file", tokens] if tokens else []
-    done = _berth(*_service(command, tmp_path), "--auth-strategy", "tokens", *given, cwd=tmp_path)
+    done = run_berth(*_service(command, tmp_path), "--auth-strategy", "tokens", *given, cwd=tmp_path)
     line = _usage_error(done)
     assert problem in line
     assert "s3cret" not in done.stderr  # a token is a secret, even in the wrong place
@@ -159,7 +130,7 @@ def test_a_good_tokens_file_still_starts_the_server(tmp_path, monkeypatch):
 @pytest.mark.parametrize("command", ["serve", "conductor"])
 @pytest.mark.parametrize("bind", ["127.0.0.1:99999", "127.0.0.1:", "localhost", "nonsense"])
 def test_a_malformed_bind_is_refused_as_such(tmp_path, command, bind):
-    done = _berth(command, "--bind", bind, "--database", f"sqlite:///{tmp_path / 'books.sqlite'}", cwd=tmp_path)
+    done = run_berth(command, "--bind", bind, "--database", f"sqlite:///{tmp_path / 'books.sqlite'}", cwd=tmp_path)
     line = _usage_error(done)
     assert f"--bind: {bind!r} is not an address to listen on: give HOST:PORT with a port from 1 to 65535" in line
     assert "noauth2" not in done.stderr
@@ -167,14 +138,14 @@ def test_a_malformed_bind_is_refused_as_such(tmp_path, command, bind):
 
 
 def test_a_malformed_bind_in_the_environment_is_named_by_its_variable(tmp_path):
-    done = _berth("serve", cwd=tmp_path, env={"BERTH_BIND": "127.0.0.1:99999"})
+    done = run_berth("serve", cwd=tmp_path, env={"BERTH_BIND": "127.0.0.1:99999"})
     assert "$BERTH_BIND: '127.0.0.1:99999' is not an address to listen on" in _usage_error(done)
     assert not (tmp_path / "berth.sqlite").exists()
 
 
 @pytest.mark.parametrize("bind", ["127.0.0.1:99999", "localhost"])
 def test_the_agent_refuses_a_malformed_bind(tmp_path, bind):
-    done = _berth("agent", "--driver", "fake", "--state-dir", str(tmp_path / "state"), "--bind", bind, cwd=tmp_path)
+    done = run_berth("agent", "--driver", "fake", "--state-dir", str(tmp_path / "state"), "--bind", bind, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"berth agent: --bind: {bind!r} is not an address to listen on: give HOST:PORT with a port from 1 to "
@@ -194,7 +165,7 @@ def _set_revision(path: Path, revision: str) -> None:
 
 def test_a_database_newer_than_this_release_is_refused_in_one_line(tmp_path):
     url = f"sqlite:///{tmp_path / 'books.sqlite'}"
-    assert _berth("db", "upgrade", "--database", url, cwd=tmp_path).returncode == 0
+    assert run_berth("db", "upgrade", "--database", url, cwd=tmp_path).returncode == 0
     _set_revision(tmp_path / "books.sqlite", "0099")
     (tmp_path / "empty.jsonl").write_text("")
     for args in (
@@ -202,7 +173,7 @@ def test_a_database_newer_than_this_release_is_refused_in_one_line(tmp_path):
         ["import", "empty.jsonl", "--database", url],
         ["serve", "--bind", f"127.0.0.1:{free_port()}", "--database", url],
     ):
-        line = _one_line(_berth(*args, cwd=tmp_path))
+        line = _one_line(run_berth(*args, cwd=tmp_path))
         assert line.startswith(f"berth: the database at {url} is at schema revision 0099, newer than this release"), (
             args,
             line,
@@ -220,7 +191,7 @@ def test_a_conductors_database_newer_than_this_release_is_refused_in_one_line(tm
     with contextlib.closing(sqlite3.connect(tmp_path / "conductor.sqlite")) as conn:
         conn.execute(f"UPDATE {VERSION_TABLE} SET version_num = '0099'")
         conn.commit()
-    line = _one_line(_berth("conductor", "--bind", f"127.0.0.1:{free_port()}", "--database", url, cwd=tmp_path))
+    line = _one_line(run_berth("conductor", "--bind", f"127.0.0.1:{free_port()}", "--database", url, cwd=tmp_path))
     assert line.startswith(f"berth conductor: the conductors' database at {url} is at schema revision 0099"), line
     assert "run the release that wrote it, or restore a backup taken before the upgrade" in line
 
@@ -253,6 +224,6 @@ def test_a_file_that_is_not_a_database_is_named_in_one_line(tmp_path):
         ["import", "empty.jsonl", "--database", url],
         ["serve", "--bind", f"127.0.0.1:{free_port()}", "--database", url],
     ):
-        line = _one_line(_berth(*args, cwd=tmp_path))
+        line = _one_line(run_berth(*args, cwd=tmp_path))
         assert "notadb.sqlite" in line and "not a SQLite database" in line, (args, line)
     assert (tmp_path / "notadb.sqlite").read_text() == "hello\n"
