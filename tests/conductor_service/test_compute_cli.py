@@ -4,7 +4,6 @@ their end, and the failures said with what to do."""
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import re
@@ -14,7 +13,8 @@ import threading
 import time
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from clihelpers import UUID, as_json, berth_against, create
 from livehelpers import free_port
 from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
@@ -23,7 +23,6 @@ from berth.cli.main import cli
 from berth.conductor.control.host_books import DOWN_FRESH_SECONDS
 
 HOSTS = {"alpha", "beta", "gamma"}
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 @pytest.fixture(autouse=True)
@@ -33,33 +32,7 @@ def flavors(cloud):
 
 @pytest.fixture
 def berth(cloud):
-    """Run ``berth ARGS`` against both conductors; the result, its exit status checked."""
-    runner = CliRunner()
-    urls = ",".join(c.url for c in cloud.conductors)
-
-    def run(*args: str, expect: int = 0) -> Result:
-        result = runner.invoke(cli, list(args), env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
-        if result.exit_code != expect:
-            # The whole output, and the faults of the servers it names: a repr of them is cut short.
-            faults = [_fault(runner, urls, server) for server in sorted(set(re.findall(UUID, result.output)))]
-            pytest.fail(f"exit {result.exit_code}, not {expect}:\n{result.output}\n{result.exception!r}\n{faults}")
-        return result
-
-    return run
-
-
-def _fault(runner: CliRunner, urls: str, server: str) -> str:
-    shown = runner.invoke(cli, ["server", "show", server], env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
-    return f"{server}: {shown.output}"
-
-
-def as_json(result: Result) -> dict:
-    return json.loads(result.stdout)
-
-
-def create(berth, name: str, *args: str) -> dict:
-    """A server built through the CLI with --wait; its view."""
-    return as_json(berth("server", "create", name, "--flavor", "small", "--wait", "-f", "json", *args))["server"]
+    return berth_against(cloud)
 
 
 def test_a_build_with_wait_prints_its_steps_and_ends_active(berth, cloud):

@@ -5,16 +5,11 @@ a missing property said as such, and what ``force-delete`` deletes."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
-from click.testing import CliRunner, Result
+from clihelpers import UUID, as_json, berth_against, create
 from servicehelpers import ensure_flavors
-
-from berth.cli.main import cli
-
-UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 @pytest.fixture(autouse=True)
@@ -24,24 +19,7 @@ def flavors(cloud):
 
 @pytest.fixture
 def berth(cloud):
-    """Run ``berth ARGS`` against both conductors; the result, its exit status checked."""
-    runner = CliRunner()
-    urls = ",".join(c.url for c in cloud.conductors)
-
-    def run(*args: str, expect: int = 0) -> Result:
-        result = runner.invoke(cli, list(args), env={"BERTH_CONDUCTOR_URL": urls, "BERTH_TOKEN": None})
-        assert result.exit_code == expect, f"exit {result.exit_code}, not {expect}:\n{result.output}"
-        return result
-
-    return run
-
-
-def as_json(result: Result) -> dict:
-    return json.loads(result.stdout)
-
-
-def create(berth, name: str) -> dict:
-    return as_json(berth("server", "create", name, "--flavor", "small", "--wait", "-f", "json"))["server"]
+    return berth_against(cloud)
 
 
 def test_a_deleted_servers_operations_are_listed_by_its_id(berth):
