@@ -236,7 +236,13 @@ class ControlPlane:
         """The server as the scheduler and its host take it, with its group's members as they are now."""
         server = ServerRequest.from_dict(row["request"])
         if row["group_id"]:
-            server = replace(server, server_group=self.groups.scheduling(str(row["group_id"])))
+            try:
+                server = replace(server, server_group=self.groups.scheduling(str(row["group_id"])))
+            except NotFound:
+                # Its group deleted as it joined, before a delete had to count it (no longer
+                # possible: ``ServerGroups.delete``): the group as its request recorded it, so that
+                # the server can still be acted on, deleted included.
+                LOG.warning("server %s names group %s, which is gone", row["id"], row["group_id"])
         return server
 
     def act(

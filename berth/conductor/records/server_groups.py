@@ -8,12 +8,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from berth.conductor.errors import SERVER_GROUP_IN_USE, SERVER_GROUP_NOT_FOUND
 from berth.conductor.journal import database_clock, read_through_failover
 from berth.conductor.records.servers import ServerRecords
-from berth.conductor.records.tables import Record, record, records, server_groups
+from berth.conductor.records.tables import Record, record, records, server_groups, servers
 from berth.domain.errors import BadRequest, Conflict, NotFound
 from berth.scheduler.errors import SpecError
 from berth.scheduler.request.server_group import ServerGroup
@@ -59,11 +60,24 @@ class ServerGroups:
         return read_through_failover(self.engine, lambda conn: records(conn.execute(query).mappings()))
 
     def delete(self, group_id: str) -> None:
+        """Gone, unless it has members (``Conflict``). A server joining it at the same time writes
+        its row only while the group's is there, holding it until its commit
+        (``ServerRecords._insert``): the group's row is locked first, then the members counted in
+        the statement that deletes it, which on PostgreSQL sees a member that committed meanwhile;
+        on SQLite that one statement runs under the write lock, as the member's insert does."""
         self.get(group_id)
-        if self.servers.in_group(group_id):
-            raise Conflict(f"Server group {group_id} still has members; delete them first.", code=SERVER_GROUP_IN_USE)
+        members = sa.select(servers.c.id).where(servers.c.group_id == group_id, servers.c.deleted_at.is_(None))
         with self.engine.begin() as conn:
-            conn.execute(server_groups.delete().where(server_groups.c.id == group_id))
+            conn.execute(sa.select(server_groups.c.id).where(server_groups.c.id == group_id).with_for_update())
+            deleted = conn.execute(
+                server_groups.delete().where(server_groups.c.id == group_id, ~sa.exists(members))
+            ).rowcount
+        if not deleted:
+            if self.servers.in_group(group_id):
+                raise Conflict(
+                    f"Server group {group_id} still has members; delete them first.", code=SERVER_GROUP_IN_USE
+                )
+            raise NotFound(f"No server group with id {group_id}.", code=SERVER_GROUP_NOT_FOUND)
 
     def scheduling(self, group_id: str) -> ServerGroup:
         """The group as the scheduler takes it, with its members as they are now."""

@@ -7,15 +7,16 @@ the row holds, so that a conductor resuming the build needs nothing else."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from berth.conductor.errors import SERVER_NOT_FOUND, InvalidState, ServerBusy
+from berth.conductor.errors import SERVER_GROUP_NOT_FOUND, SERVER_NOT_FOUND, InvalidState, ServerBusy
 from berth.conductor.journal import Operation, database_clock, read_through_failover
 from berth.conductor.operations import build
 from berth.conductor.records import server_states
-from berth.conductor.records.tables import Record, hosts, records, servers
+from berth.conductor.records.tables import Record, hosts, records, server_groups, servers
 from berth.domain.errors import NotFound
 from berth.sql.driver import DriverStatement
 
@@ -51,19 +52,25 @@ class ServerRecords:
         self._live_by_id = DriverStatement(by_id.where(servers.c.deleted_at.is_(None)), dialect)
         # A start's taking of the slot, by the kind of its operation (the states it may start from).
         self._slot_by_kind: dict[str, DriverStatement] = {}
-        self._create = DriverStatement(
-            servers.insert().values(
-                {
-                    **{name: sa.bindparam(name) for name in _CREATED},
-                    "created_at": self._now,
-                    "updated_at": self._now,
-                    "old_request": None,
-                    "host": None,
-                    "move_id": None,
-                    "fault": None,
-                    "fault_at": None,
-                }
-            ),
+        created: dict[str, Any] = {
+            **{name: sa.bindparam(name, type_=servers.c[name].type) for name in _CREATED},
+            "created_at": self._now,
+            "updated_at": self._now,
+            **{name: sa.null() for name in ("old_request", "host", "move_id", "fault", "fault_at")},
+        }
+        self._create = DriverStatement(servers.insert().values(created), dialect)
+        # A member's row written only while its group is there, the group's row held (FOR SHARE) until
+        # the commit: a delete of the group (``ServerGroups.delete``, which locks the row, then counts
+        # the members) either counts the new member or is counted by it, never neither.
+        group_there = (
+            sa.select(server_groups.c.id)
+            .where(server_groups.c.id == sa.bindparam("group_id", type_=sa.String))
+            .with_for_update(read=True)
+        )
+        self._create_member = DriverStatement(
+            servers.insert()
+            .from_select(list(created), sa.select(*created.values()).where(sa.exists(group_there)))
+            .returning(servers.c.id),
             dialect,
         )
         # An end's update, by the columns its outcome changes (a handful of sets in all).
@@ -98,7 +105,8 @@ class ServerRecords:
         # the build's business and not the server's (the server's host is kept on its own).
         request = {key: value for key, value in operation.request.items() if key != "destination"}
         group = request.get("server_group") or {}
-        self._create.rows(
+        create = self._create_member if group.get("uuid") else self._create
+        written = create.rows(
             conn,
             {
                 "id": operation.instance_uuid,
@@ -112,6 +120,8 @@ class ServerRecords:
                 "deleted_at": None,
             },
         )
+        if create is self._create_member and not written:
+            raise NotFound(f"No server group with id {group['uuid']}.", code=SERVER_GROUP_NOT_FOUND)
 
     def ending(self, conn: Connection, operation: Operation, now: float) -> None:
         held = self._held_by.records(conn, {"server_id": operation.instance_uuid, "holder": operation.id})
