@@ -168,7 +168,9 @@ class Selector:
             aggregates=self._aggregates_read(request), instances=counts_instances(self.weighers, self.settings)
         )
         hosts = [
-            h for h in build_hosts(candidates, self.service, snapshots, reads) if h.name not in request.ignore_hosts
+            h
+            for h in build_hosts(candidates, self.service, snapshots, reads)
+            if h.name not in request.ignore_hosts and h.name not in self.config.unknown_hosts
         ]
         if request.group is not None:
             request.group_hosts = place_group(request.group, hosts, candidates, self.service)
@@ -266,9 +268,10 @@ class Selector:
         )
 
     def _avoided(self, request: BuildRequest) -> list[str]:
-        """The root providers for the pick to avoid: those of the hosts the request ignores, and of
-        the hosts down, as ComputeFilter would leave them out (only while it is enabled)."""
-        avoid = set(request.ignore_hosts)
+        """The root providers for the pick to avoid: those of the hosts the request ignores, of the
+        compute nodes no agent registered for, and of the hosts down, as ComputeFilter would leave
+        them out (only while it is enabled)."""
+        avoid = set(request.ignore_hosts) | set(self.config.unknown_hosts)
         if any(f.name == ComputeFilter.name for f in self.filters):
             avoid.update(self.config.hosts_down)
         return self.service.host_roots(avoid) if avoid else []

@@ -452,3 +452,34 @@ def test_a_resize_of_a_server_in_no_state_to_resize_is_refused_for_its_state_fir
         assert answer.status_code == 409, answer.get_data(as_text=True)
         assert answer.get_json()["errors"][0]["code"] == "berth.server.invalid_state"
     assert _snapshot(plane) == before
+
+
+def test_a_compute_node_no_agent_registered_is_never_chosen(plane):
+    """As Nova schedules only to the compute nodes of its compute services: a node in the service
+    whose agent never registered (an agent run with --once, one pointed at the wrong conductors)
+    is not tried, however much room it has."""
+    from test_control_plane import ended
+
+
+    ghost = "7c0b6a3e-56f4-4d55-9b0e-0c9d5a0f9a12"
+    placement = plane.placement
+    placement.request("POST", "/resource_providers", {"name": "ghost", "uuid": ghost})
+    inventories = {"VCPU": {"total": 256}, "MEMORY_MB": {"total": 1048576}, "DISK_GB": {"total": 100000}}
+    placement.request(
+        "PUT",
+        f"/resource_providers/{ghost}/inventories",
+        {"resource_provider_generation": 0, "inventories": inventories},
+    )
+    placement.request(
+        "PUT", f"/resource_providers/{ghost}/traits", {"resource_provider_generation": 1, "traits": ["COMPUTE_NODE"]}
+    )
+    try:
+        for name in ("a", "b", "c"):
+            [build] = plane.create_servers(Who("admin", "admin"), name=name, flavor_ref=PLAIN.name)
+            done = ended(plane, build.id)
+            assert done.state == "done" and done.attempts == [], done.attempts
+            assert done.selections["host"] != "ghost"
+            ended(plane, plane.delete(build.instance_uuid).id)
+        assert "ghost" in plane.scheduler_config.unknown_hosts
+    finally:
+        placement.request("DELETE", f"/resource_providers/{ghost}")

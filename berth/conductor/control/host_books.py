@@ -14,12 +14,15 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping
 from typing import Final
+from urllib.parse import urlencode
 
 import sqlalchemy as sa
 
+from berth.clients.errors import ClientError
 from berth.clients.placement import PlacementClient, retry_on_conflict
 from berth.conductor.records.hosts import Hosts
 from berth.scheduler.request.request_spec import DISABLED_TRAIT
+from berth.scheduler.service import COMPUTE_NODE_TRAIT
 
 LOG = logging.getLogger(__name__)
 
@@ -30,6 +33,10 @@ FRESH_SECONDS: Final = 5.0
 # How long the hosts that are down are known before they are read again: a host down is left out of
 # the scheduling within this long of the conductors seeing it so.
 DOWN_FRESH_SECONDS: Final = 1.0
+# How long the service's compute nodes are known before they are read again: a node that no agent
+# registered is left out of the scheduling within this long of its first report (a read of every
+# compute node, so not every second).
+COMPUTE_NODES_FRESH_SECONDS: Final = 15.0
 
 
 def zone_aggregate(zone: str) -> str:
@@ -75,17 +82,20 @@ def set_disabled(placement: PlacementClient, host: str, disabled: bool) -> None:
 
 @contextlib.contextmanager
 def _keeping_what_was_known(what: str) -> Iterator[None]:
-    """A read that fails (the database failing over) leaves what was known before, read again at the
-    next look: the scheduler goes on meanwhile rather than the operation failing."""
+    """A read that fails (the database failing over, the service not answering) leaves what was
+    known before, read again at the next look: the scheduler goes on meanwhile rather than the
+    operation failing."""
     try:
         yield
     except sa.exc.DBAPIError as error:
         LOG.warning("%s could not be read again (%s); what was known stays", what, error.orig)
+    except ClientError as error:
+        LOG.warning("%s could not be read again (%s); what was known stays", what, error)
 
 
 class DownHosts(Collection[str]):
     """The registered hosts that are down now, as ``SchedulerConfig.hosts_down`` (read again every
-    few seconds)."""
+    second)."""
 
     def __init__(self, hosts: Hosts):
         self.hosts = hosts
@@ -110,6 +120,50 @@ class DownHosts(Collection[str]):
 
     def __len__(self) -> int:
         return len(self._current())
+
+
+class UnknownHosts(Collection[str]):
+    """The service's compute nodes that no agent has registered, as ``SchedulerConfig.unknown_hosts``:
+    no conductor could ask their agent for anything (as Nova's scheduler knows only the compute
+    nodes of its compute services). The registered hosts are read again every second, so that a
+    host is scheduled to as soon as it registers; the service's compute nodes every
+    ``COMPUTE_NODES_FRESH_SECONDS`` (a read of every one of them)."""
+
+    def __init__(self, hosts: Hosts, placement: PlacementClient):
+        self.hosts = hosts
+        self.placement = placement
+        self._lock = threading.Lock()
+        self._read_at = -DOWN_FRESH_SECONDS
+        self._nodes_read_at = -COMPUTE_NODES_FRESH_SECONDS
+        self._nodes: frozenset[str] = frozenset()
+        self._registered: frozenset[str] = frozenset()
+
+    def _current(self) -> frozenset[str]:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._nodes_read_at >= COMPUTE_NODES_FRESH_SECONDS:
+                with _keeping_what_was_known("the service's compute nodes"):
+                    self._nodes = _compute_nodes(self.placement)
+                    self._nodes_read_at = now
+            if now - self._read_at >= DOWN_FRESH_SECONDS:
+                with _keeping_what_was_known("the registered hosts"):
+                    self._registered = self.hosts.names()
+                    self._read_at = now
+            return self._nodes - self._registered
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._current()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
+def _compute_nodes(placement: PlacementClient) -> frozenset[str]:
+    query = urlencode({"required": COMPUTE_NODE_TRAIT})
+    return frozenset(str(p["name"]) for p in placement.get(f"/resource_providers?{query}")["resource_providers"])
 
 
 class ZoneAggregates(Mapping[str, frozenset[str]]):

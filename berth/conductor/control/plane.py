@@ -94,6 +94,7 @@ class ControlPlane:
             scheduler_config or SchedulerConfig(),
             availability_zones=self.zones,
             hosts_down=host_books.DownHosts(self.hosts),
+            unknown_hosts=host_books.UnknownHosts(self.hosts, placement),
         )
         self.flavors = Flavors(engine, self.scheduler_config)
         self.groups = ServerGroups(engine, self.servers)

@@ -163,6 +163,11 @@ class Hosts:
             self.engine, lambda conn: {name: (url, token) for name, url, token in conn.execute(query)}
         )
 
+    def names(self) -> frozenset[str]:
+        """Every registered host's name."""
+        query = sa.select(hosts.c.name)
+        return read_through_failover(self.engine, lambda conn: frozenset(conn.execute(query).scalars()))
+
     def down(self) -> frozenset[str]:
         """The names of the hosts that are down (``Host.up`` false)."""
         query, parameters = self._down, {"down_after": self.down_after}

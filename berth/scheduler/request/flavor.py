@@ -158,6 +158,9 @@ class SchedulerConfig:
     # The hosts whose agents stopped beating, as the conductors know them (a live collection): Nova's
     # ComputeFilter leaves out a compute service that is down.
     hosts_down: Collection[str] = frozenset()
+    # Compute nodes no agent registered for (a conductor could not ask them to build): never
+    # chosen, whatever the filters, as Nova schedules only to its compute services' nodes.
+    unknown_hosts: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         for name, alias in self.pci_aliases.items():
