@@ -460,7 +460,6 @@ def test_a_compute_node_no_agent_registered_is_never_chosen(plane):
     is not tried, however much room it has."""
     from test_control_plane import ended
 
-
     ghost = "7c0b6a3e-56f4-4d55-9b0e-0c9d5a0f9a12"
     placement = plane.placement
     placement.request("POST", "/resource_providers", {"name": "ghost", "uuid": ghost})
@@ -483,3 +482,26 @@ def test_a_compute_node_no_agent_registered_is_never_chosen(plane):
         assert "ghost" in plane.scheduler_config.unknown_hosts
     finally:
         placement.request("DELETE", f"/resource_providers/{ghost}")
+
+
+def test_a_host_that_changes_zone_leaves_the_old_zones_aggregate(plane, cloud):
+    """Its old zone, which no other host may be left in, is left too; and back again."""
+    from berth.conductor.control.host_books import zone_aggregate
+
+    name, agent = sorted(cloud.items())[0]
+    root = plane.placement.find_provider(name)["uuid"]
+
+    def zones_of_node() -> set[str]:
+        _, aggregates = plane.placement.get_aggregates(root)
+        return {zone for zone in ("zone-1", "lonely", "other") if zone_aggregate(zone) in aggregates}
+
+    try:
+        plane.register_host(name, agent.url, "lonely", agent.token, "agent", admin=False)
+        assert zones_of_node() == {"lonely"}
+        plane.register_host(name, agent.url, "other", agent.token, "agent", admin=False)
+        assert zones_of_node() == {"other"}
+        plane.register_host(name, agent.url, "lonely", agent.token, "agent", admin=False)
+        assert zones_of_node() == {"lonely"}
+    finally:
+        plane.register_host(name, agent.url, "zone-1", agent.token, "agent", admin=False)
+    assert zones_of_node() == {"zone-1"}

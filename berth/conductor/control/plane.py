@@ -327,13 +327,17 @@ class ControlPlane:
     def register_host(
         self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
     ) -> Host:
+        # The zone it was in, which it leaves (no other host may be left in it to name it).
+        previous = self.hosts.zones_of([name]).get(name)
         host, changed = self.hosts.register(name, url, zone, agent_token, user_id, admin=admin)
         if changed:
             self.zones.forget()
         if (name, zone) not in self._joined:
             try:
-                host_books.join_zone(self.placement, name, zone, self.hosts.zones())
-                self._joined.add((name, zone))
+                every_zone = self.hosts.zones() | ({previous} if previous else set())
+                host_books.join_zone(self.placement, name, zone, every_zone)
+                # Joined this zone, it is in no other: a move back to one it was in joins it again.
+                self._joined = {(n, z) for n, z in self._joined if n != name} | {(name, zone)}
                 self._waiting.discard((name, zone))
             except host_books.HostNotReported:
                 self._waiting.add((name, zone))
