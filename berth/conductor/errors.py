@@ -60,6 +60,8 @@ ZONE_NOT_FOUND: Final = "berth.availability_zone.not_found"
 HOST_UP: Final = "berth.host.up"
 # The server's host is down, and the action needs it (anything but delete, evacuate and shelve-offload).
 HOST_DOWN: Final = "berth.host.down"
+# A registered host whose compute node the service does not have yet (its agent has not reported it).
+HOST_NOT_REPORTED: Final = "berth.host.not_reported"
 HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
 OPERATION_NOT_FOUND: Final = "berth.operation.not_found"

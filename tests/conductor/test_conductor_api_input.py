@@ -505,3 +505,14 @@ def test_a_host_that_changes_zone_leaves_the_old_zones_aggregate(plane, cloud):
     finally:
         plane.register_host(name, agent.url, "zone-1", agent.token, "agent", admin=False)
     assert zones_of_node() == {"zone-1"}
+
+
+def test_a_host_with_no_compute_node_yet_is_not_disabled_but_told_so(plane, web):
+    plane.register_host("unreported", "http://127.0.0.1:9", "zone-1", None, "agent", admin=False)
+    try:
+        answer = web.post("/hosts/unreported/disable", json={}, headers=ADMIN)
+        assert answer.status_code == 409, answer.get_data(as_text=True)
+        assert answer.get_json()["errors"][0]["code"] == "berth.host.not_reported"
+        assert not plane.hosts.get("unreported").disabled
+    finally:
+        plane.hosts.retire("unreported", "agent", admin=True)

@@ -23,6 +23,7 @@ from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
 from berth.conductor.errors import (
     HOST_DOWN,
+    HOST_NOT_REPORTED,
     HOST_UP,
     SERVER_NO_VALID_HOST,
     ZONE_NOT_FOUND,
@@ -362,7 +363,14 @@ class ControlPlane:
 
     def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
         self.hosts.get(name)
-        host_books.set_disabled(self.placement, name, disabled)
+        try:
+            host_books.set_disabled(self.placement, name, disabled)
+        except host_books.HostNotReported:
+            raise Conflict(
+                f"Host {name} has no compute node in the service yet (its agent registered before reporting "
+                "it): nothing to disable or enable there; ask again once its agent has reported it.",
+                code=HOST_NOT_REPORTED,
+            ) from None
         return self.hosts.set_disabled(name, disabled, reason)
 
     # -- evacuations' clean-up ----------------------------------------------------------------------
