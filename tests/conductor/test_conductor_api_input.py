@@ -516,3 +516,23 @@ def test_a_host_with_no_compute_node_yet_is_not_disabled_but_told_so(plane, web)
         assert not plane.hosts.get("unreported").disabled
     finally:
         plane.hosts.retire("unreported", "agent", admin=True)
+
+
+def test_a_move_being_finished_makes_another_finish_wait_as_for_any_busy_server(plane, active):
+    """A confirm or revert that finds the move's other finish running in the journal (before its
+    own start's check of the server's slot) is told the server is busy, as any racing action is."""
+    from test_control_plane import ended
+
+    from berth.conductor.errors import ServerBusy
+    from berth.conductor.operations import moves
+
+    moved = ended(plane, plane.act(active, "migrate").id)
+    assert moved.state == "done", moved.error
+    runner = plane.conductor.runner
+    confirming = plane.journal.start(moves.CONFIRM, active, {"move": moved.id}, runner.owner)
+    try:
+        with pytest.raises(ServerBusy) as busy:
+            moves.finish(runner, moved.id, moves.REVERT)
+        assert confirming.id in str(busy.value)
+    finally:
+        runner.end(confirming, "failed", "ended by the test")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from berth.conductor.errors import ConductorError, InvalidState
+from berth.conductor.errors import ConductorError, InvalidState, ServerBusy
 from berth.conductor.journal import RUNNING, Operation
 from berth.conductor.operations import build, delete, evacuation, lifecycle, live_migration, moves
 from berth.conductor.records import server_states
@@ -63,7 +63,7 @@ def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work
         confirming: list[Operation] = []
         try:
             moves.finish(runner.listening(confirming.append), str(move), moves.CONFIRM)
-        except ConductorError:
+        except (ConductorError, ServerBusy):
             raise
         except Exception as e:  # a host that does not answer, say: the caller is told why, not a 500
             raise ConfirmFailed(runner, row, confirming, e) from e

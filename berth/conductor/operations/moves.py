@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Final
 
 from berth.clients.agent import AgentClient
-from berth.conductor.errors import ConductorError
+from berth.conductor.errors import ConductorError, ServerBusy
 from berth.conductor.journal import DONE, FAILED, RUNNING, Operation
 from berth.conductor.operations.moving import drop_without_source, hand_over, restore_guest, undo
 from berth.conductor.requests import ServerRequest
@@ -106,8 +106,10 @@ def finish(runner: Runner, move_id: str, kind: str) -> Operation:
         if later.state == DONE:
             raise ConductorError(f"move {move_id} was finished already ({later.kind}, operation {later.id})")
         if later.state == RUNNING:
-            raise ConductorError(
-                f"move {move_id} is being finished ({later.kind}, operation {later.id}); resume() completes it"
+            # Another operation runs on the server: what a client retries on, as for any other.
+            raise ServerBusy(
+                f"Server {moved.instance_uuid} is busy with operation {later.id} ({later.kind} of move {move_id}); "
+                "wait for it to end (GET /operations/{id}) and ask again."
             )
         if later.state == FAILED and later.step and later.kind != kind:
             # Half confirmed (or reverted) by an older conductor: only the same way is left.
