@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 from livehelpers import free_port
 
 from berth.cli.services.cloud_processes import group_members
@@ -185,3 +186,77 @@ def test_git_ignores_the_cloud_folder_made_in_a_checkout():
         ["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", "berth-cloud/logs/x"], timeout=30
     )
     assert done.returncode == 0
+
+
+def test_a_second_cloud_in_the_same_folder_is_refused_and_the_first_runs_on(tmp_path):
+    """Two clouds on one folder would share its databases and its agents' state: the second is
+    refused before it starts anything. The first's dashboard shows its conductor's control plane."""
+    placement_port, conductor_port = free_port(), free_port()
+    folder = tmp_path / "cloud"
+    ports = ("--placement-port", str(placement_port), "--conductor-port", str(conductor_port))
+    process = berth_cloud("--folder", str(folder), "--hosts", "1", *ports, cwd=tmp_path)
+    seen: list[str] = []
+    lines = lines_of(process)
+    try:
+        wait_for_line(lines, "Ctrl-C", 150, seen)
+        placement_url, conductor_url = f"http://127.0.0.1:{placement_port}", f"http://127.0.0.1:{conductor_port}"
+
+        config = requests.get(f"{placement_url}/dashboard/config.json", timeout=10).json()
+        assert config["conductor_url"] == conductor_url
+        control = requests.get(
+            f"{conductor_url}/berth/dashboard/control",
+            headers={"Origin": placement_url, "X-Auth-Token": "admin"},
+            timeout=10,
+        )
+        assert control.status_code == 200, control.text
+        assert control.headers["access-control-allow-origin"] == placement_url
+
+        other = ("--placement-port", str(free_port()), "--conductor-port", str(free_port()))
+        second = berth_cloud("--folder", str(folder), "--hosts", "1", *other, cwd=tmp_path)
+        output, _ = second.communicate(timeout=60)
+        assert second.returncode == 1, output
+        assert output.strip().splitlines() == [
+            f"berth cloud: another berth cloud (pid {process.pid}) runs in the folder {folder}; stop it "
+            "(Ctrl-C where it runs) or choose another --folder."
+        ]
+
+        assert process.poll() is None
+        client = ConductorClient(conductor_url, "admin")
+        assert [(h["name"], h["state"]) for h in client.get("/hosts")["hosts"]] == [("host-1", "up")]
+        assert requests.get(f"{placement_url}/healthz", timeout=10).ok
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=25) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    for log in (folder / "logs").iterdir():
+        assert "Traceback" not in log.read_text(), log
+        assert "another agent holds" not in log.read_text(), log
+
+    # Stopped, the folder is free again: a cloud starts there (and is refused nothing).
+    again = berth_cloud("--folder", str(folder), "--hosts", "1", *ports, cwd=tmp_path)
+    try:
+        wait_for_line(lines_of(again), "Ctrl-C", 150, [])
+        again.send_signal(signal.SIGINT)
+        assert again.wait(timeout=25) == 0
+    finally:
+        if again.poll() is None:
+            os.killpg(again.pid, signal.SIGKILL)
+            again.wait()
+
+
+def test_an_agents_path_that_is_not_a_folder_is_said_in_one_line_before_anything_starts(tmp_path):
+    folder = tmp_path / "cloud"
+    folder.mkdir()
+    (folder / "agents").write_text("not a folder")
+    placement_port, conductor_port = free_port(), free_port()
+    ports = ("--placement-port", str(placement_port), "--conductor-port", str(conductor_port))
+    process = berth_cloud("--folder", str(folder), "--hosts", "1", *ports, cwd=tmp_path)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 1, output
+    assert output.strip().splitlines() == [
+        f"berth cloud: cannot make the agents' folder {folder / 'agents' / 'host-1'}: {folder / 'agents'} is a "
+        "file, not a folder; move it away or choose another --folder."
+    ]
+    assert sorted(p.name for p in (folder / "logs").iterdir()) == []  # nothing started, nothing logged

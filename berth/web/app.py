@@ -101,7 +101,11 @@ class JsonApp:
             raise ValueError(f"unknown metrics mode {metrics!r}")
         self.route_table: dict[str, Mapping[str, WebRoute]] = dict(routes)
         self.public_paths = frozenset(public_paths)
-        if metrics == "open":
+        # A service that serves GET /metrics itself (the conductors', with their operations' figures)
+        # keeps its own route; the requests are counted either way.
+        if METRICS_PATH in routes:
+            pass
+        elif metrics == "open":
             self.route_table[METRICS_PATH] = {"GET": WebRoute(self._metrics, None)}
             self.public_paths |= {METRICS_PATH}
         elif metrics == "guarded":

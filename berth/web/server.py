@@ -11,6 +11,7 @@ import contextlib
 import errno
 import gc
 import ipaddress
+import logging.config
 import multiprocessing.util
 import socket
 from collections.abc import Callable
@@ -107,6 +108,9 @@ def serve(
     worker that stops (not in one killed). Raises :class:`AddressInUse` when another process
     listens on ``bind``.
     """
+    # Every line from here on in ``log_format``, the master's before Granian applies the same
+    # configuration to it and its workers: the schema's upgrade in ``prepare`` logs (Alembic's lines).
+    logging.config.dictConfig(logging_config(log_format))
     with contextlib.ExitStack() as stack:
         if metrics:
             # Before the application's modules are imported: prometheus_client reads it as it loads.

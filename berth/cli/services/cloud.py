@@ -5,11 +5,14 @@
 It starts ``berth serve`` and ``berth conductor`` on SQLite files in the folder and ``--hosts`` fake-driver
 agents that register with the conductor, waits for them, makes three example flavors, prints what to try,
 and runs until Ctrl-C (SIGINT or SIGTERM), when it stops every process it started. Run again on the
-same folder, it takes up the same cloud: the databases and the agents' claims are kept there.
+same folder, it takes up the same cloud: the databases and the agents' claims are kept there. One
+cloud runs in a folder at a time (it locks ``cloud.lock`` there): a second is refused before it starts
+anything. The service's dashboard shows the conductor's control plane (hosts, operations).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
@@ -39,10 +42,42 @@ START_TIMEOUT = 60.0
 CONDUCTOR_THREADS = min(4, 2 * (os.cpu_count() or 1) + 1)
 # Loopback only, so the development mode's tokens (admin, user:project) are all the cloud asks for.
 LOOPBACK = "127.0.0.1"
+# In the folder, locked by the cloud that runs there for as long as it runs; it holds its pid.
+LOCK_FILE = "cloud.lock"
 
 
 class Stopped(Exception):
     """SIGINT or SIGTERM arrived."""
+
+
+class FolderTaken(Exception):
+    """Another ``berth cloud`` runs in the folder: the message says which and what to do."""
+
+
+def hold_folder(folder: Path) -> int:
+    """Lock ``folder`` for this cloud (the descriptor of its lock file, to close when the cloud
+    stops; the kernel lets go of it however the process ends) and write this process's pid in the
+    file; :class:`FolderTaken` when another cloud holds it. Two clouds on one folder would share its
+    databases and its agents' state: the second's agents could not take their hosts, and its
+    conductor would count the first one's hosts as its own."""
+    path = folder / LOCK_FILE
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip()
+        os.close(descriptor)
+        pid = f" (pid {holder})" if holder.isdigit() else ""
+        raise FolderTaken(
+            f"another berth cloud{pid} runs in the folder {folder}; stop it (Ctrl-C where it runs) or choose "
+            "another --folder."
+        ) from None
+    except BaseException:
+        os.close(descriptor)
+        raise
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+    return descriptor
 
 
 @click.command(
@@ -83,7 +118,20 @@ def cloud_command(folder: str, hosts: int, placement_port: int, conductor_port: 
             f"berth cloud: cannot make the folder {cloud.logs}: {e.strerror}; choose another --folder.", err=True
         )
         raise click.exceptions.Exit(1) from None
-    status = cloud.run()
+    try:
+        lock = hold_folder(cloud.folder)
+    except FolderTaken as e:
+        click.echo(f"berth cloud: {e}", err=True)
+        raise click.exceptions.Exit(1) from None
+    except OSError as e:
+        click.echo(
+            f"berth cloud: cannot lock the folder {cloud.folder}: {e.strerror}; choose another --folder.", err=True
+        )
+        raise click.exceptions.Exit(1) from None
+    try:
+        status = cloud.run()
+    finally:
+        os.close(lock)
     if status:
         raise click.exceptions.Exit(status)
     return 0
@@ -99,7 +147,9 @@ class LocalCloud:
         self.service = Child(
             "berth serve",
             ["serve", "--bind", f"{LOOPBACK}:{placement_port}", "--workers", "1"]
-            + ["--database", f"sqlite:///{folder / 'placement.sqlite'}"],
+            + ["--database", f"sqlite:///{folder / 'placement.sqlite'}"]
+            # The dashboard's control-plane section, read from the conductor by the page.
+            + ["--dashboard-conductor", self.conductor_url],
             self.logs / "placement.log",
             port_option="--placement-port",
         )
@@ -107,7 +157,9 @@ class LocalCloud:
             "berth conductor",
             ["conductor", "--bind", f"{LOOPBACK}:{conductor_port}", "--placement", self.placement_url]
             + ["--database", f"sqlite:///{folder / 'conductor.sqlite'}", "--workers", "2"]
-            + ["--threads", str(CONDUCTOR_THREADS)],
+            + ["--threads", str(CONDUCTOR_THREADS)]
+            # The service's dashboard reads the conductor from the service's origin.
+            + ["--cors-allowed-origin", self.placement_url],
             self.logs / "conductor.log",
             port_option="--conductor-port",
         )
@@ -150,6 +202,8 @@ class LocalCloud:
 
     def _start(self) -> None:
         environment = child_environment(os.environ)
+        # The agents' folders first: one that cannot be made stops the cloud before anything starts.
+        states = {name: self._agent_state(name) for name in self.hosts}
         self._check_stop()
         click.echo(f"Starting the service on {self.placement_url} ...")
         self.service.start(environment)
@@ -160,17 +214,29 @@ class LocalCloud:
         click.echo(f"Starting {len(self.hosts)} fake hosts ...")
         for name, zone in self.hosts.items():
             self._check_stop()
-            self.agents[name] = self._agent(name, zone)
+            self.agents[name] = self._agent(name, zone, states[name])
             self.agents[name].start(environment)
         client = ConductorClient(self.conductor_url, "admin")
         self._wait_for_registrations(client)
         self._ensure_flavors(client)
 
-    def _agent(self, name: str, zone: str) -> Child:
+    def _agent_state(self, name: str) -> Path:
+        """The agent's folder, with its configuration written in it; StartFailed saying what is
+        in the way when it cannot be made."""
         state = self.folder / "agents" / name
-        state.mkdir(parents=True, exist_ok=True)
+        try:
+            state.mkdir(parents=True, exist_ok=True)
+            (state / "agent.yaml").write_text(yaml.safe_dump({"fake": TOPOLOGY}))
+        except OSError as e:
+            blocking = next((p for p in (state, *state.parents) if p.exists() and not p.is_dir()), None)
+            why = f"{blocking} is a file, not a folder" if blocking is not None else e.strerror
+            raise StartFailed(
+                f"cannot make the agents' folder {state}: {why}; move it away or choose another --folder."
+            ) from None
+        return state
+
+    def _agent(self, name: str, zone: str, state: Path) -> Child:
         config = state / "agent.yaml"
-        config.write_text(yaml.safe_dump({"fake": TOPOLOGY}))
         arguments = ["agent", "--host", name, "--driver", "fake", "--config", str(config)]
         arguments += ["--bind", f"{LOOPBACK}:{free_port()}", "--state-dir", str(state)]
         arguments += ["--placement", self.placement_url, "--conductor", self.conductor_url, "--zone", zone]

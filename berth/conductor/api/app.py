@@ -135,17 +135,19 @@ class ApiSettings:
 def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> WSGIApplication:
     settings = settings or ApiSettings()
     public = set(PUBLIC_PATHS) | ({"/metrics"} if settings.metrics == "open" else set())
-    app: WSGIApplication = JsonApp(
+    api = JsonApp(
         _routes(settings.metrics),
         authenticate=authenticator(settings.auth_strategy, settings.tokens_file),
         policy=PolicyEnforcer(RULES, settings.policy_file, settings.enforce_new_defaults),
         public_paths=public,
-        # The metrics are this API's own route (with the operations' figures), not JsonApp's.
-        metrics="off",
+        # GET /metrics is this API's own route (with the operations' figures), which JsonApp keeps;
+        # it counts the requests (berth_http_...) as the service's does, unless the metrics are off.
+        metrics=settings.metrics,
         service="conductor",
         context=plane,
         known_error=_database_unreachable,
     )
+    app: WSGIApplication = api
     if settings.cors_allowed_origins:
         app = with_cors(app, settings.cors_allowed_origins)
     return app

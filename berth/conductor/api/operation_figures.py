@@ -18,8 +18,9 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
+from berth.conductor.api.handlers.operations import KINDS
 from berth.conductor.control.plane import ControlPlane
-from berth.conductor.journal import RUNNING, operations
+from berth.conductor.journal import DONE, RUNNING, operations
 from berth.conductor.runner import TAKEN_OVER
 
 # Upper bounds of the durations' buckets, in seconds: a build on a fake driver takes well under a
@@ -54,13 +55,17 @@ class OperationFigures(Collector):
             labels=["kind", "state"],
         )
         running = GaugeMetricFamily("berth_conductor_operations_running", "Operations running now.", labels=["kind"])
+        # Every kind has a sample, 0 when none of it runs: a gauge with no sample reads as unknown.
+        now_running: Counter[str] = Counter({kind: 0 for kind in KINDS})
         for kind, state, n, total, *within in rows:
             if state == RUNNING:
-                running.add_metric([kind], n)
+                now_running[kind] += n
                 continue
             count.add_metric([kind, state], n)
             buckets = [(f"{bound:g}", float(k or 0)) for bound, k in zip(DURATION_BUCKETS, within, strict=True)]
             durations.add_metric([kind, state], [*buckets, ("+Inf", float(n))], float(total or 0.0))
+        for kind, n in sorted(now_running.items()):
+            running.add_metric([kind], n)
         yield from (count, durations, running)
         yield from self._retries({kind for kind, *_ in rows})
 
@@ -74,12 +79,14 @@ class OperationFigures(Collector):
             sa.cast(operations.c.attempts, sa.Text) != "[]",
             sa.cast(operations.c.selections, sa.Text).contains(f'"{TAKEN_OVER}"'),
         )
-        query = sa.select(operations.c.kind, operations.c.attempts, operations.c.selections).where(rescheduled_or_taken)
+        query = sa.select(operations.c.kind, operations.c.state, operations.c.attempts, operations.c.selections).where(
+            rescheduled_or_taken
+        )
         reschedules: Counter[str] = Counter()
         takeovers: Counter[str] = Counter()
         with self.plane.journal.engine.connect() as conn:
-            for kind, attempts, selections in conn.execute(query):
-                reschedules[kind] += len(attempts or ())
+            for kind, state, attempts, selections in conn.execute(query):
+                reschedules[kind] += rescheduled_hosts(attempts or [], state)
                 takeovers[kind] += int((selections or {}).get(TAKEN_OVER, 0))
         rescheduled = CounterMetricFamily(
             "berth_conductor_reschedules",
@@ -95,3 +102,14 @@ class OperationFigures(Collector):
             rescheduled.add_metric([kind], reschedules[kind])
             taken.add_metric([kind], takeovers[kind])
         yield from (rescheduled, taken)
+
+
+def rescheduled_hosts(attempts: list[dict[str, object]], state: str) -> int:
+    """The hosts of an operation's ``attempts`` (as the journal records them) after whose refusal
+    another host was tried: a refusal followed by another host's attempt, or the last refusal of an
+    operation that ended done (a host after it took the claim). The scheduler finding nothing
+    (an attempt without a host) and a refusal after which no host was left count for nothing.
+    An operation's count only grows while it runs, as a counter's must."""
+    hosts = [bool(attempt.get("host")) for attempt in attempts]
+    followed = sum(1 for here, after in zip(hosts, hosts[1:], strict=False) if here and after)
+    return followed + int(bool(hosts) and hosts[-1] and state == DONE)
