@@ -536,3 +536,18 @@ def test_a_move_being_finished_makes_another_finish_wait_as_for_any_busy_server(
         assert confirming.id in str(busy.value)
     finally:
         runner.end(confirming, "failed", "ended by the test")
+
+
+def test_retiring_a_host_has_a_rule_of_its_own(plane, tmp_path):
+    """An operator may keep retiring hosts to the admin while agents (the service role) register."""
+    from berth.conductor.api.app import ApiSettings
+
+    rules = tmp_path / "policy.yaml"
+    rules.write_text('"berth:hosts:retire": "role:admin"\n')
+    web = Client(create_app(plane, ApiSettings(policy_file=str(rules))))
+    service = {"X-Auth-Token": "agent:svc", "X-Roles": "service"}
+    body = {"host": {"url": "http://127.0.0.1:9", "zone": "zone-1"}}
+    assert web.put("/hosts/retiring", json=body, headers=service).status_code in (200, 201)
+    refused = web.delete("/hosts/retiring", headers=service)
+    assert refused.status_code == 403 and "berth:hosts:retire" in refused.get_json()["errors"][0]["detail"]
+    assert web.delete("/hosts/retiring", headers=ADMIN).status_code == 204

@@ -105,7 +105,7 @@ def _routes(metrics: str) -> dict[str, dict[str, WebRoute]]:
         "/hosts/<name>": {
             "PUT": WebRoute(hosts.register, "berth:hosts:register"),
             "GET": WebRoute(hosts.show, admin),
-            "DELETE": WebRoute(hosts.retire, "berth:hosts:register"),
+            "DELETE": WebRoute(hosts.retire, "berth:hosts:retire"),
         },
         "/hosts/<name>/disable": {"POST": WebRoute(hosts.disable, admin)},
         "/hosts/<name>/enable": {"POST": WebRoute(hosts.enable, admin)},

@@ -44,6 +44,9 @@ RULES: Final = [
     _rule("berth:server_groups:show", READER, "GET", "/os-server-groups/{id}", LEGACY_OWNER),
     _rule("berth:server_groups:delete", MEMBER, "DELETE", "/os-server-groups/{id}", LEGACY_OWNER),
     _rule("berth:hosts:register", "role:service or role:admin", "PUT", "/hosts/{name}"),
+    # Its own rule, so that an operator may keep retiring hosts to the admin (Nova's os-services
+    # delete) while agents register themselves.
+    _rule("berth:hosts:retire", "role:service or role:admin", "DELETE", "/hosts/{name}"),
     _rule("berth:hosts:manage", ADMIN, "GET", "/hosts"),
     _rule("berth:operations:index", ANY_READER, "GET", "/operations", ANYONE),
     # The operations of every project's servers, or of another project's (a project's readers see their own).
