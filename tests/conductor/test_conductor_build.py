@@ -20,7 +20,7 @@ from conductorhelpers import (
 
 from berth.conductor.errors import NoValidHost
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
-from berth.conductor.operations.build import CLEANUP
+from berth.conductor.operations.host_leftovers import CLEANUP
 from berth.scheduler.request.flavor import Flavor
 
 pytestmark = pytest.mark.slow
@@ -206,6 +206,44 @@ def test_a_build_whose_host_went_down_under_it_ends_once_the_host_is_seen_down(
     down.discard(host)
     conductors(hosts_down=down).resume()
     assert journal.get(clean_up.id).state == DONE
+    assert claims_of(clients, instance_uuid) == {}
+    assert guests_of(clients, instance_uuid) == {}
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_claim_the_host_lands_late_does_not_pass_for_the_server_placed_there_again(
+    conductors, placement, clients, cloud, instance_uuid
+):
+    """The build rolled back while its host was down; back, the host lands the claim it still held
+    (an agent that stalled writes it in the service late). The books then say the server is there,
+    but no operation placed it there since: the clean-up lets go of the claim and its allocations."""
+    down = set()
+    journal, built, host = build_whose_host_dies_before_its_spawn(conductors, cloud, instance_uuid, down)
+    try:
+        down.add(host)
+        conductors(hosts_down=down).resume()
+        assert journal.get(built.id).state == ROLLED_BACK
+        (clean_up,) = journal.find(instance_uuid=instance_uuid, kind=CLEANUP)
+    finally:
+        cloud[host].start()
+        clients[host] = cloud[host].client
+    [claim] = clients[host].claims_for_instance(instance_uuid)
+    held = {**claim.allocations, **claim.shared_allocations}
+    placement.request(
+        "PUT",
+        f"/allocations/{instance_uuid}",
+        {
+            "allocations": {rp: {"resources": dict(res)} for rp, res in held.items()},
+            "consumer_generation": None,
+            "project_id": "project",
+            "user_id": "user",
+            "consumer_type": "INSTANCE",
+        },
+    )
+    down.discard(host)
+    conductors(hosts_down=down).resume()
+    ended = journal.get(clean_up.id)
+    assert ended.state == DONE and "server_left" not in ended.selections, ended.selections
     assert claims_of(clients, instance_uuid) == {}
     assert guests_of(clients, instance_uuid) == {}
     assert_nothing_left(placement, clients, instance_uuid)

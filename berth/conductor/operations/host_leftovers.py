@@ -10,11 +10,25 @@ from __future__ import annotations
 
 from typing import Final
 
-from berth.conductor.journal import DONE, Operation
+from berth.conductor.journal import DONE, RUNNING, Operation
 from berth.conductor.runner import Runner
 
 # The kind of the clean-up (named when builds alone left it, kept for the journals that hold it).
 CLEANUP: Final = "clean_up_build"
+
+
+def _placed_there_since(runner: Runner, clean_up: Operation, host: str) -> bool:
+    """Whether an operation journaled after the clean-up placed the server on ``host``, or is
+    placing it there now: the journal says so, not the service's books, which a claim the host
+    lands late (its agent stalled, then back) would make look placed there while the server is
+    not."""
+    return any(
+        later.created_at > clean_up.created_at
+        and later.state in (DONE, RUNNING)
+        and host in (later.selections.get("host"), later.selections.get("dest"))
+        for later in runner.journal.for_instance(clean_up.instance_uuid)
+        if later.id != clean_up.id
+    )
 
 
 def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
@@ -25,7 +39,7 @@ def resume_clean_up(runner: Runner, operation: Operation) -> Operation:
     agent = runner.host_back(operation)
     if agent is None:
         return operation
-    if runner.calls.host_of(instance) == host:
+    if _placed_there_since(runner, operation, host):
         operation.selections["server_left"] = f"the server was placed on {host} again: nothing to let go of there"
         return runner.end(operation, DONE)
 
