@@ -37,6 +37,7 @@ from berth.clients.placement import ConsumerState, PlacementClient
 from berth.domain.host.allocations import ByConsumer
 from berth.domain.host.claims import Claim, NopClaim
 from berth.domain.host.fitting import Plan, plan_claim
+from berth.domain.host.names import host_name_problem
 from berth.domain.host.records import (
     ACTIVE,
     INCOMING,
@@ -57,7 +58,7 @@ from berth.tracker.capacity_report import capacity_report, shrink_warnings
 from berth.tracker.configuration.config import TrackerConfig
 from berth.tracker.consumer_writer import ConsumerWriter, Desired, DesiredFn
 from berth.tracker.drivers.base import Driver
-from berth.tracker.errors import host_model_refusals
+from berth.tracker.errors import ConfigError, host_model_refusals
 from berth.tracker.moving import evacuation, move_claims
 from berth.tracker.recovery import PendingOp, PendingOperations
 from berth.tracker.store import ClaimStore
@@ -78,6 +79,9 @@ class ResourceTracker:
         *,
         store: ClaimStore | None = None,
     ):
+        problem = host_name_problem(host)
+        if problem is not None:
+            raise ConfigError(f"host {host!r}: {problem}")
         self.host = host
         self.driver = driver
         self.placement = placement
@@ -428,7 +432,12 @@ class ResourceTracker:
         return self._set_state(instance_uuid, (SOFT_DELETED,), ACTIVE)
 
     def reclaim_soft_deleted(self, older_than: float | None = None) -> list[str]:
-        """Free soft-deleted instances older than ``older_than`` seconds (default: the configured period)."""
+        """Free soft-deleted instances older than ``older_than`` seconds (default: the configured period).
+        A negative age is refused: it would free every soft-deleted instance at once."""
+        if older_than is not None and (
+            isinstance(older_than, bool) or not isinstance(older_than, int | float) or not older_than >= 0
+        ):
+            raise InvalidRequest(f"older_than is a number of seconds >= 0, not {older_than!r}")
         period = self.config.audit.reclaim_instance_interval if older_than is None else older_than
         if older_than is None and period <= 0:
             return []
@@ -511,6 +520,8 @@ class ResourceTracker:
 
     def audit(self, heal: bool | None = None) -> AuditReport:
         """Compare claims, Placement and the hypervisor; heal when asked (or configured) to."""
+        if heal is not None and not isinstance(heal, bool):
+            raise InvalidRequest(f"heal is true or false, not {heal!r}")
         with self.lock:
             return run_audit(self, heal=self.config.audit.heal if heal is None else heal)
 

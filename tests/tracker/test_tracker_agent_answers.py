@@ -70,7 +70,8 @@ def answer(method, path, body=None, refusal=None):
             None,
             (
                 400,
-                b'{"error":{"code":"claim.invalid_request","message":"invalid source context: \'host\'","reasons":[]}}',
+                b'{"error":{"code":"claim.invalid_request","message":"source: \'host\' is a required property",'
+                b'"reasons":[]}}',
             ),
         ),
         (
@@ -78,7 +79,11 @@ def answer(method, path, body=None, refusal=None):
             "/claims/instance",
             {"instance": {**INSTANCE, "flavor": {"name": "bad"}}},
             None,
-            (400, b'{"error":{"code":"claim.invalid_request","message":"invalid flavor: \'vcpus\'","reasons":[]}}'),
+            (
+                400,
+                b'{"error":{"code":"claim.invalid_request","message":"instance.flavor: \'vcpus\' is a required '
+                b'property","reasons":[]}}',
+            ),
         ),
         (
             "POST",
@@ -135,8 +140,8 @@ def answer(method, path, body=None, refusal=None):
             None,
             (
                 400,
-                b'{"error":{"code":"claim.invalid_request","message":"invalid instance: string indices must be '
-                b'integers, not \'str\'","reasons":[]}}',
+                b'{"error":{"code":"claim.invalid_request","message":"instance: \'no\' is not of type \'object\'",'
+                b'"reasons":[]}}',
             ),
         ),
     ],

@@ -40,7 +40,7 @@ class AgentSettings:
 
     host: str = setting(
         socket.gethostname(),
-        help="the host's name, also its compute node provider's name",
+        help="the host's name, also its compute node provider's name: letters, digits, '-', '_' and '.'",
         default_text="this machine's host name",
     )
     placement: str = setting(
@@ -176,6 +176,7 @@ def registration(settings: AgentSettings, bind: str, agent_token: str | None) ->
         zone=settings.zone,
         agent_token=agent_token,
         interval=settings.heartbeat_interval,
+        token_setting="--conductor-token ($BERTH_CONDUCTOR_TOKEN)",
     )
 
 
@@ -222,6 +223,7 @@ def agent_command(**params: Any) -> int:
 
 def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
+    from berth.domain.host.names import host_name_problem
     from berth.tracker.agent.agent_api import AgentWorker
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError
@@ -230,6 +232,11 @@ def run(params: Mapping[str, Any]) -> int:
 
     try:
         settings, config = load_config(params, os.environ)
+        # The name is the claim store's file name and a segment of the conductors' URLs: one they
+        # cannot take is refused now, not at every heartbeat.
+        problem = host_name_problem(settings.host)
+        if problem is not None:
+            raise ConfigError(f"--host {settings.host!r}: {problem}")
         driver = make_driver(settings.driver, config)
         driver.provider_tree(settings.host, config, config.provider_config)  # configuration errors show now
     except (ConfigError, ValueError) as e:

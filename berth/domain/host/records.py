@@ -141,7 +141,7 @@ class SourceContext:
                 d["project_id"],
                 d["user_id"],
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InvalidHostRequest(f"invalid source context: {e}") from None
 
 

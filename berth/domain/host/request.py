@@ -180,7 +180,7 @@ class Flavor:
                 pci=tuple(PciRequest.from_dict(p) for p in d.get("pci") or ()),
                 resources={str(k): int(v) for k, v in (d.get("resources") or {}).items()},
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # AttributeError: a list, a string for a mapping
             raise InvalidHostRequest(f"invalid flavor: {e}") from None
 
 
@@ -214,5 +214,5 @@ class InstanceSpec:
                 user_id=str(d["user_id"]),
                 anti_affinity=AntiAffinity.from_dict(d["anti_affinity"]) if d.get("anti_affinity") else None,
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InvalidHostRequest(f"invalid instance: {e}") from None

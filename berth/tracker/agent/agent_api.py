@@ -3,15 +3,16 @@
 The tracker holds its lock in-process, so the agent runs exactly one worker process of the server
 the services run on (Granian, started by ``berth agent``'s command), with a few threads; requests
 queue on the lock. The periodic audit runs in a thread of that worker (``AgentWorker``).
-JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with 400 (bad request),
-404 (no such claim), 409 (refused, does not fit) or 503 (Placement unreachable).
+JSON in, JSON out; errors are ``{"error": {"code", "message", "reasons"}}`` with 400 (bad request:
+a body that does not fit its route's schema, ``berth.tracker.agent.schemas``), 404 (no such claim),
+409 (refused, does not fit) or 503 (Placement unreachable).
 
     GET    /                                      host, root provider, driver
     GET    /capacity                              inventories, usage, NUMA cells, PCI slots
     GET    /host                                  the host's snapshot for schedulers (HostSnapshot)
     GET    /claims?instance_uuid=U | ?host=H      claims (default: all of this host)
     GET    /claims/<id>                           one claim
-    DELETE /claims/<id>                           abort it
+    DELETE /claims/<id>                           abort it (a claim already gone: 200, {"result": null})
     POST   /claims/{instance,resize,live_migration,evacuate,rebuild,unshelve}
                                                   (instance and unshelve: "preempted", the consumers
                                                   whose claims go first; tracker.drop_preempted)
@@ -51,6 +52,7 @@ from berth.domain.host.errors import HostModelError
 from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
 from berth.tracker import guests
+from berth.tracker.agent import schemas
 from berth.tracker.agent.registration import Registration
 from berth.tracker.errors import GuestError, claim_error
 from berth.tracker.facts import RUNNING, STOPPED
@@ -162,13 +164,17 @@ class AgentApp:
             raise InvalidRequest(f"missing {', '.join(missing)}")
         return [body[k] for k in keys]
 
+    @classmethod
+    def _checked(cls, request: Request, schema: schemas.JsonSchema) -> dict[str, Any]:
+        """The request's body, if it fits its route's schema (else a 400 naming what does not)."""
+        body: dict[str, Any] = schemas.check(cls._body(request), schema)
+        return body
+
     @staticmethod
     def _preempted(body: dict[str, Any]) -> list[str]:
-        """A claim's ``preempted``: the consumers whose claims here go first (none when left out)."""
-        preempted = body.get("preempted") or []
-        if not isinstance(preempted, list) or not all(isinstance(v, str) and v for v in preempted):
-            raise InvalidRequest("preempted must be a list of consumer uuids")
-        return preempted
+        """A claim's ``preempted`` (checked by its schema): the consumers whose claims here go first
+        (none when left out)."""
+        return list(body.get("preempted") or [])
 
     # -- endpoints ----------------------------------------------------------------------------
 
@@ -199,10 +205,13 @@ class AgentApp:
         return _json(self.tracker.get_claim(claim_id).to_dict())
 
     def on_abort_claim(self, request: Request, claim_id: str) -> Response:
+        # A claim already gone is answered 200 with a null result, as the tracker's own ``abort``
+        # returns None: an abort is repeated safely (a conductor's retry after a lost answer, a claim
+        # the audit released first), as every release is.
         return _json({"result": self.tracker.abort(claim_id)})
 
     def on_claim(self, request: Request, kind: str) -> Response:
-        body = self._body(request)
+        body = self._checked(request, schemas.CLAIMS[kind])
         instance = InstanceSpec.from_dict(self._need(body, "instance")[0])
         t = self.tracker
         claim: ClaimHandle
@@ -226,7 +235,7 @@ class AgentApp:
     def on_migration(self, request: Request, migration_uuid: str, action: str) -> Response:
         t = self.tracker
         if action == "source":
-            (instance_uuid,) = self._need(self._body(request), "instance_uuid")
+            (instance_uuid,) = self._need(self._checked(request, schemas.MIGRATION_INSTANCE), "instance_uuid")
             return _json(t.begin_move_out(instance_uuid, migration_uuid).to_dict())
         if action == "confirm":
             return _json({"result": t.confirm_migration(migration_uuid)})
@@ -234,7 +243,7 @@ class AgentApp:
             return _json({"result": t.revert_migration(migration_uuid)})
         if action == "drop":
             return _json({"result": t.drop_move_claim(migration_uuid)})
-        (instance_uuid,) = self._need(self._body(request), "instance_uuid")
+        (instance_uuid,) = self._need(self._checked(request, schemas.MIGRATION_INSTANCE), "instance_uuid")
         return _json({"result": t.cleanup_evacuated(instance_uuid, migration_uuid)})
 
     def on_instance(self, request: Request, instance_uuid: str, action: str) -> Response:
@@ -250,11 +259,11 @@ class AgentApp:
         return _json({"result": [r.to_dict() if isinstance(r, ClaimHandle) else r for r in result]})
 
     def on_reclaim(self, request: Request) -> Response:
-        older_than = self._body(request).get("older_than")
+        older_than = self._checked(request, schemas.RECLAIM).get("older_than")
         return _json({"result": self.tracker.reclaim_soft_deleted(older_than)})
 
     def on_audit(self, request: Request) -> Response:
-        heal = self._body(request).get("heal")
+        heal = self._checked(request, schemas.AUDIT).get("heal")
         return _json(self.tracker.audit(heal=heal).to_dict())
 
     def on_sync(self, request: Request) -> Response:
@@ -266,8 +275,8 @@ class AgentApp:
         return _json({"guests": [g.to_dict() for g in guests.guests(self.tracker)]})
 
     def on_spawn_guest(self, request: Request, instance_uuid: str) -> Response:
-        (claim_id,) = self._need(self._body(request), "claim_id")
-        guest, created = guests.spawn(self.tracker, instance_uuid, str(claim_id))
+        (claim_id,) = self._need(self._checked(request, schemas.SPAWN_GUEST), "claim_id")
+        guest, created = guests.spawn(self.tracker, instance_uuid, claim_id)
         return _json(guest.to_dict(), 201 if created else 200)
 
     def on_destroy_guest(self, request: Request, instance_uuid: str) -> Response:
@@ -275,7 +284,7 @@ class AgentApp:
         return _json({"result": "destroyed" if found else "absent"})
 
     def on_migrate_guest(self, request: Request, instance_uuid: str) -> Response:
-        body = self._body(request)
+        body = self._checked(request, schemas.MIGRATE_GUEST)
         destination, claim_id = body.get("destination_host"), body.get("claim_id")
         if bool(destination) == bool(claim_id):
             raise InvalidRequest("give destination_host (on the source) or claim_id (on the destination)")
