@@ -551,3 +551,20 @@ def test_retiring_a_host_has_a_rule_of_its_own(plane, tmp_path):
     refused = web.delete("/hosts/retiring", headers=service)
     assert refused.status_code == 403 and "berth:hosts:retire" in refused.get_json()["errors"][0]["detail"]
     assert web.delete("/hosts/retiring", headers=ADMIN).status_code == 204
+
+
+def test_a_host_an_operation_in_flight_places_a_server_on_is_not_retired(plane, web, active):
+    """A build's (or a move's) server names its host only once it is there: until then the
+    operation's destinations do, and the host may not be retired from under it."""
+    plane.register_host("idle", "http://127.0.0.1:9", "zone-1", None, "admin", admin=True)
+    moving = plane.journal.start("migrate", active, {"source": plane.servers.get(active)["host"]}, "the-test")
+    moving.selections["destinations"] = [{"host": "idle", "root_provider_uuid": UNKNOWN}]
+    plane.journal.save(moving)
+    try:
+        refused = web.delete("/hosts/idle", headers=ADMIN)
+        assert refused.status_code == 409, refused.get_data(as_text=True)
+        assert refused.get_json()["errors"][0]["code"] == "berth.host.in_use"
+        assert moving.id in refused.get_json()["errors"][0]["detail"]
+    finally:
+        plane.conductor.runner.end(moving, "failed", "ended by the test")
+    assert web.delete("/hosts/idle", headers=ADMIN).status_code == 204

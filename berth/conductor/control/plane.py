@@ -23,6 +23,7 @@ from berth.conductor.control.agents import RegisteredAgents
 from berth.conductor.control.background import Background
 from berth.conductor.errors import (
     HOST_DOWN,
+    HOST_IN_USE,
     HOST_NOT_REPORTED,
     HOST_UP,
     SERVER_NO_VALID_HOST,
@@ -33,6 +34,7 @@ from berth.conductor.errors import (
 )
 from berth.conductor.journal import DONE, RUNNING, Journal, Operation
 from berth.conductor.operations import build, delete, evacuation, lifecycle
+from berth.conductor.records import server_states
 from berth.conductor.records.flavors import Flavors, to_flavor
 from berth.conductor.records.hosts import Host, HostEntry, Hosts
 from berth.conductor.records.server_groups import ServerGroups
@@ -361,6 +363,20 @@ class ControlPlane:
         ]
         return beaten, registered
 
+    def retire_host(self, name: str, user_id: str, *, admin: bool) -> None:
+        """The host forgotten; refused while a server is on it, or while an operation in flight is
+        placing one there or moving one from it (a build's server names its host only once it is
+        built: a host retired under a landing build would have a server on a host nobody knows)."""
+        busy = sorted(
+            op.id for op in self.journal.running() if op.kind not in server_states.SLOTLESS and name in _hosts_named(op)
+        )
+        if busy:
+            raise Conflict(
+                f"Host {name} is the host of operation(s) in flight ({', '.join(busy)}); retire it once they end.",
+                code=HOST_IN_USE,
+            )
+        self.hosts.retire(name, user_id, admin=admin)
+
     def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
         self.hosts.get(name)
         try:
@@ -396,3 +412,12 @@ class ControlPlane:
             except Exception as e:  # noqa: BLE001 - tried again at the next round
                 LOG.warning("clean-up after evacuation %s failed (tried again later): %s", done.id, e)
         return cleaned
+
+
+def _hosts_named(operation: Operation) -> set[str]:
+    """Every host an operation names: where it places the server (its destinations, chosen or
+    tried) and where it takes it from."""
+    selections, request = operation.selections, operation.request
+    named = {selections.get("host"), selections.get("dest"), request.get("host"), request.get("source")}
+    named.update(str(d.get("host")) for d in selections.get("destinations") or () if isinstance(d, dict))
+    return {str(n) for n in named if n}

@@ -61,5 +61,5 @@ def enable(call: WebCall, name: str) -> Reply:
 
 def retire(call: WebCall, name: str) -> Reply:
     assert call.caller is not None
-    plane_of(call).hosts.retire(name, call.caller.user_id, admin=_admin(call))
+    plane_of(call).retire_host(name, call.caller.user_id, admin=_admin(call))
     return empty_response(204)
