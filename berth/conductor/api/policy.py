@@ -41,6 +41,7 @@ RULES: Final = [
     _rule("berth:flavors:manage", ADMIN, "POST", "/flavors"),
     _rule("berth:server_groups:create", ANY_MEMBER, "POST", "/os-server-groups", ANYONE),
     _rule("berth:server_groups:index", ANY_READER, "GET", "/os-server-groups", ANYONE),
+    _rule("berth:server_groups:index:all_projects", ADMIN, "GET", "/os-server-groups?all_projects=1"),
     _rule("berth:server_groups:show", READER, "GET", "/os-server-groups/{id}", LEGACY_OWNER),
     _rule("berth:server_groups:delete", MEMBER, "DELETE", "/os-server-groups/{id}", LEGACY_OWNER),
     _rule("berth:hosts:register", "role:service or role:admin", "PUT", "/hosts/{name}"),

@@ -38,7 +38,7 @@ def index(call: WebCall) -> Reply:
     plane = plane_of(call)
     every = call.request.args.get("all_projects", "").lower() in ("1", "true", "yes")
     if every:
-        call.authorize("berth:servers:index:all_projects")
+        call.authorize("berth:server_groups:index:all_projects")
     rows = plane.groups.all(None if every else call.caller.project_id)
     return views.reply({"server_groups": [views.server_group(r, plane.servers.in_group(r["id"])) for r in rows]})
 
