@@ -36,6 +36,8 @@ from urllib.parse import urlencode, urlsplit
 import orjson
 import pycurl
 
+from berth.clients import request_ids
+
 __all__ = [
     "Answer",
     "ConnectionPools",
@@ -221,6 +223,9 @@ class JsonHttp:
             url += ("&" if "?" in url else "?") + urlencode(params)
         payload = None if body is None else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
         lines = [f"{name}: {value}" for name, value in self.headers.items()]
+        carried = request_ids.CARRIED.get()
+        if carried is not None:
+            lines.append(f"{request_ids.HEADER}: {carried}")
         handle = self._pools.take(self._origin)
         try:
             answer = perform(handle, method, url, payload, lines, self.timeout)

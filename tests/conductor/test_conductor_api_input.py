@@ -568,3 +568,25 @@ def test_a_host_an_operation_in_flight_places_a_server_on_is_not_retired(plane, 
     finally:
         plane.conductor.runner.end(moving, "failed", "ended by the test")
     assert web.delete("/hosts/idle", headers=ADMIN).status_code == 204
+
+
+def test_a_request_is_followed_by_its_id_into_the_services_log(plane, web, placement_service):
+    """The caller's X-Openstack-Request-Id (else the conductors' own request id) is sent with the
+    calls the request and the operation it starts make, and the service logs it as
+    global_request_id, as Nova passes its request's id to Placement."""
+    import uuid
+
+    from test_control_plane import ended
+
+    given = f"req-{uuid.uuid4()}"
+    body = {"server": {"name": "followed", "flavorRef": PLAIN.name}}
+    answer = web.post("/servers", json=body, headers={**ADMIN, "X-Openstack-Request-Id": given})
+    assert answer.status_code == 202, answer.get_data(as_text=True)
+    made = answer.get_json()["server"]
+    assert ended(plane, made["operation_id"]).state == "done"
+    logged = [line for line in placement_service.server.log_text().splitlines() if f"global_request_id={given}" in line]
+    assert any("/berth/pick" in line or "/allocation_candidates" in line for line in logged), logged
+    own = web.delete(f"/servers/{made['id']}", headers=ADMIN)
+    ended(plane, own.get_json()["operation"]["id"])
+    own_id = own.headers["X-Openstack-Request-Id"]
+    assert f"global_request_id={own_id}" in placement_service.server.log_text()

@@ -4,12 +4,14 @@ from the same routes and the schemas that check the bodies."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
+from berth.clients import request_ids
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers import (
     actions,
@@ -30,6 +32,7 @@ from berth.web.access.auth import authenticator
 from berth.web.access.policy import PolicyEnforcer
 from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.cors import with_cors
+from berth.web.observability.request_log import global_request_id
 from berth.web.responses import Reply
 
 if TYPE_CHECKING:
@@ -132,11 +135,30 @@ class ApiSettings:
     cors_allowed_origins: tuple[str, ...] = ()
 
 
+def _carrying(route: WebRoute) -> WebRoute:
+    """The route with its handler's calls to the service and the agents (and the operation it
+    starts, in its own thread) carrying the request's global id: the caller's well-formed
+    ``X-Openstack-Request-Id``, else this request's own (``berth.clients.request_ids``)."""
+    handler = route.handler
+
+    @functools.wraps(handler)
+    def carried(call: WebCall, /, **params: Any) -> Any:
+        given = global_request_id(call.request.headers.get(request_ids.HEADER))
+        with request_ids.carrying(given or call.request_id):
+            return handler(call, **params)
+
+    return WebRoute(carried, route.policy)
+
+
 def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> WSGIApplication:
     settings = settings or ApiSettings()
     public = set(PUBLIC_PATHS) | ({"/metrics"} if settings.metrics == "open" else set())
+    routes = {
+        path: {m: _carrying(route) for m, route in methods.items()}
+        for path, methods in _routes(settings.metrics).items()
+    }
     api = JsonApp(
-        _routes(settings.metrics),
+        routes,
         authenticate=authenticator(settings.auth_strategy, settings.tokens_file),
         policy=PolicyEnforcer(RULES, settings.policy_file, settings.enforce_new_defaults),
         public_paths=public,

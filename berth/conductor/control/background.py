@@ -4,6 +4,7 @@ operation's id at once while its steps go on."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,7 +47,8 @@ class Background:
             if not started.done():
                 started.set_result(operation)
 
-        self.pool.submit(run)
+        # The work carries the request's id (``berth.clients.request_ids``) into its own thread.
+        self.pool.submit(contextvars.copy_context().run, run)
         return started.result(timeout=START_TIMEOUT)
 
     def _left_running(self, operation: Operation, error: BaseException) -> None:
