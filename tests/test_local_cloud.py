@@ -39,6 +39,14 @@ def berth_cloud(*arguments: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def refused(*arguments: str, cwd: Path) -> list[str]:
+    """``berth cloud ARGUMENTS`` refused at start: exit status 1; the lines it said."""
+    process = berth_cloud(*arguments, cwd=cwd)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 1, output
+    return output.strip().splitlines()
+
+
 def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str]:
     """The process's output, line by line, as it comes."""
     lines: queue.Queue[str] = queue.Queue()
@@ -160,12 +168,10 @@ def test_a_port_already_taken_is_named_with_its_option_and_nothing_starts(tmp_pa
         taken.listen()
         port = taken.getsockname()[1]
         for option, other in (("--placement-port", "--conductor-port"), ("--conductor-port", "--placement-port")):
-            process = berth_cloud(
+            said = refused(
                 "--folder", str(tmp_path / "cloud"), option, str(port), other, str(free_port()), cwd=tmp_path
             )
-            output, _ = process.communicate(timeout=60)
-            assert process.returncode == 1, output
-            assert output.strip().splitlines() == [
+            assert said == [
                 f"berth cloud: port {port} of 127.0.0.1 is already in use by another process; stop it or "
                 f"choose another {option}."
             ]
@@ -212,10 +218,7 @@ def test_a_second_cloud_in_the_same_folder_is_refused_and_the_first_runs_on(tmp_
         assert control.headers["access-control-allow-origin"] == placement_url
 
         other = ("--placement-port", str(free_port()), "--conductor-port", str(free_port()))
-        second = berth_cloud("--folder", str(folder), "--hosts", "1", *other, cwd=tmp_path)
-        output, _ = second.communicate(timeout=60)
-        assert second.returncode == 1, output
-        assert output.strip().splitlines() == [
+        assert refused("--folder", str(folder), "--hosts", "1", *other, cwd=tmp_path) == [
             f"berth cloud: another berth cloud (pid {process.pid}) runs in the folder {folder}; stop it "
             "(Ctrl-C where it runs) or choose another --folder."
         ]
@@ -252,10 +255,7 @@ def test_an_agents_path_that_is_not_a_folder_is_said_in_one_line_before_anything
     (folder / "agents").write_text("not a folder")
     placement_port, conductor_port = free_port(), free_port()
     ports = ("--placement-port", str(placement_port), "--conductor-port", str(conductor_port))
-    process = berth_cloud("--folder", str(folder), "--hosts", "1", *ports, cwd=tmp_path)
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode == 1, output
-    assert output.strip().splitlines() == [
+    assert refused("--folder", str(folder), "--hosts", "1", *ports, cwd=tmp_path) == [
         f"berth cloud: cannot make the agents' folder {folder / 'agents' / 'host-1'}: {folder / 'agents'} is a "
         "file, not a folder; move it away or choose another --folder."
     ]

@@ -93,7 +93,23 @@ def _keeping_what_was_known(what: str) -> Iterator[None]:
         LOG.warning("%s could not be read again (%s); what was known stays", what, error)
 
 
-class DownHosts(Collection[str]):
+class _ReadAgain(Collection[str]):
+    """A set of host names read again when it is asked after it went stale (``_current``)."""
+
+    def _current(self) -> frozenset[str]:
+        raise NotImplementedError
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._current()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
+class DownHosts(_ReadAgain):
     """The registered hosts that are down now, as ``SchedulerConfig.hosts_down`` (read again every
     second)."""
 
@@ -112,17 +128,8 @@ class DownHosts(Collection[str]):
                     self._read_at = now
             return self._down
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._current()
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-
-class UnknownHosts(Collection[str]):
+class UnknownHosts(_ReadAgain):
     """The service's compute nodes that no agent has registered, as ``SchedulerConfig.unknown_hosts``:
     no conductor could ask their agent for anything (as Nova's scheduler knows only the compute
     nodes of its compute services). The registered hosts are read again every second, so that a
@@ -150,15 +157,6 @@ class UnknownHosts(Collection[str]):
                     self._registered = self.hosts.names()
                     self._read_at = now
             return self._nodes - self._registered
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._current()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
 
 
 def _compute_nodes(placement: PlacementClient) -> frozenset[str]:
