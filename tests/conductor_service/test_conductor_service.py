@@ -186,6 +186,46 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
     ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
 
 
+def test_a_host_retired_after_its_servers_were_evacuated_leaves_nothing_counted_against_it(cloud):
+    """Its evacuated servers' clean-up waited for it to come back; retired, it will not: the books
+    release what they still counted there (the migrations' allocations) and the clean-up is done."""
+    client = cloud.client()
+    server = build(client, "evacuee-of-retired", availability_zone="zone-a")
+    host = server["OS-EXT-SRV-ATTR:host"]
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        [operation] = client.request("POST", f"/hosts/{host}/evacuate")["operations"]
+        evacuated = ended(client, operation["id"])
+        assert evacuated["state"] == "done", evacuated
+        migration = client.get(f"/operations/{operation['id']}")["operation"]
+        source_root = cloud.placement.find_provider(host)["uuid"]
+        assert cloud.placement.get(f"/resource_providers/{source_root}/allocations")["allocations"]
+        client.request("DELETE", f"/hosts/{host}")
+        assert cloud.placement.get(f"/resource_providers/{source_root}/allocations")["allocations"] == {}
+        [clean_up] = client.get(f"/operations?server_id={server['id']}&kind=clean_up_evacuated")["operations"]
+        assert clean_up["state"] == "done" and clean_up["steps_done"] == ["release_source_allocations"], clean_up
+        assert migration["server_id"] == server["id"]
+    finally:
+        agent.start()
+    # Back, it registers anew, drops the evacuated server's old claim itself as it starts, and the
+    # conductors' clean-up removes the old guest there.
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} registered again")
+    wait_for(
+        lambda: server["id"] not in {g["uuid"] for g in agent.client.guests()},
+        what="the old guest removed",
+    )
+    wait_for(
+        lambda: (
+            claims_on(cloud, server["id"]) == {client.get(f"/servers/{server['id']}")["server"]["OS-EXT-SRV-ATTR:host"]}
+        ),
+        what="the old claim dropped",
+    )
+    ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
+    time.sleep(DOWN_FRESH_SECONDS)
+
+
 def test_an_evacuation_that_finds_no_host_leaves_the_server_in_error_to_be_evacuated_again(cloud):
     """As Nova: the server stays on its dead host, in ERROR with the fault, and may be evacuated
     again once a host can take it."""

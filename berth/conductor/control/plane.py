@@ -376,6 +376,11 @@ class ControlPlane:
                 code=HOST_IN_USE,
             )
         self.hosts.retire(name, user_id, admin=admin)
+        # The servers evacuated from it whose clean-up waited for it to come back: it will not, and
+        # the books release what they still count against it (it stayed counted for ever).
+        for evacuated in self._evacuations_waiting(books_released=True):
+            if evacuated.request.get("source") == name:
+                evacuation.forget_retired_source(self.conductor.runner, evacuated)
 
     def set_host_disabled(self, name: str, disabled: bool, reason: str | None = None) -> Host:
         self.hosts.get(name)
@@ -391,15 +396,21 @@ class ControlPlane:
 
     # -- evacuations' clean-up ----------------------------------------------------------------------
 
-    def clean_up_evacuated(self) -> int:
-        """The old guest and claims of each server evacuated from a host that is up again, removed
-        there; the number cleaned up."""
+    def _evacuations_waiting(self, *, books_released: bool) -> list[Operation]:
+        """The evacuations done whose source has not been cleaned up (nor is being): with
+        ``books_released``, those whose books were released when their source was retired are left
+        out too; without, they stay (the host, should it come back, still has the old guest)."""
         handled = {
             str(op.request.get("evacuation"))
             for op in self.journal.find(kind=evacuation.CLEANUP)
-            if op.state in (DONE, RUNNING)
+            if op.state in (DONE, RUNNING) and (books_released or not op.request.get(evacuation.RETIRED))
         }
-        waiting = [done for done in self.journal.find(kind=evacuation.KIND, state=DONE) if done.id not in handled]
+        return [done for done in self.journal.find(kind=evacuation.KIND, state=DONE) if done.id not in handled]
+
+    def clean_up_evacuated(self) -> int:
+        """The old guest and claims of each server evacuated from a host that is up again, removed
+        there; the number cleaned up."""
+        waiting = self._evacuations_waiting(books_released=False)
         # The hosts read only when some evacuation waits (this runs at every round of housekeeping).
         up = {h.name for h in self.hosts.all() if h.up} if waiting else set()
         cleaned = 0

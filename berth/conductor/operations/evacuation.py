@@ -8,6 +8,8 @@ once it is back.
     reservation released ─▶ failed (the instance stays on its dead host)
 
     clean_up (the source back): destroy_source_guest ─▶ cleanup_source ─▶ done
+    clean_up (the source retired instead): release_source_allocations ─▶ done   (the books alone;
+              should the host come back, the clean-up above still runs)
 
 Nothing is asked of the source while it is down: the destination's claim (``evacuate_claim``)
 moves the instance's allocations on the source to the migration's consumer, so they stay counted
@@ -29,6 +31,8 @@ from berth.conductor.runner import Runner
 
 KIND = "evacuate"
 CLEANUP = "clean_up_evacuated"
+# A clean-up's request key: its source was retired, and only the books are put right.
+RETIRED = "source_retired"
 # The steps after which the guest runs on the destination: finished, never undone.
 FORWARD_STEPS = ("spawn_dest", "confirm_dest")
 
@@ -110,8 +114,36 @@ def clean_up(runner: Runner, evacuation_id: str) -> Operation:
     return runner.end(operation, DONE)
 
 
+def forget_retired_source(runner: Runner, evacuation: Operation) -> Operation:
+    """The source was retired before it came back: what the books still count against it for the
+    evacuated instance (the migration's allocations) is released, journaled as a clean-up of its
+    own. Should the host come back (registered anew), the usual clean-up still removes its old
+    guest (``berth.conductor.control.plane``: a clean-up of the books alone does not count as done)."""
+    request = {
+        "evacuation": evacuation.id,
+        "source": evacuation.request["source"],
+        "migration_uuid": evacuation.request["migration_uuid"],
+        RETIRED: True,
+    }
+    operation = runner.start(CLEANUP, evacuation.instance_uuid, request)
+    try:
+        _clean_up(runner, operation)
+    except Exception as e:
+        runner.end(operation, FAILED, str(e))
+        raise
+    return runner.end(operation, DONE)
+
+
 def _clean_up(runner: Runner, operation: Operation) -> None:
     instance, migration = operation.instance_uuid, str(operation.request["migration_uuid"])
+    if operation.request.get(RETIRED):
+
+        def release() -> None:
+            runner.calls.release_lease(migration)
+            runner.calls.release(migration)
+
+        runner.run(operation, "release_source_allocations", release, write=False)
+        return
     source = runner.agent(str(operation.request["source"]))
     # A resumed clean-up runs both steps again: each is written with the end.
     runner.run(operation, "destroy_source_guest", lambda: source.destroy_guest(instance), write=False)
