@@ -18,9 +18,10 @@ from conductorhelpers import (
     server,
 )
 
-from berth.clients.http import NotConnected
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import ConductorError, NoValidHost, ServerBusy
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, RUNNING
+from berth.conductor.operations.moves import REVERT
 from berth.conductor.operations.moving import CLEANUP, SOURCE_NEVER_REACHED
 
 pytestmark = pytest.mark.slow
@@ -141,6 +142,51 @@ def test_a_destination_that_did_not_answer_its_claim_lets_go_before_the_next_is_
     assert placement.consumer(instance_uuid).allocations == claim.allocations
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
+
+
+class RevertAnswerLost:
+    """An agent's client whose first ``destroy_guest`` (a revert's first step) lands and whose
+    answer is lost, as when the agent is killed as it answers."""
+
+    def __init__(self, client, lost: list[str]):
+        self.client, self.lost = client, lost
+
+    def __getattr__(self, name):
+        return self._destroy if name == "destroy_guest" else getattr(self.client, name)
+
+    def _destroy(self, *args, **kwargs):
+        answer = self.client.destroy_guest(*args, **kwargs)
+        if self.lost:
+            return answer
+        self.lost.append(self.client.host)
+        raise TransportError("Empty reply from server")
+
+
+def test_a_revert_whose_answer_was_lost_is_finished_by_a_resume_not_failed_with_its_step_done(
+    conductors, placement, clients, instance_uuid
+):
+    """A revert failed at its first step when the agent did it and died as it answered: the server
+    stayed awaiting a confirmation with its destination's guest gone (or, resized on its own host,
+    its claim already reverted). It is left to a resume, which runs the steps again, each harmless
+    to repeat."""
+    conductors().build(server(instance_uuid, PLAIN))
+    moved = conductors().resize(server(instance_uuid, PLAIN), BIGGER)
+    assert moved.state == DONE
+    lost: list[str] = []
+    flaky = conductors(agents={name: RevertAnswerLost(client, lost) for name, client in clients.items()})
+    with pytest.raises(TransportError):
+        flaky.revert_resize(moved.id)
+    assert lost
+    (reverting,) = [op for op in flaky.journal.for_instance(instance_uuid) if op.kind == REVERT]
+    assert flaky.journal.get(reverting.id).state == RUNNING
+    conductors().resume()
+    assert flaky.journal.get(reverting.id).state == DONE
+    (claim,) = [c for claims in claims_of(clients, instance_uuid).values() for c in claims]
+    assert claim.state == "active" and claim.flavor.vcpus == PLAIN.vcpus
+    assert placement.consumer(instance_uuid).allocations == claim.allocations
+    assert_books_agree(placement, clients)
+    conductors().delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
 
 

@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Final
 
 from berth.clients.agent import AgentClient
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import ConductorError, ServerBusy
 from berth.conductor.journal import DONE, FAILED, RUNNING, Operation
 from berth.conductor.operations.moving import drop_without_source, hand_over, restore_guest, undo
@@ -170,7 +171,16 @@ def _finish(runner: Runner, operation: Operation) -> None:
         steps = [(name, action) for name, action in steps if name in ("confirm_source", "revert_dest", "source_guest")]
     # Each step is written before the next starts; the last one with the end.
     for position, (name, action) in enumerate(steps):
-        runner.run(operation, name, action, write=position < len(steps) - 1)
+        try:
+            runner.run(operation, name, action, write=position < len(steps) - 1)
+        except TransportError as e:
+            if isinstance(e, NotConnected):
+                raise  # nothing was sent: the step is not done
+            # Sent, and no answer: the host may have done it (an agent killed as it answered). The
+            # operation is past its point of no return from here, left to a resume, which runs
+            # every step again (each is harmless to repeat), rather than failed with the step done.
+            operation.step = name
+            raise
 
 
 def resume_finish(runner: Runner, operation: Operation) -> Operation:
