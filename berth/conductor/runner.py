@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from berth.clients.agent import AgentClient
+from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import CannotGoOn, UnknownHost
 from berth.conductor.fence import Fence
 from berth.conductor.journal import DONE, FAILED, ROLLED_BACK, Journal, Operation
@@ -171,17 +172,22 @@ class Runner:
         steps: Callable[[], object],
         undo: Callable[[], object],
         forward_steps: tuple[str, ...],
+        *,
+        unanswered_goes_on: bool = False,
     ) -> Operation:
         """Run an operation's ``steps`` to the end; on a failure, ``undo`` what was done unless the
         operation got past the point of no return (a step of ``forward_steps``), where it is left for
-        a resume to finish; one that ``CannotGoOn`` ends failed."""
+        a resume to finish; one that ``CannotGoOn`` ends failed. ``unanswered_goes_on``: a request
+        sent and never answered (the host may have done it: killed as it answered) leaves the
+        operation to a resume too, for operations whose every step is harmless to repeat."""
         try:
             steps()
         except CannotGoOn as e:
             self.end(operation, FAILED, str(e))
             raise
         except Exception as e:
-            if operation.step in forward_steps:
+            unanswered = isinstance(e, TransportError) and not isinstance(e, NotConnected)
+            if operation.step in forward_steps or (unanswered_goes_on and unanswered):
                 self.journal.abandon(operation, f"finishing failed: {e}")
                 raise
             self.fail(operation, e, undo)

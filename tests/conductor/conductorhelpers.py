@@ -128,3 +128,21 @@ class FirstClaimUnanswered:
     def _letting_go(self, *args, **kwargs):
         self.asked.append(self.client.host)
         return getattr(self.client, self.let_go)(*args, **kwargs)
+
+
+class FirstAnswerLost:
+    """An agent's client whose first call of ``method`` (of any host's client) lands and whose
+    answer is lost, as when the agent is killed as it answers; ``lost`` gets the host."""
+
+    def __init__(self, client, method: str, lost: list[str]):
+        self.client, self.method, self.lost = client, method, lost
+
+    def __getattr__(self, name):
+        return self._once if name == self.method else getattr(self.client, name)
+
+    def _once(self, *args, **kwargs):
+        answer = getattr(self.client, self.method)(*args, **kwargs)
+        if self.lost:
+            return answer
+        self.lost.append(self.client.host)
+        raise TransportError("Empty reply from server")

@@ -7,9 +7,19 @@ and nothing stays claimed that no one will finish."""
 from __future__ import annotations
 
 import pytest
-from conductorhelpers import BIGGER, PLAIN, assert_books_agree, assert_nothing_left, claims_of, guests_of, server
+from conductorhelpers import (
+    BIGGER,
+    PLAIN,
+    FirstAnswerLost,
+    assert_books_agree,
+    assert_nothing_left,
+    claims_of,
+    guests_of,
+    server,
+)
 
 from berth.clients.errors import AgentError
+from berth.clients.http import TransportError
 from berth.conductor.errors import CannotGoOn, ConductorError
 from berth.conductor.journal import DONE, FAILED, RUNNING
 
@@ -101,6 +111,28 @@ def test_a_killed_life_cycle_operation_is_finished(conductors, placement, client
     assert guests_of(clients, instance_uuid) == {host: claim_id}
     assert_books_agree(placement, clients)
     successor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_an_offload_whose_destroy_was_never_answered_is_left_to_resume_not_failed(
+    conductors, placement, clients, instance_uuid
+):
+    """The guest was destroyed and the agent died as it answered: failed, the offload would have left
+    the server shelved with no guest; left to a resume, it goes on and ends offloaded."""
+    conductors().build(server(instance_uuid, PLAIN))
+    conductors().shelve(instance_uuid)
+    lost: list[str] = []
+    flaky = conductors(
+        agents={name: FirstAnswerLost(client, "destroy_guest", lost) for name, client in clients.items()}
+    )
+    with pytest.raises(TransportError):
+        flaky.shelve_offload(instance_uuid)
+    assert lost
+    (offloading,) = [o for o in flaky.journal.for_instance(instance_uuid) if o.kind == "shelve_offload"]
+    assert flaky.journal.get(offloading.id).state == RUNNING
+    conductors().resume()
+    assert flaky.journal.get(offloading.id).state == DONE
+    assert guests_of(clients, instance_uuid) == {}
     assert_nothing_left(placement, clients, instance_uuid)
 
 

@@ -9,6 +9,7 @@ import pytest
 from conductorhelpers import (
     BIGGER,
     PLAIN,
+    FirstAnswerLost,
     FirstClaimUnanswered,
     assert_books_agree,
     assert_nothing_left,
@@ -145,24 +146,6 @@ def test_a_destination_that_did_not_answer_its_claim_lets_go_before_the_next_is_
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
 
 
-class RevertAnswerLost:
-    """An agent's client whose first ``destroy_guest`` (a revert's first step) lands and whose
-    answer is lost, as when the agent is killed as it answers."""
-
-    def __init__(self, client, lost: list[str]):
-        self.client, self.lost = client, lost
-
-    def __getattr__(self, name):
-        return self._destroy if name == "destroy_guest" else getattr(self.client, name)
-
-    def _destroy(self, *args, **kwargs):
-        answer = self.client.destroy_guest(*args, **kwargs)
-        if self.lost:
-            return answer
-        self.lost.append(self.client.host)
-        raise TransportError("Empty reply from server")
-
-
 def test_a_revert_whose_answer_was_lost_is_finished_by_a_resume_not_failed_with_its_step_done(
     conductors, placement, clients, instance_uuid
 ):
@@ -174,7 +157,9 @@ def test_a_revert_whose_answer_was_lost_is_finished_by_a_resume_not_failed_with_
     moved = conductors().resize(server(instance_uuid, PLAIN), BIGGER)
     assert moved.state == DONE
     lost: list[str] = []
-    flaky = conductors(agents={name: RevertAnswerLost(client, lost) for name, client in clients.items()})
+    flaky = conductors(
+        agents={name: FirstAnswerLost(client, "destroy_guest", lost) for name, client in clients.items()}
+    )
     with pytest.raises(TransportError):
         flaky.revert_resize(moved.id)
     assert lost

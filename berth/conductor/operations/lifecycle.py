@@ -123,7 +123,11 @@ def change(
     if host_down and kind == SHELVE_OFFLOAD:
         request["host_down"] = True
     operation = runner.start(kind, instance_uuid, request)
-    return runner.carry_out(operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS)
+    # A step sent and never answered may have been done (its guest destroyed, say): left to a
+    # resume, which runs it again (each step is harmless to repeat), rather than failed.
+    return runner.carry_out(
+        operation, lambda: _change(runner, operation), lambda: None, FORWARD_STEPS, unanswered_goes_on=True
+    )
 
 
 def _offload_without_host(runner: Runner, operation: Operation) -> None:

@@ -30,7 +30,6 @@ from dataclasses import replace
 from typing import Final
 
 from berth.clients.agent import AgentClient
-from berth.clients.http import NotConnected, TransportError
 from berth.conductor.errors import ConductorError, ServerBusy
 from berth.conductor.journal import DONE, FAILED, RUNNING, Operation
 from berth.conductor.operations.moving import drop_without_source, hand_over, restore_guest, undo
@@ -126,7 +125,12 @@ def finish(runner: Runner, move_id: str, kind: str) -> Operation:
     operation = runner.start(kind, moved.instance_uuid, request)
     # Once a step is done there is no way back, only on: a failure then leaves the operation to the
     # next resume(), and the other way is refused meanwhile.
-    return runner.carry_out(operation, lambda: _finish(runner, operation), lambda: None, FINISH_STEPS)
+    # A step sent and never answered may have been done (an agent killed as it answered): the
+    # operation goes on from there, by a resume, which runs every step again, rather than failing
+    # with the step done (a revert's first step done, the server left awaiting a confirmation).
+    return runner.carry_out(
+        operation, lambda: _finish(runner, operation), lambda: None, FINISH_STEPS, unanswered_goes_on=True
+    )
 
 
 FINISH_STEPS: Final = (
@@ -171,16 +175,7 @@ def _finish(runner: Runner, operation: Operation) -> None:
         steps = [(name, action) for name, action in steps if name in ("confirm_source", "revert_dest", "source_guest")]
     # Each step is written before the next starts; the last one with the end.
     for position, (name, action) in enumerate(steps):
-        try:
-            runner.run(operation, name, action, write=position < len(steps) - 1)
-        except TransportError as e:
-            if isinstance(e, NotConnected):
-                raise  # nothing was sent: the step is not done
-            # Sent, and no answer: the host may have done it (an agent killed as it answered). The
-            # operation is past its point of no return from here, left to a resume, which runs
-            # every step again (each is harmless to repeat), rather than failed with the step done.
-            operation.step = name
-            raise
+        runner.run(operation, name, action, write=position < len(steps) - 1)
 
 
 def resume_finish(runner: Runner, operation: Operation) -> Operation:
