@@ -4,8 +4,11 @@ with the books after every operation, a conductor killed in the middle of a resi
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from agenthelpers import assert_remote_books_agree
@@ -28,6 +31,22 @@ def books_agree(cloud) -> None:
 
 def claims_on(cloud, server_id) -> set[str]:
     return {name for name, agent in cloud.agents.items() if agent.client.claims_for_instance(server_id)}
+
+
+@contextlib.contextmanager
+def host_down(cloud, client, host: str) -> Iterator[Any]:
+    """The host's agent killed (kill -9) and the host seen down by the conductors; its agent (the
+    value) started again at the end, and, the body ended well, the host seen up again."""
+    agent = cloud.agents[host]
+    agent.stop(sig=9)
+    try:
+        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+        yield agent
+    except BaseException:
+        agent.start()
+        raise
+    agent.start()
+    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
 
 
 ZONES = {"alpha": "zone-a", "beta": "zone-a", "gamma": "zone-b"}
@@ -152,10 +171,7 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
     with pytest.raises(ConductorError) as up:
         client.request("POST", f"/hosts/{host}/evacuate")
     assert up.value.status == 409 and up.value.code == "berth.host.up"
-    agent = cloud.agents[host]
-    agent.stop(sig=9)
-    try:
-        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+    with host_down(cloud, client, host):
         [operation] = client.request("POST", f"/hosts/{host}/evacuate")["operations"]
         assert ended(client, operation["id"])["state"] == "done"
         shown = client.get(f"/servers/{server['id']}")["server"]
@@ -168,9 +184,6 @@ def test_the_servers_of_a_host_that_went_down_are_evacuated_and_its_books_cleane
             [built] = client.get(f"/operations?server_id={placed['id']}&kind=build")["operations"]
             assert built["attempts"] == []
             ended(client, client.request("DELETE", f"/servers/{placed['id']}")["operation"]["id"])
-    finally:
-        agent.start()
-    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
     # The agent drops the old claim itself as it starts; the old guest goes with the conductors' clean-up.
     wait_for(
         lambda: [
@@ -192,26 +205,18 @@ def test_a_host_retired_after_its_servers_were_evacuated_leaves_nothing_counted_
     client = cloud.client()
     server = build(client, "evacuee-of-retired", availability_zone="zone-a")
     host = server["OS-EXT-SRV-ATTR:host"]
-    agent = cloud.agents[host]
-    agent.stop(sig=9)
-    try:
-        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+    with host_down(cloud, client, host) as agent:
         [operation] = client.request("POST", f"/hosts/{host}/evacuate")["operations"]
         evacuated = ended(client, operation["id"])
         assert evacuated["state"] == "done", evacuated
-        migration = client.get(f"/operations/{operation['id']}")["operation"]
         source_root = cloud.placement.find_provider(host)["uuid"]
         assert cloud.placement.get(f"/resource_providers/{source_root}/allocations")["allocations"]
         client.request("DELETE", f"/hosts/{host}")
         assert cloud.placement.get(f"/resource_providers/{source_root}/allocations")["allocations"] == {}
         [clean_up] = client.get(f"/operations?server_id={server['id']}&kind=clean_up_evacuated")["operations"]
         assert clean_up["state"] == "done" and clean_up["steps_done"] == ["release_source_allocations"], clean_up
-        assert migration["server_id"] == server["id"]
-    finally:
-        agent.start()
-    # Back, it registers anew, drops the evacuated server's old claim itself as it starts, and the
-    # conductors' clean-up removes the old guest there.
-    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} registered again")
+    # Back (registered anew), it drops the evacuated server's old claim itself as it starts, and
+    # the conductors' clean-up removes the old guest there.
     wait_for(
         lambda: server["id"] not in {g["uuid"] for g in agent.client.guests()},
         what="the old guest removed",
@@ -234,32 +239,28 @@ def test_an_evacuation_that_finds_no_host_leaves_the_server_in_error_to_be_evacu
     host = server["OS-EXT-SRV-ATTR:host"]
     [other] = [name for name, zone in ZONES.items() if zone == "zone-a" and name != host]
     client.request("POST", f"/hosts/{other}/disable", {"reason": "full"})
-    agent = cloud.agents[host]
-    agent.stop(sig=9)
-    try:
-        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
-        failed = act(client, server["id"], "evacuate", {"host": None})
-        assert failed["state"] == "failed" and "No valid host" in failed["error"], failed
-        shown = client.get(f"/servers/{server['id']}")["server"]
-        assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-SRV-ATTR:host"]) == (
-            "ERROR",
-            "error",
-            host,
-        )
-        assert "No valid host" in shown["fault"]["message"]
-        held = {rp: a["resources"] for rp, a in server["allocations"].items()}
-        assert cloud.placement.consumer(server["id"]).allocations == held  # on its dead host still
+    with host_down(cloud, client, host):
+        try:
+            failed = act(client, server["id"], "evacuate", {"host": None})
+            assert failed["state"] == "failed" and "No valid host" in failed["error"], failed
+            shown = client.get(f"/servers/{server['id']}")["server"]
+            assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-SRV-ATTR:host"]) == (
+                "ERROR",
+                "error",
+                host,
+            )
+            assert "No valid host" in shown["fault"]["message"]
+            held = {rp: a["resources"] for rp, a in server["allocations"].items()}
+            assert cloud.placement.consumer(server["id"]).allocations == held  # on its dead host still
 
-        client.request("POST", f"/hosts/{other}/enable")
-        again = act(client, server["id"], "evacuate", {"host": None})
-        assert again["state"] == "done", again
-        shown = client.get(f"/servers/{server['id']}")["server"]
-        assert (shown["status"], shown["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", other)
-        assert "fault" not in shown
-    finally:
-        client.request("POST", f"/hosts/{other}/enable")
-        agent.start()
-    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
+            client.request("POST", f"/hosts/{other}/enable")
+            again = act(client, server["id"], "evacuate", {"host": None})
+            assert again["state"] == "done", again
+            shown = client.get(f"/servers/{server['id']}")["server"]
+            assert (shown["status"], shown["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", other)
+            assert "fault" not in shown
+        finally:
+            client.request("POST", f"/hosts/{other}/enable")
     wait_for(
         lambda: client.get(f"/operations?server_id={server['id']}&kind=clean_up_evacuated&state=done")["operations"],
         what="the clean-up after the evacuation",
@@ -275,10 +276,7 @@ def test_a_server_on_a_host_that_is_down_is_deleted_and_the_host_cleaned_when_it
     client = cloud.client()
     server = build(client, "stranded", availability_zone="zone-b")
     host = server["OS-EXT-SRV-ATTR:host"]
-    agent = cloud.agents[host]
-    agent.stop(sig=9)
-    try:
-        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+    with host_down(cloud, client, host) as agent:
         deleted = ended(client, client.request("DELETE", f"/servers/{server['id']}")["operation"]["id"])
         assert deleted["state"] == "done" and deleted["steps_done"] == ["release_allocations"], deleted
         assert cloud.placement.consumer(server["id"]).allocations == {}
@@ -289,9 +287,6 @@ def test_a_server_on_a_host_that_is_down_is_deleted_and_the_host_cleaned_when_it
         assert waiting["state"] == "running" and waiting["error"] == f"waiting for host {host} to be up again"
         # Nothing is left on the host as far as the conductors count: it may be retired.
         assert client.get(f"/hosts/{host}")["host"]["servers"] == 0
-    finally:
-        agent.start()
-    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
     wait_for(
         lambda: client.get(f"/operations/{waiting['id']}")["operation"]["state"] == "done",
         what="the clean-up of the host after the delete",
@@ -309,10 +304,7 @@ def test_a_shelved_server_on_a_host_that_is_down_is_offloaded_without_it_and_uns
     server = build(client, "shelved-on-dead", availability_zone="zone-a")
     host = server["OS-EXT-SRV-ATTR:host"]
     assert act(client, server["id"], "shelve")["state"] == "done"
-    agent = cloud.agents[host]
-    agent.stop(sig=9)
-    try:
-        wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "down", what=f"{host} down")
+    with host_down(cloud, client, host) as agent:
         with pytest.raises(ConductorError) as refused:
             client.request("POST", f"/servers/{server['id']}/action", {"unshelve": None})
         assert (refused.value.status, refused.value.code) == (409, "berth.host.down")
@@ -327,9 +319,6 @@ def test_a_shelved_server_on_a_host_that_is_down_is_offloaded_without_it_and_uns
         assert act(client, server["id"], "unshelve")["state"] == "done"
         elsewhere = client.get(f"/servers/{server['id']}")["server"]["OS-EXT-SRV-ATTR:host"]
         assert elsewhere not in (None, host)
-    finally:
-        agent.start()
-    wait_for(lambda: client.get(f"/hosts/{host}")["host"]["state"] == "up", what=f"{host} up")
     wait_for(
         lambda: client.get(f"/operations/{waiting['id']}")["operation"]["state"] == "done",
         what="the clean-up of the host after the offload",
