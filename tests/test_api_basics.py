@@ -67,6 +67,26 @@ def test_error_code_appears_from_1_23(api):
     assert error_code(r) == "placement.undefined_code"
 
 
+@pytest.mark.parametrize("version", ["", "1.0", "1.22", "latest"])
+def test_berths_own_paths_answer_a_berth_code_at_every_version(api, version):
+    # Berth's own API has no microversions of its own: every error of it carries a code, and never
+    # Placement's catch-all.
+    missing = "00000000-0000-4000-8000-000000000000"
+    r = api.get(f"/berth/leases/{missing}", version=version)
+    assert r.status_code == 404 and error_code(r) == "berth.undefined_code", r.data
+    r = api.put("/berth/quotas/p1", {"limits": {"VCPU": "4"}}, version=version)
+    assert r.status_code == 400 and error_code(r) == "berth.undefined_code", r.data
+    r = api.post("/berth/pick", {"query": {"resources": "VCPU:1"}, "consumers": []}, version=version)
+    assert r.status_code == 400 and error_code(r) == "berth.pick.gang_bad_request", r.data
+    r = api.request("PATCH", "/berth/leases", version=version)
+    assert r.status_code == 405 and error_code(r) == "berth.undefined_code", r.data
+    r = api.get(f"/berth/leases/{missing}", version=version, token="user:proj")
+    assert r.status_code == 403 and error_code(r) == "berth.undefined_code", r.data
+    # Placement's own paths are as Placement answers them.
+    r = api.get("/resource_providers/nope", version=version)
+    assert "code" not in r.json_body["errors"][0] or error_code(r) == "placement.undefined_code"
+
+
 def test_route_newer_than_requested_version_is_404(api):
     assert api.get("/traits", version="1.5").status_code == 404
     assert api.get("/traits", version="1.6").status_code == 200

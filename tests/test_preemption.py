@@ -283,6 +283,29 @@ def test_a_moves_migration_consumer_is_never_a_victim(api):
     assert api.get("/berth/preemptions").json_body == {"preemptions": []}
 
 
+def test_the_instance_a_move_places_again_is_never_its_victim(api, db):
+    # A resize to a flavor of higher priority: the instance, of the old flavor's lower priority,
+    # is the cheapest victim there is, and would make room for its own move (its server then ended
+    # as preempted). It is not a candidate; a consumer of lower priority elsewhere is.
+    a, b, c = _hosts(api, 3)
+    instance = _place(api, a, 4, -5)
+    _place(api, b, 4, 10)
+    other = _place(api, c, 4, -1)
+    migration = _body("VCPU:4", priority=5, preempt=True, moving=instance)
+    migration["consumer"]["consumer_type"] = "MIGRATION"
+    r = api.post("/berth/pick", migration)
+    assert r.status_code == 200, r.data
+    assert _victims(r.json_body) == [other] and r.json_body["root_provider_uuid"] == c
+    assert _held(api, instance)[a]["resources"] == {"VCPU": 4}
+    assert _priorities(db)[instance] == -5
+    # With no other victim, the move is refused and the instance keeps what it holds.
+    again = _body("VCPU:4", priority=5, preempt=True, moving=instance)
+    r = api.post("/berth/pick", again)
+    assert r.status_code == 409 and error_code(r) == error_codes.PICK_NO_VALID_HOST, r.data
+    assert _held(api, instance)[a]["resources"] == {"VCPU": 4}
+    assert [p["consumer_uuid"] for p in api.get("/berth/preemptions").json_body["preemptions"]] == [other]
+
+
 def test_a_host_where_removing_every_lower_consumer_would_not_make_room_is_not_touched(api):
     a, b = _hosts(api, 2)
     on_a = [_place(api, a, 1, -1), _place(api, a, 3, 50)]

@@ -120,10 +120,10 @@ def test_a_limit_below_usage_is_allowed(api):
     [
         ({"limits": {"VCPU": -1}}, error_codes.QUOTA_BAD_LIMIT, "zero or more"),
         ({"limits": {"CUSTOM_NOPE": 4}}, error_codes.QUOTA_UNKNOWN_RESOURCE, "No such resource class CUSTOM_NOPE"),
-        ({"limits": {"VCPU": "4"}}, error_codes.UNDEFINED, "JSON does not validate"),
-        ({"limits": {"VCPU": 1.5}}, error_codes.UNDEFINED, "JSON does not validate"),
-        ({"limit": {"VCPU": 4}}, error_codes.UNDEFINED, "JSON does not validate"),
-        ({}, error_codes.UNDEFINED, "JSON does not validate"),
+        ({"limits": {"VCPU": "4"}}, error_codes.BERTH_UNDEFINED, "JSON does not validate"),
+        ({"limits": {"VCPU": 1.5}}, error_codes.BERTH_UNDEFINED, "JSON does not validate"),
+        ({"limit": {"VCPU": 4}}, error_codes.BERTH_UNDEFINED, "JSON does not validate"),
+        ({}, error_codes.BERTH_UNDEFINED, "JSON does not validate"),
     ],
     ids=["negative", "unknown class", "string", "fraction", "misspelt", "empty"],
 )
@@ -278,6 +278,22 @@ def test_a_move_of_a_project_at_its_limit_is_picked_and_a_resize_counts_what_it_
     gang = {**move(1), "consumers": [migration["consumer"]]}
     del gang["consumer"]
     assert api.post("/berth/pick", gang).status_code == 400
+
+
+def test_a_pick_moving_its_own_consumer_is_a_400_and_frees_nothing(api):
+    """``moving`` names the instance a move places again, never the pick's own new consumer: read
+    after the write, that consumer's new allocations would count as freed, and the pick would pass
+    any limit."""
+    host = api.create_provider("host", inventory=HOST)
+    _set(api, "p1", {"VCPU": 4})
+    api.allocate(new_uuid(), {host: {"VCPU": 4}}, project="p1")
+    body = _pick_body({"VCPU": 2}, project="p1")
+    body["moving"] = body["consumer"]["uuid"].upper()
+    r = api.post("/berth/pick", body)
+    assert (r.status_code, error_code(r)) == (400, error_codes.PICK_BAD_REQUEST), r.data
+    assert "moving" in error_detail(r)
+    assert api.get(f"/allocations/{body['consumer']['uuid']}").json_body["allocations"] == {}
+    assert api.get("/berth/quotas/p1").json_body["usage"] == {"VCPU": 4, "consumers": 1}
 
 
 def test_a_preempting_pick_whose_victims_are_anothers_is_refused_and_removes_nobody(api):

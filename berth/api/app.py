@@ -25,6 +25,7 @@ from berth.api.policy import placement_policy
 from berth.api.request import PlacementRequest
 from berth.api.routing.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
+from berth.domain import error_codes
 from berth.domain.errors import BerthError
 from berth.store.candidates.provider_cache import ProviderCache
 from berth.store.database import Database
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 # Paths any caller may read: version discovery, as in Placement, and the API's own description.
 PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"]) | DASHBOARD_PUBLIC_PATHS
+# Berth's own API, beside Placement's: its errors always carry a code, and never a ``placement.*`` one
+# for want of a finer one (``berth.undefined_code`` instead), whatever microversion was asked.
+BERTHS_OWN_PREFIX: Final = "/berth/"
 
 
 class PlacementApp:
@@ -78,7 +82,7 @@ class PlacementApp:
             require_content_type(request)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:
-            error_code, error_reason = error.code, error.reason
+            error_code, error_reason = _answered_code(error.code, request.path), error.reason
             response = self._error(
                 error.status,
                 error.detail,
@@ -90,10 +94,14 @@ class PlacementApp:
                 request=request,
             )
         except RequestEntityTooLarge:
-            response = self._error(413, "The request body is too large.", None, request_id, version, version_known)
+            response = self._error(
+                413, "The request body is too large.", None, request_id, version, version_known, request=request
+            )
         except Exception:  # noqa: BLE001 - the last line of defence must catch everything
             LOG.exception("unexpected error serving %s %s", request.method, request.path)
-            response = self._error(500, "An unexpected error occurred.", None, request_id, version, version_known)
+            response = self._error(
+                500, "An unexpected error occurred.", None, request_id, version, version_known, request=request
+            )
         response.headers["x-openstack-request-id"] = request_id
         if version_known:
             response.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
@@ -142,6 +150,9 @@ class PlacementApp:
         request: PlacementRequest | None = None,
     ) -> Reply:
         method = request.method if request is not None else None
+        own = request is not None and _berths_own(request.path)
+        if own:
+            code = _answered_code(code, BERTHS_OWN_PREFIX)
         extra = None
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
@@ -150,7 +161,7 @@ class PlacementApp:
             detail,
             code=code,
             request_id=request_id,
-            include_code=version_known and version >= ERROR_CODES,
+            include_code=own or (version_known and version >= ERROR_CODES),
             extra=extra,
             explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
@@ -165,6 +176,18 @@ class PlacementApp:
                 errors.html_body(status, detail).encode(), status, content_type="text/html", headers=headers
             )
         return response
+
+
+def _berths_own(path: str) -> bool:
+    return path.startswith(BERTHS_OWN_PREFIX)
+
+
+def _answered_code(code: str | None, path: str) -> str | None:
+    """The code an error answers with: on Berth's own paths, ``berth.undefined_code`` where it has
+    no finer one."""
+    if _berths_own(path) and code in (None, error_codes.UNDEFINED):
+        return error_codes.BERTH_UNDEFINED
+    return code
 
 
 # What nearly every client sends: answered without parsing the header.

@@ -47,7 +47,8 @@ REASON_UNIT_CONSTRAINTS: Final = "unit_constraints"
 # Placement's alone.
 
 # Any error of Berth's own HTTP services (beside the Placement API, such as the conductors' API)
-# that has no more specific code: their answers never carry ``placement.*``.
+# and of the Placement service's own ``/berth/...`` paths that has no more specific code: their
+# answers never carry ``placement.undefined_code``.
 BERTH_UNDEFINED: Final = "berth.undefined_code"
 # Pick-and-claim found no host that fits the request and its server group, or every one that did
 # was taken by concurrent claims before this one could write.
@@ -70,6 +71,9 @@ PICK_GANG_UNKNOWN_AGGREGATE: Final = "berth.pick.gang_unknown_aggregate"
 # A gang pick's topology contradicts its server group's policy (affinity spread over more than one
 # aggregate).
 PICK_GANG_TOPOLOGY_CONFLICT: Final = "berth.pick.gang_topology_conflict"
+# A single pick's body is malformed in a way its schema cannot tell: ``moving`` naming the pick's own
+# consumer.
+PICK_BAD_REQUEST: Final = "berth.pick.bad_request"
 # A pick's priority is outside MIN_PRIORITY..MAX_PRIORITY (berth.store.pick.priorities).
 PICK_PRIORITY_OUT_OF_RANGE: Final = "berth.pick.priority_out_of_range"
 # A gang pick asked to preempt, which gangs do not do yet.

@@ -245,6 +245,10 @@ def _attempt(
     trees_weighed: int,
 ) -> Pick | None:
     holders = _holders(conn, request.priority)
+    if request.moving is not None:
+        # The instance a move places again is the move's own: removing it would end the server
+        # being moved (and free its quota twice, as both victim and moving instance).
+        holders.pop(request.moving, None)
     if not holders:
         return None
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=_EVERY_CANDIDATE)

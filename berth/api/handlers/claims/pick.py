@@ -53,6 +53,11 @@ def pick(call: Call) -> Reply:
     if gang:
         return _pick_gang(call, _gang_request(body))
     request = _pick_request(body)
+    if request.moving == request.consumer.uuid:
+        raise BadRequest(
+            f"moving names the instance a move places again, not the pick's own consumer {request.moving}.",
+            code=error_codes.PICK_BAD_REQUEST,
+        )
     board = call.host_board
     if board.due() and not board.background:
         # Read before the write transaction, which on SQLite holds every writer back while it lasts.
