@@ -510,8 +510,21 @@ def test_quota_set_show_list_and_delete(berth, cloud):
         (("set", "", "--limit", "VCPU=4"), "give a project or user id, not an empty one", 2),
         (("show", " "), "give a project or user id, not an empty one", 2),
         (("set", PROJECT, "--user", "", "--limit", "VCPU=4"), "give a project or user id, not an empty one", 2),
+        (("set", PROJECT, "--limit", f"VCPU={2**64}"), f"at most {2**63 - 1}", 2),
+        (("set", PROJECT, "--limit", "VCPU=1", "--limit", "VCPU=2"), "VCPU is given twice", 2),
     ],
-    ids=["no amount", "negative", "no limit", "unknown class", "nothing to delete", "no project", "blank", "no user"],
+    ids=[
+        "no amount",
+        "negative",
+        "no limit",
+        "unknown class",
+        "nothing to delete",
+        "no project",
+        "blank",
+        "no user",
+        "too large",
+        "twice",
+    ],
 )
 def test_quota_mistakes_say_what_to_do(berth, args, says, status):
     result = berth("quota", *args, expect=status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -15,6 +16,9 @@ from berth.clients.errors import PlacementError
 
 # The resource of a limit on the number of consumers holding allocations.
 CONSUMERS = "consumers"
+# The largest limit the service takes (a signed 64-bit integer, as its schema says).
+MOST_LIMIT = 2**63 - 1
+_WHOLE = re.compile(r"[0-9]+")
 
 # What to do next, for the answers a quota command may get, in place of the general hints.
 _HINTS = {
@@ -61,12 +65,17 @@ def _limits(values: Iterable[str]) -> dict[str, int]:
     limits: dict[str, int] = {}
     for value in values:
         name, sep, amount = value.partition("=")
-        if not sep or not name or not amount.strip().isdigit():
+        name, amount = name.strip(), amount.strip()
+        if not sep or not name or not _WHOLE.fullmatch(amount):
             raise click.BadParameter(
                 f"{value!r}: give CLASS=N with N a whole number, e.g. --limit VCPU=64 or --limit {CONSUMERS}=10",
                 param_hint="--limit",
             )
-        limits[name.strip()] = int(amount)
+        if int(amount) > MOST_LIMIT:
+            raise click.BadParameter(f"{value!r}: a limit is at most {MOST_LIMIT}", param_hint="--limit")
+        if name in limits:
+            raise click.BadParameter(f"{name} is given twice: give each class one limit", param_hint="--limit")
+        limits[name] = int(amount)
     return limits
 
 
