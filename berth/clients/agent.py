@@ -22,6 +22,7 @@ from berth.clients.errors import (
     TrackerUnavailable,
 )
 from berth.clients.http import ConnectionPools, JsonHttp
+from berth.domain.host.allocations import Allocations
 from berth.domain.host.claims import Claim, NopClaim
 from berth.domain.host.records import ClaimRecord, SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
@@ -77,13 +78,18 @@ class AgentClient:
 
     # -- claims -------------------------------------------------------------------------------
 
-    def instance_claim(self, instance: InstanceSpec, preempted: Sequence[str] = ()) -> Claim:
+    def instance_claim(
+        self, instance: InstanceSpec, preempted: Sequence[str] = (), held: Allocations | None = None
+    ) -> Claim:
         """``preempted``: consumers the service removed to make room for the instance, whose claims
-        the host drops before it claims."""
-        return self._claim(self._call("POST", "/claims/instance", _claim_body(instance, preempted)))
+        the host drops before it claims; ``held``: all the instance holds in the service, as the
+        scheduler's claim wrote it just before (the host then need not read it)."""
+        return self._claim(self._call("POST", "/claims/instance", _claim_body(instance, preempted, held)))
 
-    def unshelve_claim(self, instance: InstanceSpec, preempted: Sequence[str] = ()) -> Claim:
-        return self._claim(self._call("POST", "/claims/unshelve", _claim_body(instance, preempted)))
+    def unshelve_claim(
+        self, instance: InstanceSpec, preempted: Sequence[str] = (), held: Allocations | None = None
+    ) -> Claim:
+        return self._claim(self._call("POST", "/claims/unshelve", _claim_body(instance, preempted, held)))
 
     def resize_claim(
         self, instance: InstanceSpec, new_flavor: Flavor, migration_uuid: str, source: SourceContext
@@ -236,8 +242,10 @@ class AgentClient:
         return cast(JSON, self._call("POST", f"/faults/guests/{instance_uuid}", body))
 
 
-def _claim_body(instance: InstanceSpec, preempted: Sequence[str]) -> JSON:
+def _claim_body(instance: InstanceSpec, preempted: Sequence[str], held: Allocations | None) -> JSON:
     body: dict[str, Any] = {"instance": instance.to_dict()}
     if preempted:
         body["preempted"] = list(preempted)
+    if held is not None:
+        body["held"] = held
     return body

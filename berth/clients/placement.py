@@ -272,6 +272,17 @@ class PlacementClient:
             body.get("consumer_type"),
         )
 
+    def delete_consumer(self, uuid: str) -> bool:
+        """DELETE /allocations/{uuid}: the consumer holds nothing anywhere, whatever it held (no
+        generation is needed for that). False when it held nothing already."""
+        try:
+            self.request("DELETE", f"/allocations/{uuid}")
+        except PlacementError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     def write_consumers(self, writes: dict[str, JSON]) -> None:
         """POST /allocations: every consumer's whole allocation set, atomically.
 

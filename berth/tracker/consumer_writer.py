@@ -3,7 +3,8 @@
 Nothing ever deletes part of a consumer's allocations: each write reads the consumers, computes
 their whole new allocation sets from what it read, and posts them all in one ``POST /allocations``
 with their consumer generations. On a generation conflict it reads again and recomputes, so a step
-written this way is harmless to repeat (crash recovery does exactly that).
+written this way is harmless to repeat (crash recovery does exactly that). A consumer that is to
+hold nothing at all is deleted instead, with no read.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ class ConsumerWriter:
 
         retry_on_conflict(attempt, what=what)
 
-    def clear(self, consumer: str, consumer_type: str, *, owner: tuple[str, str], what: str) -> None:
-        """The consumer holds nothing anywhere."""
-        self.rewrite([consumer], lambda _: {consumer: ({}, consumer_type)}, owner=owner, what=what)
+    def clear(self, *consumers: str) -> None:
+        """The consumers hold nothing anywhere: a ``DELETE /allocations/{consumer}`` each, which needs
+        no read first (nothing is wanted whatever they held) and is harmless to repeat."""
+        for consumer in consumers:
+            self.placement.delete_consumer(consumer)
 
 
 def _write(state: ConsumerState, wanted: Allocations, consumer_type: str | None, owner: tuple[str, str]) -> JSON:

@@ -142,12 +142,7 @@ class PendingOperations:
     def _delete(self, record: ClaimRecord) -> str:
         """The instance is gone: it and its migration hold nothing anywhere."""
         consumers = [record.instance_uuid] + ([record.migration_uuid] if record.migration_uuid else [])
-        self.writer.rewrite(
-            consumers,
-            lambda _: {c: ({}, None) for c in consumers},
-            owner=record.owner,
-            what=f"delete of {record.instance_uuid}",
-        )
+        self.writer.clear(*consumers)
         self.store.delete(record.claim_id)
         return "deleted"
 
@@ -160,7 +155,7 @@ class PendingOperations:
     def _confirm_out(self, record: ClaimRecord) -> str:
         """Source side of a confirm: the migration consumer's hold on this host ends."""
         migration = record.migration
-        self.writer.clear(migration, MIGRATION, owner=record.owner, what=f"confirm of {migration}")
+        self.writer.clear(migration)
         self.store.delete(record.claim_id)
         return "confirmed"
 
@@ -186,7 +181,7 @@ class PendingOperations:
     def _evacuated(self, record: ClaimRecord) -> str:
         """Source side after an evacuation: the migration consumer's hold ends, the claim is forgotten."""
         migration = record.migration
-        self.writer.clear(migration, MIGRATION, owner=record.owner, what=f"evacuation cleanup {migration}")
+        self.writer.clear(migration)
         self.store.delete(record.claim_id)
         return "cleaned"
 

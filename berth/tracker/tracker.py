@@ -9,6 +9,9 @@ Every operation follows the same three steps, so that a crash at any point is re
    /allocations with consumer generations, re-read and retried on a generation conflict);
 3. clear the mark (or delete the claim when it was being released).
 
+A new instance's claim whose allocations the scheduler's claim wrote already, just as this host
+plans them (the conductor says what it wrote), has nothing to write: it is recorded unmarked.
+
 ``berth.tracker.recovery`` holds the operations a mark names and settles the marks a crash left.
 Moves use a migration consumer: the source hands over its claim (``begin_move_out``), the
 destination claims (``berth.tracker.moving.move_claims``); ``berth.tracker.moving.moves`` drives both sides.
@@ -34,7 +37,8 @@ from berth.clients.errors import (
     TrackerUnavailable,
 )
 from berth.clients.placement import ConsumerState, PlacementClient
-from berth.domain.host.allocations import ByConsumer
+from berth.domain.host import allocations
+from berth.domain.host.allocations import Allocations, ByConsumer
 from berth.domain.host.claims import Claim, NopClaim
 from berth.domain.host.fitting import Plan, plan_claim
 from berth.domain.host.names import host_name_problem
@@ -230,10 +234,15 @@ class ResourceTracker:
             dropped.append(victim)
         return dropped
 
-    def instance_claim(self, instance: InstanceSpec, preempted: Collection[str] = ()) -> Claim:
+    def instance_claim(
+        self, instance: InstanceSpec, preempted: Collection[str] = (), held: Allocations | None = None
+    ) -> Claim:
         """Claim a new instance's resources on this host (build, unshelve after offload).
         ``preempted``: the consumers the service removed to make room for it, whose claims here are
-        dropped first (``drop_preempted``)."""
+        dropped first (``drop_preempted``). ``held``: all the instance holds in the service, as the
+        scheduler's claim wrote it just before; when that is this host's own plan, the claim is in
+        the books already and is recorded without reading them (a read would find the same: only
+        the instance's own operation writes it meanwhile)."""
         with self.lock:
             self.require_tree()  # an unreported host refuses before anything else is looked at
             self.drop_preempted(preempted)
@@ -245,6 +254,8 @@ class ResourceTracker:
                 )
             self.check_group(instance)
             plan = self.plan(instance.flavor)
+            wanted = {**plan.allocations, **plan.shared}
+            in_books = held is not None and allocations.clean(held) == allocations.clean(wanted)
             record = self.store.add(
                 ClaimRecord.new(
                     host=self.host,
@@ -259,10 +270,12 @@ class ResourceTracker:
                     shared_allocations=plan.shared,
                     numa=plan.numa,
                     pci=plan.pci,
-                    pending_op=PendingOp.CLAIM.value,
+                    pending_op=None if in_books else PendingOp.CLAIM.value,
                     anti_affinity_group=instance.anti_affinity.uuid if instance.anti_affinity else None,
                 )
             )
+            if in_books:
+                return Claim(record, self)
             ours = self.our_providers() | set(plan.shared)
 
             def desired(s: dict[str, ConsumerState]) -> Desired:
@@ -272,7 +285,7 @@ class ResourceTracker:
                         f"instance {instance.uuid} holds allocations on other providers "
                         f"({', '.join(sorted(elsewhere))}); a move needs a move claim"
                     )
-                return {instance.uuid: ({**plan.allocations, **plan.shared}, INSTANCE)}
+                return {instance.uuid: (wanted, INSTANCE)}
 
             return Claim(self.land(record, [instance.uuid], desired), self)
 
@@ -462,13 +475,16 @@ class ResourceTracker:
                 raise ClaimError(f"instance {instance_uuid} is moving; it cannot be offloaded")
             return [self.operations.run(r, PendingOp.RELEASE) for r in records]
 
-    def unshelve_claim(self, instance: InstanceSpec, preempted: Collection[str] = ()) -> Claim:
-        """Unshelve: a shelved (not offloaded) instance keeps its claim; an offloaded one claims anew."""
+    def unshelve_claim(
+        self, instance: InstanceSpec, preempted: Collection[str] = (), held: Allocations | None = None
+    ) -> Claim:
+        """Unshelve: a shelved (not offloaded) instance keeps its claim; an offloaded one claims anew
+        (``held`` as for ``instance_claim``)."""
         with self.lock:
             shelved = [r for r in self.store.for_instance(instance.uuid) if r.state == SHELVED]
             if shelved:
                 return Claim(self.store.update(shelved[0], state=ACTIVE), self)
-            return self.instance_claim(instance, preempted)
+            return self.instance_claim(instance, preempted, held)
 
     # -- evacuation, source side ----------------------------------------------------------------
 

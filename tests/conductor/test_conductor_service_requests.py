@@ -48,3 +48,54 @@ def test_a_build_and_a_move_take_their_leases_with_the_pick(conductors, placemen
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])
+
+
+CONSUMER = "/allocations/{consumer_uuid}"
+
+
+def consumer_requests(placement):
+    """The service's count of the requests that read, delete or release one consumer's books."""
+    return {
+        "read": answered(placement, CONSUMER, "GET"),
+        "deleted": answered(placement, CONSUMER, "DELETE"),
+        "lease released": answered(placement, LEASE, "DELETE"),
+        "written": answered(placement, "/allocations", "POST"),
+    }
+
+
+def made(placement, before):
+    after = consumer_requests(placement)
+    return {what: after[what] - before[what] for what in after if after[what] != before[what]}
+
+
+def test_no_operation_reads_or_releases_what_it_knows_already(conductors, placement, clients, instance_uuid):
+    """The host lands a claim the pick wrote as it plans it without reading it again; a move's
+    reservation goes with its lease; a consumer that is to hold nothing is deleted, unread; and a
+    delete whose host freed everything asks the service for nothing more."""
+    conductor = conductors()
+    before = consumer_requests(placement)
+    assert conductor.build(server(instance_uuid, PLAIN)).state == DONE
+    assert made(placement, before) == {}
+    assert_books_agree(placement, clients)
+
+    before = consumer_requests(placement)
+    moved = conductor.resize(server(instance_uuid, PLAIN), BIGGER)
+    assert moved.state == DONE
+    # The source's host moves the claim (its read of the instance, and one write of both
+    # consumers); the reservation is released by releasing its lease, nothing after it.
+    reservation = made(placement, before)
+    assert reservation["lease released"] == 1 and "deleted" not in reservation, reservation
+
+    before = consumer_requests(placement)
+    assert conductor.confirm_resize(moved.id).state == DONE
+    # The source makes sure the destination claimed (a read of the migration), then deletes the
+    # migration's hold on it, with no read of its own.
+    assert made(placement, before) == {"read": 1, "deleted": 1}
+    assert_books_agree(placement, clients)
+
+    before = consumer_requests(placement)
+    conductor.delete(instance_uuid)
+    # Its host read from the books (the servers API passes the server's), the instance deleted by
+    # the host with no read, and nothing more asked by the conductor.
+    assert made(placement, before) == {"read": 1, "deleted": 1}
+    assert_nothing_left(placement, clients, instance_uuid, moved.request["migration_uuid"])

@@ -31,7 +31,7 @@ class StandIn:
     def __init__(self, refusal):
         self.refusal = refusal
 
-    def instance_claim(self, instance, preempted=()):
+    def instance_claim(self, instance, preempted=(), held=None):
         raise self.refusal
 
     def get_claim(self, claim_id):

@@ -28,11 +28,11 @@ from berth.conductor.control.plane import ControlPlane
 from berth.conductor.errors import DATABASE_UNAVAILABLE
 from berth.conductor.journal import connection_lost
 from berth.domain.errors import BerthError, Unavailable
+from berth.domain.request_ids import global_request_id
 from berth.web.access.auth import authenticator
 from berth.web.access.policy import PolicyEnforcer
 from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.cors import with_cors
-from berth.web.observability.request_log import global_request_id
 from berth.web.responses import Reply
 
 if TYPE_CHECKING:

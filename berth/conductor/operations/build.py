@@ -264,13 +264,16 @@ def _try_host(runner: Runner, operation: Operation, request: ServerRequest, dest
         for v in operation.selections.get(PREEMPTED) or []
         if v.get("root_provider_uuid") == destination.get("root_provider_uuid")
     ]
+    # What the scheduler's claim (or the reschedule's write) made the instance hold, just before:
+    # the host need not read it again when that is its own plan.
+    held = destination_from_dict(destination).allocation_request.allocations
     runner.reach(operation, "claim")
     try:
         instance = request.instance(runner.scheduler_config)
         if operation.kind == UNSHELVE:
-            claim = agent.unshelve_claim(instance, victims)
+            claim = agent.unshelve_claim(instance, victims, held)
         else:
-            claim = agent.instance_claim(instance, victims)
+            claim = agent.instance_claim(instance, victims, held)
     except ClaimError as e:
         return f"the agent refused the claim: {e}"
     except NotConnected as e:

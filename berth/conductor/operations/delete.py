@@ -58,18 +58,24 @@ def _delete(runner: Runner, operation: Operation) -> None:
         return
     # A resumed delete runs every step again whatever the journal says was done, so no step needs
     # a write of its own: each is written with the end (a failure's too).
+    deleted: list[str] = []
     if host:
         agent = runner.agent(str(host))
         runner.run(operation, "destroy", lambda: agent.destroy_guest(instance), write=False)
-        runner.run(operation, "release_host", lambda: agent.delete_instance(instance), write=False)
+        runner.run(operation, "release_host", lambda: deleted.extend(agent.delete_instance(instance)), write=False)
 
-    _release_allocations(runner, operation)
+    _release_allocations(runner, operation, host_released=bool(deleted))
 
 
-def _release_allocations(runner: Runner, operation: Operation) -> None:
+def _release_allocations(runner: Runner, operation: Operation, *, host_released: bool = False) -> None:
+    """``host_released``: the host deleted the server's claims, which freed everything the server
+    held anywhere (the tracker's delete), so there is nothing left to ask the service for; a host
+    that had no claim (a repeat, a resume, books the host never knew) leaves it to the service."""
     instance = operation.instance_uuid
 
     def release_allocations() -> None:
+        if host_released:
+            return
         runner.calls.release_lease(instance)
         runner.calls.release(instance)
 

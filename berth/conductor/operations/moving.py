@@ -77,14 +77,14 @@ def hand_over(
 
 
 def release_reservation(runner: Runner, operation: Operation) -> None:
-    """The step that empties the migration's consumer for the destination's claim."""
+    """The step that empties the migration's consumer for the destination's claim.
+
+    The reservation is always leased (the scheduler takes the lease with its claim, or before it
+    on Placement's path), so releasing the lease releases it: a lease that expired took its
+    allocations with it, and nothing else writes the migration's consumer before the destination
+    claims. One request, where a release of the allocations after it would always find none."""
     migration = str(operation.request["migration_uuid"])
-
-    def release() -> None:
-        runner.calls.release_lease(migration)
-        runner.calls.release(migration)
-
-    runner.run(operation, "release_reservation", release, write=False)
+    runner.run(operation, "release_reservation", lambda: runner.calls.release_lease(migration), write=False)
 
 
 def schedule(

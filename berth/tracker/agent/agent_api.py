@@ -15,7 +15,8 @@ a body that does not fit its route's schema, ``berth.tracker.agent.schemas``), 4
     DELETE /claims/<id>                           abort it (a claim already gone: 200, {"result": null})
     POST   /claims/{instance,resize,live_migration,evacuate,rebuild,unshelve}
                                                   (instance and unshelve: "preempted", the consumers
-                                                  whose claims go first; tracker.drop_preempted)
+                                                  whose claims go first, tracker.drop_preempted;
+                                                  "held", what the scheduler's claim wrote)
     POST   /migrations/<m>/{source,confirm,revert,drop,cleanup_evacuated}
     POST   /instances/<u>/{delete,soft_delete,restore,shelve,shelve_offload}
     POST   /reclaim  /audit  /sync
@@ -45,12 +46,13 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from berth.clients import agent_error_codes
+from berth.clients import agent_error_codes, request_ids
 from berth.clients.errors import ClaimError, InvalidRequest, PlacementError
 from berth.domain.host.claims import ClaimHandle
 from berth.domain.host.errors import HostModelError
 from berth.domain.host.records import SourceContext
 from berth.domain.host.request import Flavor, InstanceSpec
+from berth.domain.request_ids import global_request_id
 from berth.tracker import guests
 from berth.tracker.agent import schemas
 from berth.tracker.agent.registration import Registration
@@ -116,7 +118,10 @@ class AgentApp:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
         try:
-            response = self.dispatch(request)
+            # The calls to the service made for the request carry the caller's global request id
+            # (a conductor's), so that one request is followed through the agent into the service.
+            with request_ids.carrying(global_request_id(request.headers.get(request_ids.HEADER))):
+                response = self.dispatch(request)
         except ClaimError as e:
             response = _json({"error": e.to_dict()}, e.status)
         except GuestError as e:
@@ -216,9 +221,9 @@ class AgentApp:
         t = self.tracker
         claim: ClaimHandle
         if kind == "instance":
-            claim = t.instance_claim(instance, self._preempted(body))
+            claim = t.instance_claim(instance, self._preempted(body), body.get("held"))
         elif kind == "unshelve":
-            claim = t.unshelve_claim(instance, self._preempted(body))
+            claim = t.unshelve_claim(instance, self._preempted(body), body.get("held"))
         elif kind == "resize":
             migration, source, flavor = self._need(body, "migration_uuid", "source", "flavor")
             claim = t.resize_claim(instance, Flavor.from_dict(flavor), migration, SourceContext.from_dict(source))

@@ -128,9 +128,11 @@ SOURCE_CONTEXT: Final = _object(
 
 # The routes' bodies: each names every key its route reads, and no other.
 PREEMPTED: Final = {"type": ["array", "null"], "items": TEXT}
+# What the scheduler's claim wrote for the instance (tracker.instance_claim's ``held``).
+HELD: Final = {"type": ["object", "null"], "additionalProperties": {"type": "object", "additionalProperties": COUNT}}
 CLAIMS: Final[Mapping[str, JsonSchema]] = {
-    "instance": _object({"instance": INSTANCE, "preempted": PREEMPTED}),
-    "unshelve": _object({"instance": INSTANCE, "preempted": PREEMPTED}),
+    "instance": _object({"instance": INSTANCE, "preempted": PREEMPTED, "held": HELD}),
+    "unshelve": _object({"instance": INSTANCE, "preempted": PREEMPTED, "held": HELD}),
     "resize": _object({"instance": INSTANCE, "migration_uuid": TEXT, "source": SOURCE_CONTEXT, "flavor": FLAVOR}),
     "live_migration": _object({"instance": INSTANCE, "migration_uuid": TEXT, "source": SOURCE_CONTEXT}),
     "evacuate": _object({"instance": INSTANCE, "migration_uuid": TEXT, "source_host": TEXT}),

@@ -57,7 +57,7 @@ def cleanup_evacuated(tracker: HostParts, instance_uuid: str, migration_uuid: st
         return [tracker.operations.run(r, PendingOp.EVACUATED, migration_uuid=migration_uuid) for r in records]
     held = tracker.placement.consumer(migration_uuid)
     if held.consumer_type == MIGRATION and set(held.allocations) & tracker.our_providers():
-        tracker.writer.clear(migration_uuid, MIGRATION, owner=("", ""), what=f"evacuation cleanup {migration_uuid}")
+        tracker.writer.clear(migration_uuid)
         return ["cleaned"]
     return []
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import re
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
@@ -16,8 +15,6 @@ import orjson
 
 REQUEST_LOGGER: Final = logging.getLogger("berth.request")
 LOG_FORMATS: Final = ("text", "json")
-# What a caller may pass as its global request id, as OpenStack's services accept it.
-GLOBAL_REQUEST_ID: Final = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 TEXT_FORMAT: Final = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
 
@@ -56,13 +53,6 @@ def _quoted(value: str) -> str:
     if value and not any(c.isspace() or c in '"=' for c in value):
         return value
     return orjson.dumps(value).decode()
-
-
-def global_request_id(header: str | None) -> str | None:
-    """The caller's ``x-openstack-request-id`` when it is a well-formed one; anything else is dropped."""
-    if header and GLOBAL_REQUEST_ID.match(header):
-        return header
-    return None
 
 
 def log_request(line: RequestLine) -> None:

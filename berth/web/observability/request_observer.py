@@ -14,9 +14,10 @@ from typing import Any, Final
 from prometheus_client.metrics import Counter, Histogram
 from werkzeug.wrappers import Request
 
+from berth.domain.request_ids import global_request_id
 from berth.web.access.auth import Caller
 from berth.web.observability.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
-from berth.web.observability.request_log import RequestLine, global_request_id, log_request
+from berth.web.observability.request_log import RequestLine, log_request
 from berth.web.routing import ROUTE_KEY, RouteMap
 
 # The route label of a path no route matches: raw paths would make a series per provider.
