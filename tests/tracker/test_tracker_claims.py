@@ -133,8 +133,8 @@ def test_claim_fails_when_placement_refuses_capacity_taken_behind_the_trackers_b
             outsider: {
                 "allocations": {host.tree.root.uuid: {"VCPU": 3}},
                 "generation": None,
-                "project_id": "p",
-                "user_id": "u",
+                "project_id": inst.project_id,
+                "user_id": inst.user_id,
                 "consumer_type": "INSTANCE",
             }
         }
@@ -149,8 +149,8 @@ def test_claim_fails_when_placement_refuses_capacity_taken_behind_the_trackers_b
             outsider: {
                 "allocations": {},
                 "generation": placement.consumer(outsider).generation,
-                "project_id": "p",
-                "user_id": "u",
+                "project_id": inst.project_id,
+                "user_id": inst.user_id,
                 "consumer_type": "INSTANCE",
             }
         }
@@ -288,4 +288,49 @@ providers:
     with pytest.raises(ClaimFailed, match="CUSTOM_LICENSE_SEAT"):
         host.instance_claim(instance(flavor(1, 512, resources={"CUSTOM_LICENSE_SEAT": 1})))
     assert host.capacity()["resource_classes"]["CUSTOM_LICENSE_SEAT"]["units"] == "seat"
+    assert_books_agree(host)
+
+
+def test_a_claim_written_by_the_scheduler_otherwise_than_planned_is_written_as_planned(hosts, placement):
+    """``held`` (what the scheduler wrote) spares the host a read only when it is the host's own
+    plan: any other allocation set is replaced by the plan, as without it."""
+    host = hosts()
+    root = host.tree.root.uuid
+    inst = instance(flavor(2, 2048, 10))
+    written = {root: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 10}}  # not what the host plans
+    placement.write_consumers(
+        {
+            inst.uuid: {
+                "allocations": written,
+                "generation": None,
+                "project_id": inst.project_id,
+                "user_id": inst.user_id,
+                "consumer_type": "INSTANCE",
+            }
+        }
+    )
+    host.instance_claim(inst, held=written)
+    assert placement.consumer(inst.uuid).allocations == {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10}}
+    assert_books_agree(host)
+
+
+def test_a_claim_written_by_the_scheduler_as_planned_is_recorded_as_it_stands(hosts, placement):
+    host = hosts()
+    root = host.tree.root.uuid
+    inst = instance(flavor(2, 2048, 10))
+    planned = {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10}}
+    placement.write_consumers(
+        {
+            inst.uuid: {
+                "allocations": planned,
+                "generation": None,
+                "project_id": inst.project_id,
+                "user_id": inst.user_id,
+                "consumer_type": "INSTANCE",
+            }
+        }
+    )
+    claim = host.instance_claim(inst, held=planned)
+    assert claim.state == ACTIVE and host.store.get(claim.claim_id).pending_op is None
+    assert placement.consumer(inst.uuid).allocations == planned
     assert_books_agree(host)
