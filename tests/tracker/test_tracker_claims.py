@@ -133,8 +133,8 @@ def test_claim_fails_when_placement_refuses_capacity_taken_behind_the_trackers_b
             outsider: {
                 "allocations": {host.tree.root.uuid: {"VCPU": 3}},
                 "generation": None,
-                "project_id": inst.project_id,
-                "user_id": inst.user_id,
+                "project_id": "p",
+                "user_id": "u",
                 "consumer_type": "INSTANCE",
             }
         }
@@ -149,8 +149,8 @@ def test_claim_fails_when_placement_refuses_capacity_taken_behind_the_trackers_b
             outsider: {
                 "allocations": {},
                 "generation": placement.consumer(outsider).generation,
-                "project_id": inst.project_id,
-                "user_id": inst.user_id,
+                "project_id": "p",
+                "user_id": "u",
                 "consumer_type": "INSTANCE",
             }
         }
