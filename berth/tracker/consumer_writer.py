@@ -9,7 +9,7 @@ hold nothing at all is deleted instead, with no read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from berth.clients.placement import JSON, ConsumerState, PlacementClient, retry_on_conflict
 from berth.domain.host import allocations
@@ -25,17 +25,29 @@ class ConsumerWriter:
     def __init__(self, placement: PlacementClient):
         self.placement = placement
 
-    def rewrite(self, consumers: Iterable[str], desired: DesiredFn, *, owner: tuple[str, str], what: str) -> None:
+    def rewrite(
+        self,
+        consumers: Iterable[str],
+        desired: DesiredFn,
+        *,
+        owner: tuple[str, str],
+        what: str,
+        known: Mapping[str, ConsumerState] | None = None,
+    ) -> None:
         """Make the consumers' allocations what ``desired(states)`` says, in one POST /allocations.
 
         ``desired`` gets fresh ``ConsumerState`` objects on every attempt; consumers it leaves out,
         and those that already hold what it wants, are not written. ``owner`` (project, user) is
-        used for consumers that do not exist yet.
+        used for consumers that do not exist yet. ``known``: the states of every consumer as the
+        caller read them just before, used by the first attempt instead of reading them again (a
+        stale one fails that attempt on its generation, and the next reads afresh).
         """
         names = list(consumers)
+        first = dict(known) if known is not None and set(names) <= set(known) else None
 
         def attempt() -> None:
-            states = {uuid: self.placement.consumer(uuid) for uuid in names}
+            nonlocal first
+            states, first = first or {uuid: self.placement.consumer(uuid) for uuid in names}, None
             writes = {
                 uuid: _write(states[uuid], wanted, consumer_type, owner)
                 for uuid, (wanted, consumer_type) in desired(states).items()

@@ -8,9 +8,10 @@ by this interface, so that they import nothing above them and the tracker import
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
-from berth.clients.placement import PlacementClient
+from berth.clients.placement import ConsumerState, PlacementClient
 from berth.domain.host.allocations import ByConsumer
 from berth.domain.host.claims import ClaimOwner
 from berth.domain.host.fitting import Plan
@@ -65,7 +66,13 @@ class HostParts(ClaimOwner, Protocol):
 
     def check_group(self, instance: InstanceSpec) -> None: ...
 
-    def land(self, record: ClaimRecord, consumers: list[str], desired: DesiredFn) -> ClaimRecord: ...
+    def land(
+        self,
+        record: ClaimRecord,
+        consumers: list[str],
+        desired: DesiredFn,
+        known: Mapping[str, ConsumerState] | None = None,
+    ) -> ClaimRecord: ...
 
     def placement_snapshot(self) -> ByConsumer: ...
 

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from berth.clients.errors import (
@@ -187,11 +187,19 @@ class ResourceTracker:
         if refusal is not None:
             raise ClaimFailed([refusal])
 
-    def land(self, record: ClaimRecord, consumers: list[str], desired: DesiredFn) -> ClaimRecord:
+    def land(
+        self,
+        record: ClaimRecord,
+        consumers: list[str],
+        desired: DesiredFn,
+        known: Mapping[str, ConsumerState] | None = None,
+    ) -> ClaimRecord:
         """Steps 2 and 3 of a claim marked in the store: write it to Placement, then clear its mark
-        (or drop it when Placement refuses it)."""
+        (or drop it when Placement refuses it). ``known``: the consumers as just read (the writer's)."""
         try:
-            self.writer.rewrite(consumers, desired, owner=record.owner, what=f"claim of {record.instance_uuid}")
+            self.writer.rewrite(
+                consumers, desired, owner=record.owner, what=f"claim of {record.instance_uuid}", known=known
+            )
         except CapacityExceeded as e:
             self.store.delete(record.claim_id)
             raise ClaimFailed([f"Placement: {e.detail}"]) from None

@@ -52,10 +52,13 @@ def claim(tracker: HostParts, move: MoveRequest) -> Claim:
     _check(tracker, move)
     tracker.check_group(move.instance)
     plan = tracker.plan(move.flavor)
-    moved, kept = _split(tracker.placement.consumer(move.instance.uuid), tracker.shared_provider)
+    # Both consumers read once: what the migration takes, and the states the write starts from.
+    consumers = [move.instance.uuid, move.migration_uuid]
+    states = {uuid: tracker.placement.consumer(uuid) for uuid in consumers}
+    moved, kept = _split(states[move.instance.uuid], tracker.shared_provider)
     record = tracker.store.add(_incoming_record(tracker.host, move, plan, moved, kept))
     desired = _handover(tracker, move, plan, moved)
-    return Claim(tracker.land(record, [move.instance.uuid, move.migration_uuid], desired), tracker)
+    return Claim(tracker.land(record, consumers, desired, known=states), tracker)
 
 
 def _existing_claim(tracker: HostParts, move: MoveRequest) -> ClaimRecord | None:
