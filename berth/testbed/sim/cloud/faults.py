@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from berth.clients.agent import AgentClient
@@ -127,26 +127,7 @@ class Faults:
             return
         url = self.cloud.server.url
         seeds = [rng.randrange(1 << 30) for _ in range(STORM_THREADS)]
-
-        def compete(seed: int) -> None:
-            local = random.Random(seed)
-            client = PlacementClient(url, attempts=1)
-            for _ in range(STORM_WRITES):
-                consumer = str(uuid.uuid4())
-                root = local.choice(hot_roots)
-                body = {
-                    "allocations": {root: {"resources": {"VCPU": 1, "MEMORY_MB": 64}}},
-                    "consumer_generation": None,
-                    "project_id": "storm",
-                    "user_id": "storm",
-                }
-                try:
-                    client.request("PUT", f"/allocations/{consumer}", body)
-                except ClientError:
-                    continue
-                _remove(client, consumer)
-
-        threads = [threading.Thread(target=compete, args=(s,), name="sim-storm") for s in seeds]
+        threads = [threading.Thread(target=compete, args=(url, hot_roots, s), name="sim-storm") for s in seeds]
         for t in threads:
             t.start()
         for t in threads:
@@ -177,6 +158,32 @@ class Faults:
             cluster.wait_replicas(FAILOVER_TIMEOUT)
         finally:
             self.failing_over.release()
+
+
+def compete(url: str, hot_roots: Sequence[str], seed: int, writes: int = STORM_WRITES) -> int:
+    """One competing scheduler of a storm: ``writes`` times, a consumer of its own written onto one
+    of the hot roots and removed again; how many of its writes the service took."""
+    local = random.Random(seed)
+    client = PlacementClient(url, attempts=1)
+    taken = 0
+    for _ in range(writes):
+        consumer = str(uuid.uuid4())
+        body = {
+            "allocations": {local.choice(hot_roots): {"resources": {"VCPU": 1, "MEMORY_MB": 64}}},
+            "consumer_generation": None,
+            "project_id": "storm",
+            "user_id": "storm",
+            # Required at the client's microversion (1.38 on): without it every write was a 400,
+            # and the storm moved no generation at all.
+            "consumer_type": "INSTANCE",
+        }
+        try:
+            client.request("PUT", f"/allocations/{consumer}", body)
+        except ClientError:
+            continue  # a 409 (the point of the storm) or a worker killed under it
+        taken += 1
+        _remove(client, consumer)
+    return taken
 
 
 def _remove(client: PlacementClient, consumer: str, tries: int = 5) -> None:
