@@ -4,6 +4,7 @@ allocations written, read or removed, and which host holds them. Every call can 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Final
 from urllib.parse import urlencode
 
@@ -95,12 +96,23 @@ class ServiceCalls:
             return e
         return None
 
+    def learn_hosts(self, compute_nodes: Mapping[str, str]) -> None:
+        """Compute nodes' uuids and names as read elsewhere (the conductors' list of every compute
+        node), so that ``host_of`` finds a consumer on a root it has not met without a read."""
+        self._host_names.update(compute_nodes)
+        self._nobodys.difference_update(compute_nodes)
+
     def host_of(self, consumer: str) -> str | None:
         """The name of the compute host whose tree holds the consumer's allocations, if any (a
-        sharing provider is nobody's host): the first of its providers, in uuid order, whose root is
-        a compute node. One read of the consumer's allocations, and one per provider not met before."""
+        sharing provider is nobody's host; a consumer's other providers are all in one host's tree):
+        a provider whose host is known, else the first, in uuid order, whose root is a compute node.
+        One read of the consumer's allocations, and one per provider not met before."""
+        held = sorted(self.allocations(consumer))
+        for provider in held:
+            if provider in self._host_names:
+                return self._host_names[provider]
         known_nobodys = []
-        for provider in sorted(self.allocations(consumer)):
+        for provider in held:
             if provider in self._nobodys:
                 known_nobodys.append(provider)
                 continue

@@ -113,3 +113,18 @@ def test_a_build_in_flight_keeps_its_allocations_through_its_hosts_heal(conducto
     assert_books_agree(placement, clients)
     conductor.delete(instance_uuid)
     assert_nothing_left(placement, clients, instance_uuid)
+
+
+def test_a_server_on_a_compute_node_learned_from_the_list_costs_its_allocations_alone(
+    conductors, placement, clients, instance_uuid, recorded
+):
+    """The conductors read every compute node for the scheduler now and then (host_books); told
+    them, the lookup of a server on one of them makes no read of its tree."""
+    calls, session = recorded
+    conductor = conductors()
+    host = conductor.build(server(instance_uuid, PLAIN)).selections["host"]
+    calls.learn_hosts({placement.find_provider(host)["uuid"]: host})
+    assert calls.host_of(instance_uuid) == host
+    assert session.sent == [("GET", f"/allocations/{instance_uuid}")]
+    conductor.delete(instance_uuid)
+    assert_nothing_left(placement, clients, instance_uuid)

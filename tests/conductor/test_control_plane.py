@@ -313,3 +313,24 @@ def test_a_delete_whose_confirmation_fails_is_refused_with_why_and_deletes_nothi
     assert placement.consumer(server_id).allocations == {}
     assert placement.consumer(resize.request["migration_uuid"]).allocations == {}
     assert_books_agree(placement, clients)
+
+
+def test_the_compute_nodes_read_for_the_scheduler_name_the_hosts_of_servers(plane, placement, cloud):
+    """A conductor reads every compute node for its scheduler (the nodes no agent registered are
+    left out); the same read tells the lookup of a server's host their roots, which it then finds
+    without reading the root's tree."""
+    from httphelpers import RecordingHttp
+
+    host = sorted(cloud)[0]
+    assert host not in plane.scheduler_config.unknown_hosts  # the compute nodes read by now
+    consumer = str(uuid.uuid4())
+    root = placement.find_provider(host)["uuid"]
+    body = {"allocations": {root: {"VCPU": 1}}, "generation": None, "project_id": "p", "user_id": "u"}
+    placement.write_consumers({consumer: {**body, "consumer_type": "INSTANCE"}})
+    calls = plane.conductor.runner.calls
+    recorded = calls.placement.http = RecordingHttp(placement.url, placement.headers)
+    try:
+        assert calls.host_of(consumer) == host
+        assert recorded.sent == [("GET", f"/allocations/{consumer}")]
+    finally:
+        placement.request("DELETE", f"/allocations/{consumer}")

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Final
 from urllib.parse import urlencode
 
@@ -144,14 +144,18 @@ class UnknownHosts(_ReadAgain):
         self._nodes_read_at = -COMPUTE_NODES_FRESH_SECONDS
         self._nodes: frozenset[str] = frozenset()
         self._registered: frozenset[str] = frozenset()
+        # Told each read of the compute nodes (uuid -> name): what else would read them again.
+        self.on_nodes: Callable[[Mapping[str, str]], None] = lambda nodes: None
 
     def _current(self) -> frozenset[str]:
         now = time.monotonic()
         with self._lock:
             if now - self._nodes_read_at >= COMPUTE_NODES_FRESH_SECONDS:
                 with _keeping_what_was_known("the service's compute nodes"):
-                    self._nodes = _compute_nodes(self.placement)
+                    nodes = _compute_nodes(self.placement)
+                    self._nodes = frozenset(nodes.values())
                     self._nodes_read_at = now
+                    self.on_nodes(nodes)
             if now - self._read_at >= DOWN_FRESH_SECONDS:
                 with _keeping_what_was_known("the registered hosts"):
                     self._registered = self.hosts.names()
@@ -159,9 +163,10 @@ class UnknownHosts(_ReadAgain):
             return self._nodes - self._registered
 
 
-def _compute_nodes(placement: PlacementClient) -> frozenset[str]:
+def _compute_nodes(placement: PlacementClient) -> dict[str, str]:
+    """Every compute node's uuid -> its name."""
     query = urlencode({"required": COMPUTE_NODE_TRAIT})
-    return frozenset(str(p["name"]) for p in placement.get(f"/resource_providers?{query}")["resource_providers"])
+    return {str(p["uuid"]): str(p["name"]) for p in placement.get(f"/resource_providers?{query}")["resource_providers"]}
 
 
 class ZoneAggregates(Mapping[str, frozenset[str]]):

@@ -93,11 +93,12 @@ class ControlPlane:
         self.journal.companions.append(self.servers)
         self.hosts = Hosts(engine, self.settings.host_down_after)
         self.zones = host_books.ZoneAggregates(self.hosts)
+        unknown_hosts = host_books.UnknownHosts(self.hosts, placement)
         self.scheduler_config = replace(
             scheduler_config or SchedulerConfig(),
             availability_zones=self.zones,
             hosts_down=host_books.DownHosts(self.hosts),
-            unknown_hosts=host_books.UnknownHosts(self.hosts, placement),
+            unknown_hosts=unknown_hosts,
         )
         self.flavors = Flavors(engine, self.scheduler_config)
         self.groups = ServerGroups(engine, self.servers)
@@ -111,6 +112,9 @@ class ControlPlane:
             owner=owner,
             hook=hook,
         )
+        # The compute nodes read for the scheduler name the roots an operation finds its server's
+        # host by (ServiceCalls.host_of), which would otherwise read each one it meets.
+        unknown_hosts.on_nodes = self.conductor.runner.calls.learn_hosts
         self.conductor.runner.victims = preemptions.RecordedServers(self.servers)
         self.preemptions = preemptions.Preemptions(placement, self.servers, self.conductor.runner)
         self.background = Background(self.conductor.runner, self.settings.operation_threads)
