@@ -5,12 +5,16 @@ several URLs and moves to the next when one does not answer."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Final
 
 from berth.clients.errors import ClientError
 from berth.clients.http import Answer, JsonHttp, ReadTimedOut, TransportError
 
 DEFAULT_URL = "http://127.0.0.1:8774"
+# The conductors refuse a host's registration because another agent, whose heartbeats are fresh,
+# holds the host's name (409). Kept here, not with the conductors' other codes
+# (berth.conductor.errors), because an agent acts on it and imports the client, not the conductor.
+HOST_NAME_TAKEN: Final = "berth.host.name_taken"
 
 
 class ConductorError(ClientError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from berth.clients.conductor import HOST_NAME_TAKEN as HOST_NAME_TAKEN
 from berth.domain.errors import Conflict
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 
@@ -64,6 +65,8 @@ HOST_DOWN: Final = "berth.host.down"
 HOST_NOT_REPORTED: Final = "berth.host.not_reported"
 HOST_IN_USE: Final = "berth.host.in_use"
 HOST_REGISTERED_BY_ANOTHER: Final = "berth.host.registered_by_another"
+# HOST_NAME_TAKEN (imported above): another agent, whose heartbeats are fresh, holds the host's name.
+# Its value is kept with the conductors' client, whose caller (the agent's registration) acts on it.
 OPERATION_NOT_FOUND: Final = "berth.operation.not_found"
 # A list's query parameter that is not one (a limit below 0, say).
 QUERY_INVALID: Final = "berth.query.invalid"

@@ -1,11 +1,13 @@
 """The conductors' API through its WSGI application over a real database and service: the operations
 a project's readers see (their project's servers', not another's), the kinds an operation list
 takes, flavors whose id or name another flavor holds, one extra spec read and set as Nova's API
-does, and hosts disabled and enabled answered as ``GET /hosts/{name}`` shows them."""
+does, hosts disabled and enabled answered as ``GET /hosts/{name}`` shows them, and a host's name
+refused to a second agent while the agent that holds it beats."""
 
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 import sqlalchemy as sa
@@ -216,3 +218,30 @@ def test_a_host_disabled_or_enabled_is_answered_with_its_servers(plane, web, ser
     assert _without_heartbeat(enabled) == _without_heartbeat(
         web.get(f"/hosts/{host}", headers=ADMIN).get_json()["host"]
     )
+
+
+def test_a_second_agent_is_refused_a_host_name_the_first_holds_and_the_first_is_taken_anywhere(plane, web):
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    path = f"/hosts/named-{first[:8]}"
+
+    def registered(url: str, agent_id: str, query: str = ""):
+        body = {"host": {"url": url, "zone": "zone-1", "agent_id": agent_id}}
+        return web.put(path + query, json=body, headers=ADMIN)
+
+    try:
+        before = _snapshot(plane)
+        # Checked, not made: as an agent asks before it serves.
+        assert registered("http://127.0.0.1:9", first, "?dry_run=1").status_code == 204
+        assert _snapshot(plane) == before
+        assert registered("http://127.0.0.1:9", first).status_code == 200
+        before = _snapshot(plane)
+        for query in ("", "?dry_run=1"):
+            error = _error(registered("http://127.0.0.1:10", second, query), 409)
+            assert error["code"] == "berth.host.name_taken", error
+            assert "held by the agent at http://127.0.0.1:9, whose" in error["detail"], error
+        assert _error(registered("http://127.0.0.1:10", second.upper()), 400)["code"] == "berth.undefined_code"
+        assert _snapshot(plane) == before
+        restarted = registered("http://127.0.0.1:11", first)
+        assert restarted.status_code == 200 and restarted.get_json()["host"]["url"] == "http://127.0.0.1:11"
+    finally:
+        web.delete(path, headers=ADMIN)

@@ -15,7 +15,7 @@ from berth.conductor.control.plane import ControlPlane, ControlSettings, Who
 from berth.conductor.errors import InvalidState, Refused, ServerBusy
 from berth.conductor.journal import DONE
 from berth.conductor.records import server_states
-from berth.conductor.records.hosts import RegisteredByAnother
+from berth.conductor.records.hosts import HostEntry, RegisteredByAnother
 from berth.conductor.runner import ConductorConfig
 from berth.domain.errors import BadRequest, NotFound
 from berth.scheduler.settings import SelectionSettings
@@ -220,13 +220,13 @@ def test_an_unknown_server_or_flavor_is_refused(plane):
 def test_many_registrations_that_change_nothing_are_heartbeats_and_the_others_registrations(plane, cloud):
     registered = {h.name: h for h in plane.hosts.all()}
     time.sleep(1.1)
-    same = {n: (h.url, h.zone, h.agent_token) for n, h in registered.items()}
+    same = {n: HostEntry(h.url, h.zone, h.agent_token) for n, h in registered.items()}
     beaten, made = plane.register_hosts(same, "agent-user", admin=False)
     assert (beaten, made) == (set(registered), [])
     assert all(h.silent_for < 1.0 for h in plane.hosts.all())
 
     [moved, *_] = sorted(registered)
-    changed = {**same, moved: (same[moved][0], "zone-moved", same[moved][2])}
+    changed = {**same, moved: same[moved]._replace(zone="zone-moved")}
     beaten, made = plane.register_hosts(changed, "agent-user", admin=False)
     assert beaten == set(registered) - {moved}
     assert [(h.name, h.zone) for h in made] == [(moved, "zone-moved")]
@@ -238,8 +238,8 @@ def test_many_registrations_that_change_nothing_are_heartbeats_and_the_others_re
 def test_many_registrations_refuse_a_host_another_user_registered(plane):
     name, host = next(iter((h.name, h) for h in plane.hosts.all()))
     with pytest.raises(RegisteredByAnother):
-        plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "someone-else", admin=False)
-    beaten, _ = plane.register_hosts({name: (host.url, host.zone, host.agent_token)}, "admin", admin=True)
+        plane.register_hosts({name: HostEntry(host.url, host.zone, host.agent_token)}, "someone-else", admin=False)
+    beaten, _ = plane.register_hosts({name: HostEntry(host.url, host.zone, host.agent_token)}, "admin", admin=True)
     assert beaten == {name}
 
 

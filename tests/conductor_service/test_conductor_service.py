@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from agenthelpers import assert_remote_books_agree
+from livehelpers import free_port, run_berth
 from servicehelpers import LARGE, act, build, ended, ensure_flavors, wait_for
 
 from berth.clients.conductor import ConductorError
@@ -343,6 +344,30 @@ def test_a_host_registered_by_one_user_cannot_be_taken_over_by_another(cloud):
     with pytest.raises(ConductorError) as forbidden:
         anonymous.request("PUT", f"/hosts/h-{uuid.uuid4().hex[:6]}", {"host": {"url": "http://127.0.0.1:1"}})
     assert forbidden.value.status == 403
+
+
+def test_a_second_agent_under_a_live_agents_host_name_is_refused_and_the_first_keeps_serving(cloud, tmp_path):
+    first = cloud.agents["alpha"]
+    state = tmp_path / "state"
+    second = run_berth(
+        *("agent", "--host", "alpha", "--driver", "fake", "--config", str(first.config)),
+        *("--placement", first.placement_url, "--bind", f"127.0.0.1:{free_port()}", "--state-dir", str(state)),
+        *("--conductor", ",".join(c.url for c in cloud.conductors), "--zone", "zone-a"),
+        timeout=30,
+    )
+    assert second.returncode == 1, second
+    [said] = second.stderr.strip().splitlines()[-1:]
+    assert said.startswith(
+        "berth agent: another agent already serves host alpha; stop it, or start this one under another --host "
+        f"name. The conductors say: Host alpha is held by the agent at {first.url}, whose last heartbeat was"
+    ), second.stderr
+    # Refused before it reported the host, audited or served: no claim store was even made.
+    assert not (state / "alpha.sqlite").exists()
+    time.sleep(1.5)  # a few of the first agent's beats
+    for index in range(len(cloud.conductors)):
+        shown = cloud.client(index).get("/hosts/alpha")["host"]
+        assert (shown["url"], shown["state"]) == (first.url, "up")
+    assert first.client.capacity()["host"] == "alpha"
 
 
 WHOLE_HOST = {"vcpus": 4, "ram": 1024, "disk": 1}

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from berth.tracker.configuration.config import TrackerConfig
 
 LOG = logging.getLogger("berth.agent")
+# How long the agent's start waits for each conductor to answer the check of its host's name.
+NAME_CHECK_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -161,14 +163,19 @@ def placement_client(settings: AgentSettings) -> PlacementClient:
     return PlacementClient(settings.placement, settings.placement_token, roles=settings.placement_roles)
 
 
-def registration(settings: AgentSettings, bind: str, agent_token: str | None) -> Registration | None:
-    """The agent's registration with the conductors, if it is told of any."""
+def registration(
+    settings: AgentSettings, bind: str, agent_token: str | None, agent_id: str | None, *, timeout: float = 30.0
+) -> Registration | None:
+    """The agent's registration with the conductors, if it is told of any; ``timeout`` seconds for
+    each conductor to answer."""
     from berth.clients.conductor import ConductorClient
     from berth.tracker.agent.registration import Registration
 
     if not settings.conductor:
         return None
-    client = ConductorClient(list(settings.conductor), settings.conductor_token, roles=settings.placement_roles)
+    client = ConductorClient(
+        list(settings.conductor), settings.conductor_token, roles=settings.placement_roles, timeout=timeout
+    )
     return Registration(
         client,
         settings.host,
@@ -176,7 +183,9 @@ def registration(settings: AgentSettings, bind: str, agent_token: str | None) ->
         zone=settings.zone,
         agent_token=agent_token,
         interval=settings.heartbeat_interval,
+        agent_id=agent_id,
         token_setting="--conductor-token ($BERTH_CONDUCTOR_TOKEN)",
+        host_setting="another --host name",
     )
 
 
@@ -225,8 +234,10 @@ def run(params: Mapping[str, Any]) -> int:
     from berth.clients.errors import PlacementError
     from berth.domain.host.names import host_name_problem
     from berth.tracker.agent.agent_api import AgentWorker
+    from berth.tracker.agent.identity import agent_id
+    from berth.tracker.agent.registration import HostNameTaken
     from berth.tracker.drivers import make_driver
-    from berth.tracker.errors import ConfigError
+    from berth.tracker.errors import ConfigError, StoreError
     from berth.tracker.tracker import ResourceTracker
     from berth.web import server
 
@@ -280,20 +291,34 @@ def run(params: Mapping[str, Any]) -> int:
             finally:
                 tracker.close()
             return 0
+        try:
+            # Made under the store's lock: the id is the claim store's (berth.tracker.agent.identity).
+            this_agent = agent_id(store_path) if settings.conductor else None
+        except StoreError as e:
+            print(f"berth agent: {e}", file=sys.stderr)
+            return 1
         LOG.info(
-            "agent for %s (%s driver) on %s, claims in %s, Placement at %s",
+            "agent for %s (%s driver) on %s, claims in %s, Placement at %s%s",
             settings.host,
             settings.driver,
             config.agent.bind,
             store_path,
             settings.placement,
+            f", registering as agent {this_agent}" if this_agent else "",
         )
         worker = AgentWorker(
             build_tracker,
             token=config.agent.token,
             driver_name=settings.driver,
             audit_interval=config.audit.interval,
-            registration=registration(settings, config.agent.bind, config.agent.token),
+            registration=registration(settings, config.agent.bind, config.agent.token, this_agent),
+        )
+        # The host's name checked with the conductors before the worker reports the host, audits it
+        # or serves: a second agent under a live one's name stops here, having touched nothing. Its
+        # own client: the worker's connections are made in the worker. Conductors that do not answer
+        # soon leave the check to the worker's beats, which the conductors refuse just the same.
+        name_check = registration(
+            settings, config.agent.bind, config.agent.token, this_agent, timeout=NAME_CHECK_SECONDS
         )
         try:
             # One worker process: the tracker's lock is in-process; a few threads queue on it.
@@ -306,6 +331,7 @@ def run(params: Mapping[str, Any]) -> int:
                 access_log=settings.access_log,
                 metrics=False,
                 on_worker_exit=worker.exit,
+                prepare=name_check.check_name if name_check is not None else None,
             )
         except server.AddressInUse:
             print(
@@ -313,6 +339,9 @@ def run(params: Mapping[str, Any]) -> int:
                 "stop it or choose another --bind.",
                 file=sys.stderr,
             )
+            return 1
+        except HostNameTaken as e:
+            print(f"berth agent: {e}", file=sys.stderr)
             return 1
         return status
     finally:

@@ -12,6 +12,8 @@ from berth.web.json_schemas import first_error
 
 NAME: Final = {"type": "string", "minLength": 1, "maxLength": 255}
 UUID: Final = {"type": "string", "format": "uuid"}
+# A UUID as an agent writes it, lowercase with its hyphens, so that one id has one spelling.
+AGENT_ID: Final = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 COUNT: Final = {"type": "integer", "minimum": 1, "maximum": 1000}
 SIZE: Final = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 STRINGS: Final = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}
@@ -142,6 +144,9 @@ HOST_REGISTER: Final = _object(
                 "url": {"type": "string", "pattern": "^https?://", "maxLength": 1024},
                 "zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
                 "agent_token": {"type": ["string", "null"], "maxLength": 255},
+                # The agent's id, as it keeps it (a UUID's lowercase text): another agent is refused
+                # the host's name while the host is up (berth.conductor.records.hosts).
+                "agent_id": {"type": ["string", "null"], "pattern": AGENT_ID},
             },
             ("url",),
         )

@@ -332,11 +332,19 @@ class ControlPlane:
     # -- hosts ------------------------------------------------------------------------------------
 
     def register_host(
-        self, name: str, url: str, zone: str | None, agent_token: str | None, user_id: str, *, admin: bool
+        self,
+        name: str,
+        url: str,
+        zone: str | None,
+        agent_token: str | None,
+        user_id: str,
+        *,
+        admin: bool,
+        agent_id: str | None = None,
     ) -> Host:
         # The zone it was in, which it leaves (no other host may be left in it to name it).
         previous = self.hosts.zones_of([name]).get(name)
-        host, changed = self.hosts.register(name, url, zone, agent_token, user_id, admin=admin)
+        host, changed = self.hosts.register(name, url, zone, agent_token, user_id, admin=admin, agent_id=agent_id)
         if changed:
             self.zones.forget()
         if (name, zone) not in self._joined:
@@ -358,11 +366,11 @@ class ControlPlane:
         are one heartbeat in one statement, whatever their number, where one ``register_host`` each
         would read and write every row apart and look up its zone in the service; the others are
         registered one by one. The names only beaten, and the hosts registered."""
-        maybe_same = {n: e for n, e in entries.items() if (n, e[1]) not in self._waiting}
+        maybe_same = {n: e for n, e in entries.items() if (n, e.zone) not in self._waiting}
         beaten = self.hosts.beat_unchanged(maybe_same, user_id, admin=admin)
         registered = [
-            self.register_host(name, url, zone, token, user_id, admin=admin)
-            for name, (url, zone, token) in entries.items()
+            self.register_host(name, e.url, e.zone, e.agent_token, user_id, admin=admin, agent_id=e.agent_id)
+            for name, e in entries.items()
             if name not in beaten
         ]
         return beaten, registered

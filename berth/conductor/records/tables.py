@@ -64,6 +64,10 @@ hosts = sa.Table(
     sa.Column("registered_at", sa.Float, nullable=False),
     # The database's clock at the agent's last heartbeat.
     sa.Column("heartbeat", sa.Float, nullable=False),
+    # The id of the agent that holds the name (a UUID kept in its state folder): the same id is the
+    # same agent, restarted perhaps at another address; another id is refused while the host is up.
+    # None: a host registered before agents had ids, or by one that sends none.
+    sa.Column("agent_id", sa.String(36), nullable=True),
 )
 
 servers = sa.Table(

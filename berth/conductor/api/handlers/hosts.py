@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers.servers import plane_of
-from berth.conductor.records.hosts import Host
+from berth.conductor.records.hosts import Host, HostEntry
 from berth.domain.errors import BadRequest
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
@@ -16,19 +16,33 @@ def _admin(call: WebCall) -> bool:
 
 
 def register(call: WebCall, name: str) -> Reply:
+    """An agent registers its host (or beats); with ``?dry_run=1`` the registration is only checked:
+    204 when it would be taken, the refusal it would meet otherwise, and nothing written (an agent
+    asks so as it starts, before it serves)."""
     asked = schemas.check(call.json_body(), schemas.HOST_REGISTER)["host"]
     assert call.caller is not None
+    if call.request.args.get("dry_run", "").lower() in ("1", "true", "yes"):
+        entry = HostEntry(asked["url"], asked.get("zone"), asked.get("agent_token"), asked.get("agent_id"))
+        plane_of(call).hosts.check(name, entry, call.caller.user_id, admin=_admin(call))
+        return empty_response(204)
     host = plane_of(call).register_host(
-        name, asked["url"], asked.get("zone"), asked.get("agent_token"), call.caller.user_id, admin=_admin(call)
+        name,
+        asked["url"],
+        asked.get("zone"),
+        asked.get("agent_token"),
+        call.caller.user_id,
+        admin=_admin(call),
+        agent_id=asked.get("agent_id"),
     )
     return views.reply({"host": views.host(host)})
 
 
 def register_many(call: WebCall) -> Reply:
-    """Several hosts registered (or beating) at once: ``{"hosts": [{"name", "url", "zone"?, "agent_token"?}]}``."""
+    """Several hosts registered (or beating) at once:
+    ``{"hosts": [{"name", "url", "zone"?, "agent_token"?, "agent_id"?}]}``."""
     asked = schemas.check(call.json_body(), schemas.HOSTS_REGISTER)["hosts"]
     assert call.caller is not None
-    entries = {h["name"]: (h["url"], h.get("zone"), h.get("agent_token")) for h in asked}
+    entries = {h["name"]: HostEntry(h["url"], h.get("zone"), h.get("agent_token"), h.get("agent_id")) for h in asked}
     if len(entries) != len(asked):
         raise BadRequest("A host is named twice in the list.")
     beaten, registered = plane_of(call).register_hosts(entries, call.caller.user_id, admin=_admin(call))
