@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.livehelpers import LiveServer, run_berth
+from livehelpers import LiveServer, run_berth
 
 pytestmark = pytest.mark.slow
 

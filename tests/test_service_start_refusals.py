@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from livehelpers import LiveServer, run_berth
 
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port
-from tests.livehelpers import LiveServer, run_berth
 
 pytestmark = pytest.mark.slow
 
