@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tracker"))
 
+from answerdropper import AnswerDropper  # noqa: E402 - after the path, as above
 from livehelpers import LiveServer, live_host  # noqa: E402 - after the path, as above
 
 from berth.testbed.sim.cloud.faults import compete  # noqa: E402 - after the path, as above
@@ -29,5 +31,23 @@ def test_a_conflict_storms_writes_land_move_the_generations_and_leave_nothing(tm
         for root in roots:
             assert client.request("GET", f"/resource_providers/{root}/allocations").json()["allocations"] == {}
     finally:
+        log = server.stop()
+    assert "Traceback" not in log, log
+
+
+def test_a_storm_write_whose_answer_is_lost_is_removed_all_the_same(tmp_path):
+    """A write the service made and never answered (its worker killed mid-answer) is removed too:
+    the storm's consumers are the simulator's, and must not be left on the hosts."""
+    server = LiveServer(f"sqlite:///{tmp_path / 'storm.sqlite'}", workers=1)
+    dropper = AnswerDropper(server.url)
+    try:
+        client = server.client()
+        root = live_host(client, "hot", {"VCPU": 64, "MEMORY_MB": 65536})
+        dropper.drop_next("PUT", "/allocations/*")
+        assert compete(dropper.url, [root], seed=3, writes=3) == 2
+        assert dropper.dropped and dropper.dropped[0][0] == "PUT"
+        assert client.request("GET", f"/resource_providers/{root}/allocations").json()["allocations"] == {}
+    finally:
+        dropper.close()
         log = server.stop()
     assert "Traceback" not in log, log

@@ -23,7 +23,8 @@ class AnswerDropper:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def drop_next(self, method: str, path: str) -> None:
-        """The answer to the next request of ``method`` on ``path`` (its path without the query) is lost."""
+        """The answer to the next request of ``method`` on ``path`` (its path without the query; one
+        ending in ``/*``: any path under it) is lost."""
         with self.lock:
             self.armed = (method, path)
 
@@ -33,7 +34,11 @@ class AnswerDropper:
 
     def _take(self, method: str, path: str) -> bool:
         with self.lock:
-            if self.armed != (method, path.split("?")[0]):
+            bare = path.split("?")[0]
+            if self.armed is None or self.armed[0] != method:
+                return False
+            armed = self.armed[1]
+            if not (bare == armed or (armed.endswith("/*") and bare.startswith(armed[:-1]))):
                 return False
             self.armed = None
             self.dropped.append((method, path.split("?")[0]))

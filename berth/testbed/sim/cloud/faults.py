@@ -18,19 +18,23 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from berth.clients.agent import AgentClient
-from berth.clients.errors import ClientError
+from berth.clients.errors import ClientError, PlacementError
 from berth.clients.placement import PlacementClient
 from berth.testbed.failover.cluster import PatroniCluster
 from berth.testbed.services.postgres import PostgresServer
 from berth.testbed.sim.cloud.processes import Cloud
 from berth.testbed.sim.reporting.report import Tally
+
+LOG = logging.getLogger(__name__)
 
 KINDS: Final[dict[str, int]] = {
     "spawn_failure": 35,
@@ -179,18 +183,24 @@ def compete(url: str, hot_roots: Sequence[str], seed: int, writes: int = STORM_W
         }
         try:
             client.request("PUT", f"/allocations/{consumer}", body)
+            taken += 1
+        except PlacementError as e:
+            if 400 <= e.status < 500:
+                continue  # refused (a 409, the point of the storm): nothing was written
+            # No answer, or a 5xx (a worker killed under it): the write may have been made.
         except ClientError:
-            continue  # a 409 (the point of the storm) or a worker killed under it
-        taken += 1
+            pass
         _remove(client, consumer)
     return taken
 
 
-def _remove(client: PlacementClient, consumer: str, tries: int = 5) -> None:
-    """The storm's consumer is gone, whatever it takes (a worker killed meanwhile, say)."""
-    for _ in range(tries):
+def _remove(client: PlacementClient, consumer: str, tries: int = 10) -> None:
+    """The storm's consumer is gone, whatever it takes (a worker killed meanwhile, or the database
+    restarting: the tries are spread over a few seconds)."""
+    for attempt in range(tries):
         try:
             client.request("DELETE", f"/allocations/{consumer}", ok=(204, 404))
             return
         except ClientError:
-            continue
+            time.sleep(0.1 * (attempt + 1))
+    LOG.warning("a conflict storm's consumer %s could not be removed", consumer)
