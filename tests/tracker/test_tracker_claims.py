@@ -330,7 +330,11 @@ def test_a_claim_written_by_the_scheduler_as_planned_is_recorded_as_it_stands(ho
             }
         }
     )
+    from httphelpers import RecordingHttp
+
+    recorded = host.placement.http = RecordingHttp(host.placement.url, host.placement.headers)
     claim = host.instance_claim(inst, held=planned)
+    assert recorded.sent == []  # neither read nor written: the books hold it already
     assert claim.state == ACTIVE and host.store.get(claim.claim_id).pending_op is None
     assert placement.consumer(inst.uuid).allocations == planned
     assert_books_agree(host)
