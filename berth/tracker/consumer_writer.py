@@ -39,8 +39,9 @@ class ConsumerWriter:
         ``desired`` gets fresh ``ConsumerState`` objects on every attempt; consumers it leaves out,
         and those that already hold what it wants, are not written. ``owner`` (project, user) is
         used for consumers that do not exist yet. ``known``: the states of every consumer as the
-        caller read them just before, used by the first attempt instead of reading them again (a
-        stale one fails that attempt on its generation, and the next reads afresh).
+        caller read them just before, under the host's lock, used by the first attempt instead of
+        reading them again (a state gone stale meanwhile fails that attempt's write on its
+        generation, and the next attempt reads afresh).
         """
         names = list(consumers)
         first = dict(known) if known is not None and set(names) <= set(known) else None
