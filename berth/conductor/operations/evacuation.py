@@ -100,18 +100,7 @@ def clean_up(runner: Runner, evacuation_id: str) -> Operation:
     evacuation = runner.journal.get(evacuation_id)
     if evacuation is None or evacuation.kind != KIND or evacuation.state != DONE:
         raise ConductorError(f"operation {evacuation_id} is no finished evacuation")
-    request = {
-        "evacuation": evacuation_id,
-        "source": evacuation.request["source"],
-        "migration_uuid": evacuation.request["migration_uuid"],
-    }
-    operation = runner.start(CLEANUP, evacuation.instance_uuid, request)
-    try:
-        _clean_up(runner, operation)
-    except Exception as e:
-        runner.end(operation, FAILED, str(e))
-        raise
-    return runner.end(operation, DONE)
+    return _run_clean_up(runner, evacuation)
 
 
 def forget_retired_source(runner: Runner, evacuation: Operation) -> Operation:
@@ -119,12 +108,19 @@ def forget_retired_source(runner: Runner, evacuation: Operation) -> Operation:
     evacuated instance (the migration's allocations) is released, journaled as a clean-up of its
     own. Should the host come back (registered anew), the usual clean-up still removes its old
     guest (``berth.conductor.control.plane``: a clean-up of the books alone does not count as done)."""
-    request = {
+    return _run_clean_up(runner, evacuation, retired=True)
+
+
+def _run_clean_up(runner: Runner, evacuation: Operation, *, retired: bool = False) -> Operation:
+    """The clean-up of ``evacuation``'s source, journaled and carried out (``retired``: the books
+    alone, the source having been retired)."""
+    request: dict[str, object] = {
         "evacuation": evacuation.id,
         "source": evacuation.request["source"],
         "migration_uuid": evacuation.request["migration_uuid"],
-        RETIRED: True,
     }
+    if retired:
+        request[RETIRED] = True
     operation = runner.start(CLEANUP, evacuation.instance_uuid, request)
     try:
         _clean_up(runner, operation)
