@@ -18,13 +18,17 @@ HOST_NAME_TAKEN: Final = "berth.host.name_taken"
 
 
 class ConductorError(ClientError):
-    """The conductors answered an error (``status`` 0: none answered at all)."""
+    """The conductors answered an error (``status`` 0: none answered at all; ``sent``: the request
+    reached one, which did not answer in time, and may have acted on it)."""
 
-    def __init__(self, status: int, code: str | None, detail: str, method: str = "", path: str = ""):
+    def __init__(
+        self, status: int, code: str | None, detail: str, method: str = "", path: str = "", *, sent: bool = False
+    ):
         super().__init__(f"{method} {path}: {status} {code or ''} {detail}".strip())
         self.status = status
         self.code = code
         self.detail = detail
+        self.sent = sent
 
 
 class ConductorClient:
@@ -56,7 +60,7 @@ class ConductorClient:
                 response = self._http[url].request(method, path, body)
             except ReadTimedOut as e:
                 # Sent, perhaps acted on: asking another conductor could do it twice.
-                raise ConductorError(0, None, f"no answer in time: {e}", method, path) from None
+                raise ConductorError(0, None, f"no answer in time: {e}", method, path, sent=True) from None
             except TransportError as e:
                 unreachable.append(f"{url}: {e}")
                 continue

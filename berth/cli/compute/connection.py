@@ -109,6 +109,15 @@ class Api:
 
 
 def explain_failure(error: ConductorError, urls: Sequence[str]) -> ApiFailure:
+    if error.status == 0 and error.sent:
+        # A conductor took the request and did not answer in time: it may have carried it out, so
+        # asking again blindly could build a second server or start a second operation.
+        return ApiFailure(
+            f"{str(error).split(': ', 1)[0]}: the conductor did not answer in time ({error.detail}); "
+            "the request may have been carried out.\n"
+            "hint: look before asking again: `berth operation list` shows the operations started, "
+            "`berth server list` the servers"
+        )
     if error.status == 0:
         return ApiFailure(
             f"no conductor answered at {', '.join(urls)}.\n"

@@ -10,7 +10,9 @@ from typing import Any, Final
 from berth.domain.errors import BadRequest
 from berth.web.json_schemas import first_error
 
-NAME: Final = {"type": "string", "minLength": 1, "maxLength": 255}
+# A name's most characters (the columns' length).
+NAME_LENGTH: Final = 255
+NAME: Final = {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH}
 UUID: Final = {"type": "string", "format": "uuid"}
 # A UUID as an agent writes it, lowercase with its hyphens, so that one id has one spelling.
 AGENT_ID: Final = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"

@@ -30,6 +30,7 @@ class ServerFilter:
     host: str | None = None
     status: str | None = None
     name: str | None = None
+    # The deleted servers only (else only those not deleted).
     deleted: bool = False
 
 
@@ -198,8 +199,8 @@ class ServerRecords:
                     sa.and_(servers.c.created_at == after["created_at"], servers.c.id < after["id"]),
                 )
             )
-        if not where.deleted:
-            query = query.where(servers.c.deleted_at.is_(None))
+        # The deleted servers alone, or those not deleted (Nova's ``deleted`` filter).
+        query = query.where(servers.c.deleted_at.is_not(None) if where.deleted else servers.c.deleted_at.is_(None))
         for column, value in (
             (servers.c.project_id, where.project_id),
             (servers.c.host, where.host),

@@ -20,6 +20,10 @@ def register(call: WebCall, name: str) -> Reply:
     204 when it would be taken, the refusal it would meet otherwise, and nothing written (an agent
     asks so as it starts, before it serves)."""
     asked = schemas.check(call.json_body(), schemas.HOST_REGISTER)["host"]
+    # The name as ``PUT /hosts`` takes it (its column's length): a longer one would be written
+    # as it is on SQLite and fail on PostgreSQL.
+    if len(name) > schemas.NAME_LENGTH:
+        raise BadRequest(f"A host's name is at most {schemas.NAME_LENGTH} characters long, not {len(name)}.")
     assert call.caller is not None
     if call.request.args.get("dry_run", "").lower() in ("1", "true", "yes"):
         entry = HostEntry(asked["url"], asked.get("zone"), asked.get("agent_token"), asked.get("agent_id"))

@@ -7,7 +7,7 @@ from typing import Any
 from berth.conductor.api import schemas, views
 from berth.conductor.api.handlers.servers import plane_of
 from berth.conductor.errors import SERVER_GROUP_NOT_FOUND
-from berth.domain.errors import Forbidden, NotFound
+from berth.domain.errors import BadRequest, Forbidden, NotFound
 from berth.web.app import WebCall
 from berth.web.responses import Reply, empty_response
 
@@ -25,6 +25,9 @@ def _owned(call: WebCall, group_id: str, rule: str) -> dict[str, Any]:
 
 def create(call: WebCall) -> Reply:
     asked = schemas.check(call.json_body(), schemas.SERVER_GROUP_CREATE)["server_group"]
+    if asked.get("rules") and asked["policy"] != "anti-affinity":
+        # As Nova refuses them: a rule the policy never reads would be kept and shown as if it held.
+        raise BadRequest(f"Only anti-affinity policy supports rules, not the {asked['policy']} policy.")
     assert call.caller is not None
     plane = plane_of(call)
     group_id = plane.groups.create(

@@ -10,8 +10,12 @@ from berth.conductor.api import paging, schemas, views
 from berth.conductor.control.plane import ControlPlane, Who
 from berth.conductor.errors import QUERY_INVALID, SERVER_GROUP_NOT_FOUND, SERVER_NOT_FOUND
 from berth.conductor.records import server_states
+from berth.conductor.records.flavors import to_flavor
 from berth.conductor.records.servers import ServerFilter
 from berth.domain.errors import BadRequest, Forbidden, NotFound
+from berth.scheduler.errors import SchedulerError
+from berth.scheduler.request.flavor import Image
+from berth.scheduler.request.request_spec import build_request_spec
 from berth.web.app import WebCall
 from berth.web.responses import Reply
 
@@ -48,6 +52,7 @@ def create(call: WebCall) -> Reply:
     try:
         if group is not None:
             _group_to_join(call, group)
+        _check_image(plane, views.flavor_ref(asked["flavorRef"]), asked.get("image_properties"))
         builds = plane.create_servers(
             Who(call.caller.project_id, call.caller.user_id),
             name=asked["name"],
@@ -66,6 +71,21 @@ def create(call: WebCall) -> Reply:
     if count == 1:
         return views.reply({"server": made[0]}, 202, location)
     return views.reply({"reservation_id": f"r-{uuid.uuid4().hex[:8]}", "servers": made}, 202, location)
+
+
+def _check_image(plane: ControlPlane, flavor_ref: str, properties: dict[str, str] | None) -> None:
+    """BadRequest unless the image's properties, with the flavor's extra specs, make a request spec
+    (as the flavor's own were checked when it was made): else a single build would fail in its
+    schedule step, its server written in ERROR, and a multi-create's gang pick would fail unexpectedly."""
+    if not properties:
+        return
+    flavor = to_flavor(plane.flavors.get(flavor_ref))
+    try:
+        build_request_spec(
+            flavor, Image(dict(properties)), project_id="check", user_id="check", config=plane.scheduler_config
+        )
+    except SchedulerError as e:
+        raise BadRequest(f"Invalid image_properties with flavor {flavor.name!r}: {e}") from None
 
 
 def _group_to_join(call: WebCall, group_id: str) -> None:
@@ -105,8 +125,8 @@ def index(call: WebCall) -> Reply:
         host=args.get("host"),
         status=status.upper() if status else None,
         name=name,
-        # DELETED servers are only among the deleted ones: asking for that status asks for them, as Nova
-        # takes it.
+        # The deleted servers only, as Nova lists them for ``deleted=1``; DELETED servers are only among
+        # them: asking for that status asks for them, as Nova takes it.
         deleted=args.get("deleted", "").lower() in ("1", "true", "yes") or (status or "").upper() == "DELETED",
     )
     plane = plane_of(call)
@@ -121,11 +141,13 @@ def index(call: WebCall) -> Reply:
 
 def _marker_row(plane: ControlPlane, marker: str | None, where: ServerFilter) -> dict[str, Any] | None:
     """The row of the server a list's page starts after; a 400 when the list could not have shown
-    it (another project's, say, or one deleted in a list of those not deleted)."""
+    it (another project's, say). A server deleted since the page before was read is still the
+    marker, as Nova reads one (else a list read page by page fails whenever a page's last server
+    is deleted meanwhile)."""
     if marker is None:
         return None
     try:
-        row = plane.servers.get(marker, deleted=where.deleted)
+        row = plane.servers.get(marker, deleted=True)
     except NotFound:
         raise paging.marker_not_found(marker) from None
     if where.project_id is not None and row["project_id"] != where.project_id:
