@@ -209,7 +209,11 @@ def test_provider_allocations_view(api):
     api.allocate(c1, {rp: {"VCPU": 1, "MEMORY_MB": 128}})
     api.allocate(c2, {rp: {"VCPU": 2}})
     r = api.get(f"/resource_providers/{rp}/allocations").json_body
-    assert r["allocations"] == {c1: {"resources": {"VCPU": 1, "MEMORY_MB": 128}}, c2: {"resources": {"VCPU": 2}}}
+    # Each consumer's generation from 1.28 on, as Placement answers.
+    assert r["allocations"] == {
+        c1: {"resources": {"VCPU": 1, "MEMORY_MB": 128}, "consumer_generation": 1},
+        c2: {"resources": {"VCPU": 2}, "consumer_generation": 1},
+    }
     assert r["resource_provider_generation"] == api.get(f"/resource_providers/{rp}").json_body["generation"]
 
 

@@ -45,6 +45,22 @@ PUBLIC_PATHS = frozenset(["/", "/berth/openapi.json"]) | DASHBOARD_PUBLIC_PATHS
 # Berth's own API, beside Placement's: its errors always carry a code, and never a ``placement.*`` one
 # for want of a finer one (``berth.undefined_code`` instead), whatever microversion was asked.
 BERTHS_OWN_PREFIX: Final = "/berth/"
+# The first segments of Placement's paths. None of its paths but "/" ends in a slash or starts with
+# two, and Placement answers 404 for one that does ("/traits/", "//traits"), where the route map
+# (lenient about a final slash, for the dashboard's "/dashboard/") and Werkzeug's ``path`` (which
+# drops extra leading slashes) would serve the path without them.
+_PLACEMENT_NOUNS: Final = frozenset(
+    {
+        "",
+        "resource_providers",
+        "resource_classes",
+        "traits",
+        "allocations",
+        "allocation_candidates",
+        "usages",
+        "reshaper",
+    }
+)
 
 
 class PlacementApp:
@@ -114,6 +130,13 @@ class PlacementApp:
     def _dispatch(
         self, request: PlacementRequest, version: Version, request_id: str, caller: auth.Caller | None
     ) -> Reply:
+        path_info = request.environ.get("PATH_INFO", "")
+        if (
+            path_info != "/"
+            and (path_info.endswith("/") or path_info.startswith("//"))
+            and request.path.split("/")[1] in _PLACEMENT_NOUNS
+        ):
+            raise BerthError("The resource could not be found.", status=404)
         path, route, params = self.routes.route(request)
         methods = self.route_table[path]
         if version < route.min_version:
@@ -133,7 +156,7 @@ class PlacementApp:
         )
         if route.policy:
             call.authorize(route.policy)
-        if request.method == "GET" and path != METRICS_PATH:  # /metrics negotiates its own formats
+        if request.method == "GET" and path not in _ANY_ACCEPT:
             _check_accept(request)
         reply: Reply = route.handler(call, **params)
         return reply
@@ -189,6 +212,11 @@ def _answered_code(code: str | None, path: str) -> str | None:
         return error_codes.BERTH_UNDEFINED
     return code
 
+
+# The GET routes that answer whatever the Accept header asks: version discovery and a trait's
+# existence (a 204), which Placement serves without its Accept check, and /metrics, which
+# negotiates its own formats.
+_ANY_ACCEPT: Final = frozenset({"/", "/traits/<name>", METRICS_PATH})
 
 # What nearly every client sends: answered without parsing the header.
 _PLAIN_ACCEPTS: Final = frozenset({"", JSON, "*/*"})

@@ -8,7 +8,6 @@ saying what it added and a name the handlers, schemas and routes test against
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Final, NamedTuple
 
@@ -92,8 +91,6 @@ MAX: Final = max(CHANGES)
 # Every version served, lowest first.
 ALL: Final = tuple(CHANGES)
 
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
-
 
 class VersionNotAcceptable(BerthError):
     status = 406
@@ -108,19 +105,24 @@ def parse(header_value: str | None) -> Version:
     """
     if not header_value:
         return MIN
+    # Read as Placement's microversion-parse reads it: the last "placement <version>" entry, the
+    # version being everything after the first blank; "latest" only in lower case; each side of the
+    # first dot an int() (so "1.-1" is a well-formed version, out of range, and "1.5 x" is malformed).
     requested = None
-    for part in header_value.split(","):
-        words = part.strip().split()
+    for part in reversed(header_value.split(",")):
+        words = part.strip().split(None, 1)
         if len(words) == 2 and words[0].lower() == SERVICE_TYPE:
-            requested = words[1]
+            requested = words[1].strip()
+            break
     if requested is None:
         return MIN
-    if requested.lower() == "latest":
+    if requested == "latest":
         return MAX
-    match = _VERSION_RE.match(requested)
-    if not match:
-        raise BerthError(f"Invalid microversion: invalid version string: {requested}", status=400)
-    version = Version(int(match.group(1)), int(match.group(2)))
+    try:
+        major, minor = (int(number) for number in requested.split(".", 1))
+    except ValueError:
+        raise BerthError(f"Invalid microversion: invalid version string: {requested}", status=400) from None
+    version = Version(major, minor)
     if not (MIN <= version <= MAX):
         raise VersionNotAcceptable(f"Invalid microversion: Unacceptable version header: {requested}")
     return version

@@ -27,11 +27,29 @@ def validate(data: object, schema: JsonSchema, problem: str = "JSON does not val
 
 
 def parse_json_body(request: Request, schema: JsonSchema | None = None) -> Any:
-    """The body of ``request``, any JSON document, checked against ``schema`` if given."""
+    """The body of ``request``, any JSON document, checked against ``schema`` if given.
+
+    A number without a fraction written as a float (``8.0``) counts as an integer, as for Placement,
+    whose jsonschema (its latest draft) counts it so where Berth's Draft 4 does not; the body is then
+    handed on with such numbers as ints.  Only a body the schema refuses is looked at again.
+    """
     data = read_json(request)
-    if schema is not None:
-        validate(data, schema)
+    if schema is not None and first_error(data, schema) is not None:
+        whole = _whole_floats_as_ints(data)
+        if first_error(whole, schema) is not None:
+            validate(data, schema)  # refused as the body was written (1e+39, not its 40 digits)
+        data = whole
     return data
+
+
+def _whole_floats_as_ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_floats_as_ints(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_floats_as_ints(item) for item in value]
+    return value
 
 
 def normalize_uuid(value: str) -> str:

@@ -33,6 +33,7 @@ from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, NewCons
 from berth.store.rawsql import db_time, execute, fetch, insert_rows
 from berth.store.schema import (
     allocations,
+    consumers,
     resource_classes,
 )
 from berth.store.schema import (
@@ -83,6 +84,7 @@ def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> Sequence[Ro
 
 
 def allocations_on_provider(conn: Connection, provider_id: int) -> Sequence[RowMapping]:
+    """The provider's allocations, each with its consumer's generation (None without a consumer row)."""
     return (
         conn.execute(
             sa.select(
@@ -90,8 +92,10 @@ def allocations_on_provider(conn: Connection, provider_id: int) -> Sequence[RowM
                 resource_classes.c.name.label("resource_class"),
                 allocations.c.used,
                 allocations.c.updated_at,
+                consumers.c.generation.label("consumer_generation"),
             )
             .join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id)
+            .outerjoin(consumers, consumers.c.uuid == allocations.c.consumer_id)
             .where(allocations.c.resource_provider_id == provider_id)
             .order_by(allocations.c.consumer_id, resource_classes.c.id)
         )

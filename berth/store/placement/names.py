@@ -105,7 +105,8 @@ def update_resource_class(conn: Connection, old_name: str, new_name: str) -> Non
         raise NotFound(f"No such resource class {old_name}.")
     if old_name in STANDARD_CLASSES:
         raise BadRequest(f"Cannot update standard resource class {old_name}")
-    if get_resource_class(conn, new_name) is not None:
+    # Renaming a class to its own name changes nothing, and Placement answers it as any rename.
+    if new_name != old_name and get_resource_class(conn, new_name) is not None:
         raise DuplicateName(f"Resource class already exists: {new_name}")
     conn.execute(
         resource_classes.update().where(resource_classes.c.id == row["id"]).values(name=new_name, updated_at=utcnow())

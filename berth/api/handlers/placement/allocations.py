@@ -111,9 +111,15 @@ def list_provider_allocations(call: Call, uuid: str) -> Reply:
         return provider, allocations.allocations_on_provider(conn, provider["id"])
 
     provider, rows = call.db.read(work)
-    by_consumer: dict[str, dict[str, dict[str, int]]] = {}
+    with_generation = call.version >= mv.CONSUMER_GENERATION
+    by_consumer: dict[str, dict[str, Any]] = {}
     for row in rows:
-        by_consumer.setdefault(row["consumer_id"], {"resources": {}})["resources"][row["resource_class"]] = row["used"]
+        consumer = by_consumer.get(row["consumer_id"])
+        if consumer is None:
+            consumer = by_consumer[row["consumer_id"]] = {"resources": {}}
+            if with_generation:
+                consumer["consumer_generation"] = row["consumer_generation"]
+        consumer["resources"][row["resource_class"]] = row["used"]
     return json_response(
         call,
         {"resource_provider_generation": provider["generation"], "allocations": by_consumer},

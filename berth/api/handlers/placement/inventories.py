@@ -60,14 +60,25 @@ def list_inventories(call: Call, uuid: str) -> Reply:
         return provider, inventories.list_inventories(conn, provider["id"])
 
     provider, rows = call.db.read(work)
-    return json_response(
-        call,
-        {
-            "resource_provider_generation": provider["generation"],
-            "inventories": {name: inventory_view(row) for name, row in rows.items()},
-        },
-        last_modified=latest(*(r["updated_at"] for r in rows.values())),
+    return _without_moment_if_empty(
+        json_response(
+            call,
+            {
+                "resource_provider_generation": provider["generation"],
+                "inventories": {name: inventory_view(row) for name, row in rows.items()},
+            },
+            last_modified=latest(*(r["updated_at"] for r in rows.values())),
+        ),
+        rows,
     )
+
+
+def _without_moment_if_empty(response: Reply, inventories: Mapping[str, Any]) -> Reply:
+    """No Last-Modified for a provider's inventories when it has none, as Placement, which takes the
+    moment from the inventories themselves (cache-control stays)."""
+    if not inventories:
+        response.headers.pop("last-modified", None)
+    return response
 
 
 def show_inventory(call: Call, uuid: str, resource_class: str) -> Reply:
@@ -105,12 +116,15 @@ def replace_inventories(call: Call, uuid: str) -> Reply:
             )
         )
     # The provider's inventories are now exactly those of the body: no need to read them back.
-    return json_response(
-        call,
-        {
-            "resource_provider_generation": generation,
-            "inventories": {name: _fields(inventory) for name, inventory in new.items()},
-        },
+    return _without_moment_if_empty(
+        json_response(
+            call,
+            {
+                "resource_provider_generation": generation,
+                "inventories": {name: _fields(inventory) for name, inventory in new.items()},
+            },
+        ),
+        new,
     )
 
 

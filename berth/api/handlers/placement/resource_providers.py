@@ -101,7 +101,8 @@ def provider_query(args: MultiDict[str, str], version: Version) -> ProviderQuery
         )
     return ProviderQuery(
         uuid=normalize_uuid(args["uuid"]) if "uuid" in args else None,
-        name=args.get("name"),
+        # An empty name filters nothing, as in Placement (which tests the name for truth).
+        name=args.get("name") or None,
         in_tree=normalize_uuid(args["in_tree"]) if "in_tree" in args else None,
         aggregates=aggregates,
         resources=parse_resources(args["resources"]) if "resources" in args else None,
@@ -141,6 +142,11 @@ def _trait_filter(conn: Connection, traits: TraitQuery) -> tuple[list[list[int]]
 def create_provider(call: Call) -> Reply:
     body = call.json_body(provider_body_schema(call.version, create=True))
     uuid = normalize_uuid(body["uuid"]) if body.get("uuid") else str(uuidlib.uuid4())
+    if not body["name"]:
+        # The schema lets an empty name through; Placement's provider refuses it before its parent.
+        raise BadRequest(
+            f'Unable to create resource provider "", {uuid}: Object action create failed because: name is required'
+        )
     parent = body.get("parent_provider_uuid")
     parent = normalize_uuid(parent) if parent else None
     row = call.db.write_statement(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from berth.api.schemas.common import GENERATION, NAME_PATTERN
+from berth.api.schemas.common import GENERATION
 
 # PUT /resource_providers/{uuid}/traits
 PROVIDER_TRAITS_PUT: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
-        "traits": {"type": "array", "items": {"type": "string", "pattern": NAME_PATTERN}, "uniqueItems": True},
+        # As Placement's: any name of 1 to 255 characters, each repeated at will (an unknown one is
+        # refused by name, not by the schema).
+        "traits": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 255}},
         "resource_provider_generation": GENERATION,
     },
     "required": ["traits", "resource_provider_generation"],
