@@ -122,8 +122,11 @@ class Inventory:
         return fields
 
     def invalid_reason(self, reserved_can_be_total: bool) -> str | None:
-        """Why Placement would refuse to store this inventory, or None."""
-        if self.reserved > self.total or (self.reserved == self.total and not reserved_can_be_total):
+        """Why Placement would refuse to store this inventory, or None: a capacity below 0, or (before
+        microversion 1.26, ``reserved_can_be_total`` False) of 0. Placement judges the capacity, not
+        reserved against total: an allocation ratio of 0 or below refuses it too, in the same words."""
+        capacity = self.capacity
+        if capacity < 0 or (capacity == 0 and not reserved_can_be_total):
             if reserved_can_be_total:
                 return "The reserved value is greater than total."
             return "The reserved value is greater than or equal to total."
