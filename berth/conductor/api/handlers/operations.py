@@ -9,7 +9,7 @@ from typing import Final
 from berth.conductor.api import paging, views
 from berth.conductor.api.handlers.servers import owned_row, plane_of
 from berth.conductor.control.plane import ControlPlane
-from berth.conductor.errors import OPERATION_NOT_FOUND
+from berth.conductor.errors import OPERATION_NOT_FOUND, QUERY_INVALID
 from berth.conductor.journal import STATES, Operation
 from berth.conductor.operations import build
 from berth.conductor.records import server_states
@@ -31,10 +31,10 @@ def index(call: WebCall) -> Reply:
     server_id = args.get("server_id")
     state = args.get("state")
     if state is not None and state not in STATES:
-        raise BadRequest(f"Invalid state {state!r}; one of {', '.join(STATES)}.")
+        raise BadRequest(f"Invalid state {state!r}; one of {', '.join(STATES)}.", code=QUERY_INVALID)
     kind = args.get("kind")
     if kind is not None and kind not in KINDS:
-        raise BadRequest(f"Invalid kind {kind!r}; one of {', '.join(KINDS)}.")
+        raise BadRequest(f"Invalid kind {kind!r}; one of {', '.join(KINDS)}.", code=QUERY_INVALID)
     limit = paging.page_limit(args)
     project: str | None = None
     if server_id is not None:

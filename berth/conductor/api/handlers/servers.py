@@ -119,7 +119,7 @@ def index(call: WebCall) -> Reply:
             ) from None
     status = args.get("status")
     if status is not None and status.upper() not in server_states.STATUSES:
-        raise BadRequest(f"Invalid status {status!r}; one of {', '.join(server_states.STATUSES)}.")
+        raise BadRequest(f"Invalid status {status!r}; one of {', '.join(server_states.STATUSES)}.", code=QUERY_INVALID)
     where = ServerFilter(
         project_id=project,
         host=args.get("host"),
