@@ -28,6 +28,7 @@ from sqlalchemy import Connection, RowMapping
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement import consumers as consumer_store
 from berth.store.placement import names
+from berth.store.placement.lock_order import lock_inventories_of, lock_inventories_of_consumers
 from berth.store.placement.providers import revise
 from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, NewConsumer, Targets, take_and_insert
 from berth.store.rawsql import db_time, execute, fetch, insert_rows
@@ -143,21 +144,24 @@ UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = C
 WHERE id = ? AND generation = ?"""
 
 
-def _remove_allocations(conn: Connection, consumer_uuid: str) -> set[int]:
-    """Take the consumer's allocations off the books; the providers they were on."""
+def _remove_allocations(conn: Connection, consumer_uuid: str, *, locked: bool = False) -> set[int]:
+    """Take the consumer's allocations off the books; the providers they were on. ``locked``: the
+    caller has locked the inventories of every provider it writes (else they are locked here)."""
     rows = fetch(conn, _OF_CONSUMER, (consumer_uuid,))
     if not rows:
         return set()
-    execute(conn, _DELETE_OF_CONSUMER, (consumer_uuid,))
-    # Freeing leaves generations alone, as in the reference, but changes what candidates see.  The
-    # provider rows first, then their inventories: the order in which inventory writers lock them.
     freed_from = {provider_id for provider_id, _, _ in rows}
-    revise(conn, freed_from)
+    if not locked:
+        lock_inventories_of(conn, freed_from)
+    execute(conn, _DELETE_OF_CONSUMER, (consumer_uuid,))
     freed: dict[tuple[int, int], int] = defaultdict(int)
     for provider_id, rc_id, used in rows:
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
         execute(conn, _FREE, (amount, provider_id, rc_id))
+    # Freeing leaves generations alone, as in the reference, but changes what candidates see: the
+    # provider rows after their inventories (berth.store.placement.lock_order).
+    revise(conn, freed_from)
     return freed_from
 
 
@@ -170,9 +174,10 @@ def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -
     """
     for request in sorted(requests, key=lambda r: r.consumer_uuid):
         _check_consumer_generation(consumer_store.get_consumer(conn, request.consumer_uuid), request)
+    lock_inventories_of_consumers(conn, [r.consumer_uuid for r in requests])
     emptied_from: set[int] = set()
     for request in sorted(requests, key=lambda r: r.consumer_uuid):
-        freed_from = _remove_allocations(conn, request.consumer_uuid)
+        freed_from = _remove_allocations(conn, request.consumer_uuid, locked=True)
         if not any(request.allocations.values()):
             emptied_from |= freed_from
     return emptied_from
@@ -217,6 +222,9 @@ def replace_allocations(
             requests[0].consumer_uuid, project_id, user_id, requests[0].consumer_type, consumer_counted_by_writer
         )
     emptied = set(emptied_from)
+    if not new_consumers:
+        # What the write frees and what it takes, locked before it frees anything.
+        lock_inventories_of_consumers(conn, [r.consumer_uuid for r in requests], targets.provider_ids.values())
     if not consumers_after and new_consumer is None:
         emptied |= _write_consumers(conn, requests, now, new_consumers)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
@@ -277,7 +285,7 @@ def _write_consumers(
         has_new = any(request.allocations.values())
         if existing is not None:
             _update_consumer(conn, existing, request, now, owners, delete=not has_new)
-            freed_from = _remove_allocations(conn, request.consumer_uuid)
+            freed_from = _remove_allocations(conn, request.consumer_uuid, locked=True)
             if not has_new:
                 emptied_from |= freed_from
         elif has_new:

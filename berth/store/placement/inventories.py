@@ -13,6 +13,7 @@ from berth.domain import error_codes
 from berth.domain.capacity import INVENTORY_FIELDS, Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict, InventoryInUse, NotFound
 from berth.store.placement import names
+from berth.store.placement.lock_order import lock_inventories_of
 from berth.store.placement.providers import (
     GENERATION_CONFLICT,
     bump_generation,
@@ -139,6 +140,9 @@ WITH new (resource_class_id, total, reserved, min_unit, max_unit, step_size, all
     {new_rows}
 ),
 target AS (SELECT id, generation FROM resource_providers WHERE uuid = ?),
+locked AS MATERIALIZED (
+    SELECT i.id FROM inventories i JOIN target t ON t.id = i.resource_provider_id ORDER BY i.id FOR UPDATE OF i
+),
 in_use AS (
     SELECT i.resource_class_id FROM inventories i JOIN target t ON t.id = i.resource_provider_id
     WHERE i.used > 0 AND i.resource_class_id NOT IN (SELECT resource_class_id FROM new)
@@ -146,6 +150,8 @@ in_use AS (
 bumped AS (
     UPDATE resource_providers SET generation = generation + 1, revision = revision + 1, updated_at = ?
     WHERE uuid = ? AND generation = ? AND NOT EXISTS (SELECT 1 FROM in_use)
+      -- The provider's inventory rows locked before its own row (berth.store.placement.lock_order).
+      AND (SELECT count(*) FROM locked) >= 0
     RETURNING id
 ),
 removed AS (
@@ -246,7 +252,11 @@ def replace_inventories(
     ids = _class_ids(conn, provider, new)
     for rc_name, inventory in new.items():
         _validate(provider, rc_name, inventory, reserved_can_be_total)
-    new_generation = generation + 1 if already_bumped else bump_generation(conn, provider, generation)
+    if already_bumped:
+        new_generation = generation + 1
+    else:
+        lock_inventories_of(conn, [provider["id"]])
+        new_generation = bump_generation(conn, provider, generation)
     _validate_allocatable(provider, new)
     current = list_inventories(conn, provider["id"])
     in_use = [rc for rc, row in current.items() if rc not in new and row["used"]]
@@ -281,6 +291,7 @@ def add_inventory(
 ) -> int:
     ids = _class_ids(conn, provider, [rc_name], creating=True)
     _validate(provider, rc_name, inventory, reserved_can_be_total, action="create")
+    lock_inventories_of(conn, [provider["id"]])
     new_generation = bump_generation(conn, provider, generation)
     _validate_allocatable(provider, {rc_name: inventory}, action="create")
     if rc_name in list_inventories(conn, provider["id"]):
@@ -304,6 +315,7 @@ def update_inventory(
 ) -> int:
     _class_ids(conn, provider, [rc_name])
     _validate(provider, rc_name, inventory, reserved_can_be_total)
+    lock_inventories_of(conn, [provider["id"]])
     new_generation = bump_generation(conn, provider, generation)
     _validate_allocatable(provider, {rc_name: inventory})
     row = list_inventories(conn, provider["id"]).get(rc_name)
@@ -323,6 +335,7 @@ def delete_inventory(conn: Connection, provider: dict[str, Any], rc_name: str) -
         raise NotFound(f"No inventory of class {rc_name} found for delete")
     if row["used"]:
         raise _in_use_error(provider, [rc_name], delete_refusal(rc_name))
+    lock_inventories_of(conn, [provider["id"]])
     bump_generation(conn, provider)
     _delete_unused(conn, provider, [(rc_name, row)], delete_refusal(rc_name))
 
@@ -332,6 +345,7 @@ def delete_all_inventories(conn: Connection, provider: dict[str, Any], generatio
     in_use = [rc for rc, row in current.items() if row["used"]]
     if in_use:
         raise _in_use_error(provider, in_use, DELETE_ALL_REFUSAL)
+    lock_inventories_of(conn, [provider["id"]])
     bump_generation(conn, provider, generation)
     _delete_unused(conn, provider, list(current.items()), DELETE_ALL_REFUSAL)
 
