@@ -32,7 +32,12 @@ from berth.store.database import Database
 from berth.store.pick.board.host_board import HostBoard
 from berth.web import errors
 from berth.web.access import auth
-from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
+from berth.web.request_checks import (
+    MAX_BODY_BYTES,
+    refuse_nul_characters,
+    refuse_undecodable_query,
+    require_content_type,
+)
 from berth.web.responses import JSON, Reply
 from berth.web.routing import RouteMap, method_not_allowed
 
@@ -95,6 +100,7 @@ class PlacementApp:
             version = microversion.parse(request.headers.get(microversion.HEADER))
             version_known = True
             refuse_nul_characters(request)
+            refuse_undecodable_query(request)
             require_content_type(request)
             response = self._dispatch(request, version, request_id, caller)
         except BerthError as error:

@@ -95,6 +95,10 @@ _FENCE_SQL = (
 _FENCED_SQL = "SELECT fenced FROM commit_marks WHERE token = %(token)s"
 _PRUNE_SQL = f"DELETE FROM commit_marks WHERE created_at < now() AT TIME ZONE 'UTC' - interval '{MARK_KEEP}'"
 
+# A write refused by a foreign key runs again this many times at most, so that one that a bug
+# makes fail every time is answered at once (a 500), not after the transient errors' back-off.
+MAX_REFERENCE_ATTEMPTS = 3
+_FOREIGN_KEY_VIOLATION = "23503"
 # PostgreSQL SQLSTATEs after which the whole transaction may safely run again.
 _RETRYABLE_PG_STATES = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"}
 
@@ -363,6 +367,11 @@ class Database:
                         LOG.info("the connection was lost during COMMIT, which took effect: %s", error.orig)
                         return result
                     LOG.info("the connection was lost during COMMIT, which did not take effect: %s", error.orig)
+                if _lost_a_race_on_a_reference(error) and attempt < MAX_REFERENCE_ATTEMPTS:
+                    # Run again, it reads what the other transaction committed and answers as if it
+                    # had come after it: the row it needs is gone, or the row it deletes is in use.
+                    LOG.info("retrying transaction after a foreign key violation (attempt %d): %s", attempt, error.orig)
+                    continue
                 if not _is_transient(error) or attempt == MAX_ATTEMPTS:
                     if _is_transient(error):
                         LOG.warning("giving up after %d attempts: %s", attempt, error)
@@ -532,6 +541,13 @@ def _writer_lock_for(database: str | None) -> _WriterLock | None:
         LOG.warning("no writer lock file %s (%s): writers wait on SQLite's own lock", path, error)
         return None
     return _WriterLock(path)
+
+
+def _lost_a_race_on_a_reference(error: exc.DBAPIError) -> bool:
+    """A foreign key violation on PostgreSQL: a write checks the rows it refers to (a class, a trait,
+    a parent) and those referring to a row it deletes before it writes, and another transaction
+    committed between the check and the write (SQLite has one writer at a time: its checks hold)."""
+    return getattr(error.orig, "sqlstate", None) == _FOREIGN_KEY_VIOLATION
 
 
 def _is_transient(error: exc.DBAPIError) -> bool:

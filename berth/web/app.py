@@ -27,7 +27,12 @@ from berth.web.access.policy import PolicyEnforcer
 from berth.web.json_body import read_json
 from berth.web.observability.exposition import Exposition
 from berth.web.observability.request_observer import RequestObserver
-from berth.web.request_checks import MAX_BODY_BYTES, refuse_nul_characters, require_content_type
+from berth.web.request_checks import (
+    MAX_BODY_BYTES,
+    refuse_nul_characters,
+    refuse_undecodable_query,
+    require_content_type,
+)
 from berth.web.responses import Reply
 from berth.web.routing import RouteMap
 
@@ -129,6 +134,7 @@ class JsonApp:
             if request.path not in self.public_paths:
                 caller = self.authenticate(request.headers)
             refuse_nul_characters(request)
+            refuse_undecodable_query(request)
             require_content_type(request)
             if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
                 raise RequestEntityTooLarge()

@@ -22,6 +22,19 @@ def refuse_nul_characters(request: Request) -> None:
         raise BerthError("NUL characters are not allowed in the request.", status=400)
 
 
+def refuse_undecodable_query(request: Request) -> None:
+    """A query string must be UTF-8 (its percent-escapes aside, which decode with replacement): the
+    parameters of one that is not cannot be read."""
+    try:
+        request.query_string.decode()
+    except UnicodeDecodeError as error:
+        raise BerthError(
+            f"The query string is not UTF-8: byte {error.object[error.start]:#04x} at {error.start}; "
+            "percent-encode other characters.",
+            status=400,
+        ) from None
+
+
 def require_content_type(request: Request) -> None:
     # Most requests say no length (a GET) or a type: neither is parsed then.
     if request.environ.get("CONTENT_LENGTH", "") in ("", "0") or request.environ.get("CONTENT_TYPE"):

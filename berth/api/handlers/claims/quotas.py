@@ -55,7 +55,15 @@ def delete_user_quota(call: Call, project_id: str, user_id: str) -> Reply:
     return empty_response()
 
 
+# The longest project or user id a limit is kept under: the length of the quota tables' columns
+# (berth.store.schema), as for a consumer's ids in allocations. PostgreSQL refuses a longer one.
+MAX_ID_LENGTH = 255
+
+
 def _set(call: Call, project_id: str, user_id: str) -> dict[str, Any]:
+    for what, value in (("project_id", project_id), ("user_id", user_id)):
+        if len(value) > MAX_ID_LENGTH:
+            raise BadRequest(f"Invalid {what}: {len(value)} characters, where at most {MAX_ID_LENGTH} are allowed.")
     limits: Limits = call.json_body(QUOTA_PUT)["limits"]
     negative = sorted(resource for resource, limit in limits.items() if limit < 0)
     if negative:
