@@ -4,11 +4,11 @@ a token. Preflight requests are answered by the middleware, before authenticatio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from _typeshed.wsgi import WSGIApplication
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 # Headers a browser client needs to send and read, as Placement's CORS defaults.
 CORS_DEFAULT_HEADERS: Final = [
@@ -22,6 +22,10 @@ CORS_DEFAULT_HEADERS: Final = [
     "OpenStack-API-Version",
 ]
 CORS_METHODS: Final = ["GET", "PUT", "POST", "DELETE", "PATCH"]
+# Set in the environment of every request the middleware passes on: it answers any ``OPTIONS``
+# the application refused (a preflight, which carries no token) with 200, and the request's
+# metrics and log line record that answer, not the refusal it replaced.
+CORS_KEY: Final = "berth.cors"
 
 
 def with_cors(app: WSGIApplication, origins: Sequence[str], extra_headers: Sequence[str] = ()) -> WSGIApplication:
@@ -35,5 +39,10 @@ def with_cors(app: WSGIApplication, origins: Sequence[str], extra_headers: Seque
         expose_headers=CORS_DEFAULT_HEADERS,
         allow_methods=CORS_METHODS,
     )
-    result: WSGIApplication = wrapped
-    return result
+
+    def marked(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        environ[CORS_KEY] = True
+        answer: Iterable[bytes] = wrapped(environ, start_response)
+        return answer
+
+    return marked

@@ -16,6 +16,7 @@ from werkzeug.wrappers import Request
 
 from berth.domain.request_ids import global_request_id
 from berth.web.access.auth import Caller
+from berth.web.cors import CORS_KEY
 from berth.web.observability.metrics import HTTP_REQUEST_DURATION, HTTP_REQUESTS
 from berth.web.observability.request_log import RequestLine, log_request
 from berth.web.routing import ROUTE_KEY, RouteMap
@@ -87,8 +88,12 @@ class RequestObserver:
         error_reason: str | None,
     ) -> None:
         """:meth:`observe` for a request answered at ``time.perf_counter()``, from ``started``: its
-        route is the one it was dispatched to, or for a request refused before, its path's."""
+        route is the one it was dispatched to, or for a request refused before, its path's; its
+        status is the one sent, which for an ``OPTIONS`` behind the CORS middleware is 200 when the
+        application refused it (a preflight carries no token)."""
         environ = request.environ
+        if environ.get(CORS_KEY) and request.method == "OPTIONS" and not 200 <= status < 300:
+            status, error_code, error_reason = 200, None, None
         self.observe(
             rule=environ.get(ROUTE_KEY) or routes.rule_of(request.path),
             method=request.method,

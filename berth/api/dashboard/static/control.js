@@ -32,7 +32,7 @@ function hostRow(host) {
   }
   return el("tr", { class: down ? "host-down" : "", "data-host": host.name, "data-state": host.state,
     "data-status": host.status, "data-servers": host.servers },
-    el("td", {}, host.name), el("td", {}, host.zone ?? ""), state,
+    el("td", { class: "name" }, host.name), el("td", { class: "name" }, host.zone ?? ""), state,
     el("td", { class: "num servers" }, formatNumber(host.servers)),
     el("td", { class: "num" }, `${formatNumber(host.last_heartbeat_seconds_ago)} s ago`));
 }

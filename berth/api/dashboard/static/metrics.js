@@ -5,6 +5,9 @@
 const WINDOW_MS = 5 * 60 * 1000;
 // The dashboard's own polling is left out, so that the figures are the API's clients'.
 const OWN_ROUTES = ["/metrics", "/dashboard", "/berth/dashboard"];
+// And the reads the page polls under another API's route: the quotas panel's list of every
+// project's limits (an API client's reads of one project's quotas are other routes).
+const OWN_READS = ["GET /berth/quotas"];
 
 const LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/;
 const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
@@ -24,7 +27,8 @@ export function parsePrometheus(text) {
   return series;
 }
 
-function isOwn(route) {
+function isOwn(route, method) {
+  if (OWN_READS.includes(`${method} ${route}`)) return true;
   return OWN_ROUTES.some((prefix) => route === prefix || route?.startsWith(prefix + "/"));
 }
 
@@ -38,7 +42,7 @@ export function sampleOf(series, at) {
       sample.conflicts[key] = (sample.conflicts[key] || 0) + value;
       continue;
     }
-    if (!name.startsWith("berth_http_request") || isOwn(labels.route)) continue;
+    if (!name.startsWith("berth_http_request") || isOwn(labels.route, labels.method)) continue;
     if (name === "berth_http_requests_total") {
       sample.requests += value;
       const status = Number(labels.status);

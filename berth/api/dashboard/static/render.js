@@ -63,7 +63,7 @@ export function renderRankings(rankings) {
   document.querySelector(".rankings").dataset.state = "live";
   // One row per host; the child whose inventory ranks it there is named within it.
   fillBody(document.getElementById("fullest"), rankings.fullest_providers.map((p) => {
-    const host = el("td", { title: p.id }, p.name);
+    const host = el("td", { class: "name", title: p.id }, p.name);
     if (p.provider.id !== p.id) host.append(el("div", { class: "member", title: p.provider.id }, `› ${p.provider.name}`));
     return el("tr", { "data-id": p.id, "data-member": p.provider.id, "data-level": level(p.used, p.capacity) },
       host, el("td", {}, p.resource_class),
@@ -75,13 +75,13 @@ export function renderRankings(rankings) {
     el("tr", { "data-id": c.id, "data-consumers": c.consumers },
       el("td", { class: "uuid", title: c.id },
         c.consumers > 1 ? `${c.id.slice(0, 8)} +${number.format(c.consumers - 1)}` : c.id.slice(0, 8)),
-      el("td", {}, c.project_id ?? ""), el("td", {}, c.resource_class),
+      el("td", { class: "name" }, c.project_id ?? ""), el("td", {}, c.resource_class),
       el("td", { class: "num" }, c.consumers > 1 ? `${number.format(c.consumers)} × ${number.format(c.used)}` :
         number.format(c.used)),
       el("td", {}, bar(c.used, c.capacity)))));
   fillBody(document.getElementById("projects"), rankings.biggest_projects.map((p) =>
     el("tr", { "data-id": p.id },
-      el("td", {}, p.id), el("td", {}, p.resource_class), el("td", { class: "num" }, number.format(p.used)),
+      el("td", { class: "name" }, p.id), el("td", {}, p.resource_class), el("td", { class: "num" }, number.format(p.used)),
       el("td", {}, bar(p.used, p.capacity)))));
 }
 
@@ -92,7 +92,7 @@ export function renderQuotas(quotas) {
   const rows = quotas.quotas.flatMap((q) => Object.entries(q.limits).map(([resource, limit]) => {
     const used = q.usage[resource] ?? 0;
     return el("tr", { "data-project": q.project_id, "data-resource": resource, "data-used": used, "data-limit": limit },
-      el("td", {}, q.project_id), el("td", {}, resource),
+      el("td", { class: "name" }, q.project_id), el("td", {}, resource),
       el("td", { class: "num" }, `${number.format(used)} / ${number.format(limit)}`),
       el("td", {}, bar(used, limit)));
   }));
