@@ -144,23 +144,31 @@ class UnknownHosts(_ReadAgain):
         self._nodes_read_at = -COMPUTE_NODES_FRESH_SECONDS
         self._nodes: frozenset[str] = frozenset()
         self._registered: frozenset[str] = frozenset()
+        # The difference, made again only after a read: the scheduler asks it of every candidate host
+        # (a difference of two sets of every host each time).
+        self._unknown: frozenset[str] = frozenset()
         # Told each read of the compute nodes (uuid -> name): what else would read them again.
         self.on_nodes: Callable[[Mapping[str, str]], None] = lambda nodes: None
 
     def _current(self) -> frozenset[str]:
         now = time.monotonic()
         with self._lock:
+            read = False
             if now - self._nodes_read_at >= COMPUTE_NODES_FRESH_SECONDS:
                 with _keeping_what_was_known("the service's compute nodes"):
                     nodes = _compute_nodes(self.placement)
                     self._nodes = frozenset(nodes.values())
                     self._nodes_read_at = now
+                    read = True
                     self.on_nodes(nodes)
             if now - self._read_at >= DOWN_FRESH_SECONDS:
                 with _keeping_what_was_known("the registered hosts"):
                     self._registered = self.hosts.names()
                     self._read_at = now
-            return self._nodes - self._registered
+                    read = True
+            if read:
+                self._unknown = self._nodes - self._registered
+            return self._unknown
 
 
 def _compute_nodes(placement: PlacementClient) -> dict[str, str]:
