@@ -40,9 +40,23 @@ def _life(kind: str) -> Callable[[Record, ServerRequest, Mapping[str, Any]], Wor
     return work
 
 
+# A move starts from the host the server's row names: the row is written with each operation's steps
+# and no operation is in flight on the server, so it is the host the books hold it on (the move's
+# first step, on that host's agent, checks it again), and the service is not asked.
 def _resize(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
     flavor: Flavor = args["flavor"]
-    return lambda runner: moves.move(runner, server, flavor)
+    source = row["host"]
+    return lambda runner: moves.move(runner, server, flavor, source)
+
+
+def _migrate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    source = row["host"]
+    return lambda runner: moves.move(runner, server, source=source)
+
+
+def _live_migrate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    source = row["host"]
+    return lambda runner: live_migration.live_migrate(runner, server, source)
 
 
 def _evacuate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
@@ -92,13 +106,10 @@ class ConfirmFailed(ConductorError):
 # Action (the API's key) -> the conductor's operation kind and how it is started.
 ACTIONS: Final[Mapping[str, tuple[str, Callable[[Record, ServerRequest, Mapping[str, Any]], Work]]]] = {
     "resize": (moves.RESIZE, _resize),
-    "migrate": (moves.MIGRATE, lambda row, server, args: lambda runner: moves.move(runner, server)),
+    "migrate": (moves.MIGRATE, _migrate),
     "confirmResize": (moves.CONFIRM, _confirm_or_revert(moves.CONFIRM)),
     "revertResize": (moves.REVERT, _confirm_or_revert(moves.REVERT)),
-    "os-migrateLive": (
-        live_migration.KIND,
-        lambda row, server, args: lambda runner: live_migration.live_migrate(runner, server),
-    ),
+    "os-migrateLive": (live_migration.KIND, _live_migrate),
     "evacuate": (evacuation.KIND, _evacuate),
     "shelve": (lifecycle.SHELVE, _life(lifecycle.SHELVE)),
     "shelveOffload": (lifecycle.SHELVE_OFFLOAD, _life(lifecycle.SHELVE_OFFLOAD)),

@@ -34,8 +34,10 @@ KIND = "live_migrate"
 FORWARD_STEPS = ("migrate_out", "drop_source", "confirm_dest")
 
 
-def live_migrate(runner: Runner, server: ServerRequest) -> Operation:
-    source = runner.calls.host_of(server.instance_uuid)
+def live_migrate(runner: Runner, server: ServerRequest, source: str | None = None) -> Operation:
+    """Live-migrate ``server`` from ``source`` (its host as its row names it; else the one its
+    allocations are on, read from the service)."""
+    source = source or runner.calls.host_of(server.instance_uuid)
     if source is None:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": server.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}

@@ -47,11 +47,13 @@ REVERT = "revert_resize"
 MOVE_KINDS = (RESIZE, MIGRATE)
 
 
-def move(runner: Runner, server: ServerRequest, flavor: Flavor | None = None) -> Operation:
-    """Resize ``server`` to ``flavor``, or migrate it (its own flavor) when ``flavor`` is None."""
+def move(runner: Runner, server: ServerRequest, flavor: Flavor | None = None, source: str | None = None) -> Operation:
+    """Resize ``server`` to ``flavor``, or migrate it (its own flavor) when ``flavor`` is None, from
+    ``source`` (its host as its row names it; else the one its allocations are on, read from the
+    service)."""
     kind = MIGRATE if flavor is None else RESIZE
     wanted = server if flavor is None else replace(server, flavor=flavor)
-    source = runner.calls.host_of(server.instance_uuid)
+    source = source or runner.calls.host_of(server.instance_uuid)
     if source is None:
         raise ConductorError(f"instance {server.instance_uuid} holds no allocations on any host")
     request = {"server": wanted.to_dict(), "source": source, "migration_uuid": str(uuid.uuid4())}
