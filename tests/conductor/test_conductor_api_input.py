@@ -289,6 +289,20 @@ def test_a_server_joins_no_group_of_another_project(plane, web):
     assert plane.servers.in_group(group) == [own.get_json()["server"]["id"]]
 
 
+def test_a_zone_naming_a_host_is_refused_saying_the_scheduler_chooses(plane, web):
+    """Nova's forced host ("zone:host"): not "no host registered in the zone", which sends the caller
+    looking for a zone that exists."""
+    before = _snapshot(plane)
+    for zone in ("zone-1:host-1", "zone-1::node-1"):
+        body = {"server": {"name": "x", "flavorRef": PLAIN.name, "availability_zone": zone}}
+        answer = web.post("/servers", json=body, headers=ADMIN)
+        assert answer.status_code == 400, answer.get_data(as_text=True)
+        error = answer.get_json()["errors"][0]
+        assert error["code"] == "berth.availability_zone.not_found"
+        assert "names a host" in error["detail"] and "name the zone alone" in error["detail"], error
+    assert _snapshot(plane) == before
+
+
 def test_the_openapi_document_names_every_route_and_its_body(web):
     document = web.get("/berth/openapi.json").get_json()
     assert document["openapi"].startswith("3.")

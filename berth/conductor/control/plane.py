@@ -172,6 +172,14 @@ class ControlPlane:
         be placed and why; placed, one build per server placed, each carrying its destination."""
         flavor = to_flavor(self.flavors.get(flavor_ref))
         if zone is not None and zone not in self.scheduler_config.availability_zones:
+            if ":" in zone:
+                # Nova's "zone:host" (and "zone::node") forces a host past the scheduler; Berth's
+                # scheduler always chooses, through the service's claims.
+                raise BadRequest(
+                    f"The availability zone {zone!r} names a host: Berth's scheduler chooses every host "
+                    "(Nova's forced 'zone:host' is not taken); name the zone alone.",
+                    code=ZONE_NOT_FOUND,
+                )
             raise BadRequest(f"No host has registered in the availability zone {zone!r}.", code=ZONE_NOT_FOUND)
         group = self.groups.scheduling(group_id) if group_id else None
         if min_count is not None and not 1 <= min_count <= count:
