@@ -303,6 +303,35 @@ def test_a_zone_naming_a_host_is_refused_saying_the_scheduler_chooses(plane, web
     assert _snapshot(plane) == before
 
 
+def test_a_flavor_is_created_with_the_body_novas_clients_send(plane, web):
+    """novaclient and the openstack command send rxtx_factor and os-flavor-access:is_public with every
+    create (they were refused, so neither could make a flavor); values Berth cannot honour are refused."""
+    sent = {
+        "name": "nova-client",
+        "ram": 512,
+        "vcpus": 1,
+        "disk": 1,
+        "id": None,
+        "swap": 0,
+        "OS-FLV-EXT-DATA:ephemeral": 0,
+        "rxtx_factor": 1.0,
+        "os-flavor-access:is_public": True,
+    }
+    before = _snapshot(plane)
+    for key, value in (("rxtx_factor", 2.0), ("os-flavor-access:is_public", False)):
+        answer = web.post("/flavors", json={"flavor": {**sent, key: value}}, headers=ADMIN)
+        assert answer.status_code == 400, answer.get_data(as_text=True)
+        assert key in answer.get_json()["errors"][0]["detail"]
+    assert _snapshot(plane) == before
+    answer = web.post("/flavors", json={"flavor": sent}, headers=ADMIN)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    shown = answer.get_json()["flavor"]
+    assert (shown["name"], shown["ram"], shown["vcpus"], shown["disk"]) == ("nova-client", 512, 1, 1)
+    assert shown["rxtx_factor"] == 1.0 and shown["os-flavor-access:is_public"] is True
+    assert shown["OS-FLV-DISABLED:disabled"] is False
+    web.delete(f"/flavors/{shown['id']}", headers=ADMIN)
+
+
 def test_the_openapi_document_names_every_route_and_its_body(web):
     document = web.get("/berth/openapi.json").get_json()
     assert document["openapi"].startswith("3.")

@@ -114,6 +114,10 @@ FLAVOR_CREATE: Final = _object(
                 "ephemeral": SIZE,
                 "swap": SIZE,
                 "extra_specs": STRINGS,
+                # What Nova's clients send with every flavor they create (novaclient and the openstack
+                # command: 1.0 and true); taken at those values only (berth.conductor.api.handlers.flavors).
+                "rxtx_factor": {"type": "number"},
+                "os-flavor-access:is_public": {"type": "boolean"},
             },
             ("name", "vcpus", "ram"),
         )

@@ -143,6 +143,10 @@ def flavor(row: Record) -> dict[str, Any]:
         "OS-FLV-EXT-DATA:ephemeral": row["ephemeral"],
         "swap": row["swap"],
         "extra_specs": dict(row["extra_specs"]),
+        # As Nova shows them: every flavor is public and enabled, and has no bandwidth factor.
+        "os-flavor-access:is_public": True,
+        "OS-FLV-DISABLED:disabled": False,
+        "rxtx_factor": 1.0,
     }
 
 

@@ -11,6 +11,12 @@ from berth.web.responses import Reply, empty_response
 
 def create(call: WebCall) -> Reply:
     asked = schemas.check(call.json_body(), schemas.FLAVOR_CREATE)["flavor"]
+    # Nova's clients send both with every create, at Nova's defaults, which are all Berth has: it
+    # refuses other values rather than ignore them.
+    if asked.pop("rxtx_factor", 1.0) != 1.0:
+        raise BadRequest("rxtx_factor must be 1.0 if given: Berth keeps no network bandwidth factor.")
+    if not asked.pop("os-flavor-access:is_public", True):
+        raise BadRequest("os-flavor-access:is_public must be true if given: every flavor is public in Berth.")
     fields = {
         **asked,
         "ephemeral": asked.get("OS-FLV-EXT-DATA:ephemeral", asked.get("ephemeral", 0)),
