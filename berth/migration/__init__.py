@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from berth.migration.books import Books, Consumer, Inventory, Progress, Provider
 from berth.migration.comparing import Auth, Difference, compare, differences
-from berth.migration.errors import MigrationError, NotEmpty, SourceChanged, TooOld, Unreadable
+from berth.migration.errors import MigrationError, NotEmpty, NotPlacement, SourceChanged, TooOld, Unreadable
 from berth.migration.loading import LoadCounts, load_into_berth
 from berth.migration.reading import read_placement
 
@@ -28,6 +28,7 @@ __all__ = [
     "LoadCounts",
     "MigrationError",
     "NotEmpty",
+    "NotPlacement",
     "Progress",
     "Provider",
     "SourceChanged",

@@ -17,6 +17,11 @@ class SourceChanged(MigrationError):
     """What was read does not add up, because something wrote to the source while it was read."""
 
 
+class NotPlacement(MigrationError):
+    """An endpoint that answered, but not as Placement does: another service's URL (a dashboard, a
+    web page, Keystone, Nova), or a proxy in front of Placement that answered in its place."""
+
+
 class NotEmpty(MigrationError):
     """The target database already holds books of its own."""
 

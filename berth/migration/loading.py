@@ -47,7 +47,28 @@ def load_into_berth(books: Books, database_url: str, *, progress: Progress | Non
         db.dispose()
 
 
+# The tables a move writes. On PostgreSQL they are locked against other writers from before the
+# target is found empty until the move commits: a second move into the same database (or a server
+# writing there) waits, and then finds books. On SQLite the write transaction's lock does it.
+_WRITTEN_TABLES = (
+    "resource_classes",
+    "traits",
+    "resource_providers",
+    "inventories",
+    "placement_aggregates",
+    "resource_provider_aggregates",
+    "resource_provider_traits",
+    "projects",
+    "users",
+    "consumer_types",
+    "consumers",
+    "allocations",
+)
+
+
 def _write(conn: sa.Connection, books: Books, report: Progress) -> LoadCounts:
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"LOCK TABLE {', '.join(_WRITTEN_TABLES)} IN SHARE ROW EXCLUSIVE MODE")
     _refuse_non_empty(conn)
     now = utcnow()
     stamps = {"created_at": now, "updated_at": now}

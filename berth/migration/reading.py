@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from berth.clients.errors import PlacementError
 from berth.clients.placement import PlacementClient
 from berth.migration.books import Books, Consumer, Inventory, Progress, Provider, no_progress
-from berth.migration.errors import SourceChanged, TooOld, Unreadable
+from berth.migration.errors import NotPlacement, SourceChanged, TooOld, Unreadable
 
 # The first microversion with consumer generations, which the books must keep.
 OLDEST = (1, 28)
@@ -40,14 +40,36 @@ def read_placement(
     """The books of the Placement at ``url``, read at ``microversion`` or the newest it speaks below.
 
     ``token`` goes in ``X-Auth-Token`` (None or empty: none is sent); the reads need
-    the admin role. Raises ``TooOld`` below 1.28, ``SourceChanged`` when the books do not add up and
-    ``Unreadable`` when the endpoint does not answer or refuses a read.
+    the admin role. Raises ``TooOld`` below 1.28, ``SourceChanged`` when the books do not add up,
+    ``Unreadable`` when the endpoint does not answer or refuses a read, and ``NotPlacement`` when it
+    answers, but not as Placement does.
     """
     try:
         return _read(url, token, microversion, progress or no_progress, timeout)
     except PlacementError as error:
         # Which endpoint failed is what the caller must say, and a comparison reads two.
         raise Unreadable(url, error) from error
+    except (LookupError, TypeError, ValueError) as error:
+        # JSON without the fields Placement's answers have (``_get`` refuses what is not JSON).
+        raise NotPlacement(_not_placement(url, f"an answer without what Placement's has ({error!r})")) from error
+
+
+def _get(client: PlacementClient, path: str) -> Any:
+    """The JSON object ``path`` answers; ``NotPlacement`` for an answer that is not one."""
+    try:
+        answer = client.get(path)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise NotPlacement(_not_placement(client.url, f"GET {path} did not answer with a JSON object"))
+    return answer
+
+
+def _not_placement(url: str, what: str) -> str:
+    return (
+        f"{url} does not answer as Placement does: {what}; give Placement's endpoint itself, whose GET "
+        "answers with the API's versions"
+    )
 
 
 def _read(url: str, token: str | None, microversion: str, report: Progress, timeout: float) -> Books:
@@ -59,11 +81,11 @@ def _read(url: str, token: str | None, microversion: str, report: Progress, time
     client.attempts = _ATTEMPTS
     client.headers["OpenStack-API-Version"] = f"placement {version}"
     books = Books(source=url, microversion=version)
-    books.resource_classes = {entry["name"] for entry in client.get("/resource_classes")["resource_classes"]}
-    books.traits = set(client.get("/traits")["traits"])
+    books.resource_classes = {entry["name"] for entry in _get(client, "/resource_classes")["resource_classes"]}
+    books.traits = set(_get(client, "/traits")["traits"])
     report("names", 1, 1)
 
-    listed: list[JSON] = client.get("/resource_providers")["resource_providers"]
+    listed: list[JSON] = _get(client, "/resource_providers")["resource_providers"]
     seen: dict[str, dict[str, dict[str, int]]] = {}
     for done, entry in enumerate(listed, 1):
         provider, seen[entry["uuid"]] = _read_provider(client, entry)
@@ -77,7 +99,7 @@ def _read(url: str, token: str | None, microversion: str, report: Progress, time
 
     projects = sorted({consumer.project_id for consumer in books.consumers.values()})
     for done, project in enumerate(projects, 1):
-        books.project_usages[project] = client.get("/usages?" + urlencode({"project_id": project}))["usages"]
+        books.project_usages[project] = _get(client, "/usages?" + urlencode({"project_id": project}))["usages"]
         report("project usages", done, len(projects))
 
     problems = cross_check(books, seen)
@@ -91,7 +113,7 @@ def _read(url: str, token: str | None, microversion: str, report: Progress, time
 
 def negotiate(client: PlacementClient, wanted: str) -> str:
     """The lower of ``wanted`` and the newest microversion the service speaks, if at least 1.28."""
-    versions = client.get("/")["versions"]
+    versions = _get(client, "/")["versions"]
     newest = max((parse_version(v["max_version"]) for v in versions), default=(1, 0))
     chosen = min(parse_version(wanted), newest)
     if chosen < OLDEST:
@@ -115,7 +137,7 @@ def _read_provider(client: PlacementClient, entry: JSON) -> tuple[Provider, dict
     base = f"/resource_providers/{uuid}"
     try:
         answers = {
-            part: client.get(f"{base}/{part}") for part in ("inventories", "traits", "aggregates", "allocations")
+            part: _get(client, f"{base}/{part}") for part in ("inventories", "traits", "aggregates", "allocations")
         }
     except PlacementError as error:
         if error.status != 404:
@@ -137,14 +159,14 @@ def _read_provider(client: PlacementClient, entry: JSON) -> tuple[Provider, dict
     }
     provider.traits = set(answers["traits"]["traits"])
     provider.aggregates = set(answers["aggregates"]["aggregates"])
-    provider.usages = {rc: int(n) for rc, n in client.get(f"{base}/usages")["usages"].items() if n}
+    provider.usages = {rc: int(n) for rc, n in _get(client, f"{base}/usages")["usages"].items() if n}
     held = {consumer: dict(e["resources"]) for consumer, e in answers["allocations"]["allocations"].items()}
     return provider, held
 
 
 def _read_consumer(client: PlacementClient, uuid: str, books: Books) -> Consumer:
     try:
-        answer = client.get(f"/allocations/{uuid}")
+        answer = _get(client, f"/allocations/{uuid}")
     except PlacementError as error:
         raise SourceChanged(f"consumer {uuid} could not be read: {error}") from error
     if not answer.get("allocations"):

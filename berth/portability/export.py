@@ -26,7 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from berth.portability.format import FIELDS, KINDS, encode, header, timestamp
-from berth.store.database import Database, normalise_url
+from berth.store.database import Database, DatabaseUnusable, normalise_url
+from berth.store.migrate import newer_schema, recorded_revisions
 from berth.store.rawsql import py_time
 from berth.store.util import utcnow
 
@@ -180,8 +181,14 @@ def export_books(
     db = Database(database) if isinstance(database, str) else database
     try:
         with snapshot(db) as conn:
+            where = db.engine.url.render_as_string(hide_password=True)
             if not sa.inspect(conn).has_table(_BOOKS_TABLE):
-                raise NoBooks(db.engine.url.render_as_string(hide_password=True), "the database has no Berth schema")
+                raise NoBooks(where, "the database has no Berth schema")
+            # A later release's schema may keep books this release does not know of: an export by
+            # this one would leave them out of the file without a word.
+            too_new = newer_schema(recorded_revisions(conn), f"the database at {where}")
+            if too_new is not None:
+                raise DatabaseUnusable(too_new)
             present = present_kinds(conn)
             counts = {kind: _count(conn, kind) if kind in present else 0 for kind in KINDS}
             out.write(header(exported_at or utcnow(), counts).decode())

@@ -184,9 +184,12 @@ def read_header(line_text: str) -> dict[str, int]:
         raise BooksFileError(1, f"not JSON: {error}") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise BooksFileError(1, f'not a snapshot of Berth\'s books (the first line needs "format": "{FORMAT}")')
-    if body.get("version") not in READABLE_VERSIONS:
-        readable = " and ".join(str(version) for version in READABLE_VERSIONS)
-        raise BooksFileError(1, f"version {body.get('version')!r} is not one this Berth reads (it reads {readable})")
+    version = body.get("version")
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(str(known) for known in READABLE_VERSIONS)
+        newer = type(version) is int and version > VERSION
+        advice = ": a later release of Berth wrote it; import it with that release or a later one" if newer else ""
+        raise BooksFileError(1, f"version {version!r} is not one this Berth reads (it reads {readable}){advice}")
     counts = body.get("counts")
     if not isinstance(counts, dict) or set(counts) - set(KINDS):
         raise BooksFileError(1, f"counts must be an object with the kinds {', '.join(KINDS)}")

@@ -15,6 +15,7 @@ moved on, as an allocation write would.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
@@ -74,7 +75,7 @@ def _write_transaction(db: Database) -> Iterator[Connection]:
 def _load(
     conn: Connection, inp: IO[str], existing: dict[Any, dict[str, Any]] | None, progress: Progress | None
 ) -> dict[str, int]:
-    lines = iter(inp)
+    lines = _text_lines(inp)
     first = next(lines, None)
     if first is None:
         raise BooksFileError(1, "the file is empty")
@@ -85,6 +86,24 @@ def _load(
     except BaseException as error:
         loader.abort(error)
         raise
+
+
+def _text_lines(inp: IO[str]) -> Iterator[str]:
+    """The file's lines; bytes that are not UTF-8 (a compressed copy, say) are refused by line."""
+    lines = iter(inp)
+    for number in itertools.count(1):
+        try:
+            text = next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            # Text is decoded a block at a time: the bytes at fault are in this line or a few after it.
+            raise BooksFileError(
+                number,
+                "the file is not UTF-8 text from about here: a snapshot is the JSON Lines berth export "
+                "wrote (decompress a compressed copy first)",
+            ) from None
+        yield text
 
 
 def _read_records(
