@@ -109,14 +109,24 @@ class ClaimStore:
         sa.event.listen(self.engine, "connect", _pragmas)
         # SQLite in Python serialises per connection; one writer at a time within the process too.
         self._write_lock = threading.Lock()
-        metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
-            version = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
-            if version is None:
-                conn.execute(meta.insert().values(key="schema_version", value=SCHEMA_VERSION))
-            elif version != SCHEMA_VERSION:
-                raise StoreError(f"{self.path}: claim store schema {version}, this tracker knows {SCHEMA_VERSION}")
-            found = [_record(row) for row in conn.execute(_ALL).mappings()]
+        try:
+            metadata.create_all(self.engine)
+            with self.engine.begin() as conn:
+                version = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+                if version is None:
+                    conn.execute(meta.insert().values(key="schema_version", value=SCHEMA_VERSION))
+                elif version != SCHEMA_VERSION:
+                    raise StoreError(f"{self.path}: claim store schema {version}, this tracker knows {SCHEMA_VERSION}")
+                found = [_record(row) for row in conn.execute(_ALL).mappings()]
+        except sa.exc.DatabaseError as e:
+            # A damaged file (truncated, overwritten): said with what to do, not as SQLite's traceback.
+            self.engine.dispose()
+            raise StoreError(
+                f"the claim store {self.path} cannot be opened ({e.orig}); if the file is damaged, move it aside "
+                "(with its -wal and -shm files, leaving the .agent_id and .guests.json files where they are) and "
+                "start the agent again: its audit finds the guests the host runs and, healing, adopts what the "
+                "service holds for them as claims"
+            ) from None
         # Replaced whole by each write, never changed in place: a reader holds a consistent set.
         self._claims: dict[str, ClaimRecord] = {r.claim_id: r for r in sorted(found, key=_order)}
 

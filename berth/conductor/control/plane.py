@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from berth.clients.errors import ClientError
+from berth.clients.http import TransportError
 from berth.clients.placement import PlacementClient
 from berth.conductor.conductor import Conductor
 from berth.conductor.control import actions, host_books, preemptions
@@ -45,7 +47,7 @@ from berth.conductor.runner import ConductorConfig, StepHook
 from berth.domain.errors import BadRequest, Conflict, Forbidden, NotFound
 from berth.scheduler.explain import NoValidHost as SchedulerNoValidHost
 from berth.scheduler.request.flavor import Image, SchedulerConfig
-from berth.scheduler.request.request_spec import RequestSpec
+from berth.scheduler.request.request_spec import DISABLED_TRAIT, RequestSpec
 from berth.scheduler.request.server_group import ServerGroup
 from berth.scheduler.selection import Selection
 from berth.scheduler.service import QuotaExceeded
@@ -146,6 +148,9 @@ class ControlPlane:
                 self.conductor.resume()
                 self.clean_up_evacuated()
                 self.preemptions.reconcile()
+            except (ClientError, TransportError) as e:
+                # The service (or an agent) away: one line a round, not a traceback every second.
+                LOG.warning("housekeeping failed: %s; trying again in %s s", e, self.settings.housekeeping_interval)
             except Exception:  # noqa: BLE001 - the next round tries again
                 LOG.exception("housekeeping failed; trying again in %s s", self.settings.housekeeping_interval)
 
@@ -395,7 +400,25 @@ class ControlPlane:
                 f"Host {name} is the host of operation(s) in flight ({', '.join(busy)}); retire it once they end.",
                 code=HOST_IN_USE,
             )
+        was_disabled = self.hosts.get(name).disabled
         self.hosts.retire(name, user_id, admin=admin)
+        if was_disabled:
+            # Forgotten, its disabling goes too: registered again (its agent still running, or back
+            # later), the host is enabled, and its compute node must not keep the trait that kept
+            # the scheduler away (it was shown enabled and nothing landed there).
+            try:
+                host_books.set_disabled(self.placement, name, False)
+            except host_books.HostNotReported:
+                pass
+            except ClientError as e:
+                LOG.warning(
+                    "host %s retired, but the service kept its %s trait (%s): `berth host enable %s` once it "
+                    "registers again",
+                    name,
+                    DISABLED_TRAIT,
+                    e,
+                    name,
+                )
         # The servers evacuated from it whose clean-up waited for it to come back: it will not, and
         # the books release what they still count against it (it stayed counted for ever).
         for evacuated in self._evacuations_waiting(books_released=True):

@@ -56,7 +56,7 @@ from berth.domain.request_ids import global_request_id
 from berth.tracker import guests
 from berth.tracker.agent import schemas
 from berth.tracker.agent.registration import Registration
-from berth.tracker.errors import GuestError, claim_error
+from berth.tracker.errors import GuestError, StoreError, claim_error
 from berth.tracker.facts import RUNNING, STOPPED
 from berth.tracker.tracker import ResourceTracker
 
@@ -351,6 +351,9 @@ class PeriodicTask:
                 audit = result.get("audit", {}) if isinstance(result, dict) else {}
                 if audit.get("findings"):
                     LOG.warning("audit findings: %s", audit["findings"])
+            except PlacementError as e:
+                # The service away (restarted, unreachable): one line a round, not a traceback.
+                LOG.warning("periodic task failed: %s; trying again in %g s", e, self.interval)
             except Exception:  # noqa: BLE001 - the next round tries again
                 LOG.exception("periodic task failed")
 
@@ -378,7 +381,13 @@ class AgentWorker:
         self.periodic: PeriodicTask | None = None
 
     def load(self) -> AgentApp:
-        tracker = self.tracker = self.build_tracker()
+        try:
+            tracker = self.tracker = self.build_tracker()
+        except StoreError as e:
+            # Nothing can be served without the host's claims: one line says why and what to do, and the
+            # worker ends (the server gives up on a second failure, and ``berth agent`` exits with 1).
+            LOG.error("berth agent: %s", e)
+            raise SystemExit(1) from None
         started = tracker.start()
         LOG.info(
             "agent for %s started: %d providers, %d claims, %d operations recovered, %d evacuations cleaned up",
