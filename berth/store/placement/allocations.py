@@ -30,7 +30,14 @@ from berth.store.placement import consumers as consumer_store
 from berth.store.placement import names
 from berth.store.placement.lock_order import lock_inventories_of, lock_inventories_of_consumers
 from berth.store.placement.providers import revise
-from berth.store.placement.taking import TOUCH_PROVIDERS, AllocationRow, NewConsumer, Targets, take_and_insert
+from berth.store.placement.taking import (
+    TOUCH_PROVIDERS,
+    AllocationRow,
+    NewConsumer,
+    Targets,
+    Wanted,
+    take_and_insert,
+)
 from berth.store.rawsql import db_time, execute, fetch, insert_rows
 from berth.store.schema import (
     allocations,
@@ -144,9 +151,12 @@ UPDATE consumers SET generation = generation + 1, updated_at = ?, project_id = C
 WHERE id = ? AND generation = ?"""
 
 
-def _remove_allocations(conn: Connection, consumer_uuid: str, *, locked: bool = False) -> set[int]:
+def _remove_allocations(
+    conn: Connection, consumer_uuid: str, *, locked: bool = False, freed_into: Wanted | None = None
+) -> set[int]:
     """Take the consumer's allocations off the books; the providers they were on. ``locked``: the
-    caller has locked the inventories of every provider it writes (else they are locked here)."""
+    caller has locked the inventories of every provider it writes (else they are locked here);
+    ``freed_into``: adds what was freed, by (provider, class)."""
     rows = fetch(conn, _OF_CONSUMER, (consumer_uuid,))
     if not rows:
         return set()
@@ -159,6 +169,8 @@ def _remove_allocations(conn: Connection, consumer_uuid: str, *, locked: bool = 
         freed[(provider_id, rc_id)] += used
     for (provider_id, rc_id), amount in sorted(freed.items()):
         execute(conn, _FREE, (amount, provider_id, rc_id))
+        if freed_into is not None:
+            freed_into[(provider_id, rc_id)] = freed_into.get((provider_id, rc_id), 0) + amount
     # Freeing leaves generations alone, as in the reference, but changes what candidates see: the
     # provider rows after their inventories (berth.store.placement.lock_order).
     revise(conn, freed_from)
@@ -222,11 +234,14 @@ def replace_allocations(
             requests[0].consumer_uuid, project_id, user_id, requests[0].consumer_type, consumer_counted_by_writer
         )
     emptied = set(emptied_from)
+    # What the write takes off the inventories as it replaces its consumers' allocations: as much may
+    # be taken again there whatever the room (``take_and_insert``'s ``freed``).
+    freed: Wanted = {}
     if not new_consumers:
         # What the write frees and what it takes, locked before it frees anything.
         lock_inventories_of_consumers(conn, [r.consumer_uuid for r in requests], targets.provider_ids.values())
     if not consumers_after and new_consumer is None:
-        emptied |= _write_consumers(conn, requests, now, new_consumers)
+        emptied |= _write_consumers(conn, requests, now, new_consumers, freed)
     wanted, rows_to_insert = _wanted_amounts(requests, targets, now)
     # Each provider's generation moves once: those that receive allocations move below.
     left_alone = emptied - {provider_id for provider_id, _ in wanted}
@@ -234,7 +249,7 @@ def replace_allocations(
         execute(conn, TOUCH_PROVIDERS, (now,), ids=sorted(left_alone))
     if not wanted:
         return
-    take_and_insert(conn, wanted, rows_to_insert, targets, now, new_consumer)
+    take_and_insert(conn, wanted, rows_to_insert, targets, now, new_consumer, freed)
     if consumers_after:
         _write_consumers(conn, requests, now, new_consumers)
 
@@ -261,9 +276,14 @@ def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], know
 
 
 def _write_consumers(
-    conn: Connection, requests: list[ConsumerAllocations], now: object, new_consumers: bool = False
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    now: object,
+    new_consumers: bool = False,
+    freed: Wanted | None = None,
 ) -> set[int]:
-    """Check each consumer's generation, write its row, and take its old allocations off the books.
+    """Check each consumer's generation, write its row, and take its old allocations off the books
+    (adding what that frees to ``freed``).
 
     Returns the providers of consumers whose allocations the write empties (``{"allocations": {}}``):
     as in the reference, such a write counts as a write to each provider the consumer leaves.
@@ -285,7 +305,7 @@ def _write_consumers(
         has_new = any(request.allocations.values())
         if existing is not None:
             _update_consumer(conn, existing, request, now, owners, delete=not has_new)
-            freed_from = _remove_allocations(conn, request.consumer_uuid, locked=True)
+            freed_from = _remove_allocations(conn, request.consumer_uuid, locked=True, freed_into=freed)
             if not has_new:
                 emptied_from |= freed_from
         elif has_new:

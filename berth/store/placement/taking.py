@@ -1,7 +1,10 @@
 """Taking capacity for a write's new allocations, and inserting their rows.
 
 Each (provider, class) a write names must have an inventory; each allocation must meet its unit
-constraints; the sum the write adds must fit the inventory's room. ``take_and_insert`` checks all
+constraints; the sum the write adds must fit the inventory's room, unless it is no more than what
+the same write freed there (its consumers' allocations replaced: ``freed``), which leaves the
+inventory no worse than before, as Placement allows on an inventory over its capacity (one shrunk
+under its allocations, whose servers must still be moved away). ``take_and_insert`` checks all
 three, raises every inventory's ``used``, bumps the generation of each provider written to and
 inserts the rows, or refuses the whole write (409, for the first condition that fails in the order
 they are checked one by one: inventories and units by allocation, then room by inventory id).
@@ -85,18 +88,19 @@ FROM inventories WHERE resource_provider_id IN {ids} ORDER BY id"""
 _INVENTORIES_OF_ONE = """
 SELECT id, resource_provider_id, resource_class_id, min_unit, max_unit, step_size
 FROM inventories WHERE resource_provider_id = ? ORDER BY id"""
+# Each amount comes with its allowance: what the write freed from that inventory (``take_and_insert``).
 _TAKE = f"""
 UPDATE inventories SET used = used + ?
-WHERE id = ? AND {room_sql("inventories", "?")}"""
+WHERE id = ? AND ({room_sql("inventories", "?")} OR ? <= ?)"""
 # PostgreSQL, a write too large for _CLAIM_PG: the inventory rows are first locked in id order (by the
 # SELECT above, FOR UPDATE), then raised by one statement, which bumps the providers' generations too.
 _TAKE_ALL_PG = f"""
-WITH wanted (id, amount) AS (VALUES {{values}}),
+WITH wanted (id, amount, allowance) AS (VALUES {{values}}),
 taken AS (
     UPDATE inventories SET used = inventories.used + wanted.amount
     FROM wanted
     WHERE inventories.id = wanted.id
-      AND {room_sql("inventories", "wanted.amount")}
+      AND ({room_sql("inventories", "wanted.amount")} OR wanted.amount <= wanted.allowance)
     RETURNING inventories.id, inventories.resource_provider_id
 ),
 touched AS (
@@ -104,12 +108,13 @@ touched AS (
     WHERE id IN (SELECT resource_provider_id FROM taken)
 )
 SELECT id FROM taken"""
-# SQLite's (3.35 on): VALUES names its columns column1, column2; the capacity condition the guard.
+# SQLite's (3.35 on): VALUES names its columns column1, column2, column3 (the allowance); the
+# capacity condition the guard.
 _TAKE_ALL_SQLITE = f"""
 UPDATE inventories SET used = inventories.used + wanted.column2
 FROM (VALUES {{values}}) AS wanted
 WHERE inventories.id = wanted.column1
-  AND {room_sql("inventories", "wanted.column2")}
+  AND ({room_sql("inventories", "wanted.column2")} OR wanted.column2 <= wanted.column3)
 RETURNING inventories.id"""
 # Rows per statement: two parameters each, far below PostgreSQL's limit of 65,535 per statement
 # even for the largest POST /allocations.
@@ -132,7 +137,7 @@ TOUCH_PROVIDERS = (
 # checks units and room on their newest versions. The allocations go in only when every inventory
 # was raised; the locked rows come back with whether each was, from which a refusal is told.
 _CLAIM_PG = f"""
-WITH {{new_consumer}}wanted (provider_id, class_id, amount, lowest, highest, divisor) AS (VALUES {{wanted}}),
+WITH {{new_consumer}}wanted (provider_id, class_id, amount, lowest, highest, divisor, allowance) AS (VALUES {{wanted}}),
 locked AS MATERIALIZED (
     SELECT i.id, i.resource_provider_id, i.resource_class_id, i.min_unit, i.max_unit, i.step_size
     FROM inventories i JOIN wanted w ON i.resource_provider_id = w.provider_id AND i.resource_class_id = w.class_id
@@ -144,7 +149,7 @@ taken AS (
     FROM locked l JOIN wanted w ON w.provider_id = l.resource_provider_id AND w.class_id = l.resource_class_id
     WHERE inventories.id = l.id
       AND {units_of_all_sql("inventories", "w.lowest", "w.highest", "w.divisor")}
-      AND {room_sql("inventories", "w.amount")}
+      AND ({room_sql("inventories", "w.amount")} OR w.amount <= w.allowance)
     RETURNING inventories.id, inventories.resource_provider_id
 ),
 touched AS (
@@ -183,7 +188,7 @@ consumer AS (
 """
 _CONSUMER_WRITTEN = " AND EXISTS (SELECT 1 FROM consumer)"
 _CONSUMER_COLUMNS = ", (SELECT COUNT(*) FROM consumer), (SELECT COUNT(*) FROM owner)"
-_WANTED_ROW = "(?::integer, ?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint)"
+_WANTED_ROW = "(?::integer, ?::integer, ?::bigint, ?::bigint, ?::bigint, ?::bigint, ?::bigint)"
 _CLAIMED_ROW = "(?::integer, ?::varchar, ?::integer, ?::bigint)"
 # Allocation rows in one statement at most: four parameters each (and six for each provider and
 # class), well within PostgreSQL's 65,535 a statement. A larger write (a POST /allocations of
@@ -221,18 +226,21 @@ def take_and_insert(
     targets: Targets,
     now: object,
     new_consumer: NewConsumer | None = None,
+    freed: Wanted | None = None,
 ) -> None:
     """Take what ``wanted`` sums up of ``rows`` from the inventories, bump the providers' generations
     and insert ``rows``; or refuse the whole write (409), which its caller then rolls back.
     ``new_consumer`` (PostgreSQL only): the consumer of every row, written by the same statement, or
-    ``ConsumerNotWritten`` raised."""
+    ``ConsumerNotWritten`` raised. ``freed``: what the same write took off each inventory before (its
+    consumers' allocations it replaces): as much may be taken again whatever the room."""
+    allowance = freed or {}
     if conn.dialect.name == "postgresql" and len(rows) <= _MOST_ROWS_IN_ONE:
-        _take_and_insert_pg(conn, wanted, rows, targets, now, new_consumer)
+        _take_and_insert_pg(conn, wanted, rows, targets, now, new_consumer, allowance)
         return
     assert new_consumer is None, "a new consumer goes with its allocations only on PostgreSQL"
     inventory_rows = _lock_inventories(conn, wanted)
     _check_unit_constraints(rows, inventory_rows, targets)
-    _take_capacity(conn, wanted, inventory_rows, targets, now)
+    _take_capacity(conn, wanted, inventory_rows, targets, now, allowance)
     insert_rows(conn, _INSERT, _INSERTED_ROW, rows)
 
 
@@ -243,6 +251,7 @@ def _take_and_insert_pg(
     targets: Targets,
     now: object,
     new_consumer: NewConsumer | None,
+    allowance: Wanted,
 ) -> None:
     amounts: defaultdict[tuple[int, int], list[int]] = defaultdict(list)
     for provider_id, _consumer, rc_id, amount, _created, _updated in rows:
@@ -262,7 +271,7 @@ def _take_and_insert_pg(
         params += [new_consumer.consumer_type is None, new_consumer.uuid, now, now, new_consumer.counted_by_writer]
     for key in keys:
         each = amounts[key]
-        params += [*key, wanted[key], min(each), max(each), gcd(*each)]
+        params += [*key, wanted[key], min(each), max(each), gcd(*each), allowance.get(key, 0)]
     params += [now, now, now]  # the providers', then the rows' created_at and updated_at
     for provider_id, consumer_uuid, rc_id, amount, _created, _updated in rows:
         params += [provider_id, consumer_uuid, rc_id, amount]
@@ -319,15 +328,17 @@ def _take_capacity(
     inventory_rows: dict[tuple[int, int], InventoryRow],
     targets: Targets,
     now: object,
+    allowance: Wanted,
 ) -> None:
-    """Raise each inventory's ``used`` while it stays within capacity, or refuse the whole write (409)."""
+    """Raise each inventory's ``used`` while it stays within capacity (or by no more than its
+    ``allowance``), or refuse the whole write (409)."""
     ordered = sorted(wanted, key=lambda key: inventory_rows[key][0])
     if conn.dialect.name == "postgresql":
         taken: set[int] = set()
         for start in range(0, len(ordered), _TAKE_CHUNK):
             chunk = ordered[start : start + _TAKE_CHUNK]
-            sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint)"] * len(chunk)))
-            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
+            sql = _TAKE_ALL_PG.replace("{values}", ", ".join(["(?::bigint, ?::bigint, ?::bigint)"] * len(chunk)))
+            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key], allowance.get(key, 0))]
             taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, [*params, now]))
         for key in ordered:
             if inventory_rows[key][0] not in taken:
@@ -339,8 +350,8 @@ def _take_capacity(
         taken = set()
         for start in range(0, len(ordered), _TAKE_CHUNK):
             chunk = ordered[start : start + _TAKE_CHUNK]
-            sql = _TAKE_ALL_SQLITE.replace("{values}", ", ".join(["(?, ?)"] * len(chunk)))
-            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key])]
+            sql = _TAKE_ALL_SQLITE.replace("{values}", ", ".join(["(?, ?, ?)"] * len(chunk)))
+            params = [value for key in chunk for value in (inventory_rows[key][0], wanted[key], allowance.get(key, 0))]
             taken.update(inventory_id for (inventory_id,) in fetch(conn, sql, params))
         for key in ordered:
             if inventory_rows[key][0] not in taken:
@@ -348,7 +359,8 @@ def _take_capacity(
         execute(conn, TOUCH_PROVIDERS, (now,), ids=sorted({provider_id for provider_id, _ in wanted}))
         return
     for key in ordered:
-        if execute(conn, _TAKE, (wanted[key], inventory_rows[key][0], wanted[key])) != 1:
+        amount = wanted[key]
+        if execute(conn, _TAKE, (amount, inventory_rows[key][0], amount, amount, allowance.get(key, 0))) != 1:
             raise targets.no_room(key)
     for provider_id in sorted({provider_id for provider_id, _ in wanted}):
         execute(conn, _TOUCH_PROVIDER, (now, provider_id))
