@@ -91,7 +91,17 @@ def logging_config(log_format: str) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"berth": formatter},
-        "handlers": {"berth": {"class": "logging.StreamHandler", "formatter": "berth", "stream": "ext://sys.stderr"}},
+        "filters": {
+            "dropped_connections": {"()": "berth.web.observability.dropped_connections.DroppedConnectionFilter"}
+        },
+        "handlers": {
+            "berth": {
+                "class": "logging.StreamHandler",
+                "formatter": "berth",
+                "stream": "ext://sys.stderr",
+                "filters": ["dropped_connections"],
+            }
+        },
         "root": {"handlers": ["berth"], "level": "INFO"},
         # The server's own loggers, written through the root's handler.
         "loggers": {"_granian": {"level": "INFO"}, "granian.access": {"level": "INFO"}},
