@@ -163,6 +163,11 @@ def test_off_a_terminal_export_and_import_print_their_summary_without_bars(tmp_p
     for printed, summary in (
         (berth("export", books, "--database", source), "exported nothing"),
         (berth("import", books, "--database", f"sqlite:///{tmp_path / 'copy.sqlite'}"), "imported nothing"),
+        # A merge says what it added, not what the file holds.
+        (
+            berth("import", books, "--merge", "--database", f"sqlite:///{tmp_path / 'copy.sqlite'}"),
+            "merged: added nothing; the file's other records were there already",
+        ),
     ):
         assert "━" not in printed and "0:00:00" not in printed, printed
         assert printed.splitlines()[-1] == summary

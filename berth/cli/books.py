@@ -107,7 +107,12 @@ def import_command(
         raise click.ClickException(f"{_sentence(error)} Import into an empty database, or give --merge.") from None
     except (BooksFileError, BooksConflict, MigrationError) as error:
         raise click.ClickException(f"{_sentence(error)} Nothing was written.") from None
-    click.echo(f"imported {_summary(counts) or 'nothing'}", err=True)
+    if merge:
+        click.echo(
+            f"merged: added {_summary(counts) or 'nothing'}; the file's other records were there already", err=True
+        )
+    else:
+        click.echo(f"imported {_summary(counts) or 'nothing'}", err=True)
 
 
 def _sentence(error: Exception) -> str:

@@ -40,7 +40,8 @@ from berth.store.database import Database
 def import_books(
     database: str | Database, inp: IO[str], merge: bool = False, progress: Progress | None = None
 ) -> dict[str, int]:
-    """Write the snapshot ``inp`` into ``database``; the records of each kind the file holds.
+    """Write the snapshot ``inp`` into ``database``; the records of each kind written (all the file
+    holds, or for a merge those the database did not hold already).
 
     Raises ``TargetNotEmpty`` for a database with books unless ``merge``, ``BooksFileError`` (naming
     the line) for a file it cannot take, ``BooksConflict`` when a merge finds the database holding
@@ -137,7 +138,8 @@ def _read_records(
             more = f"; and {len(missing) - 10} more" if len(missing) > 10 else ""
             raise BooksConflict("; ".join(missing[:10]) + more)
     _finish(conn, loader)
-    return counts
+    # What was written: for a merge, the records the database did not hold already.
+    return counts if existing is None else {kind: loader.added.get(kind, 0) for kind in KINDS}
 
 
 def _next_section(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -53,6 +54,8 @@ class Loader:
         # process, where dumping a datetime was a third of the work of writing a row.
         self._now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
         self._existing = merge
+        # The records written, by kind (a merge's: those the target did not hold).
+        self.added: Counter[str] = Counter()
         self._matched: set[RecordKey] = set()
         self._next = next_ids(conn)
         self.first_new_provider = self._next["resource_providers"]
@@ -112,6 +115,7 @@ class Loader:
         if self._existing is not None and not self._is_new(line, kind, record):
             return
         self._handlers[kind](line, record)
+        self.added[kind] += 1
 
     def flush(self) -> None:
         self._sink.flush()
