@@ -38,14 +38,11 @@ from berth.store.placement.taking import (
     Wanted,
     take_and_insert,
 )
-from berth.store.rawsql import db_time, execute, fetch, insert_rows
+from berth.store.rawsql import db_time, execute, fetch, fetch_records, insert_rows
 from berth.store.schema import (
     allocations,
     consumers,
     resource_classes,
-)
-from berth.store.schema import (
-    resource_providers as rp,
 )
 from berth.store.util import utcnow
 
@@ -65,30 +62,21 @@ class ConsumerAllocations:
     consumer_type: str | None = None
 
 
-# Read for every GET /allocations/{consumer} and by every tracker's write of a consumer: built
-# once, so that SQLAlchemy finds its compiled form by a key it keeps rather than building the
-# statement and working out that key on each call.
-_SHOWN_OF_CONSUMER: Final = (
-    sa.select(
-        rp.c.uuid.label("provider_uuid"),
-        rp.c.generation.label("provider_generation"),
-        resource_classes.c.name.label("resource_class"),
-        allocations.c.used,
-        allocations.c.created_at,
-        allocations.c.updated_at,
-    )
-    .select_from(
-        allocations.join(rp, rp.c.id == allocations.c.resource_provider_id).join(
-            resource_classes, resource_classes.c.id == allocations.c.resource_class_id
-        )
-    )
-    .where(allocations.c.consumer_id == sa.bindparam("consumer_uuid"))
-    .order_by(rp.c.id, resource_classes.c.id)
-)
+# Read for every GET /allocations/{consumer} and by every tracker's write of a consumer: fixed SQL
+# sent to the driver (docs/architecture.md, "Hot paths send fixed SQL to the driver"), its
+# timestamps typed as SQLAlchemy types them.
+_SHOWN_OF_CONSUMER: Final = """
+SELECT rp.uuid AS provider_uuid, rp.generation AS provider_generation, rc.name AS resource_class, a.used,
+       a.created_at, a.updated_at
+FROM allocations a
+JOIN resource_providers rp ON rp.id = a.resource_provider_id
+JOIN resource_classes rc ON rc.id = a.resource_class_id
+WHERE a.consumer_id = ?
+ORDER BY rp.id, rc.id"""
 
 
-def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> Sequence[RowMapping]:
-    return conn.execute(_SHOWN_OF_CONSUMER, {"consumer_uuid": consumer_uuid}).mappings().all()
+def allocations_of_consumer(conn: Connection, consumer_uuid: str) -> list[dict[str, Any]]:
+    return fetch_records(conn, _SHOWN_OF_CONSUMER, (consumer_uuid,))
 
 
 def allocations_on_provider(conn: Connection, provider_id: int) -> Sequence[RowMapping]:

@@ -24,7 +24,7 @@ INCOMPLETE_CONSUMER_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def show_consumer_allocations(call: Call, consumer_uuid: str) -> Reply:
-    def work(conn: Connection) -> tuple[Sequence[RowMapping], dict[str, Any] | None]:
+    def work(conn: Connection) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         return (allocations.allocations_of_consumer(conn, consumer_uuid), consumers.get_consumer(conn, consumer_uuid))
 
     rows, consumer = call.db.read(work)
