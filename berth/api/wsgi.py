@@ -8,7 +8,6 @@ worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder before the
 
 from __future__ import annotations
 
-import configparser
 import os
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from berth.api.app import PlacementApp
 from berth.api.settings import Settings
 from berth.store.database import Database
 from berth.store.leases.reaper import DEFAULT_INTERVAL_S, LeaseReaper
+from berth.web.access.keystone import keystone_wrapped
 from berth.web.collector import CollectorPausedDuringRequests
 from berth.web.cors import with_cors
 
@@ -59,28 +59,6 @@ def settings_from_environment() -> Settings:
     )
 
 
-def _keystone_wrapped(app: WSGIApplication) -> WSGIApplication:
-    """keystonemiddleware's auth_token in front of the app, configured from the [keystone_authtoken]
-    section of the INI file named by $BERTH_KEYSTONE_CONFIG, as for any OpenStack service."""
-    try:
-        from keystonemiddleware import auth_token
-    except ImportError as error:
-        raise SystemExit(
-            "the keystone auth strategy needs keystonemiddleware: pip install 'berth[keystone]'"
-        ) from error
-
-    path = os.environ.get("BERTH_KEYSTONE_CONFIG")
-    if not path:
-        raise SystemExit(
-            "the keystone auth strategy needs $BERTH_KEYSTONE_CONFIG naming an INI file with a "
-            "[keystone_authtoken] section"
-        )
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(path)
-    wrapped: WSGIApplication = auth_token.AuthProtocol(app, dict(parser["keystone_authtoken"]))
-    return wrapped
-
-
 def create_app(
     database_url: str | None = None,
     settings: Settings | None = None,
@@ -100,7 +78,9 @@ def create_app(
     if refresh_board:
         placement.host_board.refresh_in_background(db, placement.provider_cache)
     if settings.auth_strategy == "keystone":
-        app = _keystone_wrapped(app)
+        # Version discovery, the probes and the dashboard's page go to the app unauthenticated, as
+        # Placement lets GET / past its auth_token (clients ask it before they have a token).
+        app = keystone_wrapped(app, placement.public_paths)
     if settings.cors_allowed_origins:
         app = with_cors(app, settings.cors_allowed_origins, settings.cors_allow_headers)
     return CollectorPausedDuringRequests(app)

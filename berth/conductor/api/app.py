@@ -30,6 +30,7 @@ from berth.conductor.journal import connection_lost
 from berth.domain.errors import BerthError, Unavailable
 from berth.domain.request_ids import global_request_id
 from berth.web.access.auth import authenticator
+from berth.web.access.keystone import keystone_wrapped
 from berth.web.access.policy import PolicyEnforcer
 from berth.web.app import JsonApp, WebCall, WebRoute, WebRouteTable
 from berth.web.cors import with_cors
@@ -170,6 +171,10 @@ def create_app(plane: ControlPlane, settings: ApiSettings | None = None) -> WSGI
         known_error=_database_unreachable,
     )
     app: WSGIApplication = api
+    if settings.auth_strategy == "keystone":
+        # The identity headers the keystone strategy trusts are set by auth_token, which removes a
+        # caller's own: served without it, any caller could say it is the admin.
+        app = keystone_wrapped(app, public)
     if settings.cors_allowed_origins:
         app = with_cors(app, settings.cors_allowed_origins)
     return app

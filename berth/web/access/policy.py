@@ -8,7 +8,9 @@ JSON, oslo.policy's rule syntax) overrides any rule by name.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +21,8 @@ from oslo_policy import policy as oslo_policy
 from berth.domain.errors import Forbidden
 from berth.web.access.auth import Caller
 from berth.web.access.operator_files import read_yaml
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,23 @@ def read_policy_file(path: str) -> dict[str, str]:
     return rules
 
 
+def _warn_of_unknown_rules(path: str, rules: Mapping[str, str], definitions: Sequence[RuleDefinition]) -> None:
+    """Log the rules of a policy file that are none of the service's and that no rule refers to
+    (``rule:NAME``): a misspelt name, which oslo.policy keeps without a word and overrides nothing."""
+    referred = {
+        name
+        for check in [*rules.values(), *(d.check for d in definitions)]
+        for name in re.findall(r"rule:([^\s()]+)", check)
+    }
+    unknown = sorted(set(rules) - {d.name for d in definitions} - referred)
+    if unknown:
+        LOG.warning(
+            "the policy file %s names rules this service does not have, which override nothing: %s",
+            path,
+            ", ".join(unknown),
+        )
+
+
 class PolicyEnforcer:
     def __init__(
         self, definitions: Sequence[RuleDefinition], policy_file: str | None = None, enforce_new_defaults: bool = True
@@ -76,7 +97,7 @@ class PolicyEnforcer:
             # Absolute: oslo.policy looks a relative name up only in configuration folders, which
             # ours has none of, and goes on without it. Read first, so a bad file is said plainly.
             policy_file = os.path.abspath(policy_file)
-            read_policy_file(policy_file)
+            _warn_of_unknown_rules(policy_file, read_policy_file(policy_file), definitions)
         conf = cfg.ConfigOpts()
         conf([], project="berth", default_config_files=[], default_config_dirs=[])
         self.enforcer = oslo_policy.Enforcer(conf, policy_file=policy_file, use_conf=False)
