@@ -138,6 +138,11 @@ def quota_list(api: Api) -> None:
             rows,
             numeric=3,
         )
+        for quota in body["quotas"]:
+            if quota.get("users"):
+                yield note(
+                    f"users of project {quota['project_id']} with limits of their own: " + ", ".join(quota["users"])
+                )
 
     emit(api.output, body, render)
 
