@@ -161,7 +161,9 @@ export function renderMetrics(state, figures) {
     panel.replaceChildren(el("p", { class: "note" }, "waiting for two samples…"));
     return;
   }
-  const codes = Object.entries(figures.conflictsByCode).map(([code, n]) => `${code.replaceAll("_", " ")}: ${n}`)
+  // A reason (capacity_exceeded) reads as words; a code (placement.concurrent_update) as the API answers it.
+  const codes = Object.entries(figures.conflictsByCode)
+    .map(([code, n]) => `${code.includes(".") ? code : code.replaceAll("_", " ")}: ${n}`)
     .join(", ");
   const statuses = Object.entries(figures.clientErrorsByStatus).map(([status, n]) => `${status}: ${n}`).join(", ");
   panel.replaceChildren(
