@@ -35,6 +35,8 @@ def test_a_truncated_claim_store_stops_the_agent_with_one_line_and_moving_it_asi
         assert agent.process.returncode != 0
         assert "Traceback" not in said, said
         assert f"the claim store {store} cannot be opened" in said and "move it aside" in said, said
+        # Said once, by the agent before it starts any worker (each worker said it again).
+        assert said.count("cannot be opened") == 1, said
 
         # Done as the line says: the store moved aside, its agent's id and guests left where they are.
         aside = tmp_path / "aside"

@@ -238,6 +238,7 @@ def run(params: Mapping[str, Any]) -> int:
     from berth.tracker.agent.registration import HostNameTaken
     from berth.tracker.drivers import make_driver
     from berth.tracker.errors import ConfigError, StoreError
+    from berth.tracker.store import ClaimStore
     from berth.tracker.tracker import ResourceTracker
     from berth.web import server
 
@@ -276,6 +277,13 @@ def run(params: Mapping[str, Any]) -> int:
         return ResourceTracker(settings.host, driver, placement, config)
 
     try:
+        try:
+            # The claim store opened once here, before any worker: one that cannot be opened (a
+            # damaged file) is said in one line and the agent exits, where each worker said it again.
+            ClaimStore(store_path).close()
+        except StoreError as e:
+            print(f"berth agent: {e}", file=sys.stderr)
+            return 1
         if params.get("once"):
             tracker = build_tracker()
             try:
