@@ -17,5 +17,6 @@ GENERATION: Final[dict[str, Any]] = {"type": "integer", "minimum": 0, "maximum":
 
 
 def whole_number(minimum: int) -> dict[str, Any]:
-    """An integer from ``minimum`` to the largest an inventory can hold."""
-    return {"type": "integer", "minimum": minimum, "maximum": MAX_INT}
+    """An integer from ``minimum`` to the largest an inventory can hold (the keys in the order of
+    Placement's inventory schema, which a 400 quotes)."""
+    return {"type": "integer", "maximum": MAX_INT, "minimum": minimum}

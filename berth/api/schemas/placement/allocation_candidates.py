@@ -19,7 +19,8 @@ def allocation_candidates_query_schema(version: Version) -> JsonSchema:
     """Plain keys, and the request-group keys with their suffixes."""
     properties: dict[str, Any] = {"resources": {"type": "string"}}
     if version >= mv.CANDIDATE_LIMIT:
-        properties["limit"] = {"type": "string", "pattern": "^[1-9][0-9]*$"}
+        # Placement's schema, word for word: a 400 quotes it.
+        properties["limit"] = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1}
     if version >= mv.CANDIDATE_TRAITS:
         properties["required"] = {"type": "string"}
     if version >= mv.CANDIDATE_MEMBER_OF:
