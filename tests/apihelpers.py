@@ -147,3 +147,19 @@ def reshape_new_provider(api, **kw):
         "allocations": {},
     }
     return api.post("/reshaper", body, **kw)
+
+
+def keystone_config(folder) -> str:
+    """An auth_token configuration (the [keystone_authtoken] INI file ``BERTH_KEYSTONE_CONFIG`` names)
+    for a Keystone nobody answers at: a request without a token is refused before it would be asked."""
+    path = folder / "keystone.ini"
+    path.write_text(
+        "[keystone_authtoken]\n"
+        "www_authenticate_uri = http://127.0.0.1:9/identity\n"
+        "auth_url = http://127.0.0.1:9/identity\n"
+        "auth_type = password\n"
+        "username = berth\n"
+        "password = secret\n"
+        "project_name = service\n"
+    )
+    return str(path)

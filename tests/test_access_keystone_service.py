@@ -4,6 +4,7 @@ through, as Placement answers GET / to a client that has no token yet."""
 
 from __future__ import annotations
 
+from apihelpers import keystone_config
 from werkzeug.test import Client
 
 from berth.api.settings import Settings
@@ -13,18 +14,7 @@ FORGED = {"X-Identity-Status": "Confirmed", "X-User-Id": "mallory", "X-Project-I
 
 
 def test_the_service_refuses_forged_identity_and_answers_discovery(tmp_path, monkeypatch):
-    config = tmp_path / "keystone.ini"
-    # A Keystone nobody answers at: a request without a token is refused before it would be asked.
-    config.write_text(
-        "[keystone_authtoken]\n"
-        "www_authenticate_uri = http://127.0.0.1:9/identity\n"
-        "auth_url = http://127.0.0.1:9/identity\n"
-        "auth_type = password\n"
-        "username = berth\n"
-        "password = secret\n"
-        "project_name = service\n"
-    )
-    monkeypatch.setenv("BERTH_KEYSTONE_CONFIG", str(config))
+    monkeypatch.setenv("BERTH_KEYSTONE_CONFIG", keystone_config(tmp_path))
     web = Client(create_app(f"sqlite:///{tmp_path / 'berth.sqlite'}", Settings(auth_strategy="keystone")))
     for method, path in [("GET", "/resource_providers"), ("POST", "/resource_providers"), ("GET", "/berth/quotas")]:
         answer = web.open(path, method=method, headers=FORGED)

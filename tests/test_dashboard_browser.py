@@ -6,13 +6,14 @@ conductors' URL, it shows their control plane, read across origins from a ``bert
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import browserhelpers
 import pytest
 from apihelpers import new_uuid
+from browserhelpers import watched_page
 from livehelpers import LiveServer, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,11 +29,8 @@ from berth.testbed.services.conductor import ConductorProcess  # noqa: E402 - af
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (scripts/test installs Debian's chromium)", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright comes with the test extra")
+# One headless Chromium for the module (berth's browser tests share how it is started).
+browser = browserhelpers.browser
 
 REFRESH_TIMEOUT_MS = 20_000
 
@@ -44,14 +42,6 @@ def served(tmp_path_factory):
     yield server, client
     client.close()
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 def _provider(client, name, inventory, parent=None):
@@ -490,11 +480,7 @@ def _host_rows(page):
 
 
 def _open_control(browser, server, width, height=1000):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    page = watched_page(browser, width, height)
     page.goto(f"{server.url}/dashboard")
     page.wait_for_selector("#control[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
     return page

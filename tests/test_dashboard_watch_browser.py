@@ -3,10 +3,10 @@ Playwright) against a real ``berth serve`` and ``berth conductor``: the request 
 clients' alone, and names as long as the APIs take them neither widen the page nor push a host's
 state out of sight."""
 
-import os
-
+import browserhelpers
 import pytest
 from apihelpers import new_uuid
+from browserhelpers import watched_page
 from livehelpers import LiveServer, free_port
 
 from berth.clients.conductor import ConductorClient
@@ -14,11 +14,8 @@ from berth.testbed.services.conductor import ConductorProcess
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (scripts/test installs Debian's chromium)", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright comes with the test extra")
+# One headless Chromium for the module (berth's browser tests share how it is started).
+browser = browserhelpers.browser
 
 REFRESH_TIMEOUT_MS = 30_000
 # As long as each API takes them, and without a space to break at.
@@ -26,20 +23,8 @@ LONG_HOST = "rack-17-" + "c" * 247
 LONG_PROVIDER = "p" * 200
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
 def _open(browser, url, width, height=1000):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
+    page = watched_page(browser, width, height)
     page.goto(f"{url}/dashboard")
     page.wait_for_selector("body[data-state=live]", timeout=REFRESH_TIMEOUT_MS)
     return page

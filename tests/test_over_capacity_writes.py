@@ -29,6 +29,18 @@ def _consumer(api, consumer):
     return api.get(f"/allocations/{consumer}").json_body
 
 
+def _rewrite(api, consumer, host, vcpus):
+    """The body of a PUT of ``consumer``'s allocations on ``host`` as ``vcpus`` VCPU and 1 GB, at its
+    current generation."""
+    return {
+        "allocations": {host: {"resources": {"VCPU": vcpus, "MEMORY_MB": 1024}}},
+        "project_id": "proj",
+        "user_id": "user",
+        "consumer_generation": _consumer(api, consumer)["consumer_generation"],
+        "consumer_type": "INSTANCE",
+    }
+
+
 def _move_body(api, host, server, migration, instance_goes_to):
     held = _consumer(api, server)
     return {
@@ -66,15 +78,7 @@ def test_a_migrations_hand_over_on_a_host_over_capacity_is_taken(api):
 
 def test_a_write_taking_more_than_it_frees_on_a_host_over_capacity_is_refused(api):
     host, server = _over_capacity_host(api)
-    held = _consumer(api, server)
-    grown = {
-        "allocations": {host: {"resources": {"VCPU": 7, "MEMORY_MB": 1024}}},
-        "project_id": "proj",
-        "user_id": "user",
-        "consumer_generation": held["consumer_generation"],
-        "consumer_type": "INSTANCE",
-    }
-    r = api.put(f"/allocations/{server}", grown)
+    r = api.put(f"/allocations/{server}", _rewrite(api, server, host, 7))
     assert r.status_code == 409, r.data
     assert "would exceed the capacity" in r.json_body["errors"][0]["detail"]
     assert _consumer(api, server)["allocations"][host]["resources"]["VCPU"] == 6
@@ -82,10 +86,7 @@ def test_a_write_taking_more_than_it_frees_on_a_host_over_capacity_is_refused(ap
     api.allocate(new_uuid(), {host: {"VCPU": 1}}, expect=409)
     # Shrinking (or keeping) what it holds leaves the host no worse: taken.
     for vcpus in (6, 5):
-        held = _consumer(api, server)
-        kept = {**grown, "consumer_generation": held["consumer_generation"]}
-        kept["allocations"] = {host: {"resources": {"VCPU": vcpus, "MEMORY_MB": 1024}}}
-        r = api.put(f"/allocations/{server}", kept)
+        r = api.put(f"/allocations/{server}", _rewrite(api, server, host, vcpus))
         assert r.status_code == 204, r.data
     assert api.get(f"/resource_providers/{host}/usages").json_body["usages"]["VCPU"] == 5
 
@@ -101,14 +102,6 @@ def test_units_are_still_checked_on_what_a_write_may_take_again(api):
         },
     )
     assert r.status_code == 200, r.data
-    held = _consumer(api, server)
-    again = {
-        "allocations": {host: {"resources": {"VCPU": 6, "MEMORY_MB": 1024}}},
-        "project_id": "proj",
-        "user_id": "user",
-        "consumer_generation": held["consumer_generation"],
-        "consumer_type": "INSTANCE",
-    }
-    r = api.put(f"/allocations/{server}", again)
+    r = api.put(f"/allocations/{server}", _rewrite(api, server, host, 6))
     assert r.status_code == 409, r.data
     assert "violate inventory constraints" in r.json_body["errors"][0]["detail"]

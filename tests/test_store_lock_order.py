@@ -26,6 +26,17 @@ def _allocation(rp: str, vcpus: int = 1) -> dict:
     }
 
 
+def _claim_and_release(app: PlacementApp, rp: str, failures: list[str]) -> None:
+    """ROUNDS times, a consumer of its own claimed on ``rp`` and released; what was refused, in ``failures``."""
+    api = Api(app)
+    for _ in range(ROUNDS):
+        consumer = new_uuid()
+        put = api.put(f"/allocations/{consumer}", _allocation(rp))
+        deleted = api.delete(f"/allocations/{consumer}")
+        if put.status_code != 204 or deleted.status_code != 204:
+            failures.append(f"{put.status_code} {put.data!r} / {deleted.status_code} {deleted.data!r}")
+
+
 def test_claims_and_releases_racing_on_one_host_never_deadlock(db, caplog):
     if db.is_sqlite:
         pytest.skip("SQLite writers hold the database lock one at a time: nothing to deadlock")
@@ -34,17 +45,8 @@ def test_claims_and_releases_racing_on_one_host_never_deadlock(db, caplog):
     rp = setup.create_provider("host", inventory={"VCPU": 64, "MEMORY_MB": 65536})
     failures: list[str] = []
 
-    def claim_and_release() -> None:
-        api = Api(app)
-        for _ in range(ROUNDS):
-            consumer = new_uuid()
-            put = api.put(f"/allocations/{consumer}", _allocation(rp))
-            deleted = api.delete(f"/allocations/{consumer}")
-            if put.status_code != 204 or deleted.status_code != 204:
-                failures.append(f"{put.status_code} {put.data!r} / {deleted.status_code} {deleted.data!r}")
-
     with caplog.at_level(logging.INFO, logger="berth.store.database"):
-        threads = [threading.Thread(target=claim_and_release) for _ in range(WRITERS)]
+        threads = [threading.Thread(target=_claim_and_release, args=(app, rp, failures)) for _ in range(WRITERS)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -64,15 +66,6 @@ def test_inventory_writers_racing_with_releases_never_deadlock(db, caplog):
     rp = setup.create_provider("host", inventory={"VCPU": 64, "MEMORY_MB": 65536})
     failures: list[str] = []
 
-    def claim_and_release() -> None:
-        api = Api(app)
-        for _ in range(ROUNDS):
-            consumer = new_uuid()
-            put = api.put(f"/allocations/{consumer}", _allocation(rp))
-            deleted = api.delete(f"/allocations/{consumer}")
-            if put.status_code != 204 or deleted.status_code != 204:
-                failures.append(f"{put.status_code} {put.data!r} / {deleted.status_code} {deleted.data!r}")
-
     def write_inventories() -> None:
         api = Api(app)
         for round_ in range(ROUNDS):
@@ -89,7 +82,7 @@ def test_inventory_writers_racing_with_releases_never_deadlock(db, caplog):
                 failures.append(f"inventories: {put.status_code} {put.data!r}")
 
     with caplog.at_level(logging.INFO, logger="berth.store.database"):
-        threads = [threading.Thread(target=claim_and_release) for _ in range(WRITERS - 1)]
+        threads = [threading.Thread(target=_claim_and_release, args=(app, rp, failures)) for _ in range(WRITERS - 1)]
         threads.append(threading.Thread(target=write_inventories))
         for thread in threads:
             thread.start()

@@ -5,6 +5,7 @@ an identity Keystone confirmed."""
 from __future__ import annotations
 
 import pytest
+from apihelpers import keystone_config
 from werkzeug.test import Client
 
 from berth.clients.placement import PlacementClient
@@ -24,18 +25,7 @@ def plane(placement_service, tmp_path):
 
 
 def test_identity_headers_without_a_token_are_refused(plane, tmp_path, monkeypatch):
-    config = tmp_path / "keystone.ini"
-    # A Keystone nobody answers at: a request without a token is refused before it would be asked.
-    config.write_text(
-        "[keystone_authtoken]\n"
-        "www_authenticate_uri = http://127.0.0.1:9/identity\n"
-        "auth_url = http://127.0.0.1:9/identity\n"
-        "auth_type = password\n"
-        "username = berth\n"
-        "password = secret\n"
-        "project_name = service\n"
-    )
-    monkeypatch.setenv("BERTH_KEYSTONE_CONFIG", str(config))
+    monkeypatch.setenv("BERTH_KEYSTONE_CONFIG", keystone_config(tmp_path))
     web = Client(create_app(plane, ApiSettings(auth_strategy="keystone")))
     for method, path in [("GET", "/hosts"), ("GET", "/servers?all_projects=1"), ("DELETE", "/flavors/any")]:
         answer = web.open(path, method=method, headers=FORGED)
