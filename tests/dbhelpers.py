@@ -6,6 +6,8 @@ which module ``import conftest`` finds depends on what ran before."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
@@ -56,3 +58,23 @@ def reset(db: Database) -> None:
         )
         conn.execute(schema.traits.delete().where(schema.traits.c.name.like("CUSTOM\\_%", escape="\\")))
         sync_standard_names(conn)
+
+
+def start_until_it_waits_on_a_lock(db, work) -> threading.Thread:
+    """``work`` on a thread of its own, once it waits on a row lock (or has ended, or 30 s passed):
+    PostgreSQL, where a test holds a row in one transaction and lets another meet it."""
+    racer = threading.Thread(target=work)
+    racer.start()
+    deadline = time.monotonic() + 30
+    while not _someone_waits_on_a_lock(db) and racer.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return racer
+
+
+def _someone_waits_on_a_lock(db) -> bool:
+    with db.engine.connect() as watcher:
+        return bool(
+            watcher.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            ).scalar()
+        )

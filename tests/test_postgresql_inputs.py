@@ -5,11 +5,10 @@ both databases; the races can interleave on PostgreSQL alone."""
 from __future__ import annotations
 
 import datetime
-import threading
-import time
 
 import pytest
 from apihelpers import Api, error_code, error_detail, new_uuid
+from dbhelpers import start_until_it_waits_on_a_lock
 from test_web_app import make_app
 from werkzeug.test import Client
 
@@ -87,23 +86,10 @@ def _while_held(db, hold_sql, params, request):
 
     with db.engine.connect() as holder, holder.begin():
         holder.exec_driver_sql(hold_sql, params)
-        racer = threading.Thread(target=run)
-        racer.start()
-        deadline = time.monotonic() + 30
-        while not _someone_waits_on_a_lock(db) and racer.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        racer = start_until_it_waits_on_a_lock(db, run)
         assert racer.is_alive(), outcome
     racer.join(30)
     return outcome["response"]
-
-
-def _someone_waits_on_a_lock(db) -> bool:
-    with db.engine.connect() as watcher:
-        return bool(
-            watcher.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            ).scalar()
-        )
 
 
 def _ids(db, rp, rc):

@@ -1,10 +1,8 @@
 """Interleavings of two transactions on PostgreSQL, driven step by step on the store."""
 
-import threading
-import time
-
 import pytest
 from apihelpers import Api, new_uuid
+from dbhelpers import start_until_it_waits_on_a_lock
 
 from berth.api.app import PlacementApp
 from berth.domain.errors import DuplicateName, InventoryInUse
@@ -53,30 +51,11 @@ def test_provider_created_concurrently_under_the_same_name_is_a_conflict(db):
         providers.create_provider(first, uuid=new_uuid(), name="twin")
         # The second transaction finds the name free (the first row is not committed) and its
         # insert waits on the unique index...
-        racer = _start_until_it_waits_on_a_lock(db, second_creates)
+        racer = start_until_it_waits_on_a_lock(db, second_creates)
         assert racer.is_alive(), outcome
         # ...until the first commits: then it is a 409, not an unhandled integrity error.
     racer.join(30)
     assert "Conflicting resource provider name: twin" in str(outcome.get("error"))
-
-
-def _start_until_it_waits_on_a_lock(db, work) -> threading.Thread:
-    """``work`` on a thread of its own, once it waits on a row lock (or has ended, or 30 s passed)."""
-    racer = threading.Thread(target=work)
-    racer.start()
-    deadline = time.monotonic() + 30
-    while not _someone_waits_on_a_lock(db) and racer.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return racer
-
-
-def _someone_waits_on_a_lock(db) -> bool:
-    with db.engine.connect() as watcher:
-        return bool(
-            watcher.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            ).scalar()
-        )
 
 
 def test_inventory_put_that_loses_the_generation_race_while_waiting_is_a_generation_conflict(db):
@@ -96,7 +75,7 @@ def test_inventory_put_that_loses_the_generation_race_while_waiting_is_a_generat
     with db.engine.connect() as first, first.begin():
         # Another writer holds the provider row with its generation moved on...
         first.exec_driver_sql("UPDATE resource_providers SET generation = generation + 1 WHERE uuid = %s", (rp,))
-        racer = _start_until_it_waits_on_a_lock(db, put_inventories)
+        racer = start_until_it_waits_on_a_lock(db, put_inventories)
         assert racer.is_alive(), outcome
         # ...and commits while the PUT, whose snapshot still shows the old generation, waits.
     racer.join(30)
