@@ -276,15 +276,18 @@ def run(params: Mapping[str, Any]) -> int:
         placement = placement_client(settings)
         return ResourceTracker(settings.host, driver, placement, config)
 
+    def open_store_once() -> None:
+        # The claim store opened once, before any worker: one that cannot be opened (a damaged
+        # file) is said in one line and the agent exits, where each worker said it again.
+        ClaimStore(store_path).close()
+
     try:
-        try:
-            # The claim store opened once here, before any worker: one that cannot be opened (a
-            # damaged file) is said in one line and the agent exits, where each worker said it again.
-            ClaimStore(store_path).close()
-        except StoreError as e:
-            print(f"berth agent: {e}", file=sys.stderr)
-            return 1
         if params.get("once"):
+            try:
+                open_store_once()
+            except StoreError as e:
+                print(f"berth agent: {e}", file=sys.stderr)
+                return 1
             tracker = build_tracker()
             try:
                 started = tracker.start()
@@ -328,6 +331,13 @@ def run(params: Mapping[str, Any]) -> int:
         name_check = registration(
             settings, config.agent.bind, config.agent.token, this_agent, timeout=NAME_CHECK_SECONDS
         )
+
+        def prepare() -> None:
+            # The name first: an agent refused it has made no claim store.
+            if name_check is not None:
+                name_check.check_name()
+            open_store_once()
+
         try:
             # One worker process: the tracker's lock is in-process; a few threads queue on it.
             status: int = server.serve(
@@ -339,7 +349,7 @@ def run(params: Mapping[str, Any]) -> int:
                 access_log=settings.access_log,
                 metrics=False,
                 on_worker_exit=worker.exit,
-                prepare=name_check.check_name if name_check is not None else None,
+                prepare=prepare,
             )
         except server.AddressInUse:
             print(
@@ -348,7 +358,7 @@ def run(params: Mapping[str, Any]) -> int:
                 file=sys.stderr,
             )
             return 1
-        except HostNameTaken as e:
+        except (HostNameTaken, StoreError) as e:
             print(f"berth agent: {e}", file=sys.stderr)
             return 1
         return status
