@@ -195,8 +195,11 @@ class Service:
         known = self._host_roots
         now = time.monotonic()
         if not wanted <= known.keys() and now - self._unknown_read_at >= UNKNOWN_HOSTS_READ_SECONDS:
-            self._unknown_read_at = now
             self._read_compute_nodes()
+            # Only a read that was answered spares the next calls theirs: a failed one (the service
+            # restarting, say) would otherwise leave every host it missed out of the picks' trees to
+            # avoid for the next seconds, down hosts and a move's own source among them.
+            self._unknown_read_at = now
         return sorted(known[name] for name in wanted if name in known)
 
     def _read_compute_nodes(self) -> None:

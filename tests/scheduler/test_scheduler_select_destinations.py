@@ -501,3 +501,13 @@ def test_ignored_hosts_are_neither_chosen_nor_alternates(placement, cloud, insta
         _spec(PLAIN), 3, instance_uuids=uuids, server_group=group, min_count=2, ignore_hosts=["small-b"]
     )
     assert sorted(s.host for s in placed) == ["numa", "small-a"]
+
+
+def test_a_failed_read_of_the_hosts_roots_does_not_hold_off_the_next_one(placement, cloud):
+    service = Service(PlacementClient("http://127.0.0.1:9", attempts=1))
+    with pytest.raises(ClientError):
+        service.host_roots(["numa", "small-a"])
+    # The service answers again at once: the next call reads, rather than naming no root for a while.
+    service.placement = placement
+    roots = service.host_roots(["numa", "small-a"])
+    assert sorted(service.host_names(roots).values()) == ["numa", "small-a"]
