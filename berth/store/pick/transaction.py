@@ -107,9 +107,8 @@ def _pick_and_claim(
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
-    by_root = without_avoided(
-        candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
-    )
+    fitting = candidates_by_root(candidates, providers, sharing)
+    by_root = without_avoided(fitting, avoided_roots(conn, request.avoid_trees))
     members = membership.member_hosts(conn, group, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     if not allowed:
@@ -119,7 +118,7 @@ def _pick_and_claim(
             resolved,
             cache,
             len(by_root),
-            lambda: _group_refusal(by_root, group) or nothing_fits(conn, resolved),
+            lambda: _group_refusal(by_root, group) or avoided_refusal(fitting, by_root) or nothing_fits(conn, resolved),
         )
     roots = list(allowed)
     facts = host_facts_of(
@@ -239,6 +238,14 @@ def _group_refusal(by_root: Mapping[int, list[Candidate]], group: ServerGroup | 
         f"no tree holding a member of affinity server group {group.uuid} fits the request "
         f"({len(by_root)} other trees do)."
     )
+
+
+def avoided_refusal(fitting: Mapping[int, object], by_root: Mapping[int, object]) -> str | None:
+    """Why no tree is left when every tree that fits is one the request avoids (``avoid_trees``), if
+    that is why: the query's conditions are met, and ``nothing_fits`` would find none unmet."""
+    if by_root or not fitting:
+        return None
+    return f"every one of the {len(fitting)} trees that fit is among the trees to avoid (avoid_trees)."
 
 
 def nothing_fits(conn: Connection, resolved: ResolvedQuery) -> str:

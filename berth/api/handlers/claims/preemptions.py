@@ -47,12 +47,17 @@ def _since(value: str) -> datetime.datetime:
     except ValueError:
         raise BadRequest(f"Invalid since: {value!r} is not an ISO 8601 time.") from None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+        except OverflowError:
+            # Within a day of year 1 or 9999, its offset takes it past what a time can be in UTC.
+            raise BadRequest(f"Invalid since: {value!r} is out of range in UTC.") from None
     return moment
 
 
 def _limit(value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+    # ASCII digits only: str.isdigit() is true of "²", which int() refuses.
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_LIMIT:
         raise BadRequest(f"Invalid limit: {value!r} is not a whole number from 1 to {MAX_LIMIT}.")
     return int(value)
 

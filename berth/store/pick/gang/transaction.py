@@ -59,7 +59,13 @@ from berth.store.pick.host_facts import host_facts_of
 from berth.store.pick.priorities import set_priority
 from berth.store.pick.quota_check import check_claimed_quotas
 from berth.store.pick.request import Consumer, Pick, Preempted, soft_policy
-from berth.store.pick.transaction import EVERY_CANDIDATE, allowed_by_group, candidates_by_root, nothing_fits
+from berth.store.pick.transaction import (
+    EVERY_CANDIDATE,
+    allowed_by_group,
+    avoided_refusal,
+    candidates_by_root,
+    nothing_fits,
+)
 from berth.store.placement.aggregates import aggregate_ids
 from berth.store.server_groups import membership
 from berth.store.server_groups.membership import ServerGroup
@@ -148,9 +154,8 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
     finder = CandidateFinder(conn, resolved.request, cache, limit=None, max_candidates=EVERY_CANDIDATE)
     candidates, providers = finder.find()
     sharing = frozenset(finder.sharing)
-    by_root = without_avoided(
-        candidates_by_root(candidates, providers, sharing), avoided_roots(conn, request.avoid_trees)
-    )
+    fitting_trees = candidates_by_root(candidates, providers, sharing)
+    by_root = without_avoided(fitting_trees, avoided_roots(conn, request.avoid_trees))
     members = membership.member_hosts(conn, group, sharing) if group is not None else Counter[int]()
     allowed = allowed_by_group(by_root, group, members)
     asked = len(request.consumers)
@@ -201,12 +206,12 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
                 trees[refused.index] = gang_tree(roots[refused.index], refused.took)
                 continue
             if preempting is None:
-                raise _refusal(conn, resolved, request, plan, by_root, preempting=True)
+                raise _refusal(conn, resolved, request, plan, by_root, fitting_trees, preempting=True)
             chosen = _with_preempting(request, fitted, preempting, len(by_root), len(allowed))
             check_gang_quotas(conn, request, [m.consumer_uuid for m in chosen.members], chosen.preempted)
             return chosen
         if isinstance(plan, Shortfall):
-            raise _refusal(conn, resolved, request, plan, by_root)
+            raise _refusal(conn, resolved, request, plan, by_root, fitting_trees)
         try:
             with conn.begin_nested():
                 placed = _write(conn, request, plan, roots, by_root, providers, class_names)
@@ -374,6 +379,7 @@ def _refusal(
     request: GangRequest,
     shortfall: Shortfall,
     by_root: Mapping[int, Sequence[Candidate]],
+    fitting: Mapping[int, Sequence[Candidate]],
     *,
     preempting: bool = False,
 ) -> Conflict:
@@ -382,7 +388,8 @@ def _refusal(
         policy=group.policy if group is not None else "", group=group.uuid if group is not None else ""
     )
     if shortfall.reason == "room" and not by_root:
-        why += f" ({nothing_fits(conn, resolved)})"
+        avoided = avoided_refusal(fitting, by_root)
+        why = avoided.rstrip(".") if avoided else why + f" ({nothing_fits(conn, resolved)})"
     if preempting:
         why += f"; nor could preempting consumers of priority below {request.priority} make room for enough of them"
     return Conflict(
