@@ -16,7 +16,7 @@ from berth.cli.client.connection import Given, explain_failure
 from berth.migration import Auth, MigrationError, Unreadable, compare, load_into_berth, read_placement
 from berth.portability.format import BooksConflict, BooksFileError, TargetNotEmpty
 from berth.portability.importer import import_books
-from berth.store.database import Database, default_url
+from berth.store.database import Database, default_url, refuse_in_memory
 from berth.store.migrate import upgrade
 
 _DATABASE_HELP = "SQLAlchemy URL of Berth's database (default: $BERTH_DATABASE_URL, else berth.sqlite here)"
@@ -85,6 +85,7 @@ def import_command(
     file: IO[str] | None, database: str | None, merge: bool, placement_url: str | None, token: str
 ) -> None:
     target = database or default_url()
+    refuse_in_memory(target)
     if (file is None) == (placement_url is None):
         raise click.UsageError("give either FILE or --from-placement URL")
     if merge and placement_url is not None:

@@ -84,9 +84,10 @@ def db_group() -> None:
     "berth.sqlite in the current folder)",
 )
 def db_upgrade(database: str | None) -> int:
-    from berth.store.database import Database, default_url
+    from berth.store.database import Database, default_url, refuse_in_memory
     from berth.store.migrate import upgrade
 
+    refuse_in_memory(database or default_url())
     db = Database(database or default_url())
     upgrade(db)
     db.dispose()

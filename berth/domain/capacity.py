@@ -18,6 +18,9 @@ from typing import Any
 
 # The largest value the reference accepts for integer inventory fields.
 MAX_INT = 2147483647
+# The largest allocation ratio it accepts (its column is a single-precision float): beyond it a
+# capacity is infinite, which no count of units can be compared with.
+MAX_ALLOCATION_RATIO = 3.40282e38
 
 INVENTORY_DEFAULTS: dict[str, Any] = {
     "reserved": 0,

@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 
 import orjson
 
+from berth.domain.capacity import MAX_ALLOCATION_RATIO
 from berth.store.pick.priorities import MAX_PRIORITY, MIN_PRIORITY
 
 FORMAT: Final = "berth-books"
@@ -121,8 +122,11 @@ _INTEGER_FIELDS: Final = frozenset({"generation"})
 # Whole numbers that may be negative, with their range.
 _SIGNED_FIELDS: Final = {"priority": (MIN_PRIORITY, MAX_PRIORITY)}
 # Whole numbers that start at 1: an allocation of nothing is one the API refuses to write
-# (PUT /allocations takes amounts of 1 or more), and would then serve as an amount of 0.
-_POSITIVE_FIELDS: Final = frozenset({"used"})
+# (PUT /allocations takes amounts of 1 or more), and would then serve as an amount of 0; a step
+# size of 0 (which no Placement API takes either) would fail every check of an amount against it.
+_POSITIVE_FIELDS: Final = frozenset({"used", "step_size"})
+# The largest allocation ratio the API takes.
+_LARGEST_RATIO: Final = MAX_ALLOCATION_RATIO
 _LONGEST: Final = {
     "uuid": 36, "parent": 36, "root": 36, "provider": 36, "consumer": 36, "group": 36, "placed_on": 36,
     "preempted_by": 36,
@@ -239,7 +243,7 @@ class _Check:
                 if not lowest <= value <= highest:
                     return False
             elif usual is float:
-                if not value > 0:
+                if not 0 < value <= _LARGEST_RATIO:
                     return False
             elif not all(type(item) is str and item for item in value):
                 return False
@@ -283,8 +287,8 @@ def _field_problem(name: str, value: Any, type_name: str, nullable: bool) -> str
         if type(value) is not int or not lowest <= value <= highest:
             return f"must be a whole number from {lowest} to {highest}, not {value!r}"
     elif type_name == _FLOAT:
-        if type(value) not in (int, float) or not value > 0:
-            return f"must be a positive number, not {value!r}"
+        if type(value) not in (int, float) or not 0 < value <= _LARGEST_RATIO:
+            return f"must be a positive number of at most {_LARGEST_RATIO}, not {value!r}"
     elif type(value) is not list or not all(type(item) is str and item for item in value):
         return f"must be a list of strings, not {value!r}"
     return None

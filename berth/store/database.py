@@ -135,6 +135,23 @@ def _check_url(url: str) -> None:
         raise DatabaseUnusable(f"Berth keeps its books in SQLite or PostgreSQL, not {backend!r}: give {URL_FORMS}")
 
 
+def refuse_in_memory(url: str) -> None:
+    """Refuse a SQLite database in memory (``sqlite://``, ``sqlite:///:memory:``) to a command that
+    writes books and exits: they would go with its connection, and it would say they were written."""
+    try:
+        parsed = sa.engine.make_url(normalise_url(url))
+    except exc.ArgumentError:
+        return  # Database() says what is wrong with it
+    if parsed.get_backend_name() != "sqlite":
+        return
+    database = parsed.database
+    if not database or database == ":memory:" or parsed.query.get("mode") == "memory":
+        raise DatabaseUnusable(
+            f"{url!r} is a SQLite database in memory, gone when this command ends: give sqlite:///FILE "
+            "(a file that does not exist yet makes a new one) or postgresql://user:password@host/dbname"
+        )
+
+
 def _missing_folder(database: str | None) -> str | None:
     """The folder a SQLite file would be in, when that folder does not exist."""
     if not database or database == ":memory:" or database.startswith("file:"):

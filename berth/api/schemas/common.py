@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from berth.domain.capacity import MAX_INT
+from berth.domain.capacity import MAX_ALLOCATION_RATIO, MAX_INT
 
 UUID_PATTERN: Final = "^[0-9a-fA-F-]{36}$"
 NAME_PATTERN: Final = "^[A-Z0-9_]+$"
 CUSTOM_NAME_PATTERN: Final = "^CUSTOM_[A-Z0-9_]+$"
 GROUP_SUFFIX_PATTERN: Final = "[a-zA-Z0-9_-]{1,64}"
-FLOAT_MAX: Final = 3.40282e38
+FLOAT_MAX: Final = MAX_ALLOCATION_RATIO
 
 UUID: Final[dict[str, Any]] = {"type": "string", "format": "uuid"}
 GENERATION: Final[dict[str, Any]] = {"type": "integer", "minimum": 0, "maximum": MAX_INT}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,14 @@ MAX_UNITS = 2147483647
 UNITS = click.IntRange(min=1, max=MAX_UNITS)
 UNITS_OR_NONE = click.IntRange(min=0, max=MAX_UNITS)
 COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+
+
+def _finite(_context: click.Context, parameter: click.Parameter, value: float | None) -> float | None:
+    """Refuse "nan" and "inf" (and 1e400, read as inf), which a range lets through: no capacity is made
+    of them (the service refuses a finite ratio above its largest itself)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"give a number above 0, e.g. 1.5, not {value}", param=parameter)
+    return value
 
 
 @click.group("inventory", help="A provider's inventory: show it, set one class of it.")
@@ -52,7 +61,9 @@ def inventory_show(api: Api, provider: str) -> None:
 @click.option("--min-unit", type=UNITS, default=None, help="least units in one allocation")
 @click.option("--max-unit", type=UNITS, default=None, help="most units in one allocation")
 @click.option("--step-size", type=UNITS, default=None, help="allocations are multiples of this")
-@click.option("--allocation-ratio", type=click.FloatRange(min=0, min_open=True), default=None, help="overcommit")
+@click.option(
+    "--allocation-ratio", type=click.FloatRange(min=0, min_open=True), callback=_finite, default=None, help="overcommit"
+)
 @click.option(
     "--create-class",
     is_flag=True,

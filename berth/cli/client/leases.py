@@ -9,6 +9,7 @@ from rich.console import RenderableType
 
 from berth.cli.client.connection import Api, placement_command, segment
 from berth.cli.client.output import emit, note, table
+from berth.cli.client.providers import is_uuid
 from berth.clients.errors import PlacementError
 
 
@@ -39,6 +40,9 @@ def lease_list(api: Api) -> None:
 @click.argument("consumer")
 @placement_command
 def lease_release(api: Api, consumer: str) -> None:
+    if not is_uuid(consumer):
+        # An empty one would name the list of leases, which a release cannot act on (a bare 405).
+        raise click.BadParameter(f"{consumer!r} is not a uuid: a lease is a consumer's", param_hint="'CONSUMER'")
     # The service answers 204 whether or not there was a lease to release (a release acts only on a
     # leased consumer, docs/leases.md), so only the lease read first tells what the release did.
     try:

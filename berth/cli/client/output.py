@@ -40,11 +40,15 @@ def emit(output: str, data: Any, render: Callable[[], Iterable[RenderableType]])
 def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[object]], *, numeric: int = 0) -> Table:
     """A table whose last ``numeric`` columns are right-aligned numbers."""
     names = list(columns)
-    grid = Table(title=title, title_justify="left", header_style="bold")
+    # The title and the cells are the books' own text (names an operator chose, such as "rack[/b]7"),
+    # never Rich markup: read as markup, a name shows wrong, or stops the table with a MarkupError.
+    grid = Table(
+        title=None if title is None else Text(title, style="table.title"), title_justify="left", header_style="bold"
+    )
     for index, name in enumerate(names):
         grid.add_column(name, justify="right" if index >= len(names) - numeric else "left", overflow="fold")
     for row in rows:
-        grid.add_row(*(cell if isinstance(cell, Text | ProgressBar) else _text(cell) for cell in row))
+        grid.add_row(*(cell if isinstance(cell, Text | ProgressBar) else Text(_text(cell)) for cell in row))
     return grid
 
 

@@ -33,7 +33,10 @@ def find_provider(api: Api, reference: str) -> dict[str, Any]:
         except PlacementError as error:
             if error.status != 404:
                 raise
-    found = api.get("/resource_providers?" + urlencode({"name": reference}))["resource_providers"]
+    # Only the provider of exactly this name: the API takes an empty name for no filter at all, and
+    # its first provider must not stand for a name typed empty (`inventory set "$HOST" ...`).
+    listed = api.get("/resource_providers?" + urlencode({"name": reference}))["resource_providers"] if reference else []
+    found = [provider for provider in listed if provider["name"] == reference]
     if not found:
         raise ApiFailure(
             f"no resource provider named or with uuid {reference!r}\nhint: `berth provider list` shows the providers"

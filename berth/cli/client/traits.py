@@ -24,6 +24,8 @@ def trait_group() -> None:
 @click.option("--associated/--unassociated", default=None, help="only the traits some provider has, or none has")
 @placement_command
 def trait_list(api: Api, provider: str | None, prefix: str | None, associated: bool | None) -> None:
+    if provider is not None and associated is not None:
+        raise click.UsageError("--associated and --unassociated list the service's traits: leave out --provider")
     if provider is not None:
         found = find_provider(api, provider)
         body = api.get(f"/resource_providers/{segment(found['uuid'])}/traits")
@@ -38,7 +40,9 @@ def trait_list(api: Api, provider: str | None, prefix: str | None, associated: b
         title = "traits"
     names = sorted(body["traits"])
     if provider is not None and prefix:
+        # The API has no filter of a provider's traits: the answer is filtered here, for every format.
         names = [name for name in names if name.startswith(prefix)]
+        body = {**body, "traits": [name for name in body["traits"] if name.startswith(prefix)]}
 
     def render() -> Iterable[RenderableType]:
         yield table(f"{len(names)} {title}", ("trait",), [(name,) for name in names])

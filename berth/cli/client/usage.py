@@ -30,6 +30,10 @@ def usage_show(
 ) -> None:
     if (provider is None) == (project is None):
         raise click.UsageError("give either a PROVIDER or --project PROJECT_ID")
+    if provider is not None and (user is not None or consumer_type is not None):
+        raise click.UsageError("--user and --consumer-type narrow a project's usages: give them with --project")
+    if project is not None and not project.strip():
+        raise click.BadParameter("give a project id, not an empty one", param_hint="--project")
     if provider is not None:
         _provider_usage(api, provider)
         return
