@@ -280,6 +280,36 @@ def test_a_move_of_a_project_at_its_limit_is_picked_and_a_resize_counts_what_it_
     assert api.post("/berth/pick", gang).status_code == 400
 
 
+@pytest.mark.parametrize("refused_first", [False, True])
+def test_a_resize_is_judged_by_the_usage_it_lands_at_and_its_refusal_says_the_usage_before_it(api, refused_first):
+    """The instance a resize's pick places again still holds its source's allocations, which count
+    until the move lands: the pick is judged by the usage the move lands at (the instance's given
+    back), and a refusal says the usage before the write. A pick refused first leaves the other
+    picks of the project to count their consumer themselves on PostgreSQL (``own_count``)."""
+    source = api.create_provider("source", inventory=HOST)
+    api.create_provider("target", inventory=HOST)
+    project = f"p-{refused_first}"
+    _set(api, project, {"VCPU": 5})
+    instance = new_uuid()
+    api.allocate(instance, {source: {"VCPU": 2}}, project=project)
+    api.allocate(new_uuid(), {source: {"VCPU": 2}}, project=project)
+
+    def resize(vcpus: int) -> dict:
+        return {**_pick_body({"VCPU": vcpus}, project=project), "avoid_trees": [source], "moving": instance}
+
+    for _ in range(2 if refused_first else 0):
+        # 4 used, 2 of them the instance's: a resize to 4 lands at 6.
+        refused = api.post("/berth/pick", resize(4))
+        assert (refused.status_code, error_code(refused)) == (409, error_codes.QUOTA_EXCEEDED), refused.data
+        assert (
+            f"Quota exceeded for VCPU of project {project}: limit 5, usage 4, of which the instance moved "
+            "gives back 2 once the move lands, asked 4." in error_detail(refused)
+        )
+    # A resize to 3 lands at the limit: 4 - 2 + 3.
+    assert api.post("/berth/pick", resize(3)).status_code == 200
+    assert api.get(f"/berth/quotas/{project}").json_body["usage"] == {"VCPU": 7, "consumers": 3}
+
+
 def test_a_pick_moving_its_own_consumer_is_a_400_and_frees_nothing(api):
     """``moving`` names the instance a move places again, never the pick's own new consumer: read
     after the write, that consumer's new allocations would count as freed, and the pick would pass

@@ -35,9 +35,9 @@ GROUP BY p.external_id, u.external_id, rc.name"""
 
 
 def moving_holdings(conn: Connection, moving: str, query: CandidateQuery) -> tuple[Preempted, ...]:
-    """What the instance a move places again holds of the classes the pick asks for, as a victim's
-    holdings are counted: freed towards the quota, since the move's claim takes them over when it
-    lands (the source's are dropped then). A move to the same size thus never raises its project's
+    """What the instance a move places again holds of the classes the pick asks for: given back
+    towards the quota, since the move's claim takes them over when it lands (the source's are
+    dropped then), though counted until then. A move to the same size thus never raises its project's
     usage, as Nova checks no quota for a migration or an evacuation, and a resize raises it by what
     it adds. Nothing when it holds nothing."""
     asked = asked_by_query(query)
@@ -80,40 +80,64 @@ def check_claimed_quota(
     preempted: Iterable[Preempted],
     counts_own: bool,
     *,
+    moving: Iterable[Preempted] = (),
     last: bool = False,
 ) -> None:
     """A single pick's: refuse (409 ``berth.quota.exceeded``) its claim when it took its project or
-    user over a limit; the victims removed for it free what they held in their own project and user.
-    ``counts_own``: what ``count_own_consumer`` answered; ``last``: nothing follows in the transaction."""
+    user over a limit; the victims removed for it free what they held in their own project and user,
+    and the instance a move's pick places again (``moving_holdings``) gives back what it holds once
+    the move lands. ``counts_own``: what ``count_own_consumer`` answered; ``last``: nothing follows
+    in the transaction."""
     if not counts_own:
         if learned(UNLIMITED_CONSUMER) == consumer.uuid:
             own_count.remember(conn.engine, consumer.project_id, False)
             return
-        limited = check_claimed_quotas(conn, query, [consumer], preempted)
+        limited = check_claimed_quotas(conn, query, [consumer], preempted, moving)
         if conn.dialect.name == "postgresql":
             own_count.remember(conn.engine, consumer.project_id, consumer.project_id in limited)
         return
-    freed: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for victim in preempted:
-        if victim.project_id != consumer.project_id:
-            continue
-        for user in (None, victim.user_id) if victim.user_id == consumer.user_id else (None,):
-            for name, amount in victim.held.items():
-                freed[user][name] += amount
-            freed[user][CONSUMERS] += 1
     asked = {**asked_by_query(query), CONSUMERS: 1}
-    own_count.count_and_check(conn, consumer.uuid, consumer.project_id, consumer.user_id, asked, freed, commit=last)
+    own_count.count_and_check(
+        conn,
+        consumer.uuid,
+        consumer.project_id,
+        consumer.user_id,
+        asked,
+        _by_scope(consumer, preempted),
+        _by_scope(consumer, moving),
+        commit=last,
+    )
+
+
+def _by_scope(consumer: Consumer, holders: Iterable[Preempted]) -> dict[str | None, dict[str, int]]:
+    """What ``holders`` of the consumer's project hold, by resource, for the project (None) and for
+    the consumer's user (theirs alone)."""
+    held: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for holder in holders:
+        if holder.project_id != consumer.project_id:
+            continue
+        for user in (None, holder.user_id) if holder.user_id == consumer.user_id else (None,):
+            for name, amount in holder.held.items():
+                held[user][name] += amount
+            held[user][CONSUMERS] += 1
+    return held
 
 
 def check_claimed_quotas(
-    conn: Connection, query: CandidateQuery, claimed: Iterable[Consumer], preempted: Iterable[Preempted] = ()
+    conn: Connection,
+    query: CandidateQuery,
+    claimed: Iterable[Consumer],
+    preempted: Iterable[Preempted] = (),
+    moving: Iterable[Preempted] = (),
 ) -> set[str]:
     """Refuse (409 ``berth.quota.exceeded``) the claims of ``claimed``, each given what the query
     asks, when they took a project or user over a limit; the victims removed for them free what
-    they held in their own project and user. The projects that had limits."""
+    they held in their own project and user, and the instance moved gives it back once the move
+    lands. The projects that had limits."""
     each = asked_by_query(query)
     return check_claims(
         conn,
         [(consumer.project_id, consumer.user_id, each) for consumer in claimed],
         [Released(victim.project_id, victim.user_id, victim.held) for victim in preempted],
+        [Released(instance.project_id, instance.user_id, instance.held) for instance in moving],
     )

@@ -83,10 +83,8 @@ def pick_and_claim(
     counts_own = count_own_consumer(conn, request.consumer)
     chosen = _pick_and_claim(conn, request, cache, plan, bare_first_claim)
     set_priority(conn, request.consumer.uuid, request.priority)
-    freed = chosen.preempted
-    if request.moving is not None:
-        freed = (*freed, *moving_holdings(conn, request.moving, request.query))
-    check_claimed_quota(conn, request.query, request.consumer, freed, counts_own, last=last)
+    moving = moving_holdings(conn, request.moving, request.query) if request.moving is not None else ()
+    check_claimed_quota(conn, request.query, request.consumer, chosen.preempted, counts_own, moving=moving, last=last)
     return chosen
 
 

@@ -11,10 +11,12 @@ transaction holds every other writer back already.
 
 A write raises a resource's usage when what it gives its consumers, ``asked``, is more than what
 it takes away, ``held`` (what the written consumers held before, which it replaces, or what a
-preempting pick's victims of the same project or user held). A write that does not raise a
-resource's usage is never refused for it, so a project over a lowered limit may still shrink. A
-refusal leaves the transaction to be rolled back: nothing of the claim is written. A project
-without limits costs one lookup.
+preempting pick's victims of the same project or user held), and what a move's pick places again,
+``kept`` (what the instance it moves holds on its source: still counted until the move lands and
+the source's allocations go, so left out of the usage the write is judged by). A write that does
+not raise a resource's usage is never refused for it, so a project over a lowered limit may still
+shrink. A refusal leaves the transaction to be rolled back: nothing of the claim is written. A
+project without limits costs one lookup.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Change:
     asked: Mapping[str, int] = field(default_factory=dict)
     consumers: int = 0
     held: Usage = field(default_factory=Usage)
+    # What the instance a move's pick places again holds: given back once the move lands.
+    kept: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True)
@@ -76,28 +80,41 @@ def asked_by_query(query: CandidateQuery) -> dict[str, int]:
     return dict(asked)
 
 
-def claim_changes(claims: Iterable[tuple[str, str, Mapping[str, int]]], released: Iterable[Released] = ()) -> Changes:
-    """The changes of new consumers claimed (each its project, user and what it was given) and of
-    the consumers removed to make room for them."""
+def claim_changes(
+    claims: Iterable[tuple[str, str, Mapping[str, int]]],
+    released: Iterable[Released] = (),
+    kept: Iterable[Released] = (),
+) -> Changes:
+    """The changes of new consumers claimed (each its project, user and what it was given), of the
+    consumers removed to make room for them, and of the instances their moves place again."""
     asked: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     consumers: dict[tuple[str, str], int] = defaultdict(int)
     for project_id, user_id, given in claims:
         for name, amount in given.items():
             asked[(project_id, user_id)][name] += amount
         consumers[(project_id, user_id)] += 1
-    held: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    removed: dict[tuple[str, str], int] = defaultdict(int)
-    for victim in released:
-        for name, amount in victim.held.items():
-            held[(victim.project_id, victim.user_id)][name] += amount
-        removed[(victim.project_id, victim.user_id)] += 1
+    held, moving = _held_by_owner(released), _held_by_owner(kept)
     by_project: dict[str, dict[str, Change]] = defaultdict(dict)
     for key in consumers:
-        by_project[key[0]][key[1]] = Change(dict(asked[key]), consumers[key], Usage(dict(held[key]), removed[key]))
-    for key in removed.keys() - consumers.keys():
+        by_project[key[0]][key[1]] = Change(
+            dict(asked[key]), consumers[key], held.get(key, Usage()), moving.get(key, Usage())
+        )
+    for key in (held.keys() | moving.keys()) - consumers.keys():
         if key[0] in by_project:  # a project the write does not add to is never refused
-            by_project[key[0]][key[1]] = Change(held=Usage(dict(held[key]), removed[key]))
+            by_project[key[0]][key[1]] = Change(held=held.get(key, Usage()), kept=moving.get(key, Usage()))
     return {project_id: ProjectChange(_total(by_user.values()), by_user) for project_id, by_user in by_project.items()}
+
+
+def _held_by_owner(consumers: Iterable[Released]) -> dict[tuple[str, str], Usage]:
+    """What ``consumers`` hold, summed by project and user, with how many they are."""
+    held: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for consumer in consumers:
+        key = (consumer.project_id, consumer.user_id)
+        for name, amount in consumer.held.items():
+            held[key][name] += amount
+        count[key] += 1
+    return {key: Usage(dict(held[key]), count[key]) for key in count}
 
 
 def allocation_write_changes(conn: Connection, requests: Sequence[ConsumerAllocations]) -> Changes:
@@ -142,15 +159,19 @@ def check_written(conn: Connection, changes: Mapping[str, ProjectChange]) -> set
 
 
 def check_claims(
-    conn: Connection, claims: Sequence[tuple[str, str, Mapping[str, int]]], released: Iterable[Released] = ()
+    conn: Connection,
+    claims: Sequence[tuple[str, str, Mapping[str, int]]],
+    released: Iterable[Released] = (),
+    kept: Iterable[Released] = (),
 ) -> set[str]:
-    """``check_written`` of ``claim_changes(claims, released)``, the changes worked out only once a
-    project has limits: a pick's project usually has none, and then costs one lookup and no more."""
+    """``check_written`` of ``claim_changes(claims, released, kept)``, the changes worked out only
+    once a project has limits: a pick's project usually has none, and then costs one lookup and no
+    more."""
     worked_out: list[Changes] = []
 
     def changes() -> Changes:
         if not worked_out:
-            worked_out.append(claim_changes(claims, released))
+            worked_out.append(claim_changes(claims, released, kept))
         return worked_out[0]
 
     projects = sorted({project_id for project_id, _, _ in claims})
@@ -213,17 +234,23 @@ def _owner(conn: Connection, request: ConsumerAllocations) -> tuple[str, str] | 
 
 
 def _total(changes: Iterable[Change]) -> Change:
+    listed = list(changes)
     asked: dict[str, int] = defaultdict(int)
-    held: dict[str, int] = defaultdict(int)
-    consumers = held_consumers = 0
-    for change in changes:
+    for change in listed:
         for name, amount in change.asked.items():
             asked[name] += amount
-        for name, amount in change.held.resources.items():
-            held[name] += amount
-        consumers += change.consumers
-        held_consumers += change.held.consumers
-    return Change(dict(asked), consumers, Usage(dict(held), held_consumers))
+    consumers = sum(change.consumers for change in listed)
+    return Change(dict(asked), consumers, _summed(c.held for c in listed), _summed(c.kept for c in listed))
+
+
+def _summed(usages: Iterable[Usage]) -> Usage:
+    resources: dict[str, int] = defaultdict(int)
+    consumers = 0
+    for usage in usages:
+        for name, amount in usage.resources.items():
+            resources[name] += amount
+        consumers += usage.consumers
+    return Usage(dict(resources), consumers)
 
 
 def _check_scope(
@@ -231,7 +258,9 @@ def _check_scope(
 ) -> None:
     """``usage``: the scope's usage after the write, of every limited resource, when the caller read it."""
     raised = {
-        resource: limit for resource, limit in limits.items() if _asked(change, resource) > _used(change.held, resource)
+        resource: limit
+        for resource, limit in limits.items()
+        if _asked(change, resource) > _used(change.held, resource) + _used(change.kept, resource)
     }
     if not raised:
         return  # nothing the write raises is limited here: no usage to read
@@ -240,10 +269,10 @@ def _check_scope(
         consumers = CONSUMERS in raised
         usage = usage_of(conn, project_id, user_id, classes=classes, consumers=consumers)
     for resource, limit in sorted(raised.items()):
-        after = _used(usage, resource)
-        if after > limit:
+        after, kept = _used(usage, resource), _used(change.kept, resource)
+        if after - kept > limit:
             asked, holding = _asked(change, resource), _used(change.held, resource)
-            raise exceeded(project_id, user_id, resource, limit, after - asked + holding, asked, holding)
+            raise exceeded(project_id, user_id, resource, limit, after - asked + holding, asked, holding, kept)
 
 
 def _asked(change: Change, resource: str) -> int:
@@ -255,11 +284,21 @@ def _used(usage: Usage, resource: str) -> int:
 
 
 def exceeded(
-    project_id: str, user_id: str | None, resource: str, limit: int, used: int, asked: int, holding: int
+    project_id: str,
+    user_id: str | None,
+    resource: str,
+    limit: int,
+    used: int,
+    asked: int,
+    holding: int,
+    kept: int = 0,
 ) -> Conflict:
+    """The refusal; ``used``: the usage before the write, of which it frees ``holding`` and the
+    instance it moves gives back ``kept`` once the move lands."""
     whose = f"project {project_id}" if user_id is None else f"user {user_id} of project {project_id}"
     replaced = f", of which the write frees {holding}" if holding else ""
+    moved = f", of which the instance moved gives back {kept} once the move lands" if kept else ""
     return Conflict(
-        f"Quota exceeded for {resource} of {whose}: limit {limit}, usage {used}{replaced}, asked {asked}.",
+        f"Quota exceeded for {resource} of {whose}: limit {limit}, usage {used}{replaced}{moved}, asked {asked}.",
         code=error_codes.QUOTA_EXCEEDED,
     )

@@ -31,7 +31,9 @@ is counted.
 
 The rule is the general check's: a write is refused for a resource only when it raises that
 resource's usage, so what the pick's victims of the same project and user held is weighed against
-what it asked (their removal is counted by the triggers, as any other write).
+what it asked (their removal is counted by the triggers, as any other write), and so is what the
+instance a move's pick places again holds, which is also left out of the usage the write is judged
+by (it stays counted until the move lands).
 """
 
 from __future__ import annotations
@@ -124,26 +126,32 @@ def count_and_check(
     user_id: str,
     asked: Mapping[str, int],
     freed: Mapping[str | None, Mapping[str, int]] | None = None,
+    kept: Mapping[str | None, Mapping[str, int]] | None = None,
     *,
     commit: bool = False,
 ) -> None:
     """Count the consumer (written whole, new, announced by ``count_own``) and refuse (409
     ``berth.quota.exceeded``) the write when it took its project, or its user, over a limit on a
     resource it raised. ``asked``: what it was given, by resource (``consumers`` 1); ``freed``: what
-    the write's victims of the same project held, by user (None: the project's), by resource.
-    ``commit``: this is the write's last statement, which may then be sent with its COMMIT."""
-    freed = freed or {}
-    if commit and not freed and commits_with_statement(conn):
+    the write's victims of the same project held, by user (None: the project's), by resource;
+    ``kept``: the same of the instance a move's pick places again. ``commit``: this is the write's
+    last statement, which may then be sent with its COMMIT."""
+    freed, kept = freed or {}, kept or {}
+    if commit and not freed and not kept and commits_with_statement(conn):
         _count_and_check_with_the_commit(conn, consumer_uuid, project_id, asked)
         return
     rows = fetch(conn, _COUNT_AND_CHECK, (consumer_uuid,) * 3)
     remember(conn.engine, project_id, bool(rows))
+    # The rows are the limits the counters now pass; the instance moved still counts in them.
     for limit_user, resource, limit, after in (row for row in rows if row[0] is not None):
         user = None if limit_user == PROJECT_WIDE else limit_user
         holding = freed.get(user, {}).get(resource, 0)
+        keeping = kept.get(user, {}).get(resource, 0)
         wanted = asked.get(resource, 0)
-        if wanted > holding:
-            raise exceeded(project_id, user, resource, int(limit), int(after) - wanted + holding, wanted, holding)
+        if wanted > holding + keeping and int(after) - keeping > int(limit):
+            raise exceeded(
+                project_id, user, resource, int(limit), int(after) - wanted + holding, wanted, holding, keeping
+            )
 
 
 def _count_and_check_with_the_commit(
