@@ -113,6 +113,23 @@ def test_an_evacuation_that_failed_leaves_the_instance_in_error_until_evacuated_
     assert rebuilt is not None and (rebuilt.state, rebuilt.host) == (ACTIVE, "host-a")
 
 
+def test_an_evacuation_that_failed_leaves_an_instance_whose_delete_failed_midway_to_be_deleted_again():
+    """The conductors evacuate a server whose delete failed midway (its row left as it was, on a
+    host now down) with the others; its agent may have finished the delete when it started again,
+    so the books may hold nothing for it. An evacuation that fails leaves it to be deleted again,
+    not in ERROR (which expects its allocations on its host); one that is done places it anew."""
+    active = Instance(ServerRequest(UUID, SMALL, "p", "u"), ACTIVE, "host-a")
+    half = outcome(active, "delete", ended("delete", FAILED, "destroy"), {})
+    failed = outcome(half, "evacuate", ended("evacuate", FAILED, ""), {})
+    assert failed is not None and (failed.state, failed.host) == (DELETING, "host-a")
+    instances = Instances()
+    instances.put(failed)
+    assert [i.server.instance_uuid for i in instances.half_deleted()] == [UUID]
+    evacuated = Operation("op-2", "evacuate", UUID, {}, selections={"dest": "host-b"}, step="confirm_dest", state=DONE)
+    placed = outcome(half, "evacuate", evacuated, {})
+    assert placed is not None and (placed.state, placed.host) == (ACTIVE, "host-b")
+
+
 def test_a_lost_request_is_matched_only_with_an_operation_the_run_did_not_know_of():
     # A migrate of the instance a moment before (done, then confirmed) is within the clocks' slack
     # of a second migrate whose conductor was killed under it; it is not that request's operation.

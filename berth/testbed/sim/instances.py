@@ -214,6 +214,13 @@ def outcome(instance: Instance | None, kind: str, operation: Operation, extra: d
     A failed or rolled back operation changes nothing (the conductor undid it), but a failed build
     leaves no instance and a failed evacuation leaves it in ERROR. A running one (left for a
     resume) marks the instance pending.
+
+    An instance whose delete failed midway stays to be deleted again when an evacuation of it
+    fails: the conductors evacuate every server their rows put on a host that is down, one whose
+    delete failed too (its row is left as it was, the error as its fault), and the evacuation
+    undone gives back only what it took. What the books hold for it is still what the failed delete
+    left, which may be nothing (its host's agent finishes a delete it had begun when it starts
+    again), not the allocations ERROR expects.
     """
     if operation.state == RUNNING:
         return replace(instance, pending=operation.id) if instance else None
@@ -222,7 +229,7 @@ def outcome(instance: Instance | None, kind: str, operation: Operation, extra: d
             return replace(instance, move=replace(instance.move, finishing=kind))
         if kind == "delete" and operation.step and instance is not None:
             return replace(instance, state=DELETING)
-        if kind == "evacuate" and instance is not None:
+        if kind == "evacuate" and instance is not None and instance.state != DELETING:
             return replace(instance, state=ERROR)
         return None if kind == "build" else instance
     changed = _done(instance, kind, operation, extra)

@@ -524,8 +524,10 @@ class Workload:
 
     def _late_arrival(self, server_id: str, host: str) -> Instance | None:
         """A server the run learns is on the host only after it took the host's instances: a build
-        that landed there just before the agent was killed, its end applied since. Taken once its
-        operation is applied (within ``OPERATION_TIMEOUT``) and the run has it there; else None."""
+        that landed there just before the agent was killed, its end applied since, or one whose
+        delete failed midway (the run has it to be deleted again, the conductors' row as it was; see
+        ``instances.outcome``). Taken once its operation is applied (within ``OPERATION_TIMEOUT``)
+        and the run has it there; else None."""
         deadline = time.monotonic() + OPERATION_TIMEOUT
         while not self.instances.take(server_id):
             if time.monotonic() > deadline:
