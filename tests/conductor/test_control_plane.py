@@ -334,3 +334,23 @@ def test_the_compute_nodes_read_for_the_scheduler_name_the_hosts_of_servers(plan
         assert recorded.sent == [("GET", f"/allocations/{consumer}")]
     finally:
         placement.request("DELETE", f"/allocations/{consumer}")
+
+
+def test_a_delete_that_fails_after_a_step_leaves_its_server_in_error_to_be_deleted_again(plane, placement, clients):
+    """Nothing of a delete is undone: one that failed once its guest was destroyed leaves a server
+    that no longer runs, shown in ERROR with why (as Nova leaves it), not ACTIVE; deleted again, it
+    is gone."""
+    [build] = plane.create_servers(WHO, name="doomed", flavor_ref=PLAIN.name)
+    server_id = build.instance_uuid
+    ended(plane, build.id)
+    plane.conductor.runner.hook = FailAt("release_host")
+    failed = ended(plane, plane.delete(server_id).id)
+    plane.conductor.runner.hook = None
+    assert (failed.state, failed.step) == ("failed", "destroy")
+    row = plane.servers.get(server_id)
+    assert (row["status"], row["fault"]) == (server_states.ERROR, "host unreachable before release_host")
+    deleted = plane.delete(server_id)
+    assert ended(plane, deleted.id).state == DONE
+    assert plane.servers.get(server_id, deleted=True)["status"] == server_states.DELETED
+    assert placement.consumer(server_id).allocations == {}
+    assert_books_agree(placement, clients)

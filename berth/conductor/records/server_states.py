@@ -10,7 +10,8 @@
 An operation that fails or is rolled back leaves the server as it was (the conductor undid what it
 did), with the reason kept as its fault; a build that fails leaves it in ERROR, to be deleted or
 rebuilt elsewhere, and so does an evacuation (the server stays on its dead host), to be evacuated
-again. While an operation runs, the status shown is the operation's (``BUILD``,
+again, and a delete that failed after one of its steps (nothing of a delete is undone), to be
+deleted again. While an operation runs, the status shown is the operation's (``BUILD``,
 ``RESIZE``, ``MIGRATING``, ``REBUILD``, ...) and its task state names it."""
 
 from __future__ import annotations
@@ -137,6 +138,11 @@ def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict
             # Still on its dead host, and not running anywhere: in ERROR, as Nova leaves a server
             # whose evacuation found no host, to be evacuated again (or rebuilt once its host is
             # back, or deleted).
+            return {"status": ERROR, "fault": operation.error}
+        if kind == delete.KIND and operation.step:
+            # Past its first step (the guest destroyed, say) the server no longer runs as it did,
+            # and a delete is never undone: in ERROR, as Nova leaves a server whose delete failed,
+            # to be deleted again (its host's agent may even finish it when it starts again).
             return {"status": ERROR, "fault": operation.error}
         return {"fault": operation.error}
     # A server ended because a build preempted it says so, as its fault.
