@@ -172,8 +172,11 @@ class PendingOperations:
 
         def desired(s: dict[str, ConsumerState]) -> Desired:
             held = s[migration].allocations
-            if not held:
-                return {}  # swapped back already (by the other side), or never swapped
+            if not held or s[migration].consumer_type != MIGRATION:
+                # Swapped back already (by the other side), or never swapped: what a consumer of
+                # another type holds (the uuid another instance's, by a conductor's mistake) is not
+                # this move's to hand over.
+                return {}
             return {instance: ({**held, **shared}, INSTANCE), migration: ({}, MIGRATION)}
 
         self.writer.rewrite([instance, migration], desired, owner=record.owner, what=f"revert of {migration}")

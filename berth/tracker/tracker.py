@@ -31,6 +31,7 @@ from berth.clients.errors import (
     ClaimError,
     ClaimFailed,
     ClaimNotFound,
+    ClaimStateError,
     InvalidRequest,
     PlacementError,
     PlacementUnavailable,
@@ -46,6 +47,7 @@ from berth.domain.host.records import (
     ACTIVE,
     INCOMING,
     INSTANCE,
+    MIGRATION,
     MOVING,
     OUTGOING,
     SHELVED,
@@ -306,6 +308,7 @@ class ResourceTracker:
             for record in records:
                 if record.state == OUTGOING and record.migration_uuid == migration_uuid:
                     return self._source_context(record)
+            self._check_migration_uuid(instance_uuid, migration_uuid)
             movable = [r for r in records if r.state == ACTIVE and r.pending_op is None]
             if not movable:
                 if records:
@@ -318,6 +321,23 @@ class ResourceTracker:
                 movable[0], state=OUTGOING, migration_uuid=migration_uuid, consumer_uuid=migration_uuid
             )
             return self._source_context(record)
+
+    def _check_migration_uuid(self, instance_uuid: str, migration_uuid: str) -> None:
+        """Refuse a migration uuid that is not the move's own: the instance's uuid, or a consumer or
+        migration another claim here names. Its revert or confirm would rewrite that consumer (the
+        instance's own allocations deleted, another instance's handed to this one)."""
+        if migration_uuid == instance_uuid:
+            raise InvalidRequest("a migration needs a uuid of its own")
+        for record in self.store.all():
+            if record.instance_uuid != instance_uuid and migration_uuid in (
+                record.instance_uuid,
+                record.consumer_uuid,
+                record.migration_uuid,
+            ):
+                raise InvalidRequest(
+                    f"migration {migration_uuid} is already {record.instance_uuid}'s on {self.host}: "
+                    "a migration needs a uuid of its own"
+                )
 
     def _source_context(self, record: ClaimRecord) -> SourceContext:
         return SourceContext(
@@ -387,19 +407,39 @@ class ResourceTracker:
             return done
 
     def _never_arrived(self, outgoing: ClaimRecord) -> bool:
-        """The instance still holds the source's side and the migration nothing: no destination claimed."""
-        return (
-            not self.placement.consumer(outgoing.migration).allocations
-            and self.placement.consumer(outgoing.instance_uuid).on(self.our_providers()) == outgoing.allocations
-        )
+        """The instance still holds the source's side and the migration nothing (nothing of a
+        migration's: a consumer of another type under its uuid is not this move's): no destination
+        claimed."""
+        migration = self.placement.consumer(outgoing.migration)
+        if migration.allocations and migration.consumer_type == MIGRATION:
+            return False
+        return self.placement.consumer(outgoing.instance_uuid).on(self.our_providers()) == outgoing.allocations
 
     def revert_migration(self, migration_uuid: str) -> list[str]:
         """Undo the move: the destination lets go, the source's claim is the instance's again."""
         with self.lock:
             records = self.store.for_migration(migration_uuid)
-            done = [self.operations.run(r, PendingOp.REVERT_IN) for r in records if r.state == INCOMING]
+            done = [self._revert_in(r) for r in records if r.state == INCOMING]
             done += [self.operations.run(r, PendingOp.REVERT_OUT) for r in records if r.state == OUTGOING]
             return done
+
+    def _revert_in(self, incoming: ClaimRecord) -> str:
+        """Under the lock: the destination lets go of its side of a move, unless the source has
+        confirmed it already (the migration gone, the instance holding this claim's allocations):
+        then this claim is all the instance has, and the move can only be confirmed."""
+        if incoming.pending_op is None and self._confirmed_by_source(incoming):
+            raise ClaimStateError(
+                f"migration {incoming.migration} was confirmed on its source {incoming.move.source_host}: "
+                f"it cannot be reverted on {self.host}, only confirmed"
+            )
+        return self.operations.run(incoming, PendingOp.REVERT_IN)
+
+    def _confirmed_by_source(self, incoming: ClaimRecord) -> bool:
+        """The migration holds nothing of a migration's and the instance holds this claim's side."""
+        migration = self.placement.consumer(incoming.migration)
+        if migration.allocations and migration.consumer_type == MIGRATION:
+            return False
+        return self.placement.consumer(incoming.instance_uuid).on(self.our_providers()) == incoming.allocations
 
     def drop_move_claim(self, migration_uuid: str) -> str | None:
         """Release this host's side of a move: the old side on the source (confirm), the new on the
@@ -411,7 +451,7 @@ class ResourceTracker:
                 return self.operations.run(outgoing[0], PendingOp.CONFIRM_OUT)
             incoming = [r for r in records if r.state == INCOMING]
             if incoming:
-                return self.operations.run(incoming[0], PendingOp.REVERT_IN)
+                return self._revert_in(incoming[0])
             return None
 
     def abort(self, claim_id: str) -> str | None:
@@ -421,7 +461,7 @@ class ResourceTracker:
             if record is None:
                 return None
             if record.state == INCOMING:
-                return self.operations.run(record, PendingOp.REVERT_IN)
+                return self._revert_in(record)
             if record.state == OUTGOING:
                 return self.operations.run(record, PendingOp.REVERT_OUT)
             return self.operations.run(record, PendingOp.RELEASE)

@@ -242,6 +242,8 @@ class AgentApp:
         if action == "source":
             (instance_uuid,) = self._need(self._checked(request, schemas.MIGRATION_INSTANCE), "instance_uuid")
             return _json(t.begin_move_out(instance_uuid, migration_uuid).to_dict())
+        if action in ("confirm", "revert", "drop"):
+            self._checked(request, schemas.NO_BODY)
         if action == "confirm":
             return _json({"result": t.confirm_migration(migration_uuid)})
         if action == "revert":
@@ -252,6 +254,7 @@ class AgentApp:
         return _json({"result": t.cleanup_evacuated(instance_uuid, migration_uuid)})
 
     def on_instance(self, request: Request, instance_uuid: str, action: str) -> Response:
+        self._checked(request, schemas.NO_BODY)
         t = self.tracker
         operations: dict[str, Callable[[str], list[Any]]] = {
             "delete": t.delete_instance,
@@ -272,6 +275,7 @@ class AgentApp:
         return _json(self.tracker.audit(heal=heal).to_dict())
 
     def on_sync(self, request: Request) -> Response:
+        self._checked(request, schemas.NO_BODY)
         return _json(self.tracker.update_available_resource().to_dict())
 
     # -- guests ---------------------------------------------------------------------------------

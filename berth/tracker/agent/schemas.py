@@ -138,6 +138,9 @@ CLAIMS: Final[Mapping[str, JsonSchema]] = {
     "evacuate": _object({"instance": INSTANCE, "migration_uuid": TEXT, "source_host": TEXT}),
     "rebuild": _object({"instance": INSTANCE, "migration_uuid": OPTIONAL_TEXT, "source_host": OPTIONAL_TEXT}),
 }
+# The routes that read no body (``POST /migrations/{m}/{confirm,revert,drop}``, ``POST /instances/{u}/...``,
+# ``POST /sync``): none, or an empty object; a key is a mistake, not something to ignore.
+NO_BODY: Final = _object({})
 # ``POST /migrations/{m}/source`` and ``.../cleanup_evacuated``.
 MIGRATION_INSTANCE: Final = _object({"instance_uuid": TEXT})
 # The oldest a soft-deleted instance may be kept, in seconds: never negative (a negative age would
