@@ -136,6 +136,14 @@ def explain_failure(error: ConductorError, urls: Sequence[str]) -> ApiFailure:
     return ApiFailure(message + (f"\nhint: {hint}" if hint else ""))
 
 
+def not_empty(_context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty name or id of the object a command acts on: its path would name the whole
+    collection (``GET /hosts/`` is the list of hosts), not one object of it."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("give a name or id, not an empty one", param=parameter)
+    return value
+
+
 def conductor_urls(given: Sequence[str]) -> list[str]:
     """The URLs given (each may list several, comma-separated), checked for their scheme."""
     urls = [url.strip() for value in given for url in value.split(",") if url.strip()] or [DEFAULT_URL]

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 
 from berth.cli.client.connection import segment
 from berth.cli.client.output import emit, fields, table
-from berth.cli.compute.connection import Api, conductor_command
+from berth.cli.compute.connection import Api, conductor_command, not_empty
 from berth.cli.compute.servers import key_values
 
 SIZE = click.IntRange(0, 2**31 - 1)
@@ -107,14 +107,14 @@ def flavor_list(api: Api) -> None:
 
 
 @flavor_group.command("show", help="Show a flavor, by name or id.")
-@click.argument("flavor")
+@click.argument("flavor", callback=not_empty)
 @conductor_command
 def flavor_show(api: Api, flavor: str) -> None:
     _show(api, find_flavor(api, flavor))
 
 
 @flavor_group.command("delete", help="Delete a flavor, by name or id (servers of it keep their size).")
-@click.argument("flavor")
+@click.argument("flavor", callback=not_empty)
 @conductor_command
 def flavor_delete(api: Api, flavor: str) -> None:
     found = find_flavor(api, flavor)
@@ -126,7 +126,7 @@ def flavor_delete(api: Api, flavor: str) -> None:
 
 
 @flavor_group.command("set", help="Set properties (extra specs) of a flavor.")
-@click.argument("flavor")
+@click.argument("flavor", callback=not_empty)
 @click.option("--property", "properties", multiple=True, required=True, metavar="KEY=VALUE", help="repeatable")
 @conductor_command
 def flavor_set(api: Api, flavor: str, properties: tuple[str, ...]) -> None:
@@ -137,7 +137,7 @@ def flavor_set(api: Api, flavor: str, properties: tuple[str, ...]) -> None:
 
 
 @flavor_group.command("unset", help="Remove properties (extra specs) of a flavor.")
-@click.argument("flavor")
+@click.argument("flavor", callback=not_empty)
 @click.option("--property", "keys", multiple=True, required=True, metavar="KEY", help="repeatable")
 @conductor_command
 def flavor_unset(api: Api, flavor: str, keys: tuple[str, ...]) -> None:

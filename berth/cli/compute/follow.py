@@ -125,9 +125,13 @@ def how_to_follow(operations: Sequence[dict[str, Any]]) -> None:
         click.echo(f"follow it with `berth operation show {operations[0]['id']}`, or ask with --wait next time")
 
 
-def conclude(api: Api, operations: Sequence[dict[str, Any]], answer: Any, wait: bool) -> None:
+def conclude(api: Api, operations: Sequence[dict[str, Any]], answer: Any, wait: bool, *, listed: bool = False) -> None:
     """The end of a command that started ``operations`` (the API's ``answer``): followed to their end
-    with ``--wait`` (the operations as they ended for scripts), else how to follow them."""
+    with ``--wait`` (the operations as they ended for scripts), else how to follow them.
+
+    ``listed``: the answer lists its operations (``{"operations": [...], ...}``, none or several),
+    and so does the answer for scripts with ``--wait``, its other fields kept; else the answer is
+    one ``{"operation": ...}``."""
     if not wait:
         if api.for_scripts:
             emit(api.output, answer, list)
@@ -137,5 +141,5 @@ def conclude(api: Api, operations: Sequence[dict[str, Any]], answer: Any, wait: 
     several = len(operations) > 1
     ended = follow(api, [(label(op["server_id"]) if several else "", op["id"]) for op in operations])
     if api.for_scripts:
-        emit(api.output, {"operations": ended} if several else {"operation": ended[0]}, list)
+        emit(api.output, {**answer, "operations": ended} if listed else {"operation": ended[0]}, list)
     check_ended(ended)

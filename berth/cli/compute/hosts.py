@@ -12,7 +12,7 @@ from rich.text import Text
 
 from berth.cli.client.connection import segment
 from berth.cli.client.output import emit, fields, table
-from berth.cli.compute.connection import Api, conductor_command
+from berth.cli.compute.connection import Api, conductor_command, not_empty
 from berth.cli.compute.follow import conclude
 
 
@@ -64,14 +64,14 @@ def host_list(api: Api) -> None:
 
 
 @host_group.command("show", help="Show a host.")
-@click.argument("name")
+@click.argument("name", callback=not_empty)
 @conductor_command
 def host_show(api: Api, name: str) -> None:
     _show(api, api.get(f"/hosts/{segment(name)}")["host"])
 
 
 @host_group.command("disable", help="Disable a host: the scheduler sends no new servers to it.")
-@click.argument("name")
+@click.argument("name", callback=not_empty)
 @click.option("--reason", default=None, help="why, shown with the host")
 @conductor_command
 def host_disable(api: Api, name: str, reason: str | None) -> None:
@@ -80,14 +80,14 @@ def host_disable(api: Api, name: str, reason: str | None) -> None:
 
 
 @host_group.command("enable", help="Enable a host again.")
-@click.argument("name")
+@click.argument("name", callback=not_empty)
 @conductor_command
 def host_enable(api: Api, name: str) -> None:
     _show(api, api.request("POST", f"/hosts/{segment(name)}/enable")["host"])
 
 
 @host_group.command("evacuate", help="Rebuild every server of a host that is down on other hosts.")
-@click.argument("name")
+@click.argument("name", callback=not_empty)
 @click.option("--wait", is_flag=True, help="follow the evacuations to their end; exit status 1 unless all are done")
 @conductor_command
 def host_evacuate(api: Api, name: str, wait: bool) -> None:
@@ -100,4 +100,4 @@ def host_evacuate(api: Api, name: str, wait: bool) -> None:
         if not operations:
             click.echo(f"no server of {name} to evacuate" + ("" if answer.get("left") else " (it has none)"))
             return
-    conclude(api, operations, answer, wait)
+    conclude(api, operations, answer, wait, listed=True)

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from berth.cli.client.connection import ApiFailure, segment
 from berth.cli.client.output import emit, fields, table
 from berth.cli.client.providers import is_uuid
-from berth.cli.compute.connection import PAGE, Api, conductor_command
+from berth.cli.compute.connection import PAGE, Api, conductor_command, not_empty
 from berth.cli.compute.servers import find_server
 from berth.conductor.journal import STATES
 
@@ -62,7 +62,7 @@ def operation_list(api: Api, server: str | None, state: str | None, kind: str | 
 
 
 @operation_group.command("show", help="Show an operation: its steps done, the hosts tried, its end.")
-@click.argument("operation")
+@click.argument("operation", callback=not_empty)
 @conductor_command
 def operation_show(api: Api, operation: str) -> None:
     body = api.get(f"/operations/{segment(operation)}")

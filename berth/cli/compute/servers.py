@@ -123,20 +123,32 @@ def server_create(
     if server_group:
         body["os:scheduler_hints"] = {"group": find_server_group(api, server_group)["id"]}
     answer = api.request("POST", "/servers", body)
-    made = answer["servers"] if "servers" in answer else [answer["server"]]
+    # A multi-create (--count above 1) is answered with a list of servers, of one when no more fit.
+    several = "servers" in answer
+    made = answer["servers"] if several else [answer["server"]]
     if not wait:
         if api.for_scripts:
             emit(api.output, answer, list)
             return
+        names = _built_names(api, name, made) if several else {made[0]["id"]: name}
         for server in made:
-            click.echo(f"server {server['id']} ({name}) is building: operation {server['operation_id']}")
+            click.echo(f"server {server['id']} ({names[server['id']]}) is building: operation {server['operation_id']}")
         click.echo(f"follow it with `berth operation show {made[0]['operation_id']}`, or ask with --wait next time")
         return
-    ended = follow(api, [(label(s["id"]) if len(made) > 1 else "", s["operation_id"]) for s in made])
+    ended = follow(api, [(label(s["id"]) if several else "", s["operation_id"]) for s in made])
     if api.for_scripts:
         views = [api.get(f"/servers/{segment(s['id'])}")["server"] for s in made]
-        emit(api.output, {"servers": views} if len(made) > 1 else {"server": views[0]}, list)
+        emit(api.output, {"servers": views} if several else {"server": views[0]}, list)
     check_ended(ended)
+
+
+def _built_names(api: Api, name: str, made: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Each server of a multi-create, by id: its name. They are named NAME-1, NAME-2, ... by their
+    place in the request (those placed of a --min-count: not always the first ones), which the
+    answer does not say; their list does."""
+    named = api.listed("/servers", "servers", [("name", f"^{re.escape(name)}-\\d+$")])
+    found = {s["id"]: s["name"] for s in named}
+    return {s["id"]: found.get(s["id"], f"{name}-N") for s in made}
 
 
 @servers_group.command("list", help="List the servers, newest first (your project's, or every project's).")
