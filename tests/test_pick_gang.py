@@ -658,3 +658,17 @@ def test_a_topology_may_name_every_rack_of_a_large_cloud_and_no_more_than_its_bo
     assert error_code(r) == error_codes.PICK_GANG_UNKNOWN_AGGREGATE
     r = _post(api, _gang(1, topology={"spread_over": racks * 7}), 400)
     assert error_code(r) == error_codes.PICK_GANG_BAD_REQUEST
+
+
+@pytest.mark.parametrize("room", [1, 8])
+def test_an_existing_consumer_fails_the_whole_gang_even_when_min_count_would_leave_it_out(api, room):
+    """``min_count`` lets members be left out for lack of room, never for existing: a gang naming a
+    consumer that exists is refused whole, whether or not the room would have reached it."""
+    (host,) = _hosts(api, 1, vcpus=room + 1)
+    taken = new_uuid()
+    api.allocate(taken, {host: {"VCPU": 1}})
+    fresh = new_uuid()
+    r = _post(api, _gang(consumers=[fresh, taken], min_count=1), 409)
+    assert error_code(r) == error_codes.CONCURRENT_UPDATE
+    assert _usages(api, [host])[host]["VCPU"] == 1
+    assert api.get(f"/allocations/{fresh}").json_body["allocations"] == {}

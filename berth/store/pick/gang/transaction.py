@@ -36,7 +36,7 @@ from sqlalchemy import Connection
 from berth.domain import error_codes
 from berth.domain.candidate_query import CandidateQuery
 from berth.domain.candidates import Candidate, ProviderData
-from berth.domain.errors import BadRequest, Conflict
+from berth.domain.errors import BadRequest, ConcurrentUpdate, Conflict
 from berth.domain.weighing import Multipliers
 from berth.store.candidates.finder import CandidateFinder
 from berth.store.candidates.names import ResolvedQuery, resolve
@@ -67,6 +67,7 @@ from berth.store.pick.transaction import (
     nothing_fits,
 )
 from berth.store.placement.aggregates import aggregate_ids
+from berth.store.rawsql import fetch
 from berth.store.server_groups import membership
 from berth.store.server_groups.membership import ServerGroup
 
@@ -208,6 +209,7 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
             if preempting is None:
                 raise _refusal(conn, resolved, request, plan, by_root, fitting_trees, preempting=True)
             chosen = _with_preempting(request, fitted, preempting, len(by_root), len(allowed))
+            refuse_existing(conn, chosen.not_placed)
             check_gang_quotas(conn, request, [m.consumer_uuid for m in chosen.members], chosen.preempted)
             return chosen
         if isinstance(plan, Shortfall):
@@ -219,20 +221,31 @@ def pick_gang(conn: Connection, request: GangRequest, cache: ProviderCache) -> G
             trees[refused.index] = gang_tree(roots[refused.index], refused.took)
             continue
         placed_uuids = {member.consumer_uuid for member in placed}
+        not_placed = tuple(c.uuid for c in request.consumers if c.uuid not in placed_uuids)
+        refuse_existing(conn, not_placed)
         check_gang_quotas(conn, request, list(placed_uuids))
-        return GangPick(
-            tuple(placed),
-            tuple(c.uuid for c in request.consumers if c.uuid not in placed_uuids),
-            asked,
-            len(by_root),
-            len(allowed),
-        )
+        return GangPick(tuple(placed), not_placed, asked, len(by_root), len(allowed))
     raise Conflict(
         f"No valid host for the gang of {asked}: {MOST_PLANS} plans in a row counted on trees that took fewer "
         "members when written (taken by concurrent claims meanwhile, or sharing providers with less room than "
         "their hosts).",
         code=error_codes.PICK_GANG_NO_VALID_HOST,
     )
+
+
+_EXISTING = "SELECT uuid, generation FROM consumers WHERE uuid IN {ids} ORDER BY uuid"
+
+
+def refuse_existing(conn: Connection, left_out: Sequence[str]) -> None:
+    """``min_count`` leaves members out for lack of room, never for existing: a member that exists
+    already refuses the whole gang (409, as the write refuses it when it is placed), wherever the
+    room ran out."""
+    if not left_out:
+        return
+    found = fetch(conn, _EXISTING, ids=left_out)
+    if found:
+        uuid, generation = found[0]
+        raise ConcurrentUpdate(f"consumer generation conflict - expected null but got {generation} (consumer {uuid})")
 
 
 def _with_preempting(
