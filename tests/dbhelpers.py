@@ -60,6 +60,14 @@ def reset(db: Database) -> None:
         sync_standard_names(conn)
 
 
+def clear_groups_and_leases(db: Database) -> None:
+    """The server groups and leases gone, which ``reset`` (the shared database's) knows nothing of."""
+    with db.engine.begin() as conn:
+        conn.execute(schema.server_group_members.delete())
+        conn.execute(schema.server_groups.delete())
+        conn.execute(schema.allocation_leases.delete())
+
+
 def start_until_it_waits_on_a_lock(db, work) -> threading.Thread:
     """``work`` on a thread of its own, once it waits on a row lock (or has ended, or 30 s passed):
     PostgreSQL, where a test holds a row in one transaction and lets another meet it."""

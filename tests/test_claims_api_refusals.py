@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import pytest
 from apihelpers import error_code, error_detail, new_uuid
+from dbhelpers import clear_groups_and_leases
 
 from berth.domain import error_codes
-from berth.store import schema
 from berth.store.pick.board.host_board import HostBoard
 
 
 @pytest.fixture(params=["board", "search"])
 def api(request, api, app, db):
-    with db.engine.begin() as conn:
-        conn.execute(schema.server_group_members.delete())
-        conn.execute(schema.server_groups.delete())
-        conn.execute(schema.allocation_leases.delete())
+    clear_groups_and_leases(db)
     app.host_board = HostBoard(min_age=0.0, enabled=request.param == "board")
     return api
 

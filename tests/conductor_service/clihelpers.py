@@ -44,3 +44,20 @@ def as_json(result: Result) -> dict:
 def create(berth: Berth, name: str, *args: str) -> dict:
     """A server built through the CLI with --wait; its view."""
     return as_json(berth("server", "create", name, "--flavor", "small", "--wait", "-f", "json", *args))["server"]
+
+
+def cleaned_after_evacuation(berth: Berth, host: str, server_id: str) -> None:
+    """Once the agent of ``host``, killed for an evacuation of ``server_id``, is started again: the
+    host up, the server's evacuation cleaned up on its source (the housekeeping's next round once
+    the host is up: until then the old guest's claim holds its room there, which the tests after
+    count on), then the server deleted."""
+    from servicehelpers import wait_for
+
+    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
+
+    def cleaned_up() -> bool:
+        listed = berth("operation", "list", "--server", server_id, "--kind", "clean_up_evacuated", "-f", "json")
+        return any(o["state"] == "done" for o in as_json(listed)["operations"])
+
+    wait_for(cleaned_up, what="the evacuation cleaned up on its source")
+    berth("server", "delete", server_id, "--wait")

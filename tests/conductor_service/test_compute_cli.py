@@ -14,7 +14,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from clihelpers import UUID, as_json, berth_against, create
+from clihelpers import UUID, as_json, berth_against, cleaned_after_evacuation, create
 from livehelpers import free_port
 from servicehelpers import LARGE, ended, ensure_flavors, wait_for
 
@@ -325,16 +325,7 @@ def test_the_servers_of_a_down_host_are_evacuated_with_wait(berth, cloud):
         assert f"no server of {host} to evacuate" in nothing
     finally:
         agent.start()
-    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
-
-    def cleaned_up() -> bool:
-        # The housekeeping's next round, once the host is up: until then the old guest's claim
-        # holds its room there, which the tests after this one count on.
-        listed = berth("operation", "list", "--server", server["id"], "--kind", "clean_up_evacuated", "-f", "json")
-        return any(o["state"] == "done" for o in as_json(listed)["operations"])
-
-    wait_for(cleaned_up, what="the evacuation cleaned up on its source")
-    berth("server", "delete", server["id"], "--wait")
+    cleaned_after_evacuation(berth, host, server["id"])
 
 
 def _every_host_schedulable(berth) -> None:

@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from clihelpers import UUID, as_json, berth_against, create
+from clihelpers import UUID, as_json, berth_against, cleaned_after_evacuation, create
 from servicehelpers import ended, ensure_flavors, wait_for
 
 from berth.conductor.control.host_books import DOWN_FRESH_SECONDS
@@ -111,11 +111,4 @@ def test_a_down_host_is_evacuated_with_wait_for_scripts_with_or_without_servers(
         assert f"no server of {host} to evacuate" in berth("host", "evacuate", host, "--wait").stdout
     finally:
         agent.start()
-    wait_for(lambda: as_json(berth("host", "show", host, "-f", "json"))["host"]["state"] == "up", what="up again")
-
-    def cleaned_up() -> bool:
-        listed = berth("operation", "list", "--server", server["id"], "--kind", "clean_up_evacuated", "-f", "json")
-        return any(o["state"] == "done" for o in as_json(listed)["operations"])
-
-    wait_for(cleaned_up, what="the evacuation cleaned up on its source")
-    berth("server", "delete", server["id"], "--wait")
+    cleaned_after_evacuation(berth, host, server["id"])

@@ -111,6 +111,19 @@ def started_agents(placement_url, tmp_path_factory, hosts):
             assert "Traceback" not in log, f"{name}: {log}"
 
 
+@contextlib.contextmanager
+def two_agents(placement_url, folder):
+    """Two ``berth agent`` processes of generated host names sharing ``folder``; stopped at the end,
+    and neither may have logged a traceback."""
+    pair = [Agent(placement_url, folder), Agent(placement_url, folder)]
+    try:
+        yield pair
+    finally:
+        for agent in pair:
+            log = agent.stop()
+            assert "Traceback" not in log, log
+
+
 def assert_remote_books_agree(placement, *clients):
     """What each agent says (claims, capacity, audit) matches what Placement holds."""
     for client in clients:

@@ -6,7 +6,7 @@ it."""
 from __future__ import annotations
 
 import pytest
-from agenthelpers import Agent, assert_remote_books_agree
+from agenthelpers import assert_remote_books_agree, two_agents
 from trackerhelpers import flavor, instance, new_uuid
 
 from berth.clients.errors import ClaimError, ClaimStateError, InvalidRequest
@@ -16,12 +16,8 @@ from berth.tracker.moving import moves
 
 @pytest.fixture(scope="module")
 def agents(placement_service, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("agents")
-    pair = [Agent(placement_service.url, tmp), Agent(placement_service.url, tmp)]
-    yield pair
-    for agent in pair:
-        log = agent.stop()
-        assert "Traceback" not in log, log
+    with two_agents(placement_service.url, tmp_path_factory.mktemp("agents")) as pair:
+        yield pair
 
 
 def test_a_migration_named_after_its_own_instance_is_refused_by_the_source(agents, placement):

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 import requests
-from agenthelpers import TOKEN, Agent, assert_remote_books_agree
+from agenthelpers import TOKEN, assert_remote_books_agree, two_agents
 from trackerhelpers import flavor, instance, new_uuid
 
 from berth.clients.agent import AgentClient
@@ -23,12 +23,8 @@ from berth.tracker.moving import moves
 
 @pytest.fixture(scope="module")
 def agents(placement_service, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("agents")
-    pair = [Agent(placement_service.url, tmp), Agent(placement_service.url, tmp)]
-    yield pair
-    for agent in pair:
-        log = agent.stop()
-        assert "Traceback" not in log, log
+    with two_agents(placement_service.url, tmp_path_factory.mktemp("agents")) as pair:
+        yield pair
 
 
 def test_a_conductor_claims_moves_and_releases_through_two_agents(agents, placement):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 import requests
-from agenthelpers import TOKEN, Agent
+from agenthelpers import TOKEN, Agent, two_agents
 from trackerhelpers import SMALL, flavor, instance, new_uuid
 
 from berth.clients import agent_error_codes
@@ -19,12 +19,8 @@ from berth.tracker.moving import moves
 
 @pytest.fixture(scope="module")
 def agents(placement_service, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("guest-agents")
-    pair = [Agent(placement_service.url, tmp), Agent(placement_service.url, tmp)]
-    yield pair
-    for agent in pair:
-        log = agent.stop()
-        assert "Traceback" not in log, log
+    with two_agents(placement_service.url, tmp_path_factory.mktemp("guest-agents")) as pair:
+        yield pair
 
 
 def _spawn(agent, instance_uuid, claim_id):
