@@ -152,6 +152,20 @@ def refuse_in_memory(url: str) -> None:
         )
 
 
+def check_url(url: str) -> None:
+    """:class:`DatabaseUnusable` for a URL, as an operator gives it, that names no database Berth
+    keeps its books in; before any engine is built (for the conductors' database too)."""
+    _check_url(normalise_url(url))
+
+
+def failed_to_open(error: exc.DBAPIError) -> bool:
+    """Whether ``error`` says the database could not be reached or opened (or, on SQLite, locked for
+    longer than the busy timeout), which :func:`describe_failure` tells the operator in one line."""
+    # Not only an OperationalError: SQLite says so of a file that is not a database when the
+    # connection's first statement (its pragmas) reads the header.
+    return isinstance(error, exc.OperationalError) or _not_a_database(error)
+
+
 def _missing_folder(database: str | None) -> str | None:
     """The folder a SQLite file would be in, when that folder does not exist."""
     if not database or database == ":memory:" or database.startswith("file:"):
@@ -171,6 +185,17 @@ def describe_failure(error: exc.DBAPIError, url: str) -> str:
             return (
                 f"{parsed.database} is not a SQLite database ({reason}): give the file of Berth's database, "
                 "or the path of a file that does not exist yet to make a new one"
+            )
+        if getattr(error.orig, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+            return (
+                f"the SQLite file {parsed.database} is locked: another process held its write lock for "
+                "longer than Berth waits for it (a long write, or a transaction left open): let it finish "
+                "or stop it, then start again"
+            )
+        if getattr(error.orig, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY:
+            return (
+                f"the SQLite file {parsed.database} is read-only ({reason}): Berth writes to it; let the "
+                "file and its folder be written, or give another database URL"
             )
         folder = _missing_folder(parsed.database)
         if folder:
@@ -230,9 +255,7 @@ class Database:
         try:
             return self.engine.connect()
         except exc.DBAPIError as error:
-            # Not an OperationalError: SQLite says so of a file that is not a database when the
-            # connection's first statement (its pragmas) reads the header.
-            if isinstance(error, exc.OperationalError) or _not_a_database(error):
+            if failed_to_open(error):
                 raise DatabaseUnusable(describe_failure(error, self.given_url)) from error
             raise
 

@@ -16,7 +16,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from berth.store import schema
-from berth.store.database import Database, DatabaseUnusable
+from berth.store.database import Database, DatabaseUnusable, describe_failure
 
 
 def earlier_migration(filename: str) -> ModuleType:
@@ -76,7 +76,12 @@ def upgrade(db: Database) -> None:
     with db.connect() as conn:
         if db.is_sqlite:
             conn = conn.execution_options(berth_write=True)
-        with conn.begin():
+        try:
+            # On SQLite, BEGIN IMMEDIATE: the write lock, which another process may hold too long.
+            transaction = conn.begin()
+        except sa.exc.OperationalError as error:
+            raise DatabaseUnusable(describe_failure(error, db.given_url)) from error
+        with transaction:
             if not db.is_sqlite:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7478237)"))
             too_new = newer_schema(
@@ -86,6 +91,18 @@ def upgrade(db: Database) -> None:
                 raise DatabaseUnusable(too_new)
             command.upgrade(alembic_config(conn), "head")
             sync_standard_names(conn)
+            if db.is_sqlite:
+                _check_writable(conn, db)
+
+
+def _check_writable(conn: sa.Connection, db: Database) -> None:
+    """One write that changes nothing: SQLite opens a file it may not write (its permissions, a
+    read-only mount, an immutable file) read-only and serves its reads, and an upgrade with nothing
+    to do writes nothing, so the server started and answered every write 500."""
+    try:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = version_num"))
+    except sa.exc.OperationalError as error:
+        raise DatabaseUnusable(describe_failure(error, db.given_url)) from error
 
 
 def sync_standard_names(conn: sa.Connection) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from berth.domain.errors import Unavailable
 from berth.store.database import Database
 from berth.store.observability.cloud_figures import cloud_figures
+
+LOG = logging.getLogger(__name__)
 
 
 class CloudFiguresCollector(Collector):
@@ -19,7 +23,13 @@ class CloudFiguresCollector(Collector):
         self.db = db
 
     def collect(self) -> Iterable[Metric]:
-        figures = self.db.read(cloud_figures)
+        try:
+            figures = self.db.read(cloud_figures)
+        except Unavailable as error:
+            # The scrape still answers what was counted (the 503s of the outage among it): failing
+            # it whole would hide those from the dashboards and alerts exactly when they matter.
+            LOG.warning("the cloud's figures are left out of this scrape: %s", error)
+            return
         families = {
             "capacity": GaugeMetricFamily(
                 "berth_capacity",

@@ -23,6 +23,7 @@ from berth.cli.services.exposure import (
     AUTH_STRATEGIES,
     bind_host,
     check_bind,
+    check_keystone_config,
     check_tokens_file,
     is_loopback,
     policy_file_path,
@@ -173,6 +174,7 @@ def load_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -> Cond
         environ=environ,
     )
     check_tokens_file(settings.auth_strategy, settings.tokens_file)
+    check_keystone_config(settings.auth_strategy, environ)
     return dataclasses.replace(settings, policy_file=policy_file_path(settings.policy_file))
 
 
@@ -254,9 +256,19 @@ def run(settings: ConductorSettings) -> int:
 
     def prepare() -> None:
         # The database upgraded once, before the workers start (a journal opened upgrades it).
-        from berth.conductor.journal import Journal
+        import sqlalchemy as sa
 
-        Journal(settings.database).close()
+        from berth.conductor.journal import Journal
+        from berth.store.database import DatabaseUnusable, check_url, describe_failure, failed_to_open
+
+        # A URL, or a database, the conductors cannot use: one line (berth.cli.main), as for the service.
+        check_url(settings.database)
+        try:
+            Journal(settings.database).close()
+        except sa.exc.DBAPIError as error:
+            if not failed_to_open(error):
+                raise
+            raise DatabaseUnusable(describe_failure(error, settings.database)) from error
 
     def load_app() -> Any:
         # Imported in the worker: prometheus_client must load after the metrics' folder is chosen.

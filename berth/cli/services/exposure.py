@@ -2,15 +2,17 @@
 identify their callers and decide what they may do.
 
 ``berth serve`` in its noauth2 development mode and ``berth agent`` without a token trust every
-caller, so both refuse such an address unless told otherwise. The address, the tokens file and the
-policy file are read here once, when the settings are, as every worker would read them: a mistake
-in one is the operator's usage error before anything starts, not a traceback in each worker.
+caller, so both refuse such an address unless told otherwise. The address, the tokens file, the
+policy file and the keystone INI file are read here once, when the settings are, as every worker
+would read them: a mistake in one is the operator's usage error before anything starts, not a
+traceback in each worker.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 from typing import Final
 
 from berth.cli.settings import SettingsError
@@ -53,6 +55,19 @@ def check_tokens_file(auth_strategy: str, tokens_file: str | None) -> None:
 
     try:
         TokenFile(tokens_file)
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+
+
+def check_keystone_config(auth_strategy: str, environ: Mapping[str, str]) -> None:
+    """For the keystone strategy, the INI file ``$BERTH_KEYSTONE_CONFIG`` names read as each worker
+    reads it; SettingsError saying what is wrong with it."""
+    if auth_strategy != "keystone":
+        return
+    from berth.web.access.keystone import keystone_authtoken_settings
+
+    try:
+        keystone_authtoken_settings(environ)
     except ValueError as error:
         raise SettingsError(str(error)) from None
 

@@ -17,6 +17,7 @@ from berth.cli.services.exposure import (
     AUTH_STRATEGIES,
     bind_host,
     check_bind,
+    check_keystone_config,
     check_tokens_file,
     is_loopback,
     policy_file_path,
@@ -189,6 +190,7 @@ def load_serve_settings(params: Mapping[str, Any], environ: Mapping[str, str]) -
         environ=environ,
     )
     check_tokens_file(settings.auth_strategy, settings.tokens_file)
+    check_keystone_config(settings.auth_strategy, environ)
     return dataclasses.replace(settings, policy_file=policy_file_path(settings.policy_file))
 
 
