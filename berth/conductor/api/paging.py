@@ -32,6 +32,29 @@ def page_limit(args: Mapping[str, str]) -> int:
     return min(limit, MAX_LIMIT) or MAX_LIMIT
 
 
+# The words for a flag in a query, as Nova reads ``all_tenants`` (oslo's ``bool_from_string``).
+_TRUE_WORDS: Final = frozenset({"1", "t", "true", "on", "y", "yes"})
+_FALSE_WORDS: Final = frozenset({"0", "f", "false", "off", "n", "no"})
+
+
+def asks_every_project(args: Mapping[str, str]) -> bool:
+    """Whether a list asks for every project's items: ``all_projects``, or Nova's ``all_tenants``.
+    As Nova reads it, the parameter with no value asks for them, and a value that is no flag is a
+    400 (not taken for false: the caller would see one project's items as if they were all)."""
+    name = "all_projects" if "all_projects" in args else "all_tenants"
+    text = args.get(name)
+    if text is None:
+        return False
+    word = text.strip().lower()
+    if word in _TRUE_WORDS or not word:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise BadRequest(
+        f"Invalid {name} {text!r}: a flag is expected (1, true, yes, on; 0, false, no, off).", code=QUERY_INVALID
+    )
+
+
 def marker_not_found(marker: str) -> BadRequest:
     return BadRequest(f"marker [{marker}] not found", code=MARKER_NOT_FOUND)
 

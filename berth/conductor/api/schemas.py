@@ -20,6 +20,18 @@ COUNT: Final = {"type": "integer", "minimum": 1, "maximum": 1000}
 SIZE: Final = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 STRINGS: Final = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}
 NOTHING: Final = {"type": ["null", "object"], "additionalProperties": False}
+# A flavor's id or name (or its URL), or its id as a number, as Nova's ``flavorRef`` is.
+FLAVOR_REF: Final = {"type": ["string", "integer"], "minLength": 1, "maxLength": NAME_LENGTH}
+# A flag as Nova's action bodies take it: a JSON boolean or one of the words for one.
+# fmt: off
+FLAG_WORDS: Final = (
+    True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes",
+    False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no",
+)
+# fmt: on
+BOOLEAN: Final = {"type": ["boolean", "string"], "enum": list(FLAG_WORDS)}
+# Extra specs' values: strings, or numbers (kept as their text), as Nova takes them.
+SPEC_VALUES: Final = {"type": "object", "additionalProperties": {"type": ["string", "number"], "maxLength": 255}}
 
 
 def _object(properties: Mapping[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
@@ -37,7 +49,7 @@ SERVER_CREATE: Final = _object(
         "server": _object(
             {
                 "name": NAME,
-                "flavorRef": NAME,
+                "flavorRef": FLAVOR_REF,
                 "imageRef": {"type": "string", "maxLength": 255},
                 "image_properties": STRINGS,
                 "availability_zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255},
@@ -60,19 +72,24 @@ SERVER_CREATE: Final = _object(
 
 # One key per action: its arguments' schema.
 ACTION_ARGUMENTS: Final[Mapping[str, Mapping[str, Any]]] = {
-    "resize": _object({"flavorRef": NAME}, ("flavorRef",)),
-    "migrate": NOTHING,
+    "resize": _object({"flavorRef": FLAVOR_REF}, ("flavorRef",)),
+    # As the live migration's and the evacuation's: no host but the scheduler's choice.
+    "migrate": {"type": ["null", "object"], "properties": {"host": {"type": "null"}}, "additionalProperties": False},
     "confirmResize": NOTHING,
     "revertResize": NOTHING,
     # The destination is the scheduler's choice: a host named here is refused (below).
     "os-migrateLive": {
         "type": ["null", "object"],
-        "properties": {"host": {"type": "null"}, "block_migration": {}, "disk_over_commit": {}},
+        "properties": {
+            "host": {"type": "null"},
+            "block_migration": {**BOOLEAN, "enum": [*FLAG_WORDS, "auto"]},
+            "disk_over_commit": BOOLEAN,
+        },
         "additionalProperties": False,
     },
     "evacuate": {
         "type": ["null", "object"],
-        "properties": {"host": {"type": "null"}, "onSharedStorage": {}},
+        "properties": {"host": {"type": "null"}, "onSharedStorage": BOOLEAN},
         "additionalProperties": False,
     },
     "shelve": NOTHING,
@@ -106,14 +123,19 @@ FLAVOR_CREATE: Final = _object(
         "flavor": _object(
             {
                 "name": NAME,
-                "id": {"type": ["string", "null"], "minLength": 1, "maxLength": 255, "pattern": "^[\\w.\\- ]+$"},
+                "id": {
+                    "type": ["string", "number", "null"],
+                    "minLength": 1,
+                    "maxLength": 255,
+                    "pattern": "^[\\w.\\- ]+$",
+                },
                 "vcpus": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                 "ram": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                 "disk": SIZE,
                 "OS-FLV-EXT-DATA:ephemeral": SIZE,
                 "ephemeral": SIZE,
                 "swap": SIZE,
-                "extra_specs": STRINGS,
+                "extra_specs": SPEC_VALUES,
                 # What Nova's clients send with every flavor they create (novaclient and the openstack
                 # command: 1.0 and true); taken at those values only (berth.conductor.api.handlers.flavors).
                 "rxtx_factor": {"type": "number"},
@@ -125,19 +147,24 @@ FLAVOR_CREATE: Final = _object(
     ("flavor",),
 )
 
-EXTRA_SPECS: Final = _object({"extra_specs": {**STRINGS, "minProperties": 1}}, ("extra_specs",))
+EXTRA_SPECS: Final = _object({"extra_specs": {**SPEC_VALUES, "minProperties": 1}}, ("extra_specs",))
 # ``PUT /flavors/{id}/os-extra_specs/{key}``: the one extra spec, ``{"KEY": "VALUE"}``, as Nova's.
-EXTRA_SPEC_UPDATE: Final = {**STRINGS, "minProperties": 1, "maxProperties": 1}
+EXTRA_SPEC_UPDATE: Final = {**SPEC_VALUES, "minProperties": 1, "maxProperties": 1}
 
+GROUP_POLICY: Final = {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]}
 SERVER_GROUP_CREATE: Final = _object(
     {
         "server_group": _object(
             {
                 "name": NAME,
-                "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
+                "policy": GROUP_POLICY,
+                # Nova's before its microversion 2.64, which Nova's clients still send by default
+                # (``openstack server group create --policy P``): the one policy in a list.
+                "policies": {"type": "array", "items": GROUP_POLICY, "minItems": 1, "maxItems": 1},
                 "rules": _object({"max_server_per_host": {"type": "integer", "minimum": 1}}),
             },
-            ("name", "policy"),
+            # One of ``policy`` and ``policies`` is required (the handler says so).
+            ("name",),
         )
     },
     ("server_group",),

@@ -30,9 +30,10 @@ def location(request: Request, path: str) -> dict[str, str]:
     return {"Location": f"{request.url_root.rstrip('/')}{path}"}
 
 
-def flavor_ref(ref: str) -> str:
+def flavor_ref(ref: str | int) -> str:
     """A ``flavorRef`` as the flavor's id or name: Nova takes a flavor's URL too (its last path
-    segment is the id)."""
+    segment is the id), and an id as a number."""
+    ref = str(ref)
     parts = urlsplit(ref)
     if parts.scheme in ("http", "https") and parts.netloc:
         return unquote(parts.path.rstrip("/").rsplit("/", 1)[-1])

@@ -57,7 +57,8 @@ class Flavors:
 
     def create(self, fields: Mapping[str, Any]) -> Record:
         row: Record = {
-            "id": str(fields.get("id") or uuid.uuid4()),
+            # An id given as a number is kept as its text, 0 too (only an id not given is made up).
+            "id": str(uuid.uuid4() if fields.get("id") is None else fields["id"]),
             "name": str(fields["name"]),
             "vcpus": int(fields["vcpus"]),
             "ram": int(fields["ram"]),

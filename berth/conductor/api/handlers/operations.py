@@ -23,7 +23,6 @@ KINDS: Final = tuple(sorted({build.KIND, *server_states.ALLOWED, *server_states.
 # Who may read the operations of every project's servers (and of none: a build that never wrote its
 # server), or of another project's.
 EVERY_PROJECT_RULE: Final = "berth:operations:index:all_projects"
-_YES: Final = ("1", "true", "yes")
 
 
 def index(call: WebCall) -> Reply:
@@ -62,7 +61,7 @@ def _project(call: WebCall, args: Mapping[str, str]) -> str | None:
     asking for neither, a caller it grants sees every project's (as the admin always has), any
     other its own project's."""
     assert call.caller is not None
-    every = args.get("all_projects", args.get("all_tenants", "")).lower() in _YES
+    every = paging.asks_every_project(args)
     asked = args.get("project_id") or args.get("tenant_id")
     own = call.caller.project_id
     if every or (asked and asked != own):

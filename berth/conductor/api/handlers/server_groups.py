@@ -25,13 +25,19 @@ def _owned(call: WebCall, group_id: str, rule: str) -> dict[str, Any]:
 
 def create(call: WebCall) -> Reply:
     asked = schemas.check(call.json_body(), schemas.SERVER_GROUP_CREATE)["server_group"]
-    if asked.get("rules") and asked["policy"] != "anti-affinity":
+    if ("policy" in asked) == ("policies" in asked):
+        raise BadRequest(
+            "Give the group's policy as 'policy' (or, as Nova took it before its microversion 2.64, as "
+            "'policies' with the one policy in a list), not both and not neither."
+        )
+    policy = asked["policy"] if "policy" in asked else asked["policies"][0]
+    if asked.get("rules") and policy != "anti-affinity":
         # As Nova refuses them: a rule the policy never reads would be kept and shown as if it held.
-        raise BadRequest(f"Only anti-affinity policy supports rules, not the {asked['policy']} policy.")
+        raise BadRequest(f"Only anti-affinity policy supports rules, not the {policy} policy.")
     assert call.caller is not None
     plane = plane_of(call)
     group_id = plane.groups.create(
-        asked["name"], asked["policy"], asked.get("rules") or {}, call.caller.project_id, call.caller.user_id
+        asked["name"], policy, asked.get("rules") or {}, call.caller.project_id, call.caller.user_id
     )
     return views.reply({"server_group": views.server_group(plane.groups.get(group_id), [])})
 

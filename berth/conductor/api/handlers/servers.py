@@ -103,7 +103,7 @@ def index(call: WebCall) -> Reply:
     call.authorize("berth:servers:index")
     assert call.caller is not None
     args = call.request.args
-    every_project = args.get("all_projects", args.get("all_tenants", "")).lower() in ("1", "true", "yes")
+    every_project = paging.asks_every_project(args)
     project = args.get("project_id") or args.get("tenant_id")
     if every_project or (project and project != call.caller.project_id):
         call.authorize("berth:servers:index:all_projects")
