@@ -48,7 +48,7 @@ def test_missing_token_is_401_except_root(api):
 def test_non_admin_is_forbidden_by_legacy_policy(api):
     r = api.get("/resource_providers", token="alice:proj")
     assert r.status_code == 403
-    assert error_detail(r).endswith("placement:resource_providers:list  ")
+    assert error_detail(r).endswith("Policy does not allow placement:resource_providers:list to be performed.  ")
     r = api.get("/resource_providers", token="alice:proj", headers={"X-Roles": "admin"})
     assert r.status_code == 200
 

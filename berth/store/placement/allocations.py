@@ -108,7 +108,8 @@ def _check_consumer_generation(existing: Mapping[str, Any] | None, request: Cons
         if expected is not None:
             raise ConcurrentUpdate(f"consumer generation conflict - expected null but got {expected}")
     elif expected is None:
-        raise ConcurrentUpdate(f"consumer generation conflict - expected {existing['generation']} but got null")
+        # Placement words a null given for a consumer that exists as Python prints it.
+        raise ConcurrentUpdate(f"consumer generation conflict - expected {existing['generation']} but got None")
     elif expected != existing["generation"]:
         raise ConcurrentUpdate(f"consumer generation conflict - expected {existing['generation']} but got {expected}")
 
@@ -165,6 +166,17 @@ def _remove_allocations(
     return freed_from
 
 
+def check_consumer_generations(conn: Connection, requests: list[ConsumerAllocations]) -> None:
+    """Each consumer is still at the generation its request gives (409 otherwise)."""
+    for request in sorted(requests, key=lambda r: r.consumer_uuid):
+        _check_consumer_generation(consumer_store.get_consumer(conn, request.consumer_uuid), request)
+
+
+def require_providers(conn: Connection, requests: list[ConsumerAllocations]) -> None:
+    """Every provider the requests allocate from exists (400 otherwise)."""
+    _provider_ids(conn, requests, {})
+
+
 def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -> set[int]:
     """Check the consumers' generations and take their allocations off the books.
 
@@ -172,8 +184,7 @@ def release_for_reshape(conn: Connection, requests: list[ConsumerAllocations]) -
     provider to another underneath allocations that move with it.  Returns the providers of the
     consumers whose allocations the reshape empties, for ``replace_allocations``.
     """
-    for request in sorted(requests, key=lambda r: r.consumer_uuid):
-        _check_consumer_generation(consumer_store.get_consumer(conn, request.consumer_uuid), request)
+    check_consumer_generations(conn, requests)
     lock_inventories_of_consumers(conn, [r.consumer_uuid for r in requests])
     emptied_from: set[int] = set()
     for request in sorted(requests, key=lambda r: r.consumer_uuid):
@@ -206,7 +217,15 @@ def replace_allocations(
     value says whether the writer counts its quota usage itself), or ``ConsumerNotWritten`` raised.
     """
     requests = sorted(requests, key=lambda r: r.consumer_uuid)
-    targets = _resolve_targets(conn, requests, provider_ids or {})
+    try:
+        targets = _resolve_targets(conn, requests, provider_ids or {})
+    except BadRequest:
+        # Placement compares the consumers' generations before it looks up the providers and
+        # classes: a stale generation is the 409 a client refreshes and retries on, whatever else
+        # its body names.
+        if not new_consumers:
+            check_consumer_generations(conn, requests)
+        raise
     now = db_time(conn, utcnow())
     # SQLite: new consumers' rows go in after their allocations. Its quota triggers run for each row
     # as it is written, and count an allocation only once its consumer's row is there: the consumer's
@@ -244,6 +263,20 @@ def replace_allocations(
 
 def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], known: Mapping[str, int]) -> Targets:
     """Every provider and resource class named must exist (400 otherwise)."""
+    provider_ids = _provider_ids(conn, requests, known)
+    class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
+    class_ids = names.resource_class_ids(conn, class_names)
+    for request in requests:
+        for rc in (rc for by_rc in request.allocations.values() for rc in by_rc if rc not in class_ids):
+            raise BadRequest(
+                f"Unable to allocate inventory for consumer {request.consumer_uuid}: No such resource class {rc}."
+            )
+    return Targets(provider_ids, class_ids)
+
+
+def _provider_ids(conn: Connection, requests: list[ConsumerAllocations], known: Mapping[str, int]) -> dict[str, int]:
+    """The row ids of the providers the requests allocate from, by uuid (400 for one that does not
+    exist); those in ``known`` are not looked up."""
     provider_uuids = {uuid for r in requests for uuid in r.allocations}
     provider_ids: dict[str, int]
     if provider_uuids <= known.keys():
@@ -253,14 +286,7 @@ def _resolve_targets(conn: Connection, requests: list[ConsumerAllocations], know
     missing = sorted(provider_uuids - provider_ids.keys())
     if missing:
         raise BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
-    class_names = {rc for r in requests for by_rc in r.allocations.values() for rc in by_rc}
-    class_ids = names.resource_class_ids(conn, class_names)
-    for request in requests:
-        for rc in (rc for by_rc in request.allocations.values() for rc in by_rc if rc not in class_ids):
-            raise BadRequest(
-                f"Unable to allocate inventory for consumer {request.consumer_uuid}: No such resource class {rc}."
-            )
-    return Targets(provider_ids, class_ids)
+    return provider_ids
 
 
 def _write_consumers(

@@ -123,7 +123,7 @@ class PolicyEnforcer:
 
     def authorize(self, caller: Caller | None, rule: str, target: Mapping[str, object] | None = None) -> None:
         if caller is None:
-            raise Forbidden(rule)  # no public path has a rule: nothing to grant an unknown caller
+            raise _refusal(rule)  # no public path has a rule: nothing to grant an unknown caller
         target = target if target is not None else {"project_id": caller.project_id, "user_id": caller.user_id}
         # Every rule is project-scoped; a system-scoped token is refused before any rule is read.
         allowed = caller.system_scope is None and self._decide(
@@ -134,5 +134,9 @@ class PolicyEnforcer:
             tuple(sorted((k, str(v)) for k, v in target.items())),
         )
         if not allowed:
-            # The reference names only the rule; clients print the detail as it is.
-            raise Forbidden(rule)
+            raise _refusal(rule)
+
+
+def _refusal(rule: str) -> Forbidden:
+    # Worded as Placement words its PolicyNotAuthorized; clients print the detail as it is.
+    return Forbidden(f"Policy does not allow {rule} to be performed.")

@@ -15,6 +15,7 @@ from berth.domain import error_codes
 from berth.domain.capacity import Inventory
 from berth.domain.errors import BadRequest, ConcurrentUpdate
 from berth.store.placement import allocations, inventories, names, providers
+from berth.store.placement.allocations import ConsumerAllocations
 from berth.web.responses import Reply, empty_response
 
 # Provider uuid -> (the generation the client saw, its new inventories by class name).
@@ -35,8 +36,13 @@ def reshape(call: Call) -> Reply:
     }
 
     def work(conn: Connection) -> None:
-        _require_classes(conn, new_inventories)
+        # Refusals in the reference's order: a provider of the inventories unknown or at another
+        # generation, a consumer at another generation, a provider of the allocations unknown, then
+        # a resource class unknown (in the inventories, then in the allocations).
         found = _providers_at_generation(conn, new_inventories)
+        allocations.check_consumer_generations(conn, consumer_requests)
+        allocations.require_providers(conn, consumer_requests)
+        _require_classes(conn, new_inventories, consumer_requests)
         # As the reference does it: first every provider holds the union of its old and new
         # inventories, then the allocations move, then each provider keeps only its new inventory.
         # Capacity is checked against the union, the in-use rule against the final inventories,
@@ -63,12 +69,15 @@ def reshape(call: Call) -> Reply:
     return empty_response()
 
 
-def _require_classes(conn: Connection, new_inventories: NewInventories) -> None:
-    known = names.resource_class_ids(conn, {rc for _, wanted in new_inventories.values() for rc in wanted})
-    for _, wanted in new_inventories.values():
-        for rc in wanted:
-            if rc not in known:
-                raise BadRequest(f"malformed reshaper data: No such resource class {rc}.")
+def _require_classes(
+    conn: Connection, new_inventories: NewInventories, consumer_requests: list[ConsumerAllocations]
+) -> None:
+    named = [rc for _, wanted in new_inventories.values() for rc in wanted]
+    named += [rc for request in consumer_requests for by_rc in request.allocations.values() for rc in by_rc]
+    known = names.resource_class_ids(conn, set(named))
+    for rc in named:
+        if rc not in known:
+            raise BadRequest(f"malformed reshaper data: No such resource class {rc}.")
 
 
 def _providers_at_generation(conn: Connection, new_inventories: NewInventories) -> dict[str, dict[str, Any]]:

@@ -21,19 +21,20 @@ def allocation_candidates_query_schema(version: Version) -> JsonSchema:
     if version >= mv.CANDIDATE_LIMIT:
         # Placement's schema, word for word: a 400 quotes it.
         properties["limit"] = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1}
+    # Types and the order of keys as in Placement's schema: a 400 quotes it, and a query with several
+    # faults is refused for the first that jsonschema meets ("resources" missing before a key unknown).
     if version >= mv.CANDIDATE_TRAITS:
-        properties["required"] = {"type": "string"}
+        properties["required"] = {"type": ["string"]}
     if version >= mv.CANDIDATE_MEMBER_OF:
-        properties["member_of"] = {"type": "string"}
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+        properties["member_of"] = {"type": ["string"]}
     if version < mv.REQUEST_GROUPS:
-        schema["required"] = ["resources"]
-        return schema
+        return {"type": "object", "properties": properties, "required": ["resources"], "additionalProperties": False}
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     properties["group_policy"] = {"type": "string", "enum": ["none", "isolate"]}
     if version >= mv.ROOT_REQUIRED:
-        properties["root_required"] = {"type": "string"}
+        properties["root_required"] = {"type": ["string"]}
     if version >= mv.SAME_SUBTREE:
-        properties["same_subtree"] = {"type": "string"}
+        properties["same_subtree"] = {"type": ["string"]}
     schema["patternProperties"] = _group_keys(version)
     for key in GROUP_KEYS:
         properties.pop(key, None)

@@ -15,9 +15,11 @@ _RECORD_PROPERTIES: Final[dict[str, Any]] = {
     "allocation_ratio": {"type": "number", "maximum": FLOAT_MAX},
 }
 
+# Each record of PUT .../inventories (and POST /reshaper): as in Placement, a record may repeat the
+# provider's generation (which only the body's own counts), as GET .../inventories/{class} shows it.
 INVENTORY_RECORD: Final[dict[str, Any]] = {
     "type": "object",
-    "properties": _RECORD_PROPERTIES,
+    "properties": {"resource_provider_generation": GENERATION, **_RECORD_PROPERTIES},
     "required": ["total"],
     "additionalProperties": False,
 }

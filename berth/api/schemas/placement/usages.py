@@ -18,9 +18,11 @@ def usages_query_schema(version: Version) -> JsonSchema:
         "user_id": {"type": "string", "minLength": 1, "maxLength": 255},
     }
     if version >= mv.CONSUMER_TYPES:
+        # Placement's pattern, word for word: a 400 quotes it, and "all" is not anchored at its end,
+        # so a type such as "allx" is asked for (and found on no consumer) rather than refused.
         properties["consumer_type"] = {
             "type": "string",
-            "pattern": f"{NAME_PATTERN}|^all$|^unknown$",
+            "pattern": f"{NAME_PATTERN}|^all|^unknown$",
             "minLength": 1,
             "maxLength": 255,
         }
