@@ -3,15 +3,18 @@
 - ``berth conductor`` given a URL of another kind, a SQLite file in a folder that does not exist, or
   a file that is no database (it printed SQLAlchemy's traceback; ``berth serve`` already said so);
 - ``berth serve`` (and ``berth db upgrade``) on a SQLite file whose write lock another process holds
-  for longer than the busy timeout (a traceback ending in "database is locked" after 30 s).
+  for longer than the busy timeout (a traceback ending in "database is locked" after 30 s);
+- and ``berth conductor``, whose PostgreSQL may be failing over, says at once that it waits for it.
 
 Every command runs as a real ``berth`` process, as an operator would run it."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,19 @@ def test_a_read_only_sqlite_file_is_refused_in_one_line(tmp_path: Path):
     said = [line for line in done.stderr.strip().splitlines() if "INFO alembic." not in line]
     assert len(said) == 1, done.stderr
     assert f"berth: the SQLite file {books} is read-only" in said[0], said
+
+
+def test_a_conductor_waiting_for_its_database_says_so_at_once(tmp_path: Path):
+    """A conductor started while its PostgreSQL does not answer waits for it (a failover takes
+    seconds), up to a minute; it used to wait that minute without a word."""
+    command = [sys.executable, "-m", "berth.cli.main", "conductor", "--bind", f"127.0.0.1:{free_port()}"]
+    command += ["--database", f"postgresql+psycopg://berth@127.0.0.1:{free_port()}/conductors"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert "the conductors' database does not answer" in first, first
+    assert "Connection refused" in first and "trying again for up to 60 s" in first, first

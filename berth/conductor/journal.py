@@ -36,6 +36,7 @@ operation's time.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -51,6 +52,8 @@ from sqlalchemy.engine import Connection, Engine
 from berth.conductor import migrate
 from berth.conductor.records import tables as records_tables
 from berth.sql.driver import DriverStatement
+
+LOG = logging.getLogger(__name__)
 
 # How long a SQLite journal's writer waits for the lock another conductor holds, in seconds.
 SQLITE_LOCK_WAIT: Final = 60
@@ -186,9 +189,15 @@ class Journal:
         with self._write_lock, self.engine.begin() as conn:
             yield conn
 
-    def _write(self, statement: Callable[[Connection], T], landed: Callable[[], T | None] | None = None) -> T:
+    def _write(
+        self,
+        statement: Callable[[Connection], T],
+        landed: Callable[[], T | None] | None = None,
+        waiting: str | None = None,
+    ) -> T:
         """``statement`` in a transaction; after a lost connection, ``landed()`` (when given) says
-        whether it took effect (its answer, or None), and the statement runs again if not."""
+        whether it took effect (its answer, or None), and the statement runs again if not.
+        ``waiting``, when given, is logged once as the first attempt fails: what waits, and why."""
         deadline = time.monotonic() + RETRY_SECONDS
         attempt = 0
         while True:
@@ -203,6 +212,9 @@ class Journal:
             except sa.exc.DBAPIError as error:
                 if not connection_lost(error) or time.monotonic() > deadline:
                     raise
+                if waiting is not None and attempt == 1:
+                    reason = " ".join(str(error.orig).split())  # one line: psycopg's run over several
+                    LOG.warning("%s: %s; trying again for up to %.0f s", waiting, reason, RETRY_SECONDS)
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
 
     def _read(self, query: Callable[[Connection], T]) -> T:
@@ -212,7 +224,10 @@ class Journal:
         """The conductors' tables, the journal's and its companions', brought to the newest schema
         (``berth.conductor.migrate``); run again after a lost connection, as reads are, so that a
         conductor starting during a failover waits for the new primary rather than exiting."""
-        self._write(lambda conn: migrate.upgrade(conn, [metadata, records_tables.metadata]))
+        self._write(
+            lambda conn: migrate.upgrade(conn, [metadata, records_tables.metadata]),
+            waiting="the conductors' database does not answer (restarting or failing over?)",
+        )
 
     def read(self, query: Callable[[Connection], T]) -> T:
         """Any read of the journal's database (its companions' tables too), run again after a lost
