@@ -17,7 +17,25 @@ UUID: Final = {"type": "string", "format": "uuid"}
 # A UUID as an agent writes it, lowercase with its hyphens, so that one id has one spelling.
 AGENT_ID: Final = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 COUNT: Final = {"type": "integer", "minimum": 1, "maximum": 1000}
-SIZE: Final = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+# The most a flavor's size may be (Nova's, its database's largest integer).
+MAX_SIZE: Final = 2**31 - 1
+
+
+def whole_number(minimum: int, maximum: int) -> dict[str, Any]:
+    """An integer, or its digits as a string (``"2"``), as Nova's parameter types take a flavor's
+    sizes and a group's ``max_server_per_host``. The bounds apply to integers only: a string is read
+    as its number (``digits_read``) and checked again. No more digits than ``maximum`` has: a string of
+    thousands is refused here rather than read."""
+    return {
+        "type": ["integer", "string"],
+        "pattern": "^[0-9]+$",
+        "maxLength": len(str(maximum)),
+        "minimum": minimum,
+        "maximum": maximum,
+    }
+
+
+SIZE: Final = whole_number(0, MAX_SIZE)
 STRINGS: Final = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}
 NOTHING: Final = {"type": ["null", "object"], "additionalProperties": False}
 # A flavor's id or name (or its URL), or its id as a number, as Nova's ``flavorRef`` is.
@@ -77,7 +95,8 @@ ACTION_ARGUMENTS: Final[Mapping[str, Mapping[str, Any]]] = {
     "migrate": {"type": ["null", "object"], "properties": {"host": {"type": "null"}}, "additionalProperties": False},
     "confirmResize": NOTHING,
     "revertResize": NOTHING,
-    # The destination is the scheduler's choice: a host named here is refused (below).
+    # The destination is the scheduler's choice: a host named here is refused, saying so
+    # (``named_host``, before these schemas are checked).
     "os-migrateLive": {
         "type": ["null", "object"],
         "properties": {
@@ -94,10 +113,11 @@ ACTION_ARGUMENTS: Final[Mapping[str, Mapping[str, Any]]] = {
     },
     "shelve": NOTHING,
     "shelveOffload": NOTHING,
-    # Anything else asked of these would be ignored: refused, so that nobody takes it for done.
+    # An offloaded server unshelved into a zone, or into any (null), as Nova's microversions 2.77 and
+    # 2.91 take it. Anything else asked of these would be ignored: refused, so that nobody takes it for done.
     "unshelve": {
         "type": ["null", "object"],
-        "properties": {"availability_zone": {"type": "null"}},
+        "properties": {"availability_zone": {"type": ["string", "null"], "minLength": 1, "maxLength": 255}},
         "additionalProperties": False,
     },
     "rebuild": {
@@ -117,20 +137,41 @@ SERVER_ACTION: Final = {
     "minProperties": 1,
     "maxProperties": 1,
 }
+# The moves whose destination the scheduler chooses, where Nova's callers may name a host.
+MOVES_TO_A_HOST: Final = ("migrate", "os-migrateLive", "evacuate")
 
+
+def named_host(body: object) -> None:
+    """BadRequest, saying what to do, when a move names its host: the schema's own words ("'h' is
+    not of type 'null'") told the caller only what it may not send."""
+    if not isinstance(body, dict) or len(body) != 1:
+        return  # the schema says what is wrong with it
+    [(action, arguments)] = body.items()
+    if action in MOVES_TO_A_HOST and isinstance(arguments, dict) and arguments.get("host") is not None:
+        raise BadRequest(
+            f"Invalid input for field/attribute {action}/host. Value: {arguments['host']!r}. Berth's scheduler "
+            f"chooses the host of every {action}: leave out 'host' or give null."
+        )
+
+
+# Nova's flavor name: no whitespace first or last (``$(?!\n)``: Python's ``$`` also matches
+# before a last newline).
+FLAVOR_NAME: Final = {**NAME, "pattern": "^(?!\\s)[\\s\\S]*\\S$(?!\\n)"}
+# A flavor's sizes, which Nova takes as integers or their digits.
+FLAVOR_SIZES: Final = ("vcpus", "ram", "disk", "OS-FLV-EXT-DATA:ephemeral", "ephemeral", "swap")
 FLAVOR_CREATE: Final = _object(
     {
         "flavor": _object(
             {
-                "name": NAME,
+                "name": FLAVOR_NAME,
                 "id": {
                     "type": ["string", "number", "null"],
                     "minLength": 1,
                     "maxLength": 255,
                     "pattern": "^[\\w.\\- ]+$",
                 },
-                "vcpus": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
-                "ram": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                "vcpus": whole_number(1, MAX_SIZE),
+                "ram": whole_number(1, MAX_SIZE),
                 "disk": SIZE,
                 "OS-FLV-EXT-DATA:ephemeral": SIZE,
                 "ephemeral": SIZE,
@@ -141,13 +182,16 @@ FLAVOR_CREATE: Final = _object(
                 "rxtx_factor": {"type": "number"},
                 "os-flavor-access:is_public": {"type": "boolean"},
             },
+            # Nova requires ``disk`` too (its clients always send it); here it is 0 when not given,
+            # as Berth's callers have made flavors (docs/servers-api.md, "Where Berth differs").
             ("name", "vcpus", "ram"),
         )
     },
     ("flavor",),
 )
 
-EXTRA_SPECS: Final = _object({"extra_specs": {**SPEC_VALUES, "minProperties": 1}}, ("extra_specs",))
+# None at all is taken, as Nova takes it (the flavor's are as they were).
+EXTRA_SPECS: Final = _object({"extra_specs": SPEC_VALUES}, ("extra_specs",))
 # ``PUT /flavors/{id}/os-extra_specs/{key}``: the one extra spec, ``{"KEY": "VALUE"}``, as Nova's.
 EXTRA_SPEC_UPDATE: Final = {**SPEC_VALUES, "minProperties": 1, "maxProperties": 1}
 
@@ -161,7 +205,7 @@ SERVER_GROUP_CREATE: Final = _object(
                 # Nova's before its microversion 2.64, which Nova's clients still send by default
                 # (``openstack server group create --policy P``): the one policy in a list.
                 "policies": {"type": "array", "items": GROUP_POLICY, "minItems": 1, "maxItems": 1},
-                "rules": _object({"max_server_per_host": {"type": "integer", "minimum": 1}}),
+                "rules": _object({"max_server_per_host": whole_number(1, MAX_SIZE)}),
             },
             # One of ``policy`` and ``policies`` is required (the handler says so).
             ("name",),
@@ -208,6 +252,11 @@ HOST_DISABLE: Final = {
     "properties": {"reason": {"type": ["string", "null"], "maxLength": 255}},
     "additionalProperties": False,
 }
+
+
+def digits_read(values: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """``values`` with those of ``names`` that are digits (``whole_number``) read as their numbers."""
+    return {key: int(value) if key in names and isinstance(value, str) else value for key, value in values.items()}
 
 
 def check(body: object, schema: Mapping[str, Any]) -> Any:

@@ -4,6 +4,7 @@ out (``POST /servers/{id}/action`` with one of these keys)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from berth.conductor.errors import ConductorError, InvalidState, ServerBusy
@@ -64,6 +65,20 @@ def _evacuate(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Wo
     return lambda runner: evacuation.evacuate(runner, server, source)
 
 
+def _unshelve(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
+    """``availability_zone`` (null: any) in ``args``: the zone the scheduler picks in, as Nova's
+    unshelve takes it, which the server keeps (``server_states.outcome``) as Nova keeps it in the
+    server's request spec. Only an offloaded server is placed anew: a shelved one is on its host."""
+    if "availability_zone" in args:
+        if row["status"] != server_states.SHELVED_OFFLOADED:
+            raise InvalidState(
+                f"Server {row['id']} is {row['status']}: an availability zone is given to unshelve a "
+                f"{server_states.SHELVED_OFFLOADED} server only (a shelved one is still on its host)."
+            )
+        server = replace(server, availability_zone=args["availability_zone"])
+    return lambda runner: build.unshelve(runner, server)
+
+
 def _delete(row: Record, server: ServerRequest, args: Mapping[str, Any]) -> Work:
     host, move = row["host"], row["move_id"]
     if move is None:
@@ -113,7 +128,7 @@ ACTIONS: Final[Mapping[str, tuple[str, Callable[[Record, ServerRequest, Mapping[
     "evacuate": (evacuation.KIND, _evacuate),
     "shelve": (lifecycle.SHELVE, _life(lifecycle.SHELVE)),
     "shelveOffload": (lifecycle.SHELVE_OFFLOAD, _life(lifecycle.SHELVE_OFFLOAD)),
-    "unshelve": (build.UNSHELVE, lambda row, server, args: lambda runner: build.unshelve(runner, server)),
+    "unshelve": (build.UNSHELVE, _unshelve),
     "rebuild": (lifecycle.REBUILD, _life(lifecycle.REBUILD)),
     "softDelete": (lifecycle.SOFT_DELETE, _life(lifecycle.SOFT_DELETE)),
     "restore": (lifecycle.RESTORE, _life(lifecycle.RESTORE)),

@@ -176,16 +176,8 @@ class ControlPlane:
         nothing is left (no server, no operation, no allocation) and ``Conflict`` says how many could
         be placed and why; placed, one build per server placed, each carrying its destination."""
         flavor = to_flavor(self.flavors.get(flavor_ref))
-        if zone is not None and zone not in self.scheduler_config.availability_zones:
-            if ":" in zone:
-                # Nova's "zone:host" (and "zone::node") forces a host past the scheduler; Berth's
-                # scheduler always chooses, through the service's claims.
-                raise BadRequest(
-                    f"The availability zone {zone!r} names a host: Berth's scheduler chooses every host "
-                    "(Nova's forced 'zone:host' is not taken); name the zone alone.",
-                    code=ZONE_NOT_FOUND,
-                )
-            raise BadRequest(f"No host has registered in the availability zone {zone!r}.", code=ZONE_NOT_FOUND)
+        if zone is not None:
+            self.check_zone(zone)
         group = self.groups.scheduling(group_id) if group_id else None
         if min_count is not None and not 1 <= min_count <= count:
             raise BadRequest(f"min_count ({min_count}) must be between 1 and the count ({count}).")
@@ -227,6 +219,19 @@ class ControlPlane:
                     self.conductor.runner.calls.release(rest.instance_uuid)
                 raise
         return started
+
+    def check_zone(self, zone: str) -> None:
+        """BadRequest unless some registered host is in the zone a server asks for."""
+        if zone not in self.scheduler_config.availability_zones:
+            if ":" in zone:
+                # Nova's "zone:host" (and "zone::node") forces a host past the scheduler; Berth's
+                # scheduler always chooses, through the service's claims.
+                raise BadRequest(
+                    f"The availability zone {zone!r} names a host: Berth's scheduler chooses every host "
+                    "(Nova's forced 'zone:host' is not taken); name the zone alone.",
+                    code=ZONE_NOT_FOUND,
+                )
+            raise BadRequest(f"No host has registered in the availability zone {zone!r}.", code=ZONE_NOT_FOUND)
 
     def _place_gang(
         self, spec: RequestSpec, group: ServerGroup | None, instances: list[str], min_count: int | None

@@ -149,7 +149,12 @@ def outcome(server: Mapping[str, Any], operation: Operation, now: float) -> dict
     preempted_by = operation.request.get("preempted_by")
     done: dict[str, Any] = {"fault": f"preempted by {preempted_by}" if preempted_by else None}
     if kind in (build.KIND, build.UNSHELVE):
-        return {**done, "status": ACTIVE, "host": selections.get("host") or server["host"]}
+        placed = {**done, "status": ACTIVE, "host": selections.get("host") or server["host"]}
+        if kind == build.UNSHELVE and "availability_zone" in operation.request:
+            # The zone it was unshelved into (its own, unless the unshelve gave one) stays its own:
+            # its moves stay in it, as Nova keeps it in the server's request spec.
+            placed["request"] = {**server["request"], "availability_zone": operation.request["availability_zone"]}
+        return placed
     if kind in moves.MOVE_KINDS:
         return {
             **done,

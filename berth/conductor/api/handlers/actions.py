@@ -8,6 +8,7 @@ from typing import Any
 from berth.conductor.api import policy, schemas, views
 from berth.conductor.api.handlers.servers import owned_row, plane_of
 from berth.conductor.errors import RESIZE_SAME_FLAVOR
+from berth.conductor.records import server_states
 from berth.conductor.records.flavors import to_flavor
 from berth.conductor.requests import ServerRequest
 from berth.domain.errors import BadRequest, NotFound
@@ -16,7 +17,9 @@ from berth.web.responses import Reply
 
 
 def act(call: WebCall, server_id: str) -> Reply:
-    body = schemas.check(call.json_body(), schemas.SERVER_ACTION)
+    body = call.json_body()
+    schemas.named_host(body)
+    body = schemas.check(body, schemas.SERVER_ACTION)
     [(action, arguments)] = body.items()
     row = owned_row(call, server_id, "berth:servers:action")
     if action in policy.ADMIN_ACTIONS:
@@ -37,6 +40,12 @@ def act(call: WebCall, server_id: str) -> Reply:
                 "flavor (migrate the server to move it in the same flavor).",
                 code=RESIZE_SAME_FLAVOR,
             )
+    if action == "unshelve" and arguments and "availability_zone" in arguments:
+        # Given (null too: unpinned), the zone the server is unshelved into, and keeps. As Nova checks
+        # them, a server that is not offloaded is refused first (the action's start), then the zone.
+        args["availability_zone"] = zone = arguments["availability_zone"]
+        if zone is not None and row["status"] == server_states.SHELVED_OFFLOADED:
+            plane.check_zone(zone)
     started = plane.act(server_id, action, args, row=row)
     return views.reply(
         {"operation": views.operation(started)}, 202, views.location(call.request, f"/operations/{started.id}")

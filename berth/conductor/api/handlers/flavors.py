@@ -11,6 +11,9 @@ from berth.web.responses import Reply, empty_response
 
 def create(call: WebCall) -> Reply:
     asked = schemas.check(call.json_body(), schemas.FLAVOR_CREATE)["flavor"]
+    # Sizes given as digits, as Nova takes them, read as their numbers and checked again as those.
+    asked = schemas.digits_read(asked, schemas.FLAVOR_SIZES)
+    schemas.check({"flavor": asked}, schemas.FLAVOR_CREATE)
     # Nova's clients send both with every create, at Nova's defaults, which are all Berth has: it
     # refuses other values rather than ignore them.
     if asked.pop("rxtx_factor", 1.0) != 1.0:
@@ -42,8 +45,11 @@ def extra_specs(call: WebCall, flavor_id: str) -> Reply:
 
 
 def set_extra_specs(call: WebCall, flavor_id: str) -> Reply:
+    """Nova answers with the extra specs it was sent, not with all the flavor has: those, as kept (as
+    their text, as ``update_extra_spec`` answers one)."""
     specs = schemas.check(call.json_body(), schemas.EXTRA_SPECS)["extra_specs"]
-    return views.reply({"extra_specs": dict(plane_of(call).flavors.set_extra_specs(flavor_id, specs)["extra_specs"])})
+    kept = plane_of(call).flavors.set_extra_specs(flavor_id, specs)["extra_specs"]
+    return views.reply({"extra_specs": {key: kept[key] for key in specs}})
 
 
 def show_extra_spec(call: WebCall, flavor_id: str, key: str) -> Reply:

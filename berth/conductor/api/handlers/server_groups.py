@@ -31,21 +31,23 @@ def create(call: WebCall) -> Reply:
             "'policies' with the one policy in a list), not both and not neither."
         )
     policy = asked["policy"] if "policy" in asked else asked["policies"][0]
-    if asked.get("rules") and policy != "anti-affinity":
+    # A rule given as digits, as Nova takes it, read as its number and checked again as that.
+    rules = schemas.digits_read(asked.get("rules") or {}, ("max_server_per_host",))
+    schemas.check({"server_group": {**asked, "rules": rules}}, schemas.SERVER_GROUP_CREATE)
+    if rules and policy != "anti-affinity":
         # As Nova refuses them: a rule the policy never reads would be kept and shown as if it held.
         raise BadRequest(f"Only anti-affinity policy supports rules, not the {policy} policy.")
     assert call.caller is not None
     plane = plane_of(call)
-    group_id = plane.groups.create(
-        asked["name"], policy, asked.get("rules") or {}, call.caller.project_id, call.caller.user_id
-    )
+    group_id = plane.groups.create(asked["name"], policy, rules, call.caller.project_id, call.caller.user_id)
     return views.reply({"server_group": views.server_group(plane.groups.get(group_id), [])})
 
 
 def index(call: WebCall) -> Reply:
     assert call.caller is not None
     plane = plane_of(call)
-    every = call.request.args.get("all_projects", "").lower() in ("1", "true", "yes")
+    # As Nova reads it: present, with any value or none, it asks for every project's groups.
+    every = "all_projects" in call.request.args
     if every:
         call.authorize("berth:server_groups:index:all_projects")
     rows = plane.groups.all(None if every else call.caller.project_id)
