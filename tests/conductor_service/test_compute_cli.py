@@ -508,3 +508,15 @@ def test_a_migration_whose_source_died_under_it_ends_and_its_host_is_evacuated(b
     moved = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
     assert moved["status"] == "ACTIVE" and moved["OS-EXT-SRV-ATTR:host"] not in (source, None)
     berth("server", "delete", server["id"], "--wait")
+
+
+def test_an_offloaded_server_is_unshelved_into_the_zone_asked(berth, cloud):
+    server = create(berth, "cli-shelved")
+    berth("server", "shelve", "cli-shelved", "--wait")
+    berth("server", "shelve-offload", "cli-shelved", "--wait")
+    both = berth("server", "unshelve", "cli-shelved", "--availability-zone", "zone-b", "--no-availability-zone", expect=2)
+    assert "not both" in both.output, both.output
+    berth("server", "unshelve", "cli-shelved", "--availability-zone", "zone-b", "--wait")
+    shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
+    assert shown["status"] == "ACTIVE" and shown["OS-EXT-SRV-ATTR:host"] == "gamma", shown
+    berth("server", "delete", server["id"], "--wait")

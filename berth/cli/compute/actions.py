@@ -24,7 +24,6 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("evacuate", "evacuate", "Rebuild a server of a host that is down on another host."),
     ("shelve", "shelve", "Shelve a server: stopped, kept on its host."),
     ("shelve-offload", "shelveOffload", "Offload a shelved server: its host's resources are freed."),
-    ("unshelve", "unshelve", "Bring a shelved server back."),
     ("rebuild", "rebuild", "Rebuild a server in place."),
     ("soft-delete", "softDelete", "Delete a server softly: `berth server restore` brings it back."),
     ("restore", "restore", "Restore a softly deleted server."),
@@ -65,6 +64,22 @@ def server_resize(api: Api, server: str, flavor: str, wait: bool) -> None:
     act(api, server, "resize", {"flavorRef": flavor}, wait)
 
 
+@click.command("unshelve", help="Bring a shelved server back. SERVER is its id, or its name when unique.")
+@click.argument("server")
+@click.option(
+    "--availability-zone", "zone", metavar="ZONE", help="place an offloaded server in this zone, kept for its moves"
+)
+@click.option("--no-availability-zone", "unpin", is_flag=True, help="place an offloaded server in any zone from now on")
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
+@conductor_command
+def server_unshelve(api: Api, server: str, zone: str | None, unpin: bool, wait: bool) -> None:
+    if zone is not None and unpin:
+        raise click.UsageError("give --availability-zone or --no-availability-zone, not both")
+    arguments = {"availability_zone": zone} if zone is not None else {"availability_zone": None} if unpin else None
+    act(api, server, "unshelve", arguments, wait)
+
+
 servers_group.add_command(server_resize)
+servers_group.add_command(server_unshelve)
 for _name, _action, _description in ACTIONS:
     servers_group.add_command(_action_command(_name, _action, _description))
