@@ -514,7 +514,9 @@ def test_an_offloaded_server_is_unshelved_into_the_zone_asked(berth, cloud):
     server = create(berth, "cli-shelved")
     berth("server", "shelve", "cli-shelved", "--wait")
     berth("server", "shelve-offload", "cli-shelved", "--wait")
-    both = berth("server", "unshelve", "cli-shelved", "--availability-zone", "zone-b", "--no-availability-zone", expect=2)
+    both = berth(
+        "server", "unshelve", "cli-shelved", "--availability-zone", "zone-b", "--no-availability-zone", expect=2
+    )
     assert "not both" in both.output, both.output
     berth("server", "unshelve", "cli-shelved", "--availability-zone", "zone-b", "--wait")
     shown = as_json(berth("server", "show", server["id"], "-f", "json"))["server"]
