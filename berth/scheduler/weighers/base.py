@@ -36,6 +36,9 @@ class HostWeigher(ABC):
         return float(getattr(multipliers, self.multiplier_field))
 
     def multiplier(self, host: HostState, multipliers: Multipliers, metadata: Mapping[str, Mapping[str, str]]) -> float:
+        if not metadata:
+            # No aggregate has metadata (the common cloud): asked for every host a weigher weighs.
+            return self.configured(multipliers)
         values = []
         for aggregate in sorted(host.aggregates):
             text = metadata.get(aggregate, {}).get(self.option)
