@@ -39,7 +39,7 @@ from berth.web.request_checks import (
     require_content_type,
 )
 from berth.web.responses import JSON, Reply
-from berth.web.routing import RouteMap, method_not_allowed
+from berth.web.routing import RouteMap, method_not_allowed, no_route
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -142,13 +142,13 @@ class PlacementApp:
             and (path_info.endswith("/") or path_info.startswith("//"))
             and request.path.split("/")[1] in _PLACEMENT_NOUNS
         ):
-            raise BerthError("The resource could not be found.", status=404)
+            raise no_route()
         path, route, params = self.routes.route(request)
         methods = self.route_table[path]
         if version < route.min_version:
             if route.too_old_status == 405:
                 raise method_not_allowed(m for m, r in methods.items() if version >= r.min_version)
-            raise BerthError("The resource could not be found.", status=404)
+            raise no_route()
         call = Call(
             request=request,
             version=version,
@@ -178,32 +178,33 @@ class PlacementApp:
         headers: Mapping[str, str] | None = None,
         request: PlacementRequest | None = None,
     ) -> Reply:
-        method = request.method if request is not None else None
         own = request is not None and _berths_own(request.path)
         if own:
             code = _answered_code(code, BERTHS_OWN_PREFIX)
         extra = None
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
+        environ = request.environ if request is not None else {}
         body = errors.error_body(
             status,
             detail,
             code=code,
             request_id=request_id,
             include_code=own or (version_known and version >= ERROR_CODES),
+            environ=environ,
             extra=extra,
-            explanation=f"The method {method} is not allowed for this resource." if status == 405 else None,
         )
         response = Reply(body, status, headers=headers)
-        if (
-            request is not None
-            and request.headers.get("Accept")
-            and request.accept_mimetypes.best_match([JSON, "text/html"]) == "text/html"
-        ):
-            # A browser asking for HTML gets the same error as a page, as from the reference.
-            response = Reply(
-                errors.html_body(status, detail).encode(), status, content_type="text/html", headers=headers
-            )
+        if request is not None and request.headers.get("Accept", "").strip() not in _PLAIN_ACCEPTS:
+            # A client that takes HTML, or neither HTML nor JSON, gets the same error as a page or as
+            # plain text, as from the reference.
+            taken = request.accept_mimetypes.best_match([JSON, "text/html"])
+            if taken == "text/html":
+                page = errors.html_body(status, detail, environ)
+                response = Reply(page.encode(), status, content_type="text/html; charset=UTF-8", headers=headers)
+            elif taken is None:
+                text = errors.plain_body(status, detail, environ)
+                response = Reply(text.encode(), status, content_type="text/plain; charset=UTF-8", headers=headers)
         return response
 
 

@@ -142,12 +142,12 @@ class JsonApp:
         except BerthError as error:
             code = error_codes.BERTH_UNDEFINED if error.code == error_codes.UNDEFINED else error.code
             reason = error.reason
-            response = _error(error.status, error.detail, code, request_id, error.headers)
+            response = _error(request, error.status, error.detail, code, request_id, error.headers)
         except RequestEntityTooLarge:
-            response = _error(413, "The request body is too large.", error_codes.BERTH_UNDEFINED, request_id)
+            response = _error(request, 413, "The request body is too large.", error_codes.BERTH_UNDEFINED, request_id)
         except Exception:  # noqa: BLE001 - the last line of defence must catch everything
             LOG.exception("unexpected error serving %s %s", request.method, request.path)
-            response = _error(500, "An unexpected error occurred.", error_codes.BERTH_UNDEFINED, request_id)
+            response = _error(request, 500, "An unexpected error occurred.", error_codes.BERTH_UNDEFINED, request_id)
         response.headers["x-openstack-request-id"] = request_id
         self.observer.observe_request(request, self.routes, response.status, started, request_id, caller, code, reason)
         return response(environ, start_response)
@@ -178,8 +178,12 @@ class JsonApp:
         return Reply(body, 200, content_type=content_type, headers={"cache-control": "no-cache"})
 
 
-def _error(status: int, detail: str, code: str, request_id: str, headers: Mapping[str, str] | None = None) -> Reply:
-    body = errors.error_body(status, detail, code=code, request_id=request_id, include_code=True)
+def _error(
+    request: Request, status: int, detail: str, code: str, request_id: str, headers: Mapping[str, str] | None = None
+) -> Reply:
+    body = errors.error_body(
+        status, detail, code=code, request_id=request_id, include_code=True, environ=request.environ
+    )
     return Reply(body, status, headers=headers)
 
 

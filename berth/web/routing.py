@@ -38,7 +38,7 @@ class RouteMap(Generic[R]):
         try:
             rule, params = self.adapter.match(path, return_rule=False)
         except RouteNotFound:
-            raise BerthError("The resource could not be found.", status=404) from None
+            raise no_route() from None
         return rule, params
 
     def route(self, request: Request) -> tuple[str, R, Mapping[str, Any]]:
@@ -60,6 +60,12 @@ class RouteMap(Generic[R]):
         except RouteNotFound:
             return None
         return rule
+
+
+def no_route() -> BerthError:
+    """The 404 of a path no route serves: the status's stock sentence alone, with no detail after it,
+    as Placement's router answers it."""
+    return BerthError("", status=404)
 
 
 def method_not_allowed(allowed: Iterable[str]) -> BerthError:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from berth.api.call import Call
 from berth.api.dashboard import assets
 from berth.api.responses import json_response, link
-from berth.domain.errors import BerthError
 from berth.web.responses import Reply
+from berth.web.routing import no_route
 
 REFRESH_SECONDS = 5
 PAGE_SIZE = 20
@@ -26,7 +26,7 @@ def dashboard_page(call: Call) -> Reply:
 def dashboard_asset(call: Call, name: str) -> Reply:
     asset = assets.assets().get(name)
     if asset is None or name == assets.PAGE:
-        raise BerthError("The resource could not be found.", status=404)
+        raise no_route()
     return Reply(
         asset.body, content_type=asset.content_type, headers={**_NO_CACHE, "x-content-type-options": "nosniff"}
     )

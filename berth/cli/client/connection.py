@@ -112,7 +112,7 @@ def explain_failure(error: PlacementError, url: str, given: Given = CLIENT_COMMA
 
 _NO_SUCH_PATH = "The resource could not be found."
 # The status's stock sentence that Placement's errors open with, before the detail that matters
-# (a 404 for a path that does not exist says its stock sentence twice, and nothing else).
+# (a 404 for a path that does not exist says its stock sentence alone).
 _STOCK = re.compile(
     r"^(The server could not comply with the request since it is either malformed or otherwise incorrect\."
     r"|The resource could not be found\.)\s*"

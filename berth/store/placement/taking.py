@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from math import gcd
 from typing import Any, Final
 
+import os_resource_classes
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
@@ -49,12 +51,25 @@ class Targets:
     provider_ids: dict[str, int]
     class_ids: dict[str, int]
 
-    def no_inventory(self, key: tuple[int, int]) -> Conflict:
-        rc_name, provider_uuid = self._names(key)
+    def no_inventory(self, provider_ids: Iterable[int], rc_ids: Iterable[int]) -> Conflict:
+        """No inventory of the classes ``rc_ids`` on the providers ``provider_ids``, all named."""
+        rc_names = ", ".join(self._class_name(rc_id) for rc_id in rc_ids)
+        provider_uuids = ", ".join(self._provider_uuid(provider_id) for provider_id in provider_ids)
         return Conflict(
-            f"Unable to allocate inventory: Inventory for '{rc_name}' on resource provider '{provider_uuid}' invalid.",
+            f"Unable to allocate inventory: Inventory for '{rc_names}' on resource provider '{provider_uuids}' "
+            "invalid.",
             reason=error_codes.REASON_NO_INVENTORY,
         )
+
+    def in_placements_order(self, rc_ids: Iterable[int]) -> list[int]:
+        """``rc_ids`` (in the order the write names them) in the order Placement names them: it joins
+        a Python set of its own ids of the classes, and the same set built in the same order iterates
+        the same way. A standard class's id there is its place in os-resource-classes' list; a custom
+        class's is from 10000 on, for which 10000 past Berth's own id stands in."""
+        by_placement_id = {
+            _STANDARD_PLACES.get(self._class_name(rc_id), _FIRST_CUSTOM_ID + rc_id): rc_id for rc_id in rc_ids
+        }
+        return [by_placement_id[placement_id] for placement_id in set(by_placement_id)]
 
     def breaks_unit_constraints(self, key: tuple[int, int]) -> Conflict:
         rc_name, provider_uuid = self._names(key)
@@ -74,9 +89,17 @@ class Targets:
 
     def _names(self, key: tuple[int, int]) -> tuple[str, str]:
         provider_id, rc_id = key
-        provider_uuid = next(uuid for uuid, id_ in self.provider_ids.items() if id_ == provider_id)
-        rc_name = next(name for name, id_ in self.class_ids.items() if id_ == rc_id)
-        return rc_name, provider_uuid
+        return self._class_name(rc_id), self._provider_uuid(provider_id)
+
+    def _class_name(self, rc_id: int) -> str:
+        return next(name for name, id_ in self.class_ids.items() if id_ == rc_id)
+
+    def _provider_uuid(self, provider_id: int) -> str:
+        return next(uuid for uuid, id_ in self.provider_ids.items() if id_ == provider_id)
+
+
+_STANDARD_PLACES: Final = {name: place for place, name in enumerate(os_resource_classes.STANDARDS)}
+_FIRST_CUSTOM_ID: Final = 10000
 
 
 _INVENTORIES_OF = """
@@ -239,7 +262,7 @@ def take_and_insert(
         return
     assert new_consumer is None, "a new consumer goes with its allocations only on PostgreSQL"
     inventory_rows = _lock_inventories(conn, wanted)
-    _check_unit_constraints(rows, inventory_rows, targets)
+    _check_unit_constraints(conn, rows, inventory_rows, targets)
     _take_capacity(conn, wanted, inventory_rows, targets, now, allowance)
     insert_rows(conn, _INSERT, _INSERTED_ROW, rows)
 
@@ -291,7 +314,7 @@ def _take_and_insert_pg(
         return
     # Refused: the first condition that fails, as the checks one by one would find it.
     inventory_rows = {(row[1], row[2]): tuple(row[:6]) for row in locked}
-    _check_unit_constraints(rows, inventory_rows, targets)
+    _check_unit_constraints(conn, rows, inventory_rows, targets)
     for key in sorted(keys, key=lambda key: inventory_rows[key][0]):
         if inventory_rows[key][0] not in taken:
             raise targets.no_room(key)
@@ -310,13 +333,31 @@ def _lock_inventories(conn: Connection, wanted: dict[tuple[int, int], int]) -> d
 
 
 def _check_unit_constraints(
-    rows_to_insert: list[AllocationRow], inventory_rows: dict[tuple[int, int], InventoryRow], targets: Targets
+    conn: Connection,
+    rows_to_insert: list[AllocationRow],
+    inventory_rows: dict[tuple[int, int], InventoryRow],
+    targets: Targets,
 ) -> None:
-    """Each allocation needs an inventory of its class and meets its unit constraints (409 otherwise)."""
+    """Each provider written to holds an inventory of some class the write names, each allocation
+    needs an inventory of its class and meets its unit constraints (409 otherwise). The first is
+    Placement's first check, whose refusal names every such provider and every class of the write."""
+    classes = dict.fromkeys(rc_id for _provider, _consumer, rc_id, *_ in rows_to_insert)
+    holding = {provider_id for provider_id, rc_id in inventory_rows if rc_id in classes}
+    unsure = sorted({provider_id for provider_id, *_ in rows_to_insert} - holding)
+    if unsure:
+        # ``inventory_rows`` may hold only the (provider, class) pairs the write names (PostgreSQL's
+        # refused claim): a provider may hold a class the write names for another provider.
+        held = fetch(conn, _INVENTORIES_OF, ids=unsure)
+        holding |= {provider_id for _id, provider_id, rc_id, *_ in held if rc_id in classes}
+        empty = [
+            provider_id for provider_id in dict.fromkeys(row[0] for row in rows_to_insert) if provider_id not in holding
+        ]
+        if empty:
+            raise targets.no_inventory(empty, targets.in_placements_order(classes))
     for provider_id, _consumer, rc_id, amount, _created, _updated in rows_to_insert:
         inventory = inventory_rows.get((provider_id, rc_id))
         if inventory is None:
-            raise targets.no_inventory((provider_id, rc_id))
+            raise targets.no_inventory([provider_id], [rc_id])
         _id, _provider, _class, min_unit, max_unit, step_size = inventory
         if not fits_units(amount, min_unit, max_unit, step_size):
             raise targets.breaks_unit_constraints((provider_id, rc_id))
