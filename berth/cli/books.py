@@ -3,9 +3,12 @@ OpenStack Placement onto Berth (docs/backup.md, docs/moving-from-placement.md)."
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
+import os
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO
 
 import click
@@ -14,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from berth.cli.client.connection import Given, explain_failure
 from berth.migration import Auth, MigrationError, Unreadable, compare, load_into_berth, read_placement
-from berth.portability.format import BooksConflict, BooksFileError, TargetNotEmpty
-from berth.portability.importer import import_books
+from berth.portability.format import BooksConflict, BooksFileError, TargetNotEmpty, read_header
+from berth.portability.importer import NOT_TEXT, import_books
 from berth.store.database import Database, default_url, refuse_in_memory
 from berth.store.migrate import upgrade
 
@@ -57,18 +60,82 @@ def _summary(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in counts.items() if count)
 
 
-@click.command("export", help="Write the books of Berth's database to FILE (JSON Lines; - for standard output).")
-@click.argument("file", type=click.File("w", encoding="utf-8", lazy=True))
+@click.command(
+    "export",
+    help="Write the books of Berth's database to FILE (JSON Lines; - for standard output). FILE is "
+    "written whole or not at all: a file of that name is replaced only once the export is complete.",
+)
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--database", default=None, metavar="URL", help=_DATABASE_HELP)
-def export_command(file: IO[str], database: str | None) -> None:
+def export_command(file: str, database: str | None) -> None:
     from berth.portability.export import NoBooks, export_books
 
+    url = database or default_url()
     try:
         with _progress_bars() as progress:
-            counts = export_books(database or default_url(), file, progress)
+            if file == "-":
+                with click.open_file(file, "w", encoding="utf-8") as out:
+                    counts = export_books(url, out, progress)
+            else:
+                with _whole_file(file) as out:
+                    counts = export_books(url, out, progress)
     except NoBooks as error:
         raise click.ClickException(f"{error}: check --database (or $BERTH_DATABASE_URL)") from None
     click.echo(f"exported {_summary(counts) or 'nothing'}", err=True)
+
+
+# The first bytes of every SQLite database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@contextmanager
+def _whole_file(path: str) -> Iterator[IO[str]]:
+    """A file to write the snapshot to, put in place at ``path`` only once written in full and on
+    disk: an export that fails (a full disk, a database gone away, Ctrl-C) leaves no half-written
+    snapshot, and the last good backup of that name as it was. A SQLite database there (the very
+    one being exported, given as FILE by mistake) is refused: a snapshot written over it would
+    destroy it."""
+    if os.path.isfile(path):
+        with open(path, "rb") as existing:
+            if existing.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
+                raise click.ClickException(
+                    f"{path} is a SQLite database, not a snapshot: give FILE another name "
+                    "(the database to export is --database)"
+                )
+    elif os.path.exists(path):
+        # A device or a pipe (/dev/stdout, a FIFO read by a compressor): written to as it is.
+        try:
+            with open(path, "w", encoding="utf-8") as stream:
+                yield stream
+        except OSError as error:
+            raise click.ClickException(f"cannot write {path}: {error.strerror}") from None
+        return
+    target = os.path.realpath(path)  # a link to where the backups are kept is followed, not replaced
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise click.ClickException(f"no folder {folder} for {path}: create the folder, or give another FILE")
+    # Beside the target, so that the rename is one step on one file system; created as open() would
+    # create FILE itself (the umask applies), and by this process alone.
+    partial = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as error:
+        raise click.ClickException(f"cannot write {path}: {error.strerror}") from None
+    try:
+        with open(descriptor, "w", encoding="utf-8") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, target)
+    except OSError as error:
+        with suppress(OSError):
+            os.unlink(partial)
+        before = "the file there before is as it was" if os.path.exists(target) else "no file was written"
+        raise click.ClickException(f"cannot write {path}: {error.strerror}; {before}") from None
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(partial)
+        raise
 
 
 @click.command(
@@ -124,12 +191,42 @@ def _sentence(error: Exception) -> str:
 
 def _import_file(target: str, file: IO[str], merge: bool, progress: ProgressCallback) -> dict[str, int]:
     """The schema is created or upgraded first, as ``berth serve`` does, then the file loaded."""
+    _check_first_line(file)
     db = Database(target)
     try:
         upgrade(db)
         return import_books(db, file, merge=merge, progress=progress)
     finally:
         db.dispose()
+
+
+# Room for the header line, which the first read of the file holds (berth export writes about 400 bytes).
+_HEADER_ROOM = 8192
+
+
+def _check_first_line(file: IO[str]) -> None:
+    """The file's header, read before the database is opened: a file that is no snapshot (a
+    compressed copy, a database file) is refused without a database created or upgraded for it.
+    The first bytes are looked at without being taken from the file, which the import reads whole."""
+    peek = getattr(getattr(file, "buffer", None), "peek", None)
+    if peek is None:
+        return
+    start = peek(_HEADER_ROOM)[:_HEADER_ROOM]
+    if start.startswith(_SQLITE_MAGIC):
+        raise BooksFileError(
+            1,
+            "the file is a SQLite database, not a snapshot: to copy its books, export them "
+            "(berth export books.jsonl --database sqlite:///FILE) and import that file",
+        )
+    line, newline, _rest = start.partition(b"\n")
+    try:
+        # Without its end in what was read, the line may stop within a character.
+        text = codecs.getincrementaldecoder("utf-8")().decode(line, final=bool(newline))
+    except UnicodeDecodeError:
+        raise BooksFileError(1, NOT_TEXT) from None
+    if newline:
+        read_header(text)
+    # Otherwise empty, or a header longer than what was read so far: the import says what is wrong.
 
 
 # compare's exit statuses besides 0, as its help says: a script tells "the books differ" from "they

@@ -99,12 +99,14 @@ def _text_lines(inp: IO[str]) -> Iterator[str]:
             return
         except UnicodeDecodeError:
             # Text is decoded a block at a time: the bytes at fault are in this line or a few after it.
-            raise BooksFileError(
-                number,
-                "the file is not UTF-8 text from about here: a snapshot is the JSON Lines berth export "
-                "wrote (decompress a compressed copy first)",
-            ) from None
+            raise BooksFileError(number, NOT_TEXT) from None
         yield text
+
+
+NOT_TEXT = (
+    "the file is not UTF-8 text from about here: a snapshot is the JSON Lines berth export "
+    "wrote (decompress a compressed copy first)"
+)
 
 
 def _read_records(
