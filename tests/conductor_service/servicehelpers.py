@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from berth.clients.conductor import ConductorClient
+import pytest
+
+from berth.clients.conductor import ConductorClient, ConductorError
 
 SMALL = {"name": "small", "vcpus": 1, "ram": 512, "disk": 1}
 LARGE = {"name": "large", "vcpus": 2, "ram": 1024, "disk": 2}
@@ -49,3 +51,10 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "the condition"):
             return value
         time.sleep(0.2)
     raise AssertionError(f"{what} did not hold within {timeout} s")
+
+
+def refused(client: ConductorClient, method: str, path: str, body: object = None) -> ConductorError:
+    """The error the conductors answer ``method path`` with (the test fails if they take it)."""
+    with pytest.raises(ConductorError) as caught:
+        client.request(method, path, body)
+    return caught.value

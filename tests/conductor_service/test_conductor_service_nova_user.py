@@ -11,10 +11,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from servicehelpers import build, ended, ensure_flavors
+from servicehelpers import build, ended, ensure_flavors, refused
 
 from berth.cli.compute.connection import explain_failure
-from berth.clients.conductor import ConductorClient, ConductorError
+from berth.clients.conductor import ConductorClient
 
 pytestmark = pytest.mark.slow
 
@@ -22,12 +22,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def flavors(cloud):
     ensure_flavors(cloud.client())
-
-
-def refused(client: ConductorClient, method: str, path: str, body: object = None) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request(method, path, body)
-    return caught.value
 
 
 def named(client: ConductorClient, name: str, query: str = "") -> list[dict]:

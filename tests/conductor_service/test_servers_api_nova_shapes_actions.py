@@ -5,9 +5,9 @@ evacuation, which must be booleans (or one of the words for one; ``auto`` for ``
 from __future__ import annotations
 
 import pytest
-from servicehelpers import act, build, ended, ensure_flavors
+from servicehelpers import act, build, ended, ensure_flavors, refused
 
-from berth.clients.conductor import ConductorClient, ConductorError
+from berth.clients.conductor import ConductorClient
 
 pytestmark = pytest.mark.slow
 
@@ -21,12 +21,6 @@ def flavors(cloud):
     ensure_flavors(client)
     if "numbered" not in {f["name"] for f in client.get("/flavors")["flavors"]}:
         client.request("POST", "/flavors", {"flavor": NUMBERED})
-
-
-def refused(client: ConductorClient, method: str, path: str, body: object = None) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request(method, path, body)
-    return caught.value
 
 
 def deleted(client: ConductorClient, server_id: str) -> None:

@@ -7,9 +7,9 @@ server groups read it (bare, it listed the caller's project's groups only)."""
 from __future__ import annotations
 
 import pytest
-from servicehelpers import ensure_flavors
+from servicehelpers import ensure_flavors, refused
 
-from berth.clients.conductor import ConductorClient, ConductorError
+from berth.clients.conductor import ConductorClient
 
 pytestmark = pytest.mark.slow
 
@@ -17,12 +17,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def flavors(cloud):
     ensure_flavors(cloud.client())
-
-
-def refused(client: ConductorClient, method: str, path: str, body: object = None) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request(method, path, body)
-    return caught.value
 
 
 def flavor_names(client: ConductorClient) -> set[str]:

@@ -5,9 +5,9 @@ asks for every project's servers; a value that is no flag is a 400, not one proj
 from __future__ import annotations
 
 import pytest
-from servicehelpers import build, ended, ensure_flavors
+from servicehelpers import build, ended, ensure_flavors, refused
 
-from berth.clients.conductor import ConductorClient, ConductorError
+from berth.clients.conductor import ConductorClient
 
 pytestmark = pytest.mark.slow
 
@@ -15,12 +15,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def flavors(cloud):
     ensure_flavors(cloud.client())
-
-
-def refused(client: ConductorClient, method: str, path: str, body: object = None) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request(method, path, body)
-    return caught.value
 
 
 def test_a_flavor_id_given_as_a_number_is_kept_as_its_text(cloud):

@@ -5,9 +5,7 @@
 from __future__ import annotations
 
 import pytest
-from servicehelpers import ended, ensure_flavors
-
-from berth.clients.conductor import ConductorClient, ConductorError
+from servicehelpers import ended, ensure_flavors, refused
 
 pytestmark = pytest.mark.slow
 
@@ -15,12 +13,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def flavors(cloud):
     ensure_flavors(cloud.client())
-
-
-def refused(client: ConductorClient, body: object) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request("POST", "/os-server-groups", body)
-    return caught.value
 
 
 def test_a_group_made_with_policies_holds_its_one_policy(cloud):
@@ -56,7 +48,7 @@ def test_a_group_made_with_policies_holds_its_one_policy(cloud):
 )
 def test_a_group_asks_one_policy_one_way(cloud, asked):
     client = cloud.client()
-    error = refused(client, {"server_group": asked})
+    error = refused(client, "POST", "/os-server-groups", {"server_group": asked})
     assert error.status == 400, error
     if asked["name"] in ("none", "both"):
         assert "not both and not neither" in str(error)

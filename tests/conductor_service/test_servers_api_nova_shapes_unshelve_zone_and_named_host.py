@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 from cloudhelpers import HOSTS
-from servicehelpers import act, build, ended, ensure_flavors
+from servicehelpers import act, build, ended, ensure_flavors, refused
 
-from berth.clients.conductor import ConductorClient, ConductorError
+from berth.clients.conductor import ConductorClient
 
 pytestmark = pytest.mark.slow
 
@@ -17,12 +17,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def flavors(cloud):
     ensure_flavors(cloud.client())
-
-
-def refused(client: ConductorClient, server_id: str, body: object) -> ConductorError:
-    with pytest.raises(ConductorError) as caught:
-        client.request("POST", f"/servers/{server_id}/action", body)
-    return caught.value
 
 
 def offloaded(client: ConductorClient, server_id: str) -> None:
@@ -67,12 +61,12 @@ def test_an_unshelve_into_a_zone_is_refused_for_a_server_on_its_host_or_a_zone_n
     assert act(client, server["id"], "shelve")["state"] == "done"
     before = client.get(f"/servers/{server['id']}/operations")["operations"]
     for zone in ("zone-b", "zone-z"):  # the state first, as Nova checks it, then the zone
-        error = refused(client, server["id"], {"unshelve": {"availability_zone": zone}})
+        error = refused(client, "POST", f"/servers/{server['id']}/action", {"unshelve": {"availability_zone": zone}})
         assert error.status == 409 and error.code == "berth.server.invalid_state", error
     assert client.get(f"/servers/{server['id']}/operations")["operations"] == before
     assert act(client, server["id"], "shelveOffload")["state"] == "done"
     before = client.get(f"/servers/{server['id']}/operations")["operations"]
-    error = refused(client, server["id"], {"unshelve": {"availability_zone": "zone-z"}})
+    error = refused(client, "POST", f"/servers/{server['id']}/action", {"unshelve": {"availability_zone": "zone-z"}})
     assert error.status == 400 and error.code == "berth.availability_zone.not_found", error
     assert client.get(f"/servers/{server['id']}/operations")["operations"] == before
     assert client.get(f"/servers/{server['id']}")["server"]["status"] == "SHELVED_OFFLOADED"
@@ -91,7 +85,7 @@ def test_a_named_host_is_refused_saying_what_to_do(cloud, body):
     client = cloud.client()
     server = build(client, "named-host")
     before = client.get(f"/servers/{server['id']}/operations")["operations"]
-    error = refused(client, server["id"], body)
+    error = refused(client, "POST", f"/servers/{server['id']}/action", body)
     assert error.status == 400 and error.code == "berth.undefined_code", error
     assert "scheduler chooses the host" in str(error) and "leave out 'host' or give null" in str(error), error
     assert "not of type" not in str(error), error
