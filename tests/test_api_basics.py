@@ -42,7 +42,8 @@ def test_malformed_version_is_400(api):
 def test_missing_token_is_401_except_root(api):
     r = api.get("/resource_providers", token="")
     assert r.status_code == 401
-    assert r.json_body["errors"][0]["title"] == "Unauthorized"
+    # WebOb's own error, as Placement's authentication middleware answers it.
+    assert r.json_body["title"] == "Unauthorized"
 
 
 def test_non_admin_is_forbidden_by_legacy_policy(api):

@@ -2,7 +2,9 @@
 
 Kept as one small function over Werkzeug's request and routing objects so that the order of checks is
 visible in one place and matches the reference's middleware order: request id, then authentication
-(``GET /`` is exempt), then microversion negotiation, then routing, policy and the handler.
+(``GET /`` is exempt), then microversion negotiation, then routing, the route's microversion, the
+media types (``Accept``, ``Content-Type``; a handler's decorators in the reference), policy and the
+handler.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from berth.api.observability.database_metrics import observe_database
 from berth.api.observability.placement_observer import PlacementRequestObserver
 from berth.api.policy import placement_policy
 from berth.api.request import PlacementRequest
+from berth.api.routing.route import Route
 from berth.api.routing.routes import METRICS_PATH, PROBE_PATHS, served_routes
 from berth.api.settings import Settings as Settings  # where the service's callers have always found it
 from berth.domain import error_codes
@@ -32,6 +35,7 @@ from berth.store.database import Database
 from berth.store.pick.board.host_board import HostBoard
 from berth.web import errors
 from berth.web.access import auth
+from berth.web.json_body import require_json
 from berth.web.request_checks import (
     MAX_BODY_BYTES,
     refuse_nul_characters,
@@ -145,6 +149,8 @@ class PlacementApp:
             raise no_route()
         path, route, params = self.routes.route(request)
         methods = self.route_table[path]
+        if path in _MEDIA_TYPES_BEFORE_MICROVERSION:
+            _check_media_types(request, path, route, version)
         if version < route.min_version:
             if route.too_old_status == 405:
                 raise method_not_allowed(m for m, r in methods.items() if version >= r.min_version)
@@ -160,10 +166,9 @@ class PlacementApp:
             provider_cache=self.provider_cache,
             host_board=self.host_board,
         )
+        _check_media_types(request, path, route, version)
         if route.policy:
             call.authorize(route.policy)
-        if request.method == "GET" and path not in _ANY_ACCEPT:
-            _check_accept(request)
         reply: Reply = route.handler(call, **params)
         return reply
 
@@ -185,20 +190,26 @@ class PlacementApp:
         if status == 406 and not version_known:
             extra = {"max_version": str(microversion.MAX), "min_version": str(microversion.MIN)}
         environ = request.environ if request is not None else {}
-        body = errors.error_body(
-            status,
-            detail,
-            code=code,
-            request_id=request_id,
-            include_code=own or (version_known and version >= ERROR_CODES),
-            environ=environ,
-            extra=extra,
-        )
+        if status == 401 and not own:
+            # Placement's authentication middleware answers outside the microversion middleware that
+            # formats its other errors: WebOb's own error, without the reason, in each form.
+            detail = ""
+            body = errors.webob_json_body(status, environ)
+        else:
+            body = errors.error_body(
+                status,
+                detail,
+                code=code,
+                request_id=request_id,
+                include_code=own or (version_known and version >= ERROR_CODES),
+                environ=environ,
+                extra=extra,
+            )
         response = Reply(body, status, headers=headers)
         if request is not None and request.headers.get("Accept", "").strip() not in _PLAIN_ACCEPTS:
             # A client that takes HTML, or neither HTML nor JSON, gets the same error as a page or as
             # plain text, as from the reference.
-            taken = request.accept_mimetypes.best_match([JSON, "text/html"])
+            taken = errors.error_media_type(request.accept_mimetypes)
             if taken == "text/html":
                 page = errors.html_body(status, detail, environ)
                 response = Reply(page.encode(), status, content_type="text/html; charset=UTF-8", headers=headers)
@@ -227,6 +238,20 @@ _ANY_ACCEPT: Final = frozenset({"/", "/traits/<name>", METRICS_PATH})
 
 # What nearly every client sends: answered without parsing the header.
 _PLAIN_ACCEPTS: Final = frozenset({"", JSON, "*/*"})
+
+# The paths whose handlers in the reference check the media types before the microversion (its
+# ``check_accept`` and ``require_content`` decorators outside ``version_handler``): a 406 or 415
+# rather than the 404 of a microversion older than the route.
+_MEDIA_TYPES_BEFORE_MICROVERSION: Final = frozenset({"/resource_providers/<uuid>/aggregates"})
+
+
+def _check_media_types(request: PlacementRequest, path: str, route: Route, version: Version) -> None:
+    """What the client takes and sends, checked before the policy as the reference's handlers check
+    them: a client that could not use the answer, or whose body cannot be read, hears so first."""
+    if request.method == "GET" and path not in _ANY_ACCEPT:
+        _check_accept(request)
+    if route.json_body_until is not None and version <= route.json_body_until:
+        require_json(request)
 
 
 def _check_accept(request: PlacementRequest) -> None:

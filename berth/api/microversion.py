@@ -119,10 +119,19 @@ def parse(header_value: str | None) -> Version:
     if requested == "latest":
         return MAX
     try:
-        major, minor = (int(number) for number in requested.split(".", 1))
-    except ValueError:
-        raise BerthError(f"Invalid microversion: invalid version string: {requested}", status=400) from None
-    version = Version(major, minor)
+        numbers = [int(number) for number in requested.split(".", 1)]
+    except ValueError as error:
+        raise _malformed(requested, str(error)) from None
+    if len(numbers) == 1:
+        # microversion-parse hands the numbers to its Version(major, minor), whose TypeError it names.
+        raise _malformed(requested, "Version.__new__() missing 1 required positional argument: 'minor'")
+    version = Version(*numbers)
     if not (MIN <= version <= MAX):
         raise VersionNotAcceptable(f"Invalid microversion: Unacceptable version header: {requested}")
     return version
+
+
+def _malformed(requested: str, reason: str) -> BerthError:
+    """The 400 of a version that is no two numbers, with the reason microversion-parse gives: the
+    error of Python's ``int()`` on the first part that is no number."""
+    return BerthError(f"Invalid microversion: invalid version string: {requested}; {reason}", status=400)

@@ -132,8 +132,14 @@ class PlacementClient:
         code: str | None = None
         detail = response.text
         try:
-            error = response.json()["errors"][0]
-            code, detail = error.get("code"), error.get("detail", detail)
+            body = response.json()
+            if isinstance(body, dict) and "errors" not in body and "message" in body:
+                # WebOb's own error (Placement's 401, answered before its errors are formatted):
+                # the stock text, its markup left out.
+                detail = " ".join(str(body["message"]).replace("<br />", " ").split())
+            else:
+                error = body["errors"][0]
+                code, detail = error.get("code"), error.get("detail", detail)
         except (ValueError, KeyError, IndexError, TypeError):
             pass
         status = response.status

@@ -16,6 +16,7 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
+from werkzeug.datastructures import MIMEAccept
 
 from berth.domain import error_codes
 from berth.web.responses import JSON
@@ -90,6 +91,26 @@ def html_body(status: int, detail: str, environ: Mapping[str, Any]) -> str:
 def plain_body(status: int, detail: str, environ: Mapping[str, Any]) -> str:
     """The error as plain text, for a client that takes neither JSON nor HTML (WebOb's answer then)."""
     return f"{status} {title(status)}\n\n{one_line(stock_page(status, detail, environ))}"
+
+
+def error_media_type(accept: MIMEAccept) -> str | None:
+    """The form WebOb answers an error in for ``accept``: ``text/html``, JSON, or None for plain text.
+
+    Each form counts at the quality of the most specific range it matches, and a tie goes to the
+    page, the first that WebOb offers: ``application/json, text/html`` or ``application/xml,
+    */*;q=0.1`` get the page (Werkzeug's ``best_match`` would take JSON, the more specific range or the
+    first offer)."""
+    qualities = {offer: accept.quality(offer) for offer in ("text/html", JSON)}
+    taken = max(qualities, key=qualities.__getitem__)
+    return taken if qualities[taken] > 0 else None
+
+
+def webob_json_body(status: int, environ: Mapping[str, Any]) -> bytes:
+    """WebOb's own JSON error, without a detail: what Placement answers where its error formatter does
+    not reach (the 401 of its authentication middleware, outside its microversion middleware)."""
+    return orjson.dumps(
+        {"message": stock_page(status, "", environ), "code": f"{status} {title(status)}", "title": title(status)}
+    )
 
 
 def _html_escape(text: str) -> str:

@@ -10,14 +10,19 @@ from werkzeug.wrappers import Request
 from berth.domain.errors import BadRequest, BerthError
 
 
-def read_json(request: Request) -> Any:
-    """The body of ``request``, any JSON document: 415 for another media type, 400 when malformed."""
+def require_json(request: Request) -> None:
+    """415 unless ``request`` says its body is JSON."""
     content_type = request.mimetype
     if content_type != "application/json":
         raise BerthError(
             f"The media type {content_type or 'None'} is not supported, use application/json",
             status=415,
         )
+
+
+def read_json(request: Request) -> Any:
+    """The body of ``request``, any JSON document: 415 for another media type, 400 when malformed."""
+    require_json(request)
     length, limit = request.content_length, request.max_content_length
     if length is not None and (limit is None or length <= limit):
         # A body of known length within the limit is read in one call: Werkzeug's stream reads

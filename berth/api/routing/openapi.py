@@ -51,6 +51,13 @@ ERROR_SCHEMA: Final[dict[str, Any]] = {
     },
 }
 
+# The 401 of Placement's paths: WebOb's own error, as Placement's authentication middleware answers it.
+WEBOB_ERROR_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["message", "code", "title"],
+    "properties": {"message": {"type": "string"}, "code": {"type": "string"}, "title": {"type": "string"}},
+}
+
 _BODIES: Final[dict[tuple[str, str], JsonSchema]] = {
     ("POST", "/resource_providers"): provider_body_schema(MAX, create=True),
     ("PUT", "/resource_providers/<uuid>"): provider_body_schema(MAX, create=False),
@@ -156,7 +163,8 @@ def _responses(method: str, path: str) -> dict[str, Any]:
             else {"description": "success", "content": {"application/json": {"schema": {"type": "object"}}}}
         )
     for code in _ERRORS:
-        responses[str(code)] = {"description": "error", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+        schema = WEBOB_ERROR_SCHEMA if code == 401 and not path.startswith("/berth/") else ERROR_SCHEMA
+        responses[str(code)] = {"description": "error", "content": {"application/json": {"schema": schema}}}
     return responses
 
 

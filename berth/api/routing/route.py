@@ -21,6 +21,9 @@ class Route:
     # What a request older than min_version gets: the reference answers 404 for most routes and
     # 405 for a few methods added to an existing path.
     too_old_status: int = 404
+    # The last microversion at which the method takes a JSON body (None: it takes none): the
+    # reference refuses another media type before the policy is asked (its ``require_content``).
+    json_body_until: Version | None = None
 
 
 # Path (Werkzeug's rule syntax) -> HTTP method -> route.

@@ -44,8 +44,14 @@ def _document() -> dict[str, Any]:
     return build_document(ROUTES)
 
 
-def _r(handler: Handler, policy: str | None = None, since: Version = mv.BASE, too_old_status: int = 404) -> Route:
-    return Route(handler, since, policy, too_old_status)
+def _r(
+    handler: Handler,
+    policy: str | None = None,
+    since: Version = mv.BASE,
+    too_old_status: int = 404,
+    json_body_until: Version | None = None,
+) -> Route:
+    return Route(handler, since, policy, too_old_status, json_body_until)
 
 
 def _build() -> RouteTable:
@@ -55,17 +61,17 @@ def _build() -> RouteTable:
         "/": {"GET": _r(root.versions)},
         "/resource_providers": {
             "GET": _r(rps.list_providers, RP + "list"),
-            "POST": _r(rps.create_provider, RP + "create"),
+            "POST": _r(rps.create_provider, RP + "create", json_body_until=mv.MAX),
         },
         "/resource_providers/<uuid>": {
             "GET": _r(rps.show_provider, RP + "show"),
-            "PUT": _r(rps.update_provider, RP + "update"),
+            "PUT": _r(rps.update_provider, RP + "update", json_body_until=mv.MAX),
             "DELETE": _r(rps.delete_provider, RP + "delete"),
         },
         "/resource_providers/<uuid>/inventories": {
             "GET": _r(inventories.list_inventories, RP + "inventories:list"),
-            "POST": _r(inventories.create_inventory, RP + "inventories:create"),
-            "PUT": _r(inventories.replace_inventories, RP + "inventories:update"),
+            "POST": _r(inventories.create_inventory, RP + "inventories:create", json_body_until=mv.MAX),
+            "PUT": _r(inventories.replace_inventories, RP + "inventories:update", json_body_until=mv.MAX),
             "DELETE": _r(
                 inventories.delete_inventories,
                 RP + "inventories:delete",
@@ -75,7 +81,7 @@ def _build() -> RouteTable:
         },
         "/resource_providers/<uuid>/inventories/<resource_class>": {
             "GET": _r(inventories.show_inventory, RP + "inventories:show"),
-            "PUT": _r(inventories.update_inventory, RP + "inventories:update"),
+            "PUT": _r(inventories.update_inventory, RP + "inventories:update", json_body_until=mv.MAX),
             "DELETE": _r(inventories.delete_inventory, RP + "inventories:delete"),
         },
         "/resource_providers/<uuid>/usages": {
@@ -83,25 +89,39 @@ def _build() -> RouteTable:
         },
         "/resource_providers/<uuid>/aggregates": {
             "GET": _r(aggregates.list_aggregates, RP + "aggregates:list", since=mv.PROVIDER_AGGREGATES),
-            "PUT": _r(aggregates.update_aggregates, RP + "aggregates:update", since=mv.PROVIDER_AGGREGATES),
+            "PUT": _r(
+                aggregates.update_aggregates,
+                RP + "aggregates:update",
+                since=mv.PROVIDER_AGGREGATES,
+                json_body_until=mv.MAX,
+            ),
         },
         "/resource_providers/<uuid>/allocations": {
             "GET": _r(allocations.list_provider_allocations, RP + "allocations:list"),
         },
         "/resource_providers/<uuid>/traits": {
             "GET": _r(traits.list_provider_traits, RP + "traits:list", since=mv.TRAITS),
-            "PUT": _r(traits.update_provider_traits, RP + "traits:update", since=mv.TRAITS),
+            "PUT": _r(traits.update_provider_traits, RP + "traits:update", since=mv.TRAITS, json_body_until=mv.MAX),
             "DELETE": _r(traits.delete_provider_traits, RP + "traits:delete", since=mv.TRAITS),
         },
         "/resource_classes": {
             "GET": _r(resource_classes.list_resource_classes, P + "resource_classes:list", since=mv.RESOURCE_CLASSES),
             "POST": _r(
-                resource_classes.create_resource_class, P + "resource_classes:create", since=mv.RESOURCE_CLASSES
+                resource_classes.create_resource_class,
+                P + "resource_classes:create",
+                since=mv.RESOURCE_CLASSES,
+                json_body_until=mv.MAX,
             ),
         },
         "/resource_classes/<name>": {
             "GET": _r(resource_classes.show_resource_class, P + "resource_classes:show", since=mv.RESOURCE_CLASSES),
-            "PUT": _r(resource_classes.update_resource_class, P + "resource_classes:update", since=mv.RESOURCE_CLASSES),
+            "PUT": _r(
+                resource_classes.update_resource_class,
+                P + "resource_classes:update",
+                since=mv.RESOURCE_CLASSES,
+                # 1.7 took the body away (mv.PUT_RESOURCE_CLASS).
+                json_body_until=Version(1, 6),
+            ),
             "DELETE": _r(
                 resource_classes.delete_resource_class, P + "resource_classes:delete", since=mv.RESOURCE_CLASSES
             ),
@@ -115,11 +135,16 @@ def _build() -> RouteTable:
             "DELETE": _r(traits.delete_trait, P + "traits:delete", since=mv.TRAITS),
         },
         "/allocations": {
-            "POST": _r(allocations.post_allocations, P + "allocations:manage", since=mv.POST_ALLOCATIONS),
+            "POST": _r(
+                allocations.post_allocations,
+                P + "allocations:manage",
+                since=mv.POST_ALLOCATIONS,
+                json_body_until=mv.MAX,
+            ),
         },
         "/allocations/<consumer_uuid>": {
             "GET": _r(allocations.show_consumer_allocations, P + "allocations:list"),
-            "PUT": _r(allocations.put_consumer_allocations, P + "allocations:update"),
+            "PUT": _r(allocations.put_consumer_allocations, P + "allocations:update", json_body_until=mv.MAX),
             "DELETE": _r(allocations.delete_consumer_allocations, P + "allocations:delete"),
         },
         "/allocation_candidates": {
@@ -172,7 +197,7 @@ def _build() -> RouteTable:
             "DELETE": _r(quotas.delete_user_quota, "berth:quotas:delete"),
         },
         "/reshaper": {
-            "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=mv.RESHAPER),
+            "POST": _r(reshaper.reshape, P + "reshaper:reshape", since=mv.RESHAPER, json_body_until=mv.MAX),
         },
         "/usages": {
             # Authorised in the handler: the rule's target is the project asked about.
