@@ -223,13 +223,15 @@ def test_reading_a_placement_that_is_not_there_is_one_error_naming_the_url(tmp_p
 
     assert done.exit_code == 1
     assert f"Error: cannot reach Placement at {url}: connection refused" in done.output
-    assert "hint: is the service running?" in done.output and "--from-placement" in done.output
+    # The source is an OpenStack Placement: what to check of it, not to start a Berth service.
+    assert "hint: check the URL given as --from-placement" in done.output and "berth serve" not in done.output
     assert isinstance(done.exception, SystemExit)
     assert not database.exists()
 
     done = CliRunner().invoke(cli, ["compare", url, "http://127.0.0.1:9"])
     assert done.exit_code == 2
-    assert f"cannot reach Placement at {url}" in done.output and "FIRST_URL" in done.output
+    assert f"cannot reach Placement at {url}" in done.output and "hint: check FIRST_URL" in done.output
+    assert "berth serve" not in done.output
 
 
 def test_compare_and_import_refusals_name_the_url_and_what_to_check(tmp_path):

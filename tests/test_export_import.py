@@ -19,8 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from berth.api.app import PlacementApp
 from berth.portability import BooksConflict, BooksFileError, TargetNotEmpty, export_books, import_books
 from berth.portability.synthetic import write_snapshot
-from berth.portability.target import holdings
 from berth.store.database import Database
+from berth.store.held_books import holdings
 from berth.store.migrate import upgrade
 
 STAMP = datetime.datetime(2026, 5, 1, 12, 0, 0)

@@ -16,7 +16,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from berth.cli.client.connection import Given, explain_failure
-from berth.migration import Auth, MigrationError, Unreadable, compare, load_into_berth, read_placement
+from berth.migration import (
+    Auth,
+    MigrationError,
+    Unreadable,
+    check_target,
+    compare,
+    load_into_berth,
+    read_placement,
+)
 from berth.portability.format import BooksConflict, BooksFileError, TargetNotEmpty, read_header
 from berth.portability.importer import NOT_TEXT, import_books
 from berth.store.database import Database, default_url, refuse_in_memory
@@ -68,7 +76,7 @@ def _summary(counts: dict[str, int]) -> str:
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--database", default=None, metavar="URL", help=_DATABASE_HELP)
 def export_command(file: str, database: str | None) -> None:
-    from berth.portability.export import NoBooks, export_books
+    from berth.portability.export import ConnectionLost, NoBooks, export_books
 
     url = database or default_url()
     try:
@@ -81,7 +89,22 @@ def export_command(file: str, database: str | None) -> None:
                     counts = export_books(url, out, progress)
     except NoBooks as error:
         raise click.ClickException(f"{error}: check --database (or $BERTH_DATABASE_URL)") from None
+    except ConnectionLost as error:
+        raise click.ClickException(f"{error}; {_left_by_a_failed_export(file)}") from None
     click.echo(f"exported {_summary(counts) or 'nothing'}", err=True)
+
+
+def _left_by_a_failed_export(file: str) -> str:
+    """What an export that failed midway left at FILE, and what to do: a file is written whole or
+    not at all (``_whole_file``), a stream (standard output, a device, a pipe) as far as it went."""
+    again = "export again once the database answers"
+    if file == "-":
+        return f"what was written to standard output is incomplete: discard it, and {again}"
+    if os.path.exists(file) and not os.path.isfile(file):
+        return f"what was written to {file} is incomplete: discard it, and {again}"
+    if os.path.exists(file):
+        return f"{file} is as it was before: {again}"
+    return f"no file was written: {again}"
 
 
 # The first bytes of every SQLite database file.
@@ -138,6 +161,17 @@ def _whole_file(path: str) -> Iterator[IO[str]]:
         raise
 
 
+# How a move is given its source: an OpenStack Placement, which `berth serve` is no substitute for.
+_PLACEMENT = Given(
+    url="--from-placement",
+    token="--token",
+    not_found=None,
+    unreachable="check the URL given as --from-placement (scheme, host and port, as `openstack endpoint "
+    "list --service placement` shows Placement's endpoint) and that Placement runs there; once it "
+    "answers, the reads need an admin's token (--token)",
+)
+
+
 @click.command(
     "import",
     help="Load FILE (written by berth export) into Berth's database in one transaction, or with "
@@ -160,6 +194,8 @@ def import_command(
     try:
         with _progress_bars() as progress:
             if placement_url is not None:
+                # A target the move would refuse is refused now, not after the whole read.
+                check_target(target)
                 books = read_placement(placement_url, token=token, progress=progress)
                 loaded = load_into_berth(books, target, progress=progress)
                 click.echo(f"loaded {_summary(dataclasses.asdict(loaded)) or 'nothing'} from {placement_url}", err=True)
@@ -167,9 +203,7 @@ def import_command(
             assert file is not None
             counts = _import_file(target, file, merge, progress)
     except Unreadable as error:
-        failure = explain_failure(
-            error.error, error.url, Given(url="--from-placement", token="--token", not_found=None)
-        )
+        failure = explain_failure(error.error, error.url, _PLACEMENT)
         raise click.ClickException(f"{failure.message}\nNothing was written.") from None
     except TargetNotEmpty as error:
         raise click.ClickException(f"{_sentence(error)} Import into an empty database, or give --merge.") from None
@@ -256,10 +290,14 @@ def compare_command(first_url: str, second_url: str, token: str, second_token: s
             )
     except Unreadable as error:
         first = error.side == "first"
+        side = "FIRST_URL" if first else "SECOND_URL"
         given = Given(
-            url="FIRST_URL" if first else "SECOND_URL",
+            url=side,
             token="--token" if first or second_token is None else "--second-token",
             not_found=None,
+            # Either side may be an OpenStack Placement or a Berth service.
+            unreachable=f"check {side} (scheme, host and port of a Placement or Berth endpoint) and that the "
+            "service runs there",
         )
         raise _Failed(explain_failure(error.error, error.url, given).message) from None
     except MigrationError as error:

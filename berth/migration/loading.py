@@ -8,6 +8,7 @@ against it, berth.store.schema) is set from the allocations written.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,8 @@ import sqlalchemy as sa
 from berth.migration.books import Books, Progress, no_progress
 from berth.migration.errors import NotEmpty
 from berth.store import migrate, schema
-from berth.store.database import Database
-from berth.store.placement.names import STANDARD_CLASSES, STANDARD_TRAITS
+from berth.store.database import Database, DatabaseUnusable, check_url, normalise_url
+from berth.store.held_books import holdings, lock_for_import
 from berth.store.util import utcnow
 
 
@@ -37,7 +38,8 @@ class LoadCounts:
 
 def load_into_berth(books: Books, database_url: str, *, progress: Progress | None = None) -> LoadCounts:
     """Write ``books`` into the Berth database at ``database_url`` (its schema created or upgraded
-    first, as ``berth serve`` does); ``NotEmpty`` if it holds any provider, consumer or custom name."""
+    first, as ``berth serve`` does); ``NotEmpty`` if it holds any books (those a file import
+    refuses: berth.store.held_books.holdings)."""
     report = progress or no_progress
     db = Database(database_url)
     try:
@@ -47,28 +49,46 @@ def load_into_berth(books: Books, database_url: str, *, progress: Progress | Non
         db.dispose()
 
 
-# The tables a move writes. On PostgreSQL they are locked against other writers from before the
-# target is found empty until the move commits: a second move into the same database (or a server
-# writing there) waits, and then finds books. On SQLite the write transaction's lock does it.
-_WRITTEN_TABLES = (
-    "resource_classes",
-    "traits",
-    "resource_providers",
-    "inventories",
-    "placement_aggregates",
-    "resource_provider_aggregates",
-    "resource_provider_traits",
-    "projects",
-    "users",
-    "consumer_types",
-    "consumers",
-    "allocations",
-)
+def check_target(database_url: str) -> None:
+    """Refuse, before Placement is read (minutes, for a big cloud), a target ``load_into_berth``
+    would refuse after: one that cannot be reached or opened or whose schema is newer than this
+    release's (``DatabaseUnusable``), or one that holds books (``NotEmpty``).
+
+    Only reads: a SQLite file that does not exist yet is left for the move to create (its folder
+    missing is said), and a database is upgraded by the move, not here. The move checks again, in
+    its transaction, as another writer may come first.
+    """
+    check_url(database_url)
+    parsed = sa.engine.make_url(normalise_url(database_url))
+    file = parsed.database
+    if (
+        parsed.get_backend_name() == "sqlite"
+        and file
+        and not file.startswith("file:")
+        and not os.path.exists(file)
+        and os.path.isdir(os.path.dirname(os.path.abspath(file)))
+    ):
+        # A file the move will make: nothing in it yet. (In a folder that does not exist, opening
+        # it below fails without making anything, and says that the folder is missing.)
+        return
+    db = Database(database_url)
+    try:
+        with db.connect() as conn:
+            where = db.engine.url.render_as_string(hide_password=True)
+            too_new = migrate.newer_schema(migrate.recorded_revisions(conn), f"the database at {where}")
+            if too_new is not None:
+                raise DatabaseUnusable(too_new)
+            _refuse_non_empty(conn)
+    finally:
+        db.dispose()
 
 
 def _write(conn: sa.Connection, books: Books, report: Progress) -> LoadCounts:
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"LOCK TABLE {', '.join(_WRITTEN_TABLES)} IN SHARE ROW EXCLUSIVE MODE")
+    # The tables the move writes and those the emptiness check reads are locked against other
+    # writers (on PostgreSQL; SQLite's write transaction does it) from before the target is found
+    # empty until the move commits: a second move into the same database (or a server writing
+    # there) waits, and then finds books.
+    lock_for_import(conn)
     _refuse_non_empty(conn)
     now = utcnow()
     stamps = {"created_at": now, "updated_at": now}
@@ -93,19 +113,10 @@ def _write(conn: sa.Connection, books: Books, report: Progress) -> LoadCounts:
 
 
 def _refuse_non_empty(conn: sa.Connection) -> None:
-    held = {
-        "providers": conn.execute(sa.select(sa.func.count()).select_from(schema.resource_providers)).scalar_one(),
-        "consumers": conn.execute(sa.select(sa.func.count()).select_from(schema.consumers)).scalar_one(),
-        "allocations": conn.execute(sa.select(sa.func.count()).select_from(schema.allocations)).scalar_one(),
-    }
-    custom_classes = set(conn.execute(sa.select(schema.resource_classes.c.name)).scalars()) - STANDARD_CLASSES
-    custom_traits = set(conn.execute(sa.select(schema.traits.c.name)).scalars()) - STANDARD_TRAITS
-    held["custom resource classes"] = len(custom_classes)
-    held["custom traits"] = len(custom_traits)
-    found = {what: count for what, count in held.items() if count}
-    if found:
-        listed = ", ".join(f"{count} {what}" for what, count in found.items())
-        raise NotEmpty(f"the target database is not empty ({listed}); give an empty one")
+    """The rule a file import has (without ``--merge``), so that either refuses the same databases."""
+    held = holdings(conn)
+    if held:
+        raise NotEmpty(f"the target database is not empty ({', '.join(held)}); give an empty one")
 
 
 def _names(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from berth.portability.export import NoBooks, Progress, export_books
+from berth.portability.export import ConnectionLost, NoBooks, Progress, export_books
 from berth.portability.format import FORMAT, VERSION, BooksConflict, BooksFileError, TargetNotEmpty
 from berth.portability.importer import import_books
 
@@ -12,6 +12,7 @@ __all__ = [
     "VERSION",
     "BooksConflict",
     "BooksFileError",
+    "ConnectionLost",
     "NoBooks",
     "Progress",
     "TargetNotEmpty",

@@ -161,6 +161,16 @@ class NoBooks(Exception):
         super().__init__(f"no Berth books at {where} ({why})")
 
 
+class ConnectionLost(Exception):
+    """The connection to a PostgreSQL server was lost under the export (the server stopped, restarted
+    or failing over): what was written of the books is no snapshot."""
+
+    def __init__(self, where: str, error: Exception):
+        lines = [line.strip() for line in str(getattr(error, "orig", None) or error).splitlines() if line.strip()]
+        reason = lines[0] if lines else type(error).__name__
+        super().__init__(f"the connection to the database at {where} was lost during the export ({reason})")
+
+
 def export_books(
     database: str | Database,
     out: IO[str],
@@ -174,14 +184,15 @@ def export_books(
     same books can be made identical.
 
     Raises ``NoBooks`` for a database without Berth's schema, and for a SQLite file that does not
-    exist, which is then not created (nor its writer lock): an export only reads.
+    exist, which is then not created (nor its writer lock): an export only reads. Raises
+    ``ConnectionLost`` when the connection to PostgreSQL is lost before the export is complete.
     """
     if isinstance(database, str):
         _refuse_sqlite_without_books(database)
     db = Database(database) if isinstance(database, str) else database
+    where = db.engine.url.render_as_string(hide_password=True)
     try:
         with snapshot(db) as conn:
-            where = db.engine.url.render_as_string(hide_password=True)
             if not sa.inspect(conn).has_table(_BOOKS_TABLE):
                 raise NoBooks(where, "the database has no Berth schema")
             # A later release's schema may keep books this release does not know of: an export by
@@ -195,6 +206,11 @@ def export_books(
             for kind in KINDS:
                 if kind in present:
                     _write_section(conn, kind, counts[kind], out, progress)
+    except (sa.exc.OperationalError, db.engine.dialect.loaded_dbapi.OperationalError) as error:
+        # The sections are read through psycopg's own cursors, whose errors SQLAlchemy does not wrap.
+        if db.is_sqlite:
+            raise
+        raise ConnectionLost(where, error) from error
     finally:
         if db is not database:
             db.dispose()
@@ -240,10 +256,17 @@ class snapshot:  # noqa: N801 - used as a context manager, like contextlib's
         self._conn = conn
         return conn
 
-    def __exit__(self, *_exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_exc: object) -> None:
         assert self._conn is not None  # set by __enter__
-        self._conn.rollback()
-        self._conn.close()
+        try:
+            self._conn.rollback()
+        except sa.exc.DBAPIError:
+            # A connection lost under the read cannot roll back either: the error that ended the
+            # read says what happened, not this one.
+            if exc_type is None:
+                raise
+        finally:
+            self._conn.close()
 
 
 def present_kinds(conn: Connection) -> set[str]:

@@ -27,14 +27,9 @@ from berth.portability.export import Progress
 from berth.portability.format import KINDS, SECTION, BooksConflict, BooksFileError, decode, read_header
 from berth.portability.loader import Loader
 from berth.portability.sink import BATCH
-from berth.portability.target import (
-    WRITTEN_TABLES,
-    advance_sequences,
-    existing_records,
-    lock_for_import,
-    refuse_unless_empty,
-)
+from berth.portability.target import advance_sequences, existing_records, refuse_unless_empty
 from berth.store.database import Database
+from berth.store.held_books import WRITTEN_TABLES, lock_for_import
 
 
 def import_books(

@@ -53,6 +53,8 @@ class Given:
     # A 404 at a path the service has: what was looked up is not there. None: the command reads
     # only what exists (a whole service's books), so a 404 says the endpoint is not Placement's.
     not_found: str | None = "check the name or uuid: `berth provider list` shows the providers"
+    # What to check when nothing answers at the URL ({url}: how it was given).
+    unreachable: str = "is the service running? Start one with `berth serve`, or point {url} at one"
 
 
 CLIENT_COMMANDS = Given()
@@ -87,7 +89,7 @@ def explain_failure(error: PlacementError, url: str, given: Given = CLIENT_COMMA
     if error.status == 0:
         return ApiFailure(
             f"cannot reach Placement at {url}: {_transport_reason(error.detail)}\n"
-            f"hint: is the service running? Start one with `berth serve`, or point {given.url} at one"
+            f"hint: {given.unreachable.format(url=given.url)}"
         )
     request = str(error).split(": ", 1)[0]
     code = f" {error.code}" if error.code else ""

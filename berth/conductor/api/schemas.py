@@ -16,7 +16,6 @@ NAME: Final = {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH}
 UUID: Final = {"type": "string", "format": "uuid"}
 # A UUID as an agent writes it, lowercase with its hyphens, so that one id has one spelling.
 AGENT_ID: Final = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-COUNT: Final = {"type": "integer", "minimum": 1, "maximum": 1000}
 # The most a flavor's size may be (Nova's, its database's largest integer).
 MAX_SIZE: Final = 2**31 - 1
 
@@ -36,6 +35,13 @@ def whole_number(minimum: int, maximum: int) -> dict[str, Any]:
 
 
 SIZE: Final = whole_number(0, MAX_SIZE)
+# How many servers one create makes (``min_count``, ``max_count``): integers or their digits, as
+# Nova's ``positive_integer`` takes them.
+COUNT: Final = whole_number(1, 1000)
+COUNTS: Final = ("min_count", "max_count")
+# Nova's ``name`` parameter type, of servers, flavors and server groups: no whitespace first or
+# last (``$(?!\n)``: Python's ``$`` also matches before a last newline).
+NOVA_NAME: Final = {**NAME, "pattern": "^(?!\\s)[\\s\\S]*\\S$(?!\\n)"}
 STRINGS: Final = {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}
 NOTHING: Final = {"type": ["null", "object"], "additionalProperties": False}
 # A flavor's id or name (or its URL), or its id as a number, as Nova's ``flavorRef`` is.
@@ -66,7 +72,7 @@ SERVER_CREATE: Final = _object(
     {
         "server": _object(
             {
-                "name": NAME,
+                "name": NOVA_NAME,
                 "flavorRef": FLAVOR_REF,
                 "imageRef": {"type": "string", "maxLength": 255},
                 "image_properties": STRINGS,
@@ -154,16 +160,13 @@ def named_host(body: object) -> None:
         )
 
 
-# Nova's flavor name: no whitespace first or last (``$(?!\n)``: Python's ``$`` also matches
-# before a last newline).
-FLAVOR_NAME: Final = {**NAME, "pattern": "^(?!\\s)[\\s\\S]*\\S$(?!\\n)"}
 # A flavor's sizes, which Nova takes as integers or their digits.
 FLAVOR_SIZES: Final = ("vcpus", "ram", "disk", "OS-FLV-EXT-DATA:ephemeral", "ephemeral", "swap")
 FLAVOR_CREATE: Final = _object(
     {
         "flavor": _object(
             {
-                "name": FLAVOR_NAME,
+                "name": NOVA_NAME,
                 "id": {
                     "type": ["string", "number", "null"],
                     "minLength": 1,
@@ -200,7 +203,7 @@ SERVER_GROUP_CREATE: Final = _object(
     {
         "server_group": _object(
             {
-                "name": NAME,
+                "name": NOVA_NAME,
                 "policy": GROUP_POLICY,
                 # Nova's before its microversion 2.64, which Nova's clients still send by default
                 # (``openstack server group create --policy P``): the one policy in a list.

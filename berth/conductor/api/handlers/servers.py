@@ -41,7 +41,9 @@ def owned_row(call: WebCall, server_id: str, rule: str, *, deleted: bool = False
 
 def create(call: WebCall) -> Reply:
     body = schemas.check(call.json_body(), schemas.SERVER_CREATE)
-    asked = body["server"]
+    # Counts given as digits, as Nova takes them, read as their numbers and checked again as those.
+    asked = schemas.digits_read(body["server"], schemas.COUNTS)
+    schemas.check({**body, "server": asked}, schemas.SERVER_CREATE)
     assert call.caller is not None
     minimum = int(asked.get("min_count", 1))
     count = int(asked.get("max_count", minimum))
