@@ -7,6 +7,7 @@ Every command runs as a real ``berth`` process, as an operator would run it."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from livehelpers import LiveServer, run_berth
 
+from berth.portability.format import header
 from berth.testbed.client import Client
 from berth.testbed.loopback import free_port
 
@@ -21,6 +23,9 @@ pytestmark = pytest.mark.slow
 
 # The advice for a schema behind the newest, which fails on one newer than this release.
 DB_UPGRADE_ADVICE = "berth db upgrade"
+
+# A snapshot of no books: the import gets past the file to the database (an empty file is refused first).
+NO_BOOKS = header(datetime.datetime(2026, 1, 1), {})
 
 
 def _usage_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -167,10 +172,10 @@ def test_a_database_newer_than_this_release_is_refused_in_one_line(tmp_path):
     url = f"sqlite:///{tmp_path / 'books.sqlite'}"
     assert run_berth("db", "upgrade", "--database", url, cwd=tmp_path).returncode == 0
     _set_revision(tmp_path / "books.sqlite", "0099")
-    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "nobooks.jsonl").write_bytes(NO_BOOKS)
     for args in (
         ["db", "upgrade", "--database", url],
-        ["import", "empty.jsonl", "--database", url],
+        ["import", "nobooks.jsonl", "--database", url],
         ["serve", "--bind", f"127.0.0.1:{free_port()}", "--database", url],
     ):
         line = _one_line(run_berth(*args, cwd=tmp_path))
@@ -216,12 +221,12 @@ def test_readyz_does_not_advise_an_upgrade_that_would_fail(tmp_path):
 
 def test_a_file_that_is_not_a_database_is_named_in_one_line(tmp_path):
     (tmp_path / "notadb.sqlite").write_text("hello\n")
-    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "nobooks.jsonl").write_bytes(NO_BOOKS)
     url = "sqlite:///notadb.sqlite"
     for args in (
         ["db", "upgrade", "--database", url],
         ["export", "-", "--database", url],
-        ["import", "empty.jsonl", "--database", url],
+        ["import", "nobooks.jsonl", "--database", url],
         ["serve", "--bind", f"127.0.0.1:{free_port()}", "--database", url],
     ):
         line = _one_line(run_berth(*args, cwd=tmp_path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import os
+import stat
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -137,15 +138,26 @@ def _whole_file(path: str) -> Iterator[IO[str]]:
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise click.ClickException(f"no folder {folder} for {path}: create the folder, or give another FILE")
-    # Beside the target, so that the rename is one step on one file system; created as open() would
-    # create FILE itself (the umask applies), and by this process alone.
+    try:
+        replaced: os.stat_result | None = os.stat(target)
+    except OSError:
+        replaced = None
+    # Beside the target, so that the rename is one step on one file system; by this process alone,
+    # and created as open() would create FILE itself (the umask applies) unless it replaces a file:
+    # then private until it has that file's mode.
     partial = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex[:8]}.partial")
     try:
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if replaced is None else 0o600)
     except OSError as error:
         raise click.ClickException(f"cannot write {path}: {error.strerror}") from None
     try:
         with open(descriptor, "w", encoding="utf-8") as out:
+            if replaced is not None:
+                # The new backup keeps the old one's mode (one made 0600 stays private), and its owner
+                # and group as far as this process may set them, before a byte of the books is written.
+                with suppress(OSError):
+                    os.fchown(out.fileno(), replaced.st_uid, replaced.st_gid)
+                os.fchmod(out.fileno(), stat.S_IMODE(replaced.st_mode))
             yield out
             out.flush()
             os.fsync(out.fileno())
@@ -246,6 +258,8 @@ def _check_first_line(file: IO[str]) -> None:
     if peek is None:
         return
     start = peek(_HEADER_ROOM)[:_HEADER_ROOM]
+    if not start:
+        raise BooksFileError(1, "the file is empty")
     if start.startswith(_SQLITE_MAGIC):
         raise BooksFileError(
             1,
@@ -260,7 +274,7 @@ def _check_first_line(file: IO[str]) -> None:
         raise BooksFileError(1, NOT_TEXT) from None
     if newline:
         read_header(text)
-    # Otherwise empty, or a header longer than what was read so far: the import says what is wrong.
+    # Otherwise a header longer than what was read so far: the import says what is wrong.
 
 
 # compare's exit statuses besides 0, as its help says: a script tells "the books differ" from "they

@@ -168,14 +168,14 @@ def _build() -> RouteTable:
         },
         "/berth/leases/<consumer_uuid>": {
             "GET": _r(leases.show_lease, "berth:leases:show"),
-            "PUT": _r(leases.set_lease, "berth:leases:update"),
+            "PUT": _r(leases.set_lease, "berth:leases:update", json_body_until=mv.MAX),
             "DELETE": _r(leases.release_lease, "berth:leases:delete"),
         },
         "/berth/leases/<consumer_uuid>/confirm": {
             "POST": _r(leases.confirm_lease, "berth:leases:confirm"),
         },
         "/berth/pick": {
-            "POST": _r(pick.pick, "berth:pick"),
+            "POST": _r(pick.pick, "berth:pick", json_body_until=mv.MAX),
         },
         "/berth/preemptions": {
             "GET": _r(preemptions.list_preemptions, "berth:preemptions:list"),
@@ -188,12 +188,12 @@ def _build() -> RouteTable:
         },
         "/berth/quotas/<project_id>": {
             "GET": _r(quotas.show_project_quota, "berth:quotas:show"),
-            "PUT": _r(quotas.set_project_quota, "berth:quotas:update"),
+            "PUT": _r(quotas.set_project_quota, "berth:quotas:update", json_body_until=mv.MAX),
             "DELETE": _r(quotas.delete_project_quota, "berth:quotas:delete"),
         },
         "/berth/quotas/<project_id>/users/<user_id>": {
             "GET": _r(quotas.show_user_quota, "berth:quotas:show"),
-            "PUT": _r(quotas.set_user_quota, "berth:quotas:update"),
+            "PUT": _r(quotas.set_user_quota, "berth:quotas:update", json_body_until=mv.MAX),
             "DELETE": _r(quotas.delete_user_quota, "berth:quotas:delete"),
         },
         "/reshaper": {
