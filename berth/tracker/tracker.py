@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid as uuidlib
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -325,7 +326,11 @@ class ResourceTracker:
     def _check_migration_uuid(self, instance_uuid: str, migration_uuid: str) -> None:
         """Refuse a migration uuid that is not the move's own: the instance's uuid, or a consumer or
         migration another claim here names. Its revert or confirm would rewrite that consumer (the
-        instance's own allocations deleted, another instance's handed to this one)."""
+        instance's own allocations deleted, another instance's handed to this one). Nor a name that
+        is not a uuid as the service writes its consumers' (dashed, lower-case): it refuses other
+        names, and keys an undashed or upper-case uuid canonically, where the claim would not find it."""
+        if not _canonical_uuid(migration_uuid):
+            raise InvalidRequest(f"migration {migration_uuid!r} is not a uuid (8-4-4-4-12 lower-case hex digits)")
         if migration_uuid == instance_uuid:
             raise InvalidRequest("a migration needs a uuid of its own")
         for record in self.store.all():
@@ -596,3 +601,11 @@ class ResourceTracker:
             report = self.audit()
             reclaimed = self.reclaim_soft_deleted()
             return {"sync": sync.to_dict(), "audit": report.to_dict(), "reclaimed": reclaimed}
+
+
+def _canonical_uuid(value: str) -> bool:
+    """Whether ``value`` is a uuid as the service writes its consumers' (dashed, lower-case)."""
+    try:
+        return str(uuidlib.UUID(value)) == value
+    except ValueError:
+        return False

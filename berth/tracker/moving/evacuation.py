@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from berth.clients.errors import ClaimError
 from berth.clients.placement import ConsumerState
 from berth.domain.host.allocations import ByConsumer
 from berth.domain.host.records import ACTIVE, INCOMING, MIGRATION, SHELVED, SOFT_DELETED, ClaimRecord
@@ -53,10 +54,19 @@ def cleanup_evacuations(tracker: HostParts, snapshot: ByConsumer | None = None) 
 def cleanup_evacuated(tracker: HostParts, instance_uuid: str, migration_uuid: str) -> list[str]:
     """The instance was evacuated away while this host was down: drop what is left here (under the lock)."""
     records = [r for r in tracker.store.for_instance(instance_uuid) if r.state != INCOMING]
-    if records:
-        return [tracker.operations.run(r, PendingOp.EVACUATED, migration_uuid=migration_uuid) for r in records]
     held = tracker.placement.consumer(migration_uuid)
-    if held.consumer_type == MIGRATION and set(held.allocations) & tracker.our_providers():
+    migration_here = held.consumer_type == MIGRATION and bool(set(held.allocations) & tracker.our_providers())
+    if records:
+        # The caller's word is not enough: an instance that never left still holds its allocations
+        # here, and dropping its claims would leave them counted by no claim. (One evacuated holds
+        # them elsewhere, or nowhere once deleted since: its claims here are stale either way.)
+        if not migration_here and tracker.placement.consumer(instance_uuid).on(tracker.our_providers()):
+            raise ClaimError(
+                f"instance {instance_uuid} was not evacuated from {tracker.host}: it still holds allocations "
+                f"here and migration {migration_uuid} none; its claims stay"
+            )
+        return [tracker.operations.run(r, PendingOp.EVACUATED, migration_uuid=migration_uuid) for r in records]
+    if migration_here:
         tracker.writer.clear(migration_uuid)
         return ["cleaned"]
     return []
