@@ -6,15 +6,18 @@ which module ``import conftest`` finds depends on what ran before."""
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 import uuid
 
 import pytest
 
+from berth.portability.importer import import_books
+from berth.portability.synthetic import write_snapshot
 from berth.store import schema
 from berth.store.database import Database
-from berth.store.migrate import sync_standard_names
+from berth.store.migrate import sync_standard_names, upgrade
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -86,3 +89,28 @@ def _someone_waits_on_a_lock(db) -> bool:
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
             ).scalar()
         )
+
+
+def database_with_hosts(url: str, hosts: int) -> str:
+    """``url``, its database made or upgraded and holding ``hosts`` hosts of a synthetic snapshot
+    with their inventories and allocations (three per host)."""
+    books = io.StringIO()
+    write_snapshot(books, providers=hosts, allocations=3 * hosts)
+    books.seek(0)
+    db = Database(url)
+    try:
+        upgrade(db)
+        import_books(db, books)
+    finally:
+        db.dispose()
+    return url
+
+
+def provider_count(url: str) -> int:
+    """How many providers the database at ``url`` holds."""
+    db = Database(url)
+    try:
+        with db.engine.connect() as conn:
+            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM resource_providers").scalar_one())
+    finally:
+        db.dispose()

@@ -9,6 +9,7 @@ import sqlite3
 import uuid
 
 from click.testing import CliRunner
+from dbhelpers import provider_count
 
 from berth.cli.main import cli, main
 from berth.store.database import Database
@@ -24,15 +25,6 @@ def _snapshot(path):
         f'"root":"{provider}"}}\n'
     )
     return path
-
-
-def _providers(database_url: str) -> int:
-    db = Database(database_url)
-    try:
-        with db.engine.connect() as conn:
-            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM resource_providers").scalar_one())
-    finally:
-        db.dispose()
 
 
 def test_a_compressed_snapshot_is_refused_with_what_to_do(tmp_path):
@@ -51,7 +43,7 @@ def test_a_compressed_snapshot_is_refused_with_what_to_do(tmp_path):
 
     # The same snapshot uncompressed goes in.
     assert CliRunner().invoke(cli, ["import", str(plain), "--database", url]).exit_code == 0
-    assert _providers(url) == 1
+    assert provider_count(url) == 1
 
 
 def test_a_snapshot_of_a_later_release_says_to_import_it_with_that_release(tmp_path):

@@ -6,7 +6,6 @@ A real ``berth export`` on a PostgreSQL server of the test's own, stopped while 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -16,29 +15,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from dbhelpers import database_with_hosts
 
-from berth.portability.importer import import_books
-from berth.portability.synthetic import write_snapshot
-from berth.store.database import Database
-from berth.store.migrate import upgrade
 from berth.testbed.services.postgres import PostgresServer, start_postgres
 
 pytestmark = pytest.mark.slow
-
-
-def _database_with_hosts(postgres: PostgresServer, hosts: int) -> str:
-    """The URL of a new database holding ``hosts`` hosts with their inventories and allocations."""
-    url = postgres.create_database("books")
-    books = io.StringIO()
-    write_snapshot(books, providers=hosts, allocations=3 * hosts)
-    books.seek(0)
-    db = Database(url)
-    try:
-        upgrade(db)
-        import_books(db, books)
-    finally:
-        db.dispose()
-    return url
 
 
 def _export(url: str, file: str, cwd: Path) -> subprocess.Popen[bytes]:
@@ -66,7 +47,7 @@ def _one_line(stderr: bytes) -> str:
 def test_an_export_to_standard_output_whose_connection_is_lost_says_so_in_one_line(tmp_path):
     postgres = start_postgres()
     try:
-        url = _database_with_hosts(postgres, 10_000)
+        url = database_with_hosts(postgres.create_database("books"), 10_000)
         export = _export(url, "-", tmp_path)
         try:
             assert export.stdout is not None
@@ -96,7 +77,7 @@ def test_an_export_to_standard_output_whose_connection_is_lost_says_so_in_one_li
 def test_an_export_to_a_file_whose_connection_is_lost_keeps_the_file_there_before(tmp_path):
     postgres = start_postgres()
     try:
-        url = _database_with_hosts(postgres, 3)
+        url = database_with_hosts(postgres.create_database("books"), 3)
         backup = tmp_path / "books.jsonl"
         backup.write_bytes(b"last night's backup\n")
         # A writer holds the allocations table: the export, counting the books in its transaction,

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from dbhelpers import provider_count
 from oslo_config import cfg
 from placement import conf as placement_conf
 from placement import db_api as placement_db_api
@@ -105,15 +106,6 @@ def _target(path: Path, **records: list[dict[str, Any]]) -> str:
     return url
 
 
-def _providers(url: str) -> int:
-    db = Database(url)
-    try:
-        with db.engine.connect() as conn:
-            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM resource_providers").scalar_one())
-    finally:
-        db.dispose()
-
-
 # Books of Berth's own that a move from Placement never writes: a file import refused a target
 # holding them, a move from Placement took it and mixed its books in.
 _BERTH_OWN_BOOKS = {
@@ -135,7 +127,7 @@ def test_a_target_with_books_of_berths_own_is_refused_before_placement_is_read(b
     said = capsys.readouterr().err.strip()
     assert said == f"Error: the target database is not empty ({named}); give an empty one. Nothing was written.", said
     assert source.asked == []
-    assert _providers(url) == 0
+    assert provider_count(url) == 0
 
 
 @pytest.mark.parametrize("books", sorted(_BERTH_OWN_BOOKS))
@@ -149,7 +141,7 @@ def test_a_move_refuses_what_a_file_import_refuses(books, tmp_path):
 
     with pytest.raises(NotEmpty, match=rf"not empty \({named}\)"):
         load_into_berth(read, url)
-    assert _providers(url) == 0
+    assert provider_count(url) == 0
 
 
 def test_a_target_of_a_newer_schema_is_refused_before_placement_is_read(source, tmp_path, capsys):

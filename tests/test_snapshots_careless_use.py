@@ -5,49 +5,22 @@ had before is kept, and what went wrong is said in one line."""
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
+from dbhelpers import database_with_hosts, provider_count
+
 from berth.cli.main import main
-from berth.portability.importer import import_books
-from berth.portability.synthetic import write_snapshot
-from berth.store.database import Database
-from berth.store.migrate import upgrade
-
-
-def _database_with_hosts(path: Path, hosts: int) -> str:
-    """The URL of a SQLite database at ``path`` holding ``hosts`` hosts with their inventories."""
-    url = f"sqlite:///{path}"
-    books = io.StringIO()
-    write_snapshot(books, providers=hosts, allocations=3 * hosts)
-    books.seek(0)
-    db = Database(url)
-    try:
-        upgrade(db)
-        import_books(db, books)
-    finally:
-        db.dispose()
-    return url
-
-
-def _providers(url: str) -> int:
-    db = Database(url)
-    try:
-        with db.engine.connect() as conn:
-            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM resource_providers").scalar_one())
-    finally:
-        db.dispose()
 
 
 def test_export_refuses_to_write_over_the_database_it_exports(tmp_path, monkeypatch, capsys):
     # ``berth export berth.sqlite`` in the service's folder: FILE taken for the database to back up.
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("BERTH_DATABASE_URL", raising=False)
-    url = _database_with_hosts(tmp_path / "berth.sqlite", 3)
+    url = database_with_hosts(f"sqlite:///{tmp_path / 'berth.sqlite'}", 3)
     before = (tmp_path / "berth.sqlite").read_bytes()
 
     assert main(["export", "berth.sqlite"]) == 1
@@ -58,7 +31,7 @@ def test_export_refuses_to_write_over_the_database_it_exports(tmp_path, monkeypa
         "(the database to export is --database)"
     )
     assert (tmp_path / "berth.sqlite").read_bytes() == before
-    assert _providers(url) == 3
+    assert provider_count(url) == 3
     assert main(["export", "books.jsonl"]) == 0  # the database is whole, and exports
 
 
@@ -83,7 +56,7 @@ def _berth_with_files_of_at_most(limit: int, *args: str, cwd: Path) -> subproces
 
 
 def test_an_export_that_cannot_be_written_whole_keeps_the_backup_there_before(tmp_path):
-    url = _database_with_hosts(tmp_path / "berth.sqlite", 600)  # a snapshot of about 300 KB
+    url = database_with_hosts(f"sqlite:///{tmp_path / 'berth.sqlite'}", 600)  # a snapshot of about 300 KB
     backup = tmp_path / "books.jsonl"
     assert main(["export", str(backup), "--database", url]) == 0
     last_night = backup.read_bytes()
@@ -108,7 +81,7 @@ def test_an_export_that_cannot_be_written_whole_keeps_the_backup_there_before(tm
 
 
 def test_a_file_that_is_no_snapshot_leaves_no_database_made_for_it(tmp_path, capsys):
-    source = _database_with_hosts(tmp_path / "berth.sqlite", 2)
+    source = database_with_hosts(f"sqlite:///{tmp_path / 'berth.sqlite'}", 2)
     books = tmp_path / "books.jsonl"
     assert main(["export", str(books), "--database", source]) == 0
     (tmp_path / "books.jsonl.gz").write_bytes(gzip.compress(books.read_bytes()))
@@ -129,4 +102,4 @@ def test_a_file_that_is_no_snapshot_leaves_no_database_made_for_it(tmp_path, cap
         assert not any(path.name.startswith("restored") for path in tmp_path.iterdir()), given
 
     assert main(["import", str(books), "--database", url]) == 0
-    assert _providers(url) == 2
+    assert provider_count(url) == 2
