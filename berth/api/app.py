@@ -166,7 +166,8 @@ class PlacementApp:
             provider_cache=self.provider_cache,
             host_board=self.host_board,
         )
-        _check_media_types(request, path, route, version)
+        if path not in _MEDIA_TYPES_BEFORE_MICROVERSION:
+            _check_media_types(request, path, route, version)
         if route.policy:
             call.authorize(route.policy)
         reply: Reply = route.handler(call, **params)
