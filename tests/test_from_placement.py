@@ -7,9 +7,7 @@ filled through its own API; the target is a real ``berth serve`` on the database
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-import wsgiref.simple_server
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,7 @@ import pytest
 import requests
 from dbhelpers import BACKENDS, make_database
 from livehelpers import LiveServer
-from oslo_config import cfg
-from placement import conf as placement_conf
-from placement import db_api as placement_db_api
-from placement import deploy as placement_deploy
+from placementhelpers import served_placement
 
 from berth.migration import (
     Difference,
@@ -42,34 +37,14 @@ AGGREGATE = "5c4f8a51-9d2e-4b7c-8e1a-2f3d4c5b6a70"
 SECOND_AGGREGATE = "7e2d1c3b-4a5f-4e6d-9c8b-1a2b3c4d5e6f"
 
 
-class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def placement_url(tmp_path_factory) -> Iterator[str]:
     """OpenStack Placement on a SQLite file, without authentication (noauth2), on a loopback port.
 
     Its database engine is global to the process, so there is one per test process.
     """
-    folder = tmp_path_factory.mktemp("placement")
-    config_file = folder / "placement.conf"
-    config_file.write_text(
-        "[api]\nauth_strategy = noauth2\n"
-        f"[placement_database]\nconnection = sqlite:///{folder / 'placement.sqlite'}\nsync_on_startup = true\n"
-    )
-    config = cfg.ConfigOpts()
-    placement_conf.register_opts(config)
-    config([], project="placement", default_config_files=[str(config_file)])
-    placement_db_api.configure(config)
-    app = placement_deploy.loadapp(config)
-    server = wsgiref.simple_server.make_server("127.0.0.1", 0, app, handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with served_placement(tmp_path_factory.mktemp("placement")) as url:
+        yield url
 
 
 class _Api:

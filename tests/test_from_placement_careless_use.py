@@ -11,9 +11,7 @@ from __future__ import annotations
 import datetime
 import io
 import socket
-import threading
 import uuid
-import wsgiref.simple_server
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from dbhelpers import provider_count
-from oslo_config import cfg
-from placement import conf as placement_conf
-from placement import db_api as placement_db_api
-from placement import deploy as placement_deploy
+from placementhelpers import served_placement
 
 from berth.cli.main import main
 from berth.migration import Books, NotEmpty, Provider, load_into_berth
@@ -34,11 +29,6 @@ from berth.store.database import Database
 from berth.store.migrate import upgrade
 
 pytestmark = pytest.mark.slow
-
-
-class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 class _Placement:
@@ -54,31 +44,19 @@ def placement(tmp_path_factory) -> Iterator[_Placement]:
     """OpenStack Placement on a SQLite file, without authentication (noauth2). Its database engine
     is global to the process (one per test process, whichever module configures it first); these
     tests only read it."""
-    folder = tmp_path_factory.mktemp("placement")
-    config_file = folder / "placement.conf"
-    config_file.write_text(
-        "[api]\nauth_strategy = noauth2\n"
-        f"[placement_database]\nconnection = sqlite:///{folder / 'placement.sqlite'}\nsync_on_startup = true\n"
-    )
-    config = cfg.ConfigOpts()
-    placement_conf.register_opts(config)
-    config([], project="placement", default_config_files=[str(config_file)])
-    placement_db_api.configure(config)
-    app = placement_deploy.loadapp(config)
     noted: list[str] = []
 
-    def noting(environ: dict[str, Any], start_response: Any) -> Any:
-        noted.append(environ.get("PATH_INFO", ""))
-        return app(environ, start_response)
+    def noting(app: Any) -> Any:
+        def asked(environ: dict[str, Any], start_response: Any) -> Any:
+            noted.append(environ.get("PATH_INFO", ""))
+            return app(environ, start_response)
 
-    server = wsgiref.simple_server.make_server("127.0.0.1", 0, noting, handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    source = _Placement(f"http://127.0.0.1:{server.server_port}")
-    source.asked = noted
-    yield source
-    server.shutdown()
-    server.server_close()
+        return asked
+
+    with served_placement(tmp_path_factory.mktemp("placement"), noting) as url:
+        source = _Placement(url)
+        source.asked = noted
+        yield source
 
 
 @pytest.fixture
